@@ -1,0 +1,44 @@
+from django.db import models
+
+
+class ThoughtType(models.TextChoices):
+    ORIGINAL = "original"
+    REFINEMENT = "refinement"
+    CONSOLIDATION = "consolidation"
+
+
+class ThoughtCategory(models.TextChoices):
+    STATE_SNAPSHOT = "state_snapshot"
+    DECISION_RECORD = "decision_record"
+    OPERATIONAL_LEARNING = "operational_learning"
+    TASK_OUTCOME = "task_outcome"
+    CORRECTION = "correction"
+    TRANSITION_MARKER = "transition_marker"
+    UNCATEGORIZED = "uncategorized"
+
+
+class QualityFlag(models.TextChoices):
+    KEYWORD_ECHO = "keyword_echo"
+    ORPHANED_REFERENCE = "orphaned_reference"
+    STALE = "stale"
+    NEAR_DUPLICATE = "near_duplicate"
+    CONTRADICTS_CORRECTION = "contradicts_correction"
+    UNVERIFIED = "unverified"
+
+
+class SourceRefType(models.TextChoices):
+    TASK = "task"
+    FILE = "file"
+    COMMIT = "commit"
+    URL = "url"
+
+
+class SuggestionStatus(models.TextChoices):
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    DISMISSED = "dismissed"
+
+
+class SuggestionOrigin(models.TextChoices):
+    CONTRADICTION_DETECTOR = "contradiction_detector"  # brain: new thought vs existing facts
+    QUALITY_JUDGE = "quality_judge"  # quality loop: a response contradicted an injected item

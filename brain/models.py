@@ -1,0 +1,168 @@
+"""The brain's data: thoughts, the query log and correction suggestions (SPEC 2.1)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from pgvector.django import HnswIndex, VectorField
+
+from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
+
+EMBEDDING_DIMENSIONS = 384
+
+
+class Thought(models.Model):
+    """One self-contained unit of knowledge. Never deleted by normal operations."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    space = models.ForeignKey("core.Space", on_delete=models.PROTECT, related_name="thoughts")
+    content = models.TextField()
+    context_metadata = models.JSONField(default=dict, blank=True)
+    # Who contributed: the authenticated agent (null for system markers and imports), plus the
+    # free-form agent_id/agent_name of the seed brain's wire format.
+    agent = models.ForeignKey("core.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="thoughts")
+    contributor_id = models.CharField(max_length=100)
+    contributor_name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    # Lineage (seeds/001)
+    thought_type = models.CharField(max_length=20, choices=ThoughtType.choices, default=ThoughtType.ORIGINAL)
+    source_ids = ArrayField(models.UUIDField(), default=list, blank=True)
+    refined_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Newest refinement or consolidation built on this thought.",
+    )
+
+    # Structure (seeds/000)
+    tags = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    thought_category = models.CharField(
+        max_length=30, choices=ThoughtCategory.choices, default=ThoughtCategory.UNCATEGORIZED
+    )
+    topic = models.CharField(max_length=200, blank=True, default="")
+    temporal_scope = models.DateField(null=True, blank=True)
+    source_ref = models.JSONField(null=True, blank=True)
+    alternatives_considered = models.TextField(blank=True, default="")
+    corrected_fact = models.TextField(blank=True, default="")
+    correct_fact = models.TextField(blank=True, default="")
+    supersedes = ArrayField(models.UUIDField(), default=list, blank=True)
+    related_thoughts = models.ManyToManyField("self", symmetrical=True, blank=True)
+    quality_flags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    superseded = models.BooleanField(default=False)
+    superseded_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The correction that supersedes this thought.",
+    )
+    contradicted_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The correction whose corrected fact this thought repeats.",
+    )
+
+    # Retrieval
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True, default="")
+    search_vector = models.GeneratedField(
+        expression=SearchVector("content", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    # Pheromones and reinforcement (SPEC 2.3, 2.6)
+    pheromone_weight = models.FloatField(default=1.0)
+    access_count = models.PositiveIntegerField(default=0)
+    last_accessed = models.DateTimeField(null=True, blank=True)
+    accessed_by = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    co_retrieved_with = models.JSONField(default=dict, blank=True)
+
+    # Quality loop (SPEC 4.4): EMAs over per-injection outcomes; null = no history.
+    usage_score = models.FloatField(null=True, blank=True)
+    contradiction_score = models.FloatField(null=True, blank=True)
+    effective_confidence = models.FloatField(default=1.0)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            HnswIndex(
+                name="thought_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            GinIndex(fields=["search_vector"], name="thought_search_gin"),
+            GinIndex(fields=["source_ids"], name="thought_source_ids_gin"),
+            models.Index(fields=["space", "topic"], name="thought_space_topic"),
+            models.Index(fields=["space", "thought_category"], name="thought_space_category"),
+            models.Index(fields=["space", "-created_at"], name="thought_space_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.content[:60]}"
+
+
+class QueryLog(models.Model):
+    """One retrieval: who asked what in which session, and what came back with which score."""
+
+    space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="query_logs")
+    agent = models.ForeignKey("core.Agent", null=True, blank=True, on_delete=models.SET_NULL)
+    agent_ref = models.CharField(max_length=100, help_text="agent_id as given on the wire")
+    session_id = models.CharField(max_length=100)
+    query_text = models.TextField()
+    results = models.JSONField(default=list, help_text='[{"id": "...", "score": 0.8}, ...] best first')
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["space", "session_id", "-created_at"], name="querylog_session"),
+            models.Index(fields=["agent", "-created_at"], name="querylog_agent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.query_text[:60]}"
+
+
+class CorrectionSuggestion(models.Model):
+    """A pending correction: something contradicts ``thought``; accepting it creates a correction."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="correction_suggestions")
+    thought = models.ForeignKey(Thought, on_delete=models.CASCADE, related_name="correction_suggestions")
+    statement = models.TextField(help_text="The contradicting statement.")
+    contradicting_thought = models.ForeignKey(
+        Thought, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    draft = models.JSONField(default=dict, help_text="Memory-endpoint payload of the correction to create.")
+    origin = models.CharField(max_length=30, choices=SuggestionOrigin.choices)
+    confidence = models.FloatField(default=0.0)
+    reason = models.TextField(blank=True, default="")
+    # Whom to tell: the agent and/or session whose work raised it.
+    agent = models.ForeignKey("core.Agent", null=True, blank=True, on_delete=models.SET_NULL)
+    session_id = models.CharField(max_length=100, blank=True, default="")
+    status = models.CharField(max_length=20, choices=SuggestionStatus.choices, default=SuggestionStatus.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.CharField(max_length=200, blank=True, default="")
+    correction = models.ForeignKey(Thought, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["space", "status", "-created_at"], name="suggestion_status")]
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.statement[:60]}"

@@ -1,0 +1,99 @@
+"""Colony's Celery app: broker choice, job defaults and every periodic job, in one place.
+
+Broker: Redis at ``REDIS_URL`` when it answers (production); otherwise kombu's filesystem
+transport in ``$COLONY_DATA_DIR/broker``, which needs no server process. ``COLONY_BROKER`` forces
+one (``redis`` or ``filesystem``). Jobs live in each app's ``jobs.py`` (``tasks`` is a domain app).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from celery import Celery
+from celery.schedules import crontab
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+logger = logging.getLogger("colony.celery")
+
+
+def redis_answers(url: str, timeout: float = 0.5) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout).ping())
+    except (redis.RedisError, OSError, ValueError):
+        return False
+
+
+def broker_settings(*, choice: str, redis_url: str, data_dir: Path) -> dict:
+    """Celery settings for the chosen broker; ``choice`` is auto, redis or filesystem."""
+    if choice not in {"auto", "redis", "filesystem"}:
+        raise ValueError(f"COLONY_BROKER must be auto, redis or filesystem, not {choice!r}")
+    use_redis = choice == "redis" or (choice == "auto" and redis_answers(redis_url))
+    if use_redis:
+        return {
+            "broker_url": redis_url,
+            "result_backend": redis_url,
+            "colony_broker_description": f"redis ({redis_url})",
+        }
+    queue = data_dir / "broker" / "queue"
+    processed = data_dir / "broker" / "processed"
+    results = data_dir / "broker" / "results"
+    for folder in (queue, processed, results):
+        folder.mkdir(parents=True, exist_ok=True)
+    return {
+        "broker_url": "filesystem://",
+        "broker_transport_options": {
+            "data_folder_in": str(queue),
+            "data_folder_out": str(queue),
+            "processed_folder": str(processed),
+            "store_processed": False,
+        },
+        "result_backend": f"file://{results}",
+        "colony_broker_description": f"filesystem ({queue}; no Redis answered at {redis_url})",
+    }
+
+
+PERIODIC_JOBS = {
+    "pheromone-decay": {"task": "brain.jobs.pheromone_decay", "schedule": crontab(minute=0)},
+    "flag-stale-snapshots": {"task": "brain.jobs.flag_stale_snapshots", "schedule": crontab(minute=15, hour=3)},
+    "embed-missing-thoughts": {"task": "brain.jobs.embed_missing", "schedule": crontab(minute="*/10")},
+    "quality-rollup": {"task": "quality.jobs.rollup_daily", "schedule": crontab(minute=5)},
+    "quality-expire-turn-logs": {"task": "quality.jobs.expire_turn_logs", "schedule": crontab(minute=30, hour=3)},
+    "quality-flag-unverified": {"task": "quality.jobs.flag_unverified", "schedule": crontab(minute=45, hour=3)},
+}
+
+
+def make_app() -> Celery:
+    from django.conf import settings
+
+    app = Celery("colony")
+    chosen = broker_settings(
+        choice=settings.COLONY_BROKER, redis_url=settings.REDIS_URL, data_dir=settings.COLONY_DATA_DIR
+    )
+    app.conf.update(
+        {key: value for key, value in chosen.items() if not key.startswith("colony_")},
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_time_limit=300,
+        task_soft_time_limit=240,
+        task_always_eager=settings.CELERY_TASK_ALWAYS_EAGER,
+        task_eager_propagates=True,
+        broker_connection_retry_on_startup=True,
+        beat_schedule=PERIODIC_JOBS,
+        beat_schedule_filename=str(settings.COLONY_DATA_DIR / "celerybeat-schedule"),
+        timezone="UTC",
+    )
+    app.colony_broker_description = chosen["colony_broker_description"]
+    app.autodiscover_tasks(related_name="jobs")
+    return app
+
+
+app = make_app()

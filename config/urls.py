@@ -1,0 +1,33 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views import defaults
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from core.errors import json_404, json_500
+
+api_v1 = [
+    path("", include("core.urls")),
+    path("", include("brain.urls")),
+    path("", include("tasks.urls")),
+    path("", include("quality.urls")),
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("", include("web.urls")),
+]
+
+
+def handler404(request, exception):
+    if request.path.startswith("/api/"):
+        return json_404(request, exception)
+    return defaults.page_not_found(request, exception)
+
+
+def handler500(request):
+    if request.path.startswith("/api/"):
+        return json_500(request)
+    return defaults.server_error(request)

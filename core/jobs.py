@@ -1,0 +1,13 @@
+"""Core jobs: a health probe that proves a worker can reach the database."""
+
+import socket
+
+from celery import shared_task
+
+from core.health import health_database
+
+
+@shared_task(name="core.jobs.health_probe")
+def health_probe() -> dict:
+    """Runs on a worker: reports the worker's host and what it sees of the database."""
+    return {"worker": socket.gethostname(), "database": health_database()}

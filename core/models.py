@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from core.choices import AgentRole
+
+
+class Space(models.Model):
+    """A tenant: every thought, task and agent belongs to exactly one space."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="colony_spaces")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Agent(models.Model):
+    """An AI agent of a space. Its tokens fix its identity and role on every request."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    space = models.ForeignKey(Space, on_delete=models.PROTECT, related_name="agents")
+    name = models.CharField(max_length=100)
+    role = models.CharField(max_length=20, choices=AgentRole.choices)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["space", "name"]
+        constraints = [models.UniqueConstraint(fields=["space", "name"], name="agent_unique_name_per_space")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.role}@{self.space_id})"
+
+    # DRF treats the authenticated principal as request.user.
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+
+class AgentToken(models.Model):
+    """An API token. Only its SHA-256 is stored; the token itself is shown once at creation."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens")
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12, help_text="First characters of the token, to tell tokens apart.")
+    label = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.agent.name})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,77 @@
+"""`make run`: start Colony with its embedded defaults, in the foreground, until Ctrl-C.
+
+Starts the embedded PostgreSQL (unless DATABASE_URL is set), migrates, runs the first-start
+bootstrap, then the web server, a Celery worker and Celery beat under honcho (see Procfile).
+Ctrl-C stops them all, then the embedded database.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def say(message: str) -> None:
+    print(f"[colony] {message}", flush=True)
+
+
+def main() -> int:
+    os.chdir(BASE_DIR)
+    env = dict(os.environ)
+    embedded = not env.get("DATABASE_URL")
+    python = sys.executable
+    if embedded:
+        from core import embedded_db
+
+        say(f"starting embedded PostgreSQL in {embedded_db.pgdata_dir()} ...")
+        say(f"database: {embedded_db.ensure_running()}")
+    else:
+        say("database: DATABASE_URL (external server)")
+    try:
+        # Decide the broker once, so web, worker and beat agree.
+        probe = subprocess.run(
+            [python, "-c", "from config.celery import app; print(app.colony_broker_description)"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        description = probe.stdout.strip().splitlines()[-1]
+        env["COLONY_BROKER"] = "redis" if description.startswith("redis") else "filesystem"
+        say(f"broker: {description}")
+        subprocess.run([python, "manage.py", "migrate", "--no-input"], env=env, check=True)
+        subprocess.run([python, "manage.py", "colony_bootstrap"], env=env, check=True)
+        port = env.get("PORT", "8000")
+        env["PORT"] = port
+        say(f"web: http://127.0.0.1:{port}/  admin: /admin/  API docs: /api/docs/  (Ctrl-C stops everything)")
+        # Ctrl-C goes to the whole foreground group; honcho stops its processes, we wait for it.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            honcho = subprocess.Popen(
+                [python, "-m", "honcho", "-f", "Procfile", "start"],
+                env=env,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
+            signal.signal(signal.SIGTERM, lambda *_: honcho.terminate())
+            return honcho.wait()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    except subprocess.CalledProcessError as exc:
+        say(f"start-up step failed: {' '.join(map(str, exc.cmd))} (exit {exc.returncode}); see the output above.")
+        return exc.returncode or 1
+    finally:
+        if embedded:
+            from core import embedded_db
+
+            say("stopping embedded PostgreSQL ...")
+            embedded_db.stop()
+            say("stopped.")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Writes for spaces, agents and tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.db import transaction
+from django.utils import timezone
+
+from core.choices import DEFAULT_SPACE_SLUG, AgentRole
+from core.errors import NotFound, ValidationFailed
+from core.models import Agent, AgentToken, Space
+
+TOKEN_PREFIX = "col_"
+
+
+def _hash(raw_token: str) -> str:
+    return hashlib.sha256(raw_token.encode()).hexdigest()
+
+
+def space_get_or_create_default() -> Space:
+    space, _ = Space.objects.get_or_create(slug=DEFAULT_SPACE_SLUG, defaults={"name": "Default space"})
+    return space
+
+
+def space_get(*, slug: str) -> Space:
+    try:
+        return Space.objects.get(slug=slug)
+    except Space.DoesNotExist:
+        raise NotFound(f"No space {slug!r}.", code="SPACE_NOT_FOUND") from None
+
+
+def token_create(*, agent: Agent, label: str = "") -> str:
+    """Create a token for ``agent`` and return it. This is the only time it is seen in clear."""
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    AgentToken.objects.create(agent=agent, key_hash=_hash(raw), prefix=raw[:12], label=label)
+    return raw
+
+
+def token_lookup(*, raw_token: str) -> AgentToken | None:
+    return (
+        AgentToken.objects.select_related("agent", "agent__space")
+        .filter(key_hash=_hash(raw_token), revoked_at__isnull=True)
+        .first()
+    )
+
+
+@transaction.atomic
+def agent_create(*, name: str, role: str, space: Space, label: str = "") -> tuple[Agent, str]:
+    """Create an agent with its first token; returns (agent, token)."""
+    if role not in AgentRole.values:
+        raise ValidationFailed(f"Unknown role {role!r}; use one of {', '.join(AgentRole.values)}.")
+    if Agent.objects.filter(space=space, name=name).exists():
+        raise ValidationFailed(
+            f"Agent {name!r} already exists in space {space.slug!r}; use `agent token {name}` for another token."
+        )
+    agent = Agent.objects.create(name=name, role=role, space=space)
+    return agent, token_create(agent=agent, label=label)
+
+
+def token_revoke(*, agent: Agent, prefix: str | None = None) -> int:
+    """Revoke one token of ``agent`` (by its prefix) or all of them; returns how many."""
+    tokens = AgentToken.objects.filter(agent=agent, revoked_at__isnull=True)
+    if prefix:
+        tokens = tokens.filter(prefix__startswith=prefix[:12])
+    return tokens.update(revoked_at=timezone.now())

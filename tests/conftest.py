@@ -1,0 +1,67 @@
+"""Shared fixtures: spaces, agents with real tokens, authenticated API clients."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from config.celery import app as celery_app
+from core import embedded_db, services
+from core.models import Space
+
+
+def pytest_configure(config):
+    # Unit tests run jobs inline; the integration tests start real workers instead.
+    celery_app.conf.task_always_eager = True
+
+
+def pytest_unconfigure(config):
+    if embedded_db.started_here:
+        embedded_db.stop()
+
+
+@pytest.fixture
+def space(db) -> Space:
+    return services.space_get_or_create_default()
+
+
+@pytest.fixture
+def other_space(db) -> Space:
+    return Space.objects.create(slug="other", name="Other space")
+
+
+class AgentClient(APIClient):
+    """An API client that authenticates as one agent."""
+
+    agent = None
+    token = ""
+
+
+def make_agent_client(*, space: Space, name: str, role: str) -> AgentClient:
+    agent, token = services.agent_create(name=name, role=role, space=space)
+    client = AgentClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    client.agent = agent
+    client.token = token
+    return client
+
+
+@pytest.fixture
+def agent_factory(db, space):
+    counter = {"n": 0}
+
+    def factory(role: str = "dev", *, name: str | None = None, in_space: Space | None = None) -> AgentClient:
+        counter["n"] += 1
+        return make_agent_client(space=in_space or space, name=name or f"{role}-{counter['n']}", role=role)
+
+    return factory
+
+
+@pytest.fixture
+def dev(agent_factory) -> AgentClient:
+    return agent_factory("dev", name="dev-1")
+
+
+@pytest.fixture
+def anon() -> APIClient:
+    return APIClient()

@@ -1,0 +1,96 @@
+"""Every API error is the JSON envelope, whatever raised it."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import path
+from rest_framework.views import APIView
+
+from core.errors import Conflict
+
+pytestmark = pytest.mark.django_db
+
+
+class Boom(APIView):
+    def get(self, request):
+        raise RuntimeError("unexpected")
+
+    def post(self, request):
+        raise Conflict("someone else won", code="CONFLICT")
+
+
+class Echo(APIView):
+    def post(self, request):
+        from rest_framework.response import Response
+
+        return Response(request.data)
+
+
+urlpatterns = [path("api/v1/boom", Boom.as_view()), path("api/v1/echo", Echo.as_view())]
+
+
+def assert_envelope(response, status, code):
+    assert response.status_code == status, response.content
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+
+
+def test_unknown_api_path_is_json_404(anon):
+    assert_envelope(anon.get("/api/v1/does-not-exist"), 404, "NOT_FOUND")
+
+
+def test_method_not_allowed_is_405(dev):
+    assert_envelope(dev.delete("/api/v1/agents/me"), 405, "METHOD_NOT_ALLOWED")
+
+
+@pytest.mark.urls("tests.test_core_errors")
+def test_unsupported_media_type_is_415(dev):
+    assert_envelope(dev.post("/api/v1/echo", "a=b", content_type="text/plain"), 415, "UNSUPPORTED_MEDIA_TYPE")
+
+
+@pytest.mark.urls("tests.test_core_errors")
+def test_malformed_json_is_400(dev):
+    assert_envelope(dev.post("/api/v1/echo", "{not json", content_type="application/json"), 400, "PARSE_ERROR")
+
+
+@pytest.mark.urls("tests.test_core_errors")
+def test_unexpected_exception_is_json_500(dev):
+    assert_envelope(dev.get("/api/v1/boom"), 500, "INTERNAL_ERROR")
+
+
+@pytest.mark.urls("tests.test_core_errors")
+def test_application_error_keeps_its_code_and_status(dev):
+    assert_envelope(dev.post("/api/v1/boom", {}, format="json"), 409, "CONFLICT")
+
+
+def test_validation_errors_map_to_validation_error_with_fields():
+    from rest_framework import serializers
+
+    from core.errors import api_exception_handler
+
+    class S(serializers.Serializer):
+        prompt = serializers.CharField(max_length=5)
+
+    s = S(data={"prompt": "too long"})
+    assert not s.is_valid()
+    response = api_exception_handler(serializers.ValidationError(s.errors), {})
+    assert response.status_code == 400
+    assert response.data["error"]["code"] == "VALIDATION_ERROR"
+    assert "prompt" in response.data["error"]["fields"]
+    assert "prompt" in response.data["error"]["message"]
+
+
+def test_health_needs_no_auth_and_reports_pgvector(anon):
+    response = anon.get("/api/v1/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["database"]["pgvector"].startswith("0.8")
+
+
+def test_schema_and_docs_are_served(anon):
+    assert anon.get("/api/schema/").status_code == 200
+    assert anon.get("/api/docs/").status_code == 200
