@@ -99,6 +99,8 @@ if EMBEDDED_DATABASE:
     os.environ.setdefault("COLONY_DATA_DIR", str(COLONY_DATA_DIR))
     DATABASE_URL = embedded_db.ensure_running()
 DATABASES = {"default": database_from_url(DATABASE_URL)}
+# Test database name; parallel test runs on one server each use their own.
+DATABASES["default"]["TEST"] = {"NAME": env("COLONY_TEST_DB", "test_colony")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- auth, i18n, static ---------------------------------------------------------------------------

@@ -1,0 +1,30 @@
+"""Brain jobs. Each takes ids, loads its objects and calls a service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import OperationalError
+
+from brain.embedding import EmbeddingError
+from brain.services import thoughts as thought_services
+
+
+@shared_task(
+    name="brain.jobs.embed_thought",
+    autoretry_for=(OperationalError, EmbeddingError),
+    retry_backoff=5,
+    retry_backoff_max=300,
+    max_retries=8,
+    time_limit=120,
+)
+def embed_thought(thought_id: str) -> bool:
+    return thought_services.thought_embed(thought_id=thought_id)
+
+
+@shared_task(name="brain.jobs.embed_missing", time_limit=600)
+def embed_missing(batch_size: int = 64) -> int:
+    """Safety net: embed thoughts whose job was lost (e.g. no worker when they were stored)."""
+    from brain.models import Thought
+
+    ids = [str(i) for i in Thought.objects.filter(embedding__isnull=True).values_list("id", flat=True)[:batch_size]]
+    return thought_services.thoughts_embed_batch(thought_ids=ids) if ids else 0
