@@ -56,6 +56,9 @@ class Thought(models.Model):
     related_thoughts = models.ManyToManyField("self", symmetrical=True, blank=True)
     quality_flags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
     superseded = models.BooleanField(default=False)
+    superseded_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a refinement, consolidation or correction first superseded it."
+    )
     superseded_by = models.ForeignKey(
         "self",
         null=True,
