@@ -29,8 +29,13 @@ lint: $(STAMP)
 	$(BIN)/python manage.py check
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
-test: $(STAMP) browser lint
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
+# The embedded database is stopped afterwards unless it was already running (e.g. under make run).
+test: $(STAMP) browser
+	@was_running=$$($(BIN)/python -m core.embedded_db status | grep -c '^running' || true); \
+	status=0; \
+	$(MAKE) --no-print-directory lint && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest || status=$$?; \
+	if [ "$$was_running" = 0 ] && [ -z "$$DATABASE_URL" ]; then $(BIN)/python -m core.embedded_db stop; fi; \
+	exit $$status
 
 db-start: $(STAMP)
 	$(BIN)/python -m core.embedded_db start
