@@ -42,7 +42,8 @@ def broker_settings(*, choice: str, redis_url: str, data_dir: Path) -> dict:
     queue = data_dir / "broker" / "queue"
     processed = data_dir / "broker" / "processed"
     results = data_dir / "broker" / "results"
-    for folder in (queue, processed, results):
+    control = data_dir / "broker" / "control"
+    for folder in (queue, processed, results, control):
         folder.mkdir(parents=True, exist_ok=True)
     return {
         "broker_url": "filesystem://",
@@ -51,6 +52,9 @@ def broker_settings(*, choice: str, redis_url: str, data_dir: Path) -> dict:
             "data_folder_out": str(queue),
             "processed_folder": str(processed),
             "store_processed": False,
+            # kombu's default is ./control in the working directory; keep the broadcast (pidbox)
+            # exchange files in the data folder with the rest.
+            "control_folder": str(control),
         },
         "result_backend": f"file://{results}",
         "colony_broker_description": f"filesystem ({queue}; no Redis answered at {redis_url})",
