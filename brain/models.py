@@ -79,6 +79,9 @@ class Thought(models.Model):
     # Retrieval
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True, default="")
+    # Corrections only: the embedding of ``corrected_fact``, so the re-contamination guard compares
+    # a new contribution with every correction's wrong fact without re-embedding them per request.
+    corrected_fact_embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
     search_vector = models.GeneratedField(
         expression=SearchVector("content", config="english"),
         output_field=SearchVectorField(),
