@@ -11,7 +11,7 @@ import logging
 import os
 from pathlib import Path
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -71,6 +71,43 @@ PERIODIC_JOBS = {
 }
 
 
+class HeartbeatStep(bootsteps.StartStopStep):
+    """Every worker writes a heartbeat row every few seconds; ``GET /api/v1/health`` reads it."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, worker, **kwargs):
+        super().__init__(worker, **kwargs)
+        self.tref = None
+        self.started_at = None
+
+    def start(self, worker):
+        from django.utils import timezone
+
+        from core.health import HEARTBEAT_SECONDS
+
+        self.started_at = timezone.now()
+        self.beat(worker)
+        self.tref = worker.timer.call_repeatedly(HEARTBEAT_SECONDS, self.beat, (worker,), priority=10)
+
+    def stop(self, worker):
+        if self.tref is not None:
+            self.tref.cancel()
+            self.tref = None
+
+    def beat(self, worker):
+        from django.db import close_old_connections
+
+        from core.services import worker_heartbeat
+
+        close_old_connections()
+        try:
+            worker_heartbeat(hostname=worker.hostname, pid=os.getpid(), started_at=self.started_at)
+        except Exception:
+            # The database being down must not kill the worker: health then reports worker=false.
+            logger.warning("could not write the worker heartbeat", exc_info=True)
+
+
 def make_app() -> Celery:
     from django.conf import settings
 
@@ -96,6 +133,7 @@ def make_app() -> Celery:
         timezone="UTC",
     )
     app.colony_broker_description = chosen["colony_broker_description"]
+    app.steps["worker"].add(HeartbeatStep)
     app.autodiscover_tasks(related_name="jobs")
     return app
 

@@ -8,7 +8,12 @@ The README lists every variable read here.
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlparse
+
+from django.core.exceptions import ImproperlyConfigured
 
 T = TypeVar("T", str, int, float, bool, list)
 
@@ -16,8 +21,12 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-class ImproperSetting(ValueError):
-    """An environment variable holds a value that can't be read as its setting's type."""
+class ImproperSetting(ImproperlyConfigured, ValueError):
+    """A setting Colony can't use. Its message is one sentence that says what to fix.
+
+    It is an ``ImproperlyConfigured``, so ``manage.py`` and ``make run`` can report it without
+    importing Colony's own modules (whose import is what raises it).
+    """
 
 
 def env(name: str, default: T) -> T:
@@ -50,3 +59,33 @@ def env(name: str, default: T) -> T:
             f"Environment variable {name}={raw!r} is not a valid {kind}; "
             f"unset it to use the default ({default!r}) or give a {kind}."
         ) from None
+
+
+def ensure_writable_dir(path: Path, name: str) -> Path:
+    """Create ``path`` if needed and prove it can be written, or say which setting to fix."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise ImproperSetting(
+            f"{name}={str(path)!r} can't be written ({exc.strerror or exc}); "
+            f"fix its permissions or set {name} to a writable folder."
+        ) from None
+    return path
+
+
+def check_redis_url(url: str) -> str:
+    """A Redis URL Celery and redis-py accept, or one sentence saying what to fix."""
+    parsed = urlparse(url)
+    if parsed.scheme not in {"redis", "rediss", "unix"}:
+        raise ImproperSetting(
+            f"REDIS_URL must look like redis://host:6379/0 (got {url!r}); fix it or unset it for the local default."
+        )
+    try:
+        parsed.port  # noqa: B018 - raises ValueError on a non-numeric port
+    except ValueError:
+        raise ImproperSetting(f"REDIS_URL {url!r} has a port that is not a number; fix it (redis://host:6379/0).")
+    if parsed.scheme != "unix" and not parsed.hostname:
+        raise ImproperSetting(f"REDIS_URL {url!r} names no host; fix it (redis://host:6379/0).")
+    return url

@@ -8,18 +8,18 @@ import secrets
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
-from config.env import env
+from config.env import ImproperSetting, check_redis_url, ensure_writable_dir, env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 # --- core -----------------------------------------------------------------------------------------
 COLONY_DATA_DIR = Path(env("COLONY_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+ensure_writable_dir(COLONY_DATA_DIR, "COLONY_DATA_DIR")
 DEBUG = env("DEBUG", True)
 SECRET_KEY = env("SECRET_KEY", "")
 if not SECRET_KEY:
     # A local default that is not in the repo: generated once and kept in the data folder.
     key_file = COLONY_DATA_DIR / "secret_key"
-    COLONY_DATA_DIR.mkdir(parents=True, exist_ok=True)
     if not key_file.exists():
         key_file.write_text(secrets.token_urlsafe(50))
         key_file.chmod(0o600)
@@ -76,16 +76,30 @@ def database_from_url(url: str) -> dict:
     """A Django DATABASES entry from ``postgresql://user:pass@host:port/db?host=/socket/dir``."""
     parsed = urlparse(url)
     if parsed.scheme not in {"postgres", "postgresql", "postgresql+psycopg"}:
-        raise ValueError(f"DATABASE_URL must be a postgresql:// URL, got scheme {parsed.scheme!r}")
+        raise ImproperSetting(
+            f"DATABASE_URL must be a postgresql://user:password@host:port/database URL (got scheme "
+            f"{parsed.scheme!r}); fix it, or unset it to use the embedded PostgreSQL."
+        )
+    try:
+        port = parsed.port
+    except ValueError:
+        raise ImproperSetting(
+            "DATABASE_URL has a port that is not a number; fix it to postgresql://user:password@host:port/database."
+        ) from None
     query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
     host = query.pop("host", None) or unquote(parsed.hostname or "")
+    if not host:
+        raise ImproperSetting(
+            "DATABASE_URL names no host; give postgresql://user:password@host:port/database "
+            "(or ?host=/socket/dir for a unix socket)."
+        )
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parsed.path.lstrip("/")) or "colony",
         "USER": unquote(parsed.username or ""),
         "PASSWORD": unquote(parsed.password or ""),
         "HOST": host,
-        "PORT": str(parsed.port or ""),
+        "PORT": str(port or ""),
         "OPTIONS": query,
         "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 0),
     }
@@ -135,7 +149,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Celery ---------------------------------------------------------------------------------------
-REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = check_redis_url(env("REDIS_URL", "redis://127.0.0.1:6379/0"))
 # auto: Redis when it answers at REDIS_URL, else the filesystem broker (no server process).
 COLONY_BROKER = env("COLONY_BROKER", "auto")
 CELERY_TASK_ALWAYS_EAGER = env("CELERY_TASK_ALWAYS_EAGER", False)

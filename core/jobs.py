@@ -4,10 +4,10 @@ import socket
 
 from celery import shared_task
 
-from core.health import health_database
+from core.health import health_pgvector
 
 
 @shared_task(name="core.jobs.health_probe")
 def health_probe() -> dict:
     """Runs on a worker: reports the worker's host and what it sees of the database."""
-    return {"worker": socket.gethostname(), "database": health_database()}
+    return {"worker": socket.gethostname(), "pgvector": health_pgvector()}

@@ -66,3 +66,21 @@ class AgentToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class WorkerHeartbeat(models.Model):
+    """Written by every Celery worker every few seconds (``config.celery.HeartbeatStep``).
+
+    Health reads it instead of pinging workers, so a health check never blocks on the broker.
+    """
+
+    hostname = models.CharField(max_length=255, unique=True)
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-last_seen"]
+
+    def __str__(self) -> str:
+        return f"{self.hostname} ({self.last_seen:%Y-%m-%d %H:%M:%S})"

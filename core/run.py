@@ -22,16 +22,27 @@ def say(message: str) -> None:
 
 def main() -> int:
     os.chdir(BASE_DIR)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     env = dict(os.environ)
     embedded = not env.get("DATABASE_URL")
     python = sys.executable
+    from django.core.exceptions import ImproperlyConfigured
+
     if embedded:
         from core import embedded_db
 
         say(f"starting embedded PostgreSQL in {embedded_db.pgdata_dir()} ...")
-        say(f"database: {embedded_db.ensure_running()}")
-    else:
-        say("database: DATABASE_URL (external server)")
+    try:
+        # Reading the settings validates every variable and starts the embedded database if needed.
+        from django.conf import settings
+
+        say(f"database: {settings.DATABASES['default']['HOST']} / {settings.DATABASES['default']['NAME']}")
+    except ImproperlyConfigured as exc:  # config.env.ImproperSetting: says what to fix
+        say(str(exc))
+        return 2
+    except RuntimeError as exc:  # the embedded server could not start; its message says why
+        say(str(exc))
+        return 1
     try:
         # Decide the broker once, so web, worker and beat agree.
         probe = subprocess.run(

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from core.choices import DEFAULT_SPACE_SLUG, AgentRole
 from core.errors import NotFound, ValidationFailed
-from core.models import Agent, AgentToken, Space
+from core.models import Agent, AgentToken, Space, WorkerHeartbeat
 
 TOKEN_PREFIX = "col_"
 
@@ -65,3 +65,11 @@ def token_revoke(*, agent: Agent, prefix: str | None = None) -> int:
     if prefix:
         tokens = tokens.filter(prefix__startswith=prefix[:12])
     return tokens.update(revoked_at=timezone.now())
+
+
+def worker_heartbeat(*, hostname: str, pid: int, started_at) -> None:
+    """Record that the worker ``hostname`` is alive now (one upsert)."""
+    now = timezone.now()
+    WorkerHeartbeat.objects.update_or_create(
+        hostname=hostname, defaults={"pid": pid, "started_at": started_at, "last_seen": now}
+    )

@@ -1,0 +1,48 @@
+"""GET /api/v1/health: no auth, every part reported, 200 only when all are up."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from core import services
+from core.health import HEARTBEAT_STALE_AFTER
+from core.models import WorkerHeartbeat
+
+pytestmark = pytest.mark.django_db
+
+
+def test_health_without_a_worker_heartbeat_is_503(anon):
+    response = anon.get("/api/v1/health")
+    assert response.status_code == 503
+    body = response.json()
+    assert set(body) == {"status", "database", "pgvector", "broker", "worker", "embedding_model"}
+    assert body["status"] == "error"
+    assert body["database"] is True and body["pgvector"].startswith("0.8")
+    assert body["broker"] is True
+    assert body["worker"] is False
+    assert body["embedding_model"] == "all-MiniLM-L6-v2"
+
+
+def test_health_with_a_fresh_heartbeat_is_200(anon):
+    services.worker_heartbeat(hostname="w1@host", pid=123, started_at=timezone.now())
+    response = anon.get("/api/v1/health")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+    assert response.json()["worker"] is True
+
+
+def test_a_stale_heartbeat_means_no_worker(anon):
+    services.worker_heartbeat(hostname="w1@host", pid=123, started_at=timezone.now())
+    WorkerHeartbeat.objects.update(last_seen=timezone.now() - HEARTBEAT_STALE_AFTER - timedelta(seconds=1))
+    assert anon.get("/api/v1/health").json()["worker"] is False
+
+
+def test_heartbeat_is_one_row_per_worker(db):
+    started = timezone.now()
+    services.worker_heartbeat(hostname="w1@host", pid=1, started_at=started)
+    services.worker_heartbeat(hostname="w1@host", pid=1, started_at=started)
+    services.worker_heartbeat(hostname="w2@host", pid=2, started_at=started)
+    assert WorkerHeartbeat.objects.count() == 2

@@ -1,0 +1,55 @@
+"""Bad settings stop start-up with one sentence that says what to fix, not a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+
+
+def manage(*args, **env):
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("DATABASE_URL", "mysql://u:p@host/db", "DATABASE_URL must be a postgresql://"),
+        ("DATABASE_URL", "postgresql://u:p@host:port/db", "DATABASE_URL has a port that is not a number"),
+        ("DATABASE_URL", "postgresql:///db", "DATABASE_URL names no host"),
+        ("REDIS_URL", "localhost:6379", "REDIS_URL must look like redis://"),
+        ("REDIS_URL", "redis://:6379/0", "REDIS_URL 'redis://:6379/0' names no host"),
+        ("COLONY_DATA_DIR", "/proc/colony-cannot-write-here", "COLONY_DATA_DIR='/proc/colony-cannot-write-here'"),
+        ("DEBUG", "perhaps", "DEBUG='perhaps' is not a valid bool"),
+    ],
+)
+def test_bad_setting_is_one_clear_sentence(variable, value, says):
+    result = manage("check", **{variable: value})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert says in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_unwritable_data_dir_is_refused(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    if os.access(locked, os.W_OK):  # root ignores permission bits
+        target = "/proc/colony-data"
+    else:
+        target = str(locked / "data")
+    result = manage("check", COLONY_DATA_DIR=target)
+    assert result.returncode == 2
+    assert "COLONY_DATA_DIR" in result.stderr and "Traceback" not in result.stderr
