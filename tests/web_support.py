@@ -1,0 +1,40 @@
+"""Helpers for the web UI tests (unit and browser): humans with a password, members of given spaces."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+
+from brain.choices import ThoughtCategory
+from brain.services.thoughts import thought_create
+from core.models import Space
+
+PASSWORD = "correct horse battery staple"
+
+
+def make_human(username: str = "ada", *, spaces: tuple[Space, ...] = (), superuser: bool = False):
+    """A human user who is a member of ``spaces`` (a superuser sees every space anyway)."""
+    User = get_user_model()
+    if superuser:
+        user = User.objects.create_superuser(username=username, password=PASSWORD, email=f"{username}@example.org")
+    else:
+        user = User.objects.create_user(username=username, password=PASSWORD)
+    for space in spaces:
+        space.members.add(user)
+    return user
+
+
+def fake_vector(seed: int = 1) -> list[float]:
+    """A fixed unit-ish vector, so stored thoughts don't need the embedding model."""
+    return [((seed * 31 + i * 7) % 97) / 97.0 + 0.01 for i in range(384)]
+
+
+def make_marker(space: Space, content: str, *, seed: int = 1):
+    """A transition-marker thought stored through the brain's one insert path."""
+    return thought_create(
+        space=space,
+        content=content,
+        contributor_id="system",
+        contributor_name="system",
+        thought_category=ThoughtCategory.TRANSITION_MARKER,
+        embedding=fake_vector(seed),
+    )

@@ -1,0 +1,1 @@
+"""Humans' pages. Each view resolves the human's space, calls one selector or service, renders."""
