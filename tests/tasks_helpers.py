@@ -32,8 +32,16 @@ def make_project(space: Space, slug: str = "proj", approval_mode: str = Approval
     return project
 
 
-def make_task(project: Project, *, slug: str | None = None, type: str = "task", status: str = "backlog",
-              role: str = "", dna: dict | None = None, **fields) -> Task:
+def make_task(
+    project: Project,
+    *,
+    slug: str | None = None,
+    type: str = "task",
+    status: str = "backlog",
+    role: str = "",
+    dna: dict | None = None,
+    **fields,
+) -> Task:
     return Task.objects.create(
         space=project.space,
         project=project,
@@ -53,7 +61,7 @@ def make_agent(space: Space, role: str, name: str | None = None) -> Agent:
 
 
 def make_member(space: Space, username: str | None = None):
-    user = get_user_model().objects.create_user(username=username or f"human-{next(_counter)}", password="pw-12345678")
+    user = get_user_model().objects.create_user(username=username or f"human-{next(_counter)}")
     space.members.add(user)
     return user
 
@@ -150,8 +158,14 @@ def task_for_rule(space: Space, task_type: str, key: str, rule: workflow.Rule, *
     extra = {}
     if status == TaskStatus.BLOCKED:
         extra = {"blocked_from_status": TaskStatus.ACTIVE, "blocked_from_role": "dev"}
-    task = make_task(project, type=task_type, status=status, role=initial_role(key, rule) if role is None else role,
-                     dna={"blocked_reason": "waiting for the API key"} if status == TaskStatus.BLOCKED else {}, **extra)
+    task = make_task(
+        project,
+        type=task_type,
+        status=status,
+        role=initial_role(key, rule) if role is None else role,
+        dna={"blocked_reason": "waiting for the API key"} if status == TaskStatus.BLOCKED else {},
+        **extra,
+    )
     if extra:
         task.blocked_from_changed_at = task.status_changed_at
         task.save(update_fields=["blocked_from_changed_at"])

@@ -39,9 +39,7 @@ def _refusal_cases():
             for name in rule.requires_dna:
                 yield pytest.param(task_type, key, f"dna:{name}", agent_actor, id=f"{task_type}:{key}:no-{name}")
                 if name in workflow.MEMORY_FIELDS:
-                    yield pytest.param(
-                        task_type, key, f"fake:{name}", agent_actor, id=f"{task_type}:{key}:fake-{name}"
-                    )
+                    yield pytest.param(task_type, key, f"fake:{name}", agent_actor, id=f"{task_type}:{key}:fake-{name}")
             is_qualified = ":" in key.split("->", 1)[1]
             if rule.require_role and not is_qualified:
                 yield pytest.param(task_type, key, "role", agent_actor, id=f"{task_type}:{key}:wrong-role")
@@ -61,8 +59,9 @@ def _refusal_cases():
 def test_rule_allows_its_actors(space, task_type, key, actor):
     rule = workflow.WORKFLOW[task_type][key]
     task = task_for_rule(space, task_type, key, rule)
-    found = workflow.rule_lookup(task_type=task_type, from_status=task.status, to=target_of(key), role=task.role,
-                                 actor=actor)
+    found = workflow.rule_lookup(
+        task_type=task_type, from_status=task.status, to=target_of(key), role=task.role, actor=actor
+    )
     assert found is not None and found.key == key  # the setup really exercises this rule
     kwargs = actor_kwargs(space, actor)
     satisfy(task, rule, kwargs.get("agent"))
