@@ -81,7 +81,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, action, **options):
         try:
-            space = core_services.space_get(slug=options["space"])
+            space = core_services.space_get(slug=options.pop("space"))
             getattr(self, "_" + action.replace("-", "_"))(space=space, **options)
         except ApplicationError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
