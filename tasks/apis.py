@@ -5,6 +5,7 @@ The acting agent and its role always come from the token (``request.user``), nev
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -71,8 +72,37 @@ class TaskOutput(serializers.Serializer):
         return sorted(({"slug": t.slug, "status": t.status} for t in task.depends_on.all()), key=lambda d: d["slug"])
 
 
+class TransitionOptionOutput(serializers.Serializer):
+    to = serializers.CharField()
+    target_status = serializers.CharField()
+    rule = serializers.CharField()
+    allowed = serializers.BooleanField()
+    new_role = serializers.CharField()
+    human_confirmation_needed = serializers.BooleanField()
+    human_confirmed_by = serializers.CharField(allow_null=True)
+    reasons = serializers.ListField(child=serializers.DictField())
+
+
+class TransitionOptionsOutput(serializers.Serializer):
+    task = serializers.CharField()
+    status = serializers.CharField()
+    role = serializers.CharField()
+    actor = serializers.CharField()
+    allowed = serializers.ListField(child=serializers.CharField())
+    transitions = TransitionOptionOutput(many=True)
+
+
+class InFlightTaskOutput(TaskOutput):
+    last_markers = TransitionOutput(many=True)
+
+
+class InFlightOutput(serializers.Serializer):
+    role = serializers.CharField()
+    tasks = InFlightTaskOutput(many=True)
+
+
 class ProjectListCreateApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class ProjectCreateInput(serializers.Serializer):
         slug = serializers.SlugField(max_length=100)
         name = serializers.CharField(max_length=200, required=False, default="")
         approval_mode = serializers.ChoiceField(choices=ApprovalMode.values, default=ApprovalMode.MANUAL)
@@ -81,16 +111,16 @@ class ProjectListCreateApi(APIView):
     def get(self, request):
         return Response({"results": ProjectOutput(selectors.project_list(space=request.user.space), many=True).data})
 
-    @extend_schema(request=InputSerializer, responses={201: ProjectOutput})
+    @extend_schema(request=ProjectCreateInput, responses={201: ProjectOutput})
     def post(self, request):
-        data = self.InputSerializer(data=request.data)
+        data = self.ProjectCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         project = task_services.project_create(space=request.user.space, agent=request.user, **data.validated_data)
         return Response(ProjectOutput(project).data, status=201)
 
 
 class TaskListCreateApi(APIView):
-    class FilterSerializer(serializers.Serializer):
+    class TaskFilterInput(serializers.Serializer):
         status = serializers.ChoiceField(choices=TaskStatus.values, required=False)
         role = serializers.ChoiceField(choices=AgentRole.values, required=False)
         project = serializers.SlugField(required=False)
@@ -98,7 +128,7 @@ class TaskListCreateApi(APIView):
         limit = serializers.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
         offset = serializers.IntegerField(min_value=0, default=0)
 
-    class InputSerializer(serializers.Serializer):
+    class TaskCreateInput(serializers.Serializer):
         project = serializers.SlugField(max_length=100)
         slug = serializers.SlugField(max_length=150)
         title = serializers.CharField(max_length=300)
@@ -110,9 +140,9 @@ class TaskListCreateApi(APIView):
         parent_ids = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
         depends_on = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
 
-    @extend_schema(parameters=[FilterSerializer], responses=TaskOutput(many=True))
+    @extend_schema(parameters=[TaskFilterInput], responses=TaskOutput(many=True))
     def get(self, request):
-        filters = self.FilterSerializer(data=request.query_params)
+        filters = self.TaskFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
         params = dict(filters.validated_data)
         limit, offset = params.pop("limit"), params.pop("offset")
@@ -120,9 +150,9 @@ class TaskListCreateApi(APIView):
         page = list(qs[offset : offset + limit])
         return Response({"count": qs.count(), "results": TaskOutput(page, many=True).data})
 
-    @extend_schema(request=InputSerializer, responses={201: TaskOutput})
+    @extend_schema(request=TaskCreateInput, responses={201: TaskOutput})
     def post(self, request):
-        data = self.InputSerializer(data=request.data)
+        data = self.TaskCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         task = task_services.task_create(space=request.user.space, created_by=request.user, **data.validated_data)
         task = selectors.task_get(space=request.user.space, id_or_slug=str(task.id))
@@ -140,7 +170,7 @@ class TaskDetailApi(APIView):
 class TaskDnaApi(APIView):
     """Shallow-merge the JSON object in the body into the task's DNA; ``null`` removes a key."""
 
-    @extend_schema(request=dict, responses=TaskOutput)
+    @extend_schema(request={"application/json": OpenApiTypes.OBJECT}, responses=TaskOutput)
     def patch(self, request, id_or_slug: str):
         if not isinstance(request.data, dict) or not request.data:
             raise serializers.ValidationError({"dna": ["Send a non-empty JSON object of DNA fields to merge."]})
@@ -150,13 +180,13 @@ class TaskDnaApi(APIView):
 
 
 class TaskTransitionApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class TransitionInput(serializers.Serializer):
         to = serializers.CharField(max_length=20)
         summary = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
 
-    @extend_schema(request=InputSerializer, responses=TransitionOutput)
+    @extend_schema(request=TransitionInput, responses=TransitionOutput)
     def post(self, request, id_or_slug: str):
-        data = self.InputSerializer(data=request.data)
+        data = self.TransitionInput(data=request.data)
         data.is_valid(raise_exception=True)
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         log = transition_services.task_transition(task=task, agent=request.user, **data.validated_data)
@@ -166,6 +196,7 @@ class TaskTransitionApi(APIView):
 class TaskTransitionsApi(APIView):
     """What the calling agent may do with this task now, and why each other rule refuses."""
 
+    @extend_schema(responses=TransitionOptionsOutput)
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         options = transition_services.task_transition_options(task=task, agent=request.user)
@@ -184,6 +215,7 @@ class TaskTransitionsApi(APIView):
 class WorkflowApi(APIView):
     """The transition table as data: the same table the engine enforces."""
 
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         return Response(workflow.workflow_as_data())
 
@@ -191,7 +223,10 @@ class WorkflowApi(APIView):
 class InFlightApi(APIView):
     """Recovery: the active and blocked tasks of a role in the caller's space, with their last markers."""
 
-    @extend_schema(parameters=[OpenApiParameter("markers", int, description="markers per task (1-20, default 3)")])
+    @extend_schema(
+        parameters=[OpenApiParameter("markers", int, description="markers per task (1-20, default 3)")],
+        responses=InFlightOutput,
+    )
     def get(self, request, role: str):
         try:
             per_task = min(20, max(1, int(request.query_params.get("markers", 3))))
