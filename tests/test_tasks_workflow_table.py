@@ -65,6 +65,8 @@ def test_rule_allows_its_actors(space, task_type, key, actor):
     assert found is not None and found.key == key  # the setup really exercises this rule
     kwargs = actor_kwargs(space, actor)
     satisfy(task, rule, kwargs.get("agent"))
+    task.dna.update({name: "left over" for name in rule.clears_dna if name not in task.dna})
+    task.save(update_fields=["dna"])
     if workflow.human_confirmation_needed(rule_key=key, rule=rule, approval_mode="manual") and actor != HUMAN:
         task_confirm_human(task=task, to_status=target_of(key), user=make_member(space))
     from_status, role_before, target = task.status, task.role, expected_target(key, task)
@@ -84,6 +86,9 @@ def test_rule_allows_its_actors(space, task_type, key, actor):
     assert task.role == expected_role
     for name in rule.clears_dna:
         assert name not in task.dna
+    assert set(log.dna_diff["removed"]) == set(rule.clears_dna) | (
+        {k for k in log.dna_diff["removed"] if k.startswith("blocked_")} if target_of(key) == RESTORE else set()
+    )
     assert (log.rule_key, log.from_status, log.to_status, log.actor) == (key, from_status, target, actor)
     assert (log.role_before, log.role_after) == (role_before, expected_role)
     marker = Thought.objects.get(pk=log.marker_id)
@@ -130,3 +135,20 @@ def test_rule_refuses(space, task_type, key, refusal, actor):
     assert (task.status, task.role, task.dna) == before
     assert not TransitionLog.objects.filter(task=task).exists()
     assert marker_count(task) == 0
+
+
+@pytest.mark.parametrize("task_type", list(workflow.WORKFLOW))
+def test_every_way_into_rework_clears_the_memory_gates(task_type):
+    into_rework = {key: rule for key, rule in workflow.WORKFLOW[task_type].items() if target_of(key) == "rework"}
+    assert into_rework
+    for key, rule in into_rework.items():
+        assert set(workflow.MEMORY_FIELDS) <= set(rule.clears_dna), key
+
+
+@pytest.mark.parametrize("task_type", list(workflow.WORKFLOW))
+def test_every_claim_of_active_needs_a_verified_brain_query(task_type):
+    for key, rule in workflow.WORKFLOW[task_type].items():
+        if target_of(key) == "active":
+            assert workflow.MQS in rule.requires_dna, key
+        if key.startswith("active->") and target_of(key) not in ("blocked", "cancelled"):
+            assert workflow.MCI in rule.requires_dna, key
