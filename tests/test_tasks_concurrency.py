@@ -88,3 +88,20 @@ def test_racing_transitions_never_both_win(agent_factory, space):
         assert task.status == "pending"
         assert TransitionLog.objects.filter(task=task).count() == 1
         assert marker_count(task) == 1
+
+
+def test_concurrent_dna_merges_lose_nothing(agent_factory, space):
+    make_task(make_project(space), slug="shared", dna={"base": 0})
+    clients = [agent_factory("dev") for _ in range(6)]
+    barrier = threading.Barrier(len(clients))
+    results = [None] * len(clients)
+
+    def patch(index, client):
+        barrier.wait(10)
+        return client.patch("/api/v1/tasks/shared/dna", {f"k{index}": index}, format="json")
+
+    threads = [_in_thread(lambda i=i, c=c: patch(i, c), results, i) for i, c in enumerate(clients)]
+    for thread in threads:
+        thread.join(30)
+    assert [r.status_code for r in results] == [200] * len(clients)
+    assert Task.objects.get(slug="shared").dna == {"base": 0, **{f"k{i}": i for i in range(len(clients))}}
