@@ -196,26 +196,18 @@ def test_memory_query_in_another_space_does_not_count(space, other_space, ready_
     refused("MEMORY_NOT_VERIFIED", task=ready_dev_task, to="active", agent=dev)
 
 
-def _active_dev_task(space, dev):
-    task = make_task(make_project(space), status="active", role="dev")
-    return task
-
-
 def test_memory_contribution_must_be_this_agents_contribution_in_this_phase(space):
     dev, other = make_agent(space, "dev"), make_agent(space, "dev")
     earlier = contribute(dev)
-    task = make_task(make_project(space), status="active", role="dev")
-    Task.objects.filter(pk=task.pk).update(status_changed_at=timezone.now() + timedelta(milliseconds=5))
-    task.refresh_from_db()
+    # The active phase began just after ``earlier`` was contributed.
+    phase_start = Thought.objects.get(pk=earlier).created_at + timedelta(microseconds=1)
+    task = make_task(make_project(space), status="active", role="dev", status_changed_at=phase_start)
 
     cases = [
         ("not-a-uuid", "is not a thought id"),
         ("8d3c5b38-0d70-4f0e-b2c4-5d9d1c1e2f00", "is not a thought in this space"),
         (earlier, "before the current 'active' phase"),
     ]
-    import time
-
-    time.sleep(0.01)
     cases.append((contribute(other), "was not contributed by"))
     marker = task_transition(
         task=make_task(task.project, status="backlog"), to="pending", agent=make_agent(space, "pdsa")
