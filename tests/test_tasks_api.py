@@ -436,3 +436,24 @@ def test_a_bug_goes_to_dev_and_completes_without_a_human(agent_factory, space, p
     assert step(qa, "review")["role"] == "liaison"
     done = step(liaison, "complete", {"abstract_ref": "a", "test_pass_count": 1, "test_total_count": 1})
     assert done["status"] == "complete"
+
+
+def test_in_flight_takes_a_fixed_number_of_queries(agent_factory, project):
+    client = agent_factory("dev")
+
+    def add_task(n):
+        task = make_task(project, slug=f"t{n}", status="active", role="dev", dna={"blocked_reason": "r"})
+        task_transition(task=task, to="blocked", as_system=True)
+
+    def queries():
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get("/api/v1/agents/dev/in-flight").status_code == 200
+        return len(ctx.captured_queries)
+
+    add_task(0)
+    queries()  # warm-up: the first request also records the token's last use
+    few = queries()
+    for n in range(1, 10):
+        add_task(n)
+    assert queries() == few
+    assert len(client.get("/api/v1/agents/dev/in-flight").json()["tasks"]) == 10
