@@ -1,0 +1,128 @@
+"""Admin for projects, tasks, their transition history and human confirmations.
+
+Humans give the confirmations of human-gated steps here (until the web board does it) through
+the task actions "Confirm next step: ...", which call ``task_confirm_human`` — the same service the
+board will call. Status is read-only here: only ``task_transition`` changes it.
+"""
+
+from django.contrib import admin, messages
+
+from core.errors import ApplicationError
+from tasks.choices import TaskStatus
+from tasks.models import HumanConfirmation, Project, Task, TransitionLog
+from tasks.services.transitions import task_confirm_human
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "space", "approval_mode", "created_at"]
+    list_filter = ["approval_mode", "space"]
+    search_fields = ["slug", "name"]
+
+
+class TransitionLogInline(admin.TabularInline):
+    model = TransitionLog
+    fields = [
+        "created_at",
+        "rule_key",
+        "from_status",
+        "to_status",
+        "actor",
+        "agent",
+        "user",
+        "role_before",
+        "role_after",
+        "summary",
+        "marker",
+        "dna_diff",
+    ]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ["-created_at"]
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class HumanConfirmationInline(admin.TabularInline):
+    model = HumanConfirmation
+    fields = ["from_status", "to_status", "user", "confirmed_at", "consumed_at", "consumed_by"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+def _confirm_action(to_status: str):
+    def action(modeladmin, request, queryset):
+        done = 0
+        for task in queryset.select_related("project"):
+            try:
+                task_confirm_human(task=task, to_status=to_status, user=request.user)
+                done += 1
+            except ApplicationError as exc:
+                modeladmin.message_user(request, f"{task.slug}: {exc.message}", level=messages.WARNING)
+        if done:
+            modeladmin.message_user(request, f"Confirmed the step to '{to_status}' for {done} task(s).")
+
+    action.__name__ = f"confirm_{to_status}"
+    action.short_description = f"Confirm next step: → {to_status}"
+    return action
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ["slug", "title", "project", "type", "status", "role", "updated_at"]
+    list_filter = ["status", "type", "role", "project__approval_mode", "project", "space"]
+    search_fields = ["slug", "title", "description"]
+    list_select_related = ["project", "space"]
+    readonly_fields = [
+        "id",
+        "status",
+        "role",
+        "status_changed_at",
+        "blocked_from_status",
+        "blocked_from_role",
+        "blocked_from_changed_at",
+        "created_by",
+        "created_at",
+        "updated_at",
+    ]
+    filter_horizontal = ["parents", "depends_on"]
+    inlines = [HumanConfirmationInline, TransitionLogInline]
+    actions = [
+        _confirm_action(TaskStatus.APPROVED),
+        _confirm_action(TaskStatus.COMPLETE),
+        _confirm_action(TaskStatus.REWORK),
+    ]
+
+
+@admin.register(TransitionLog)
+class TransitionLogAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "task", "from_status", "to_status", "actor", "agent", "user", "role_after"]
+    list_filter = ["to_status", "from_status", "actor"]
+    search_fields = ["task__slug", "summary"]
+    list_select_related = ["task", "agent", "user"]
+    readonly_fields = [f.name for f in TransitionLog._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(HumanConfirmation)
+class HumanConfirmationAdmin(admin.ModelAdmin):
+    list_display = ["task", "from_status", "to_status", "user", "confirmed_at", "consumed_at"]
+    list_filter = ["to_status", "consumed_at"]
+    search_fields = ["task__slug", "user__username"]
+    list_select_related = ["task", "user"]
+    readonly_fields = [f.name for f in HumanConfirmation._meta.fields]
+
+    def has_add_permission(self, request):
+        return False  # confirmations are given with the task actions, which check the gate

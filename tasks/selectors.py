@@ -1,0 +1,100 @@
+"""Reads of projects, tasks and their history. Every read is scoped to one space."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import F, Prefetch, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
+
+from core.errors import NotFound, ValidationFailed
+from core.models import Space
+from tasks.choices import TaskStatus, TaskType
+from tasks.models import Project, Task, TransitionLog
+from tasks.workflow import AGENT_ROLES
+
+IN_FLIGHT_STATUSES = (TaskStatus.ACTIVE, TaskStatus.BLOCKED)
+
+
+def project_list(*, space: Space) -> QuerySet[Project]:
+    return Project.objects.filter(space=space).order_by("slug")
+
+
+def _with_links(qs: QuerySet[Task]) -> QuerySet[Task]:
+    link_fields = Task.objects.only("id", "slug", "status")
+    return qs.select_related("project").prefetch_related(
+        Prefetch("parents", queryset=link_fields), Prefetch("depends_on", queryset=link_fields)
+    )
+
+
+def task_get(*, space: Space, id_or_slug: str) -> Task:
+    """One task of ``space`` by UUID or slug; another space's task is simply not found."""
+    lookup = Q(slug=id_or_slug)
+    try:
+        lookup |= Q(pk=uuid.UUID(str(id_or_slug)))
+    except ValueError:
+        pass
+    task = _with_links(Task.objects.filter(space=space).filter(lookup)).first()
+    if task is None:
+        raise NotFound(f"No task {id_or_slug!r} in this space.", code="TASK_NOT_FOUND")
+    return task
+
+
+def task_list(
+    *,
+    space: Space,
+    status: str | None = None,
+    role: str | None = None,
+    project: str | None = None,
+    type: str | None = None,
+) -> QuerySet[Task]:
+    """Tasks of ``space``, newest change first, with project and links loaded in a fixed number of queries."""
+    for name, value, allowed in (
+        ("status", status, TaskStatus.values),
+        ("role", role, [*AGENT_ROLES, "orchestrator"]),
+        ("type", type, TaskType.values),
+    ):
+        if value and value not in allowed:
+            raise ValidationFailed(f"Filter {name}={value!r}: use one of {', '.join(allowed)}.")
+    qs = Task.objects.filter(space=space)
+    if status:
+        qs = qs.filter(status=status)
+    if role:
+        qs = qs.filter(role=role)
+    if project:
+        qs = qs.filter(project__slug=project)
+    if type:
+        qs = qs.filter(type=type)
+    return _with_links(qs).order_by("-updated_at", "slug")
+
+
+def transitions_recent(*, task_ids: list, per_task: int) -> dict:
+    """The last ``per_task`` transitions (with markers) of each task, in one query."""
+    if not task_ids:
+        return {}
+    ranked = (
+        TransitionLog.objects.filter(task_id__in=task_ids)
+        .select_related("marker", "agent", "user")
+        .annotate(
+            rank=Window(RowNumber(), partition_by=[F("task_id")], order_by=[F("created_at").desc(), F("id").desc()])
+        )
+        .filter(rank__lte=per_task)
+        .order_by("task_id", "rank")
+    )
+    out: dict = {task_id: [] for task_id in task_ids}
+    for log in ranked:
+        out[log.task_id].append(log)
+    return out
+
+
+def task_in_flight(*, space: Space, role: str, markers_per_task: int = 3) -> list[tuple[Task, list[TransitionLog]]]:
+    """The recovery question (SPEC 3.3): tasks active or blocked for ``role``, each with its last markers."""
+    if role not in [*AGENT_ROLES, "orchestrator"]:
+        raise ValidationFailed(f"Unknown role {role!r}; use one of {', '.join([*AGENT_ROLES, 'orchestrator'])}.")
+    tasks = list(
+        _with_links(Task.objects.filter(space=space, role=role, status__in=IN_FLIGHT_STATUSES)).order_by(
+            "-updated_at", "slug"
+        )
+    )
+    recent = transitions_recent(task_ids=[t.id for t in tasks], per_task=markers_per_task)
+    return [(task, recent.get(task.id, [])) for task in tasks]

@@ -1,0 +1,173 @@
+"""Creating projects and tasks, and merging DNA. Status changes are not here: see ``transitions``."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils.text import slugify
+
+from core.errors import Conflict, Forbidden, ValidationFailed
+from core.models import Agent, Space
+from tasks import workflow
+from tasks.choices import ApprovalMode, TaskStatus, TaskType
+from tasks.models import Project, Task
+
+DNA_MAX_CHARS = 100_000
+CREATE_STATUSES = (TaskStatus.BACKLOG, TaskStatus.PENDING)
+# A complete task is closed to DNA changes except the one field that reopens it (complete->rework).
+DNA_KEYS_OPEN_WHEN_COMPLETE = frozenset({"rework_target_role"})
+
+
+def project_create(
+    *, space: Space, slug: str, name: str = "", approval_mode: str = ApprovalMode.MANUAL, agent: Agent | None = None
+) -> Project:
+    """Create a project. How much humans gate its tasks is a human decision: agents create manual projects only."""
+    if approval_mode not in ApprovalMode.values:
+        raise ValidationFailed(f"approval_mode must be one of {', '.join(ApprovalMode.values)}.")
+    if agent is not None and approval_mode != ApprovalMode.MANUAL:
+        raise Forbidden(
+            "Agents create projects in manual approval mode; a human changes the mode in the admin.",
+            code="HUMAN_ONLY",
+        )
+    if slugify(slug) != slug or not slug:
+        raise ValidationFailed(f"Project slug {slug!r} must be a slug (lower-case letters, digits, hyphens).")
+    try:
+        with transaction.atomic():
+            return Project.objects.create(space=space, slug=slug, name=name or slug, approval_mode=approval_mode)
+    except IntegrityError:
+        raise Conflict(f"Project {slug!r} already exists in space {space.slug!r}.", code="PROJECT_EXISTS") from None
+
+
+def dna_validate(*, patch: dict) -> None:
+    """Refuse DNA an agent may not write and values the engine would misread."""
+    if not isinstance(patch, dict):
+        raise ValidationFailed("DNA must be a JSON object.", code="INVALID_DNA")
+    protected = sorted(key for key in patch if workflow.is_protected_dna_key(key))
+    if protected:
+        raise ValidationFailed(
+            f"DNA keys {', '.join(protected)} are written by the workflow engine or by a human, never through "
+            "DNA: human confirmations are given on the board or in the admin, blocked state is kept by "
+            "the blocked/restore transitions, links are set when the task is created.",
+            code="PROTECTED_DNA_KEY",
+        )
+    if len(json.dumps(patch, default=str)) > DNA_MAX_CHARS:
+        raise ValidationFailed(f"DNA larger than {DNA_MAX_CHARS} characters.", code="INVALID_DNA")
+    problems = []
+    role = patch.get("rework_target_role")
+    if role is not None and role not in workflow.AGENT_ROLES:
+        problems.append(f"rework_target_role must be one of {', '.join(workflow.AGENT_ROLES)}")
+    for name in ("test_pass_count", "test_total_count"):
+        value = patch.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            problems.append(f"{name} must be a non-negative integer")
+    for name in (workflow.MQS, workflow.MCI):
+        value = patch.get(name)
+        if value is not None and (not isinstance(value, str) or len(value) > 100):
+            problems.append(f"{name} must be a string of at most 100 characters")
+    if problems:
+        raise ValidationFailed("Invalid DNA: " + "; ".join(problems) + ".", code="INVALID_DNA")
+
+
+def _as_uuid(ref: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(ref)
+    except ValueError:
+        return None
+
+
+def _resolve_refs(*, space: Space, refs: Iterable[str], what: str) -> list[Task]:
+    """Tasks of ``space`` named by id or slug; an unknown name is refused, never silently dropped."""
+    refs = [str(ref) for ref in refs]
+    if not refs:
+        return []
+    ids = [u for u in map(_as_uuid, refs) if u is not None]
+    found = list(Task.objects.filter(space=space).filter(Q(pk__in=ids) | Q(slug__in=refs)))
+    known = {str(t.id) for t in found} | {t.slug for t in found}
+    unknown = [ref for ref in refs if ref not in known and str(_as_uuid(ref)) not in known]
+    if unknown:
+        raise ValidationFailed(f"{what}: no task {', '.join(unknown)} in this space.", code="UNKNOWN_TASK_REFERENCE")
+    return found
+
+
+def task_create(
+    *,
+    space: Space,
+    project: str,
+    slug: str,
+    title: str,
+    type: str = TaskType.TASK,
+    description: str = "",
+    role: str = "",
+    status: str = TaskStatus.BACKLOG,
+    dna: dict | None = None,
+    parent_ids: Iterable[str] = (),
+    depends_on: Iterable[str] = (),
+    created_by: Agent | None = None,
+) -> Task:
+    """Create a task in ``backlog`` (or ``pending``). Bugs must name their parent task(s)."""
+    dna = dict(dna or {})
+    dna_validate(patch=dna)
+    if type not in TaskType.values:
+        raise ValidationFailed(f"type must be one of {', '.join(TaskType.values)}.")
+    if status not in CREATE_STATUSES:
+        raise ValidationFailed(
+            f"A task starts in {' or '.join(CREATE_STATUSES)}; later states are reached by transitions.",
+            code="INVALID_STATUS",
+        )
+    if role and role not in workflow.AGENT_ROLES + ("orchestrator",):
+        raise ValidationFailed(f"Unknown role {role!r}.")
+    if not slug or slugify(slug) != slug:
+        raise ValidationFailed(f"Task slug {slug!r} must be a slug (lower-case letters, digits, hyphens).")
+    parent_ids, depends_on = list(parent_ids), list(depends_on)
+    if type == TaskType.BUG and not parent_ids:
+        raise ValidationFailed("A bug must name the task(s) it was found in: parent_ids.", code="MISSING_PARENT")
+    project_obj = Project.objects.filter(space=space, slug=project).first()
+    if project_obj is None:
+        raise ValidationFailed(f"No project {project!r} in space {space.slug!r}.", code="PROJECT_NOT_FOUND")
+    parents = _resolve_refs(space=space, refs=parent_ids, what="parent_ids")
+    dependencies = _resolve_refs(space=space, refs=depends_on, what="depends_on")
+    try:
+        with transaction.atomic():
+            task = Task.objects.create(
+                space=space,
+                project=project_obj,
+                slug=slug,
+                title=title,
+                description=description,
+                type=type,
+                role=role,
+                status=status,
+                dna=dna,
+                created_by=created_by,
+            )
+            task.parents.set(parents)
+            task.depends_on.set(dependencies)
+    except IntegrityError:
+        raise Conflict(f"Task {slug!r} already exists in space {space.slug!r}.", code="TASK_EXISTS") from None
+    return task
+
+
+def task_update_dna(*, task: Task, patch: dict) -> Task:
+    """Shallow-merge ``patch`` into the task's DNA under a row lock; a ``null`` value removes the key."""
+    dna_validate(patch=patch)
+    with transaction.atomic():
+        locked = Task.objects.select_for_update(of=("self",)).get(pk=task.pk)
+        if locked.status == TaskStatus.CANCELLED or (
+            locked.status == TaskStatus.COMPLETE and not set(patch) <= DNA_KEYS_OPEN_WHEN_COMPLETE
+        ):
+            hint = " (only rework_target_role may be set, to send it to rework)" if locked.status == "complete" else ""
+            raise Conflict(f"Task {locked.slug} is {locked.status}; its DNA is closed{hint}.", code="TASK_CLOSED")
+        dna = dict(locked.dna or {})
+        for key, value in patch.items():
+            if value is None:
+                dna.pop(key, None)
+            else:
+                dna[key] = value
+        locked.dna = dna
+        locked.save(update_fields=["dna", "updated_at"])
+    task.dna = locked.dna
+    return task
