@@ -62,6 +62,21 @@ def test_health_panel_reports_database_pgvector_broker_worker_and_model(client, 
 def test_home_query_count_is_fixed(client, ada, space, django_assert_max_num_queries):
     for i in range(15):
         make_marker(space, f"TASK a→b: DEV t{i} (p) — step", seed=i)
-    # session, user, spaces, markers
-    with django_assert_max_num_queries(4):
+    # session, user, spaces, in-flight tasks, markers
+    with django_assert_max_num_queries(5):
         assert client.get("/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_home_lists_in_flight_tasks_of_the_current_space(client, ada, space, other_space):
+    from tests.tasks_helpers import make_project, make_task
+
+    project = make_project(space, "colony")
+    make_task(project, slug="coding-now", status="active", role="dev")
+    make_task(project, slug="stuck-now", status="blocked", role="qa", dna={"blocked_reason": "no <db> access"})
+    make_task(project, slug="not-started", status="backlog")
+    make_task(make_project(other_space, "rival"), slug="their-work", status="active", role="dev")
+    body = client.get("/").content.decode()
+    assert 'data-slug="coding-now"' in body and 'data-slug="stuck-now"' in body
+    assert "Blocked: no &lt;db&gt; access" in body
+    assert "not-started" not in body and "their-work" not in body

@@ -2,9 +2,144 @@
 
 from __future__ import annotations
 
+import json
+
 from django import forms
+
+from core.choices import AgentRole
 
 
 class SpaceSwitchForm(forms.Form):
     space = forms.SlugField(max_length=64)
     next = forms.CharField(required=False, max_length=2000)
+
+
+def form_error_text(form: forms.Form) -> str:
+    """All of a form's errors as one sentence for a message."""
+    parts = []
+    for name, errors in form.errors.items():
+        label = "" if name == "__all__" else f"{form.fields[name].label or name}: " if name in form.fields else ""
+        parts.append(label + " ".join(str(e) for e in errors))
+    return " ".join(parts)
+
+
+# --- board ----------------------------------------------------------------------------------------
+class BoardFilterForm(forms.Form):
+    """The board's filters; they live in the URL (GET) so a filtered board can be bookmarked and shared."""
+
+    project = forms.ChoiceField(required=False)
+    role = forms.ChoiceField(required=False, choices=[("", "any role"), *AgentRole.choices])
+    type = forms.ChoiceField(required=False)
+
+    def __init__(self, *args, projects=(), types=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["project"].choices = [("", "any project"), *((p.slug, p.name or p.slug) for p in projects)]
+        self.fields["type"].choices = [("", "any type"), *types]
+
+    def filters(self) -> dict:
+        return {name: value for name, value in self.cleaned_data.items() if value}
+
+
+class TransitionForm(forms.Form):
+    to = forms.CharField(max_length=20)
+    summary = forms.CharField(required=False, max_length=1000)
+    next = forms.CharField(required=False, max_length=2000)
+
+
+class ConfirmForm(forms.Form):
+    to_status = forms.CharField(max_length=20)
+    next = forms.CharField(required=False, max_length=2000)
+
+
+class DnaForm(forms.Form):
+    """A human edits the task's DNA as one JSON object; the gate keys are not theirs to write.
+
+    ``original`` is the editable DNA as the page showed it, so the patch sent to the service holds
+    only what the human changed: a key an agent wrote meanwhile is neither removed nor overwritten.
+    """
+
+    dna = forms.CharField(widget=forms.Textarea, max_length=60_000, label="DNA")
+    original = forms.CharField(widget=forms.HiddenInput, max_length=60_000, required=False)
+
+    def __init__(self, *args, is_gate_key, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.is_gate_key = is_gate_key
+
+    @staticmethod
+    def _object(text: str, what: str) -> dict:
+        try:
+            value = json.loads(text or "{}")
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno}).") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError(f"{what} must be a JSON object ({{...}}).")
+        return value
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        edited = self._object(data["dna"], "The DNA")
+        original = self._object(data.get("original") or "{}", "The original DNA")
+        gate = sorted(key for key in {*edited, *original} if self.is_gate_key(key))
+        if gate:
+            raise forms.ValidationError(
+                f"{', '.join(gate)}: gate keys are written by the workflow (memory gates by the agent's own "
+                "brain activity, confirmations with the Confirm buttons), never by editing DNA. Nothing was changed."
+            )
+        patch = {key: value for key, value in edited.items() if original.get(key, object()) != value}
+        patch.update({key: None for key in original if key not in edited})
+        data["patch"] = patch
+        return data
+
+
+# --- brain ----------------------------------------------------------------------------------------
+class BrainSearchForm(forms.Form):
+    """The explorer's search: the memory endpoint's prompt and retrieval filters (SPEC 2.2 limits)."""
+
+    q = forms.CharField(required=False, max_length=10_000, label="Search")
+    topic = forms.CharField(required=False, max_length=200)
+    category = forms.ChoiceField(required=False)
+
+    def __init__(self, *args, categories=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["category"].choices = [("", "any category"), *categories]
+
+    def clean_q(self) -> str:
+        return self.cleaned_data["q"].strip()
+
+    def clean_topic(self) -> str:
+        return self.cleaned_data["topic"].strip()
+
+
+class CorrectionForm(forms.Form):
+    """A human's correction of one thought: what is wrong, what is right (seeds/000 2a)."""
+
+    correct_fact = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000, label="Correct fact")
+    corrected_fact = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000, label="Wrong fact (what this thought says)"
+    )
+    topic = forms.CharField(max_length=200)
+    content = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=10_000,
+        required=False,
+        label="Correction text (optional; written from the facts when empty)",
+    )
+
+
+class SuggestionResolveForm(forms.Form):
+    correct_fact = forms.CharField(required=False, max_length=10_000)
+    reason = forms.CharField(required=False, max_length=2000)
+
+
+# --- quality --------------------------------------------------------------------------------------
+class DashboardForm(forms.Form):
+    agent = forms.ChoiceField(required=False)
+    days = forms.TypedChoiceField(
+        required=False, coerce=int, empty_value=30, choices=[(14, "14 days"), (30, "30 days"), (90, "90 days")]
+    )
+
+    def __init__(self, *args, agents=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = [("", "whole space"), *((a, a) for a in agents)]

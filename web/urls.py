@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from web.views import home
+from web.views import board, home
 
 app_name = "web"
 
@@ -11,4 +11,10 @@ urlpatterns = [
     path("", home.home, name="home"),
     path("home/health/", home.health_panel, name="health"),
     path("space/", home.space_switch, name="space-switch"),
+    path("board/", board.board, name="board"),
+    path("tasks/<str:ref>/", board.task_detail, name="task"),
+    path("tasks/<str:ref>/moves/", board.task_moves, name="task-moves"),
+    path("tasks/<str:ref>/transition/", board.task_transition_post, name="task-transition"),
+    path("tasks/<str:ref>/confirm/", board.task_confirm_post, name="task-confirm"),
+    path("tasks/<str:ref>/dna/", board.task_dna_post, name="task-dna"),
 ]

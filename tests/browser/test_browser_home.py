@@ -25,7 +25,7 @@ def test_login_home_and_logout(page, human, space, live_server, shot):
     page.wait_for_selector("table.health")
     assert page.locator("table.health th", has_text="Database (PostgreSQL)").is_visible()
     # Stored text is shown as text, never run.
-    assert page.locator(".markers").inner_text().count("<script>window.owned=1</script>") == 1
+    assert page.locator("ol.markers").inner_text().count("<script>window.owned=1</script>") == 1
     assert page.evaluate("window.owned") is None
     shot(page, "home")
 

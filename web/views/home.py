@@ -10,12 +10,17 @@ from django.views.decorators.http import require_GET, require_POST
 
 from core.health import health_summary
 from web.forms import SpaceSwitchForm
-from web.selectors import marker_list_recent
+from web.selectors import marker_list_recent, task_list_in_flight
 from web.spaces import space_choose
 from web.views.common import space_required
 
 # What a newcomer needs to find, in the order they usually need it.
 PLACES = [
+    {
+        "name": "Board",
+        "url": "/board/",
+        "what": "Every task by status. Move tasks a human may move; give the human confirmations gates wait for.",
+    },
     {"name": "Admin", "url": "/admin/", "what": "Spaces and their members, agents and their API tokens, every record."},
     {"name": "API docs", "url": "/api/docs/", "what": "The agents' REST API, interactive."},
 ]
@@ -28,7 +33,12 @@ def home(request):
     return render(
         request,
         "web/home.html",
-        {"nav": "home", "places": PLACES, "markers": marker_list_recent(space=space, limit=10)},
+        {
+            "nav": "home",
+            "places": PLACES,
+            "in_flight": task_list_in_flight(space=space, limit=15),
+            "markers": marker_list_recent(space=space, limit=10),
+        },
     )
 
 

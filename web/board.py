@@ -1,0 +1,76 @@
+"""Shaping task lists for the board: columns per status, open confirmations per target, DNA split.
+
+Presentation only — which tasks exist and what may happen to them comes from ``tasks``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from tasks.choices import TaskStatus
+
+#: Columns left to right in the order work flows.
+BOARD_ORDER = (
+    TaskStatus.BACKLOG,
+    TaskStatus.PENDING,
+    TaskStatus.READY,
+    TaskStatus.ACTIVE,
+    TaskStatus.APPROVAL,
+    TaskStatus.APPROVED,
+    TaskStatus.TESTING,
+    TaskStatus.REVIEW,
+    TaskStatus.REWORK,
+    TaskStatus.BLOCKED,
+    TaskStatus.COMPLETE,
+    TaskStatus.CANCELLED,
+)
+TERMINAL = frozenset({TaskStatus.COMPLETE, TaskStatus.CANCELLED})
+#: Cards drawn per column; the rest is counted (a board of thousands of finished tasks stays fast).
+COLUMN_CARDS = 60
+
+
+@dataclass
+class Column:
+    status: str
+    tasks: list = field(default_factory=list)
+    count: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def collapsed(self) -> bool:
+        """Terminal columns start folded (they only grow); so does any empty column."""
+        return self.terminal or self.count == 0
+
+    @property
+    def hidden_count(self) -> int:
+        return self.count - len(self.tasks)
+
+
+def board_columns(tasks: Iterable, *, cards: int = COLUMN_CARDS) -> list[Column]:
+    """One column per status in workflow order; ``tasks`` keep their order (the selector's: newest change first)."""
+    columns = {status: Column(status=status) for status in BOARD_ORDER}
+    for task in tasks:
+        column = columns[task.status]
+        column.count += 1
+        if len(column.tasks) < cards:
+            column.tasks.append(task)
+    return list(columns.values())
+
+
+def confirmations_by_target(confirmations: Iterable) -> dict[str, object]:
+    """The first open confirmation per target status."""
+    out: dict[str, object] = {}
+    for confirmation in confirmations:
+        out.setdefault(confirmation.to_status, confirmation)
+    return out
+
+
+def dna_split(dna: dict, *, is_gate_key: Callable[[str], bool]) -> tuple[dict, dict]:
+    """(what a human may edit, the gate keys shown read-only)."""
+    editable = {k: v for k, v in dna.items() if not is_gate_key(k)}
+    gate = {k: v for k, v in dna.items() if is_gate_key(k)}
+    return editable, gate
