@@ -183,16 +183,26 @@ def thought_correct_by_id(
     )
 
 
-def correction_guard(*, space: Space, vector: list[float]) -> Thought | None:
-    """The correction of ``space`` whose corrected (wrong) fact ``vector`` repeats, or None.
+GUARD_CANDIDATES = 5
+"""How many of the most similar corrections the guard reads before giving up (see ``text``)."""
+
+
+def correction_guard(*, space: Space, vector: list[float], text: str | None = None) -> Thought | None:
+    """The correction of ``space`` whose corrected (wrong) fact a new contribution repeats, or None.
 
     The most similar correction above CORRECTION_GUARD_MIN_SIMILARITY, found in SQL by cosine
     distance on ``corrected_fact_embedding``; the returned thought carries ``guard_similarity``.
     A correction that was itself superseded (by a later correction) no longer guards: it is not the
     authority on that fact any more. Don't call it for a contribution that IS a correction.
+
+    Pass the contribution's ``text`` too: a sentence embedding barely sees "not", so "Thomas is NOT
+    the certified coach" scores 0.96 against "Thomas is the certified coach". When the text negates
+    the corrected fact (the judges' negation cue), it agrees with the correction and is not flagged.
     """
+    from quality.judges import negation_cue
+
     max_distance = 1.0 - CORRECTION_GUARD_MIN_SIMILARITY
-    correction = (
+    candidates = (
         Thought.objects.filter(
             space=space,
             thought_category=ThoughtCategory.CORRECTION,
@@ -201,12 +211,14 @@ def correction_guard(*, space: Space, vector: list[float]) -> Thought | None:
         )
         .annotate(guard_distance=CosineDistance("corrected_fact_embedding", vector))
         .filter(guard_distance__lt=max_distance)
-        .order_by("guard_distance", "-created_at")
-        .first()
+        .order_by("guard_distance", "-created_at")[:GUARD_CANDIDATES]
     )
-    if correction is not None:
+    for correction in candidates:
+        if text and negation_cue(correction.corrected_fact, text):
+            continue
         correction.guard_similarity = 1.0 - correction.guard_distance
-    return correction
+        return correction
+    return None
 
 
 def correction_guidance(correction: Thought) -> str:
