@@ -85,17 +85,17 @@ class SuggestionOutputSerializer(serializers.ModelSerializer):
 class CorrectionListApi(APIView):
     """Correction suggestions of the caller's space: the caller's own first, then newest first."""
 
-    class FilterSerializer(serializers.Serializer):
+    class CorrectionListFilterSerializer(serializers.Serializer):
         status = serializers.ChoiceField(choices=[*SuggestionStatus.values, "all"], default=SuggestionStatus.PENDING)
         mine = serializers.BooleanField(default=False, help_text="Only suggestions addressed to the caller.")
         limit = serializers.IntegerField(min_value=1, max_value=200, default=50)
 
     @extend_schema(
-        parameters=[FilterSerializer],
+        parameters=[CorrectionListFilterSerializer],
         responses={200: SuggestionOutputSerializer(many=True)},
     )
     def get(self, request):
-        filters = self.FilterSerializer(data=request.query_params)
+        filters = self.CorrectionListFilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         data = filters.validated_data
         suggestions = suggestions_list(
@@ -111,17 +111,17 @@ class CorrectionListApi(APIView):
 class CorrectionAcceptApi(APIView):
     """Accept a pending suggestion: one call creates the correction and supersedes the old thought."""
 
-    class InputSerializer(serializers.Serializer):
+    class CorrectionAcceptInputSerializer(serializers.Serializer):
         correct_fact = serializers.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
         content = serializers.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
 
     @extend_schema(
-        request=InputSerializer,
+        request=CorrectionAcceptInputSerializer,
         parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
         responses={201: dict},
     )
     def post(self, request, suggestion_id):
-        body = self.InputSerializer(data=request.data or {})
+        body = self.CorrectionAcceptInputSerializer(data=request.data or {})
         body.is_valid(raise_exception=True)
         suggestion = suggestion_get(space=request.user.space, suggestion_id=suggestion_id)
         correction = suggestion_accept(
@@ -147,16 +147,16 @@ class CorrectionAcceptApi(APIView):
 class CorrectionDismissApi(APIView):
     """Dismiss a pending suggestion: the old thought stands, nothing else changes."""
 
-    class InputSerializer(serializers.Serializer):
+    class CorrectionDismissInputSerializer(serializers.Serializer):
         reason = serializers.CharField(max_length=2000, required=False, allow_blank=True)
 
     @extend_schema(
-        request=InputSerializer,
+        request=CorrectionDismissInputSerializer,
         parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
         responses={200: dict},
     )
     def post(self, request, suggestion_id):
-        body = self.InputSerializer(data=request.data or {})
+        body = self.CorrectionDismissInputSerializer(data=request.data or {})
         body.is_valid(raise_exception=True)
         suggestion = suggestion_get(space=request.user.space, suggestion_id=suggestion_id)
         dismissed = suggestion_dismiss(
@@ -168,7 +168,7 @@ class CorrectionDismissApi(APIView):
 class ThoughtCorrectApi(APIView):
     """Correct one thought: store a correction that supersedes it (and any ``supersedes`` given)."""
 
-    class InputSerializer(serializers.Serializer):
+    class ThoughtCorrectInputSerializer(serializers.Serializer):
         correct_fact = serializers.CharField(max_length=TEXT_MAX)
         corrected_fact = serializers.CharField(
             max_length=TEXT_MAX, required=False, allow_blank=True, help_text="Default: the thought's content."
@@ -189,12 +189,12 @@ class ThoughtCorrectApi(APIView):
             return value
 
     @extend_schema(
-        request=InputSerializer,
+        request=ThoughtCorrectInputSerializer,
         parameters=[OpenApiParameter("thought_id", str, OpenApiParameter.PATH)],
         responses={201: dict},
     )
     def post(self, request, thought_id):
-        body = self.InputSerializer(data=request.data)
+        body = self.ThoughtCorrectInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         correction, count = thought_correct_by_id(
