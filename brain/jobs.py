@@ -28,3 +28,39 @@ def embed_missing(batch_size: int = 64) -> int:
 
     ids = [str(i) for i in Thought.objects.filter(embedding__isnull=True).values_list("id", flat=True)[:batch_size]]
     return thought_services.thoughts_embed_batch(thought_ids=ids) if ids else 0
+
+
+# --- knowledge evolution ---
+
+
+@shared_task(name="brain.jobs.flag_stale_snapshots", time_limit=300)
+def flag_stale_snapshots() -> int:
+    """Nightly: flag state snapshots whose temporal_scope is older than STALE_SNAPSHOT_DAYS."""
+    from django.utils import timezone
+
+    from brain.services.flags import thoughts_flag_stale
+
+    return thoughts_flag_stale(today=timezone.localdate())
+
+
+def _contradiction_retry_errors() -> tuple[type[BaseException], ...]:
+    from brain.services.contradictions import EmbeddingPending
+    from quality.judges import JudgeUnavailable
+
+    return (OperationalError, EmbeddingError, EmbeddingPending, JudgeUnavailable)
+
+
+@shared_task(
+    name="brain.jobs.detect_contradictions",
+    autoretry_for=_contradiction_retry_errors(),
+    retry_backoff=10,
+    retry_backoff_max=600,
+    max_retries=8,
+    time_limit=600,
+    soft_time_limit=540,
+)
+def detect_contradictions(thought_id: str) -> int:
+    """Judge a new thought against existing facts; returns how many suggestions it raised."""
+    from brain.services.contradictions import thought_detect_contradictions
+
+    return len(thought_detect_contradictions(thought_id=thought_id))

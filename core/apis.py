@@ -21,6 +21,7 @@ class HealthApi(APIView):
 class MeApi(APIView):
     """Who the token belongs to: the agent, its role and its space."""
 
+    @extend_schema(responses={200: dict})
     def get(self, request):
         agent = request.user
         return Response({"agent_id": str(agent.id), "name": agent.name, "role": agent.role, "space": agent.space.slug})

@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class CoreConfig(AppConfig):
     name = "core"
     verbose_name = "Spaces and agents"
+
+    def ready(self):
+        from core import schema  # noqa: F401  (registers the OpenAPI auth extension)

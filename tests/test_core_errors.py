@@ -86,3 +86,11 @@ def test_validation_errors_map_to_validation_error_with_fields():
 def test_schema_and_docs_are_served(anon):
     assert anon.get("/api/schema/").status_code == 200
     assert anon.get("/api/docs/").status_code == 200
+
+
+def test_openapi_schema_generates_without_warnings(tmp_path):
+    from django.core.management import call_command
+
+    out = tmp_path / "schema.yml"
+    call_command("spectacular", "--file", str(out), "--validate", "--fail-on-warn")
+    assert "/api/v1/health" in out.read_text()

@@ -8,11 +8,16 @@ statement however often it is raised.
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import transaction
+from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.utils import timezone
 
 from brain.choices import SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought
-from core.models import Agent
+from core.errors import Conflict, NotFound
+from core.models import Agent, Space
 
 
 def suggestion_draft(*, thought: Thought, statement: str) -> dict:
@@ -60,3 +65,142 @@ def suggestion_create(
         session_id=session_id,
     )
     return suggestion, True
+
+
+def _lock_pending(*, suggestion: CorrectionSuggestion, action: str) -> CorrectionSuggestion:
+    """Re-read and lock the row; 409 CONFLICT unless it is still pending (two callers can't both win)."""
+    locked = CorrectionSuggestion.objects.select_for_update().get(pk=suggestion.pk)
+    if locked.status != SuggestionStatus.PENDING:
+        raise Conflict(
+            f"Correction suggestion {locked.id} is already {locked.status}; it can't be {action}.",
+            code="CONFLICT",
+        )
+    return locked
+
+
+@transaction.atomic
+def suggestion_accept(
+    *,
+    suggestion: CorrectionSuggestion,
+    resolved_by: str,
+    agent: Agent | None = None,
+    correct_fact: str | None = None,
+    content: str | None = None,
+) -> Thought:
+    """Accept a pending suggestion: create the correction its draft describes and supersede the old thought.
+
+    One transaction: the suggestion row is locked, the correction goes through ``thought_correct``
+    (which supersedes the draft's ``supersedes``), and the suggestion is marked accepted with a link
+    to the correction. ``correct_fact``/``content`` let the accepting agent word the correct fact
+    better than the contradicting statement did. A suggestion that is no longer pending: 409.
+    """
+    from brain.services.corrections import thought_correct
+
+    locked = _lock_pending(suggestion=suggestion, action="accepted")
+    draft = locked.draft or {}
+    fact = (correct_fact or "").strip() or draft.get("correct_fact") or locked.statement
+    corrected = draft.get("corrected_fact") or locked.thought.content
+    text = (content or "").strip() or (f"CORRECTION: {fact}" if correct_fact else draft.get("prompt", ""))
+    correction, _count = thought_correct(
+        space=locked.space,
+        agent=agent,
+        content=text,
+        topic=draft.get("topic") or locked.thought.topic or "general",
+        corrected_fact=corrected,
+        correct_fact=fact,
+        supersedes=draft.get("supersedes") or [str(locked.thought_id)],
+        contributor_id=resolved_by if agent is None else None,
+        contributor_name=resolved_by if agent is None else None,
+        context_metadata={"accepted_suggestion": str(locked.id)},
+    )
+    CorrectionSuggestion.objects.filter(pk=locked.pk).update(
+        status=SuggestionStatus.ACCEPTED,
+        resolved_at=timezone.now(),
+        resolved_by=resolved_by,
+        correction=correction,
+    )
+    return correction
+
+
+@transaction.atomic
+def suggestion_dismiss(*, suggestion: CorrectionSuggestion, resolved_by: str, reason: str = "") -> CorrectionSuggestion:
+    """Close a pending suggestion without correcting anything (the old thought stands); 409 if not pending."""
+    locked = _lock_pending(suggestion=suggestion, action="dismissed")
+    locked.status = SuggestionStatus.DISMISSED
+    locked.resolved_at = timezone.now()
+    locked.resolved_by = resolved_by
+    if reason:
+        locked.reason = f"{locked.reason}\nDismissed: {reason}".strip()
+    locked.save(update_fields=["status", "resolved_at", "resolved_by", "reason"])
+    return locked
+
+
+# --- selectors --------------------------------------------------------------------------------------
+# Reads of suggestions live here with their writes: this module is the one home of suggestions and
+# the memory orchestration needs only one import for pending_corrections.
+
+
+def suggestion_get(*, space: Space, suggestion_id: uuid.UUID | str) -> CorrectionSuggestion:
+    """One suggestion of ``space``; 404 for an unknown id or one of another space alike."""
+    suggestion = (
+        CorrectionSuggestion.objects.select_related("thought", "space").filter(space=space, pk=suggestion_id).first()
+    )
+    if suggestion is None:
+        raise NotFound(f"No correction suggestion {suggestion_id} in this space.", code="SUGGESTION_NOT_FOUND")
+    return suggestion
+
+
+def suggestions_pending_for(
+    *, space: Space, agent: Agent | None = None, session_id: str | None = None
+) -> QuerySet[CorrectionSuggestion]:
+    """Pending suggestions addressed to this agent OR this session (newest first).
+
+    With neither, every pending suggestion of the space. This is what the memory response lists as
+    ``result.pending_corrections`` (SPEC 4.5: "for that agent or session").
+    """
+    pending = CorrectionSuggestion.objects.filter(space=space, status=SuggestionStatus.PENDING).select_related(
+        "thought"
+    )
+    if agent is None and not session_id:
+        return pending.order_by("-created_at")
+    addressed = Q()
+    if agent is not None:
+        addressed |= Q(agent=agent)
+    if session_id:
+        addressed |= Q(session_id=session_id)
+    return pending.filter(addressed).order_by("-created_at")
+
+
+def suggestions_list(
+    *, space: Space, status: str | None = SuggestionStatus.PENDING, agent: Agent | None = None, mine: bool = False
+) -> QuerySet[CorrectionSuggestion]:
+    """Suggestions of ``space`` with ``status`` (None = all): the caller's own first, then newest first.
+
+    ``mine`` keeps only those addressed to ``agent``.
+    """
+    suggestions = CorrectionSuggestion.objects.filter(space=space).select_related("thought", "agent")
+    if status:
+        suggestions = suggestions.filter(status=status)
+    if agent is None:
+        return suggestions.order_by("-created_at")
+    if mine:
+        return suggestions.filter(agent=agent).order_by("-created_at")
+    own_first = Case(When(agent=agent, then=Value(0)), default=Value(1), output_field=IntegerField())
+    return suggestions.annotate(own_first=own_first).order_by("own_first", "-created_at")
+
+
+def suggestion_as_pending(suggestion: CorrectionSuggestion) -> dict:
+    """The item shape of ``result.pending_corrections`` in the memory response."""
+    return {
+        "suggestion_id": str(suggestion.id),
+        "thought_id": str(suggestion.thought_id),
+        "thought_preview": suggestion.thought.content[:80],
+        "statement": suggestion.statement,
+        "confidence": suggestion.confidence,
+        "reason": suggestion.reason,
+        "origin": suggestion.origin,
+        "draft": suggestion.draft,
+        "created_at": suggestion.created_at.isoformat(),
+        "accept": f"/api/v1/corrections/{suggestion.id}/accept",
+        "dismiss": f"/api/v1/corrections/{suggestion.id}/dismiss",
+    }

@@ -1,0 +1,218 @@
+"""Agent API of knowledge evolution: correction suggestions and correcting a thought (SPEC 2.5, 4.5, 5).
+
+Every id is looked up in the caller's space only, so another space's suggestion or thought is a 404
+exactly like an unknown one. Failures change nothing (the services are all-or-nothing).
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from brain.choices import SourceRefType, SuggestionStatus
+from brain.models import CorrectionSuggestion, Thought
+from brain.services.corrections import correction_supersede_guidance, thought_correct_by_id
+from brain.services.suggestions import suggestion_accept, suggestion_dismiss, suggestion_get, suggestions_list
+
+TEXT_MAX = 10000
+
+
+class SourceRefSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=SourceRefType.choices)
+    value = serializers.CharField(max_length=1000)
+    project = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class ThoughtOutputSerializer(serializers.ModelSerializer):
+    thought_id = serializers.UUIDField(source="id")
+    contributor = serializers.CharField(source="contributor_name")
+    superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
+
+    class Meta:
+        model = Thought
+        fields = [
+            "thought_id",
+            "content",
+            "contributor",
+            "created_at",
+            "thought_category",
+            "topic",
+            "corrected_fact",
+            "correct_fact",
+            "supersedes",
+            "source_ref",
+            "quality_flags",
+            "superseded",
+            "superseded_by",
+        ]
+
+
+class SuggestionOutputSerializer(serializers.ModelSerializer):
+    suggestion_id = serializers.UUIDField(source="id")
+    thought_id = serializers.UUIDField()
+    thought_preview = serializers.SerializerMethodField()
+    contradicting_thought_id = serializers.UUIDField(allow_null=True)
+    agent = serializers.CharField(source="agent.name", allow_null=True, default=None)
+    correction_id = serializers.UUIDField(allow_null=True)
+
+    class Meta:
+        model = CorrectionSuggestion
+        fields = [
+            "suggestion_id",
+            "status",
+            "thought_id",
+            "thought_preview",
+            "statement",
+            "contradicting_thought_id",
+            "origin",
+            "confidence",
+            "reason",
+            "draft",
+            "agent",
+            "session_id",
+            "created_at",
+            "resolved_at",
+            "resolved_by",
+            "correction_id",
+        ]
+
+    def get_thought_preview(self, suggestion) -> str:
+        return suggestion.thought.content[:80]
+
+
+class CorrectionListApi(APIView):
+    """Correction suggestions of the caller's space: the caller's own first, then newest first."""
+
+    class CorrectionListFilterSerializer(serializers.Serializer):
+        status = serializers.ChoiceField(choices=[*SuggestionStatus.values, "all"], default=SuggestionStatus.PENDING)
+        mine = serializers.BooleanField(default=False, help_text="Only suggestions addressed to the caller.")
+        limit = serializers.IntegerField(min_value=1, max_value=200, default=50)
+
+    @extend_schema(
+        parameters=[CorrectionListFilterSerializer],
+        responses={200: SuggestionOutputSerializer(many=True)},
+    )
+    def get(self, request):
+        filters = self.CorrectionListFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        data = filters.validated_data
+        suggestions = suggestions_list(
+            space=request.user.space,
+            status=None if data["status"] == "all" else data["status"],
+            agent=request.user,
+            mine=data["mine"],
+        )
+        page = list(suggestions[: data["limit"]])
+        return Response({"count": len(page), "results": SuggestionOutputSerializer(page, many=True).data})
+
+
+class CorrectionAcceptApi(APIView):
+    """Accept a pending suggestion: one call creates the correction and supersedes the old thought."""
+
+    class CorrectionAcceptInputSerializer(serializers.Serializer):
+        correct_fact = serializers.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
+        content = serializers.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
+
+    @extend_schema(
+        request=CorrectionAcceptInputSerializer,
+        parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
+        responses={201: dict},
+    )
+    def post(self, request, suggestion_id):
+        body = self.CorrectionAcceptInputSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        suggestion = suggestion_get(space=request.user.space, suggestion_id=suggestion_id)
+        correction = suggestion_accept(
+            suggestion=suggestion,
+            resolved_by=request.user.name,
+            agent=request.user,
+            correct_fact=body.validated_data.get("correct_fact"),
+            content=body.validated_data.get("content"),
+        )
+        suggestion.refresh_from_db()
+        count = len(correction.supersedes)
+        return Response(
+            {
+                "suggestion": SuggestionOutputSerializer(suggestion).data,
+                "correction": ThoughtOutputSerializer(correction).data,
+                "superseded_count": count,
+                "guidance": correction_supersede_guidance(count=count),
+            },
+            status=201,
+        )
+
+
+class CorrectionDismissApi(APIView):
+    """Dismiss a pending suggestion: the old thought stands, nothing else changes."""
+
+    class CorrectionDismissInputSerializer(serializers.Serializer):
+        reason = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+
+    @extend_schema(
+        request=CorrectionDismissInputSerializer,
+        parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
+        responses={200: dict},
+    )
+    def post(self, request, suggestion_id):
+        body = self.CorrectionDismissInputSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        suggestion = suggestion_get(space=request.user.space, suggestion_id=suggestion_id)
+        dismissed = suggestion_dismiss(
+            suggestion=suggestion, resolved_by=request.user.name, reason=body.validated_data.get("reason", "")
+        )
+        return Response({"suggestion": SuggestionOutputSerializer(dismissed).data})
+
+
+class ThoughtCorrectApi(APIView):
+    """Correct one thought: store a correction that supersedes it (and any ``supersedes`` given)."""
+
+    class ThoughtCorrectInputSerializer(serializers.Serializer):
+        correct_fact = serializers.CharField(max_length=TEXT_MAX)
+        corrected_fact = serializers.CharField(
+            max_length=TEXT_MAX, required=False, allow_blank=True, help_text="Default: the thought's content."
+        )
+        content = serializers.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
+        prompt = serializers.CharField(
+            max_length=TEXT_MAX, required=False, allow_blank=True, help_text="Alias of content (memory wire name)."
+        )
+        topic = serializers.CharField(
+            max_length=200, required=False, allow_blank=True, help_text="Default: the thought's topic."
+        )
+        supersedes = serializers.ListField(child=serializers.UUIDField(), required=False, max_length=100)
+        source_ref = SourceRefSerializer(required=False)
+
+        def validate_correct_fact(self, value: str) -> str:
+            if not value.strip():
+                raise serializers.ValidationError("Say what the correct fact is.")
+            return value
+
+    @extend_schema(
+        request=ThoughtCorrectInputSerializer,
+        parameters=[OpenApiParameter("thought_id", str, OpenApiParameter.PATH)],
+        responses={201: dict},
+    )
+    def post(self, request, thought_id):
+        body = self.ThoughtCorrectInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        correction, count = thought_correct_by_id(
+            space=request.user.space,
+            agent=request.user,
+            thought_id=thought_id,
+            correct_fact=data["correct_fact"],
+            corrected_fact=data.get("corrected_fact"),
+            content=data.get("content") or data.get("prompt"),
+            topic=data.get("topic"),
+            extra_supersedes=data.get("supersedes", []),
+            source_ref=data.get("source_ref"),
+        )
+        return Response(
+            {
+                "correction": ThoughtOutputSerializer(correction).data,
+                "superseded_count": count,
+                "guidance": correction_supersede_guidance(count=count),
+            },
+            status=201,
+        )

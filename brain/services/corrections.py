@@ -1,0 +1,255 @@
+"""Corrections: a wrong fact loses to one correction at once and does not creep back (SPEC 2.5, seeds/000 7).
+
+- :func:`thought_correct` stores a correction and supersedes every thought it names, in one
+  transaction: all or nothing.
+- :func:`correction_guard` is the re-contamination guard: a new contribution that looks like a
+  corrected (wrong) fact is found in SQL by the corrections' ``corrected_fact_embedding``.
+- :func:`thought_link_related` stores ``related_thoughts`` links (both ways).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce, Now
+from pgvector.django import CosineDistance
+
+from brain import embedding as embedder
+from brain.choices import ThoughtCategory
+from brain.models import Thought
+from brain.services.categories import category_validate
+from brain.services.thoughts import thought_create
+from core.errors import NotFound, ServiceFailure, ValidationFailed
+from core.models import Agent, Space
+
+CORRECTION_GUARD_MIN_SIMILARITY = 0.85
+"""A contribution more similar than this to a correction's ``corrected_fact`` repeats the wrong
+fact (SPEC 2.5, seeds/000 7c). all-MiniLM-L6-v2 scores paraphrases of one statement 0.90–0.99."""
+
+
+def parse_thought_ids(values: Iterable[Any], *, field: str) -> list[uuid.UUID]:
+    """UUIDs from the wire, in order, without duplicates; 400 VALIDATION_ERROR for a malformed one."""
+    out: list[uuid.UUID] = []
+    for value in values:
+        try:
+            parsed = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+        except (TypeError, ValueError, AttributeError):
+            raise ValidationFailed(
+                f"{field}: {value!r} is not a thought id (UUID).", extra={"fields": {field: [str(value)]}}
+            )
+        if parsed not in out:
+            out.append(parsed)
+    return out
+
+
+def _lock_thoughts_in_space(*, space_id: int, ids: list[uuid.UUID], field: str) -> list[Thought]:
+    """Lock the rows (in id order, so concurrent correctors can't deadlock) or 404 naming the missing.
+
+    A thought of another space is reported exactly like an unknown one: spaces don't leak.
+    """
+    found = list(Thought.objects.select_for_update().filter(space_id=space_id, pk__in=ids).order_by("pk"))
+    missing = [str(i) for i in ids if i not in {t.pk for t in found}]
+    if missing:
+        raise NotFound(
+            f"{field}: no thought {', '.join(missing)} in this space; nothing was changed.",
+            code="THOUGHT_NOT_FOUND",
+            extra={"missing": missing},
+        )
+    return found
+
+
+def correction_default_content(*, corrected_fact: str, correct_fact: str) -> str:
+    """The text of a correction when the caller gives none (seeds/000 2a example)."""
+    return f"CORRECTION: It is wrong that {corrected_fact.strip()} Correct: {correct_fact.strip()}"
+
+
+def thought_correct(
+    *,
+    space: Space,
+    agent: Agent | None,
+    content: str,
+    topic: str,
+    corrected_fact: str,
+    correct_fact: str,
+    supersedes: Iterable[Any],
+    source_ref: dict | None = None,
+    vector: list[float] | None = None,
+    contributor_id: str | None = None,
+    contributor_name: str | None = None,
+    context_metadata: dict | None = None,
+    tags: list[str] | None = None,
+    related_thoughts: Iterable[Any] = (),
+    quality_flags: list[str] | None = None,
+) -> tuple[Thought, int]:
+    """Store a correction and supersede every thought in ``supersedes``; returns (correction, count).
+
+    All or nothing, in one transaction: the superseded rows are locked first, and an unknown id or
+    one of another space rejects the whole correction (404 THOUGHT_NOT_FOUND, nothing stored, nothing
+    superseded). Each superseded thought gets ``superseded=true``, ``superseded_by=<correction>`` and
+    keeps the time it was FIRST superseded (the discovery metric measures from it).
+
+    ``vector`` is the embedding of ``content`` when the caller already has it (the memory endpoint
+    embeds the prompt once); otherwise both ``content`` and ``corrected_fact`` are embedded here, in
+    one model call, before the transaction opens (no row lock is held while the model runs). The
+    ``corrected_fact`` embedding is stored with the correction so that :func:`correction_guard`
+    catches the wrong fact from the very next contribution on.
+    """
+    supersede_ids = parse_thought_ids(supersedes, field="supersedes")
+    related_ids = parse_thought_ids(related_thoughts, field="related_thoughts")
+    category_validate(
+        category=ThoughtCategory.CORRECTION,
+        fields={
+            "topic": topic,
+            "supersedes": supersede_ids,
+            "corrected_fact": corrected_fact,
+            "correct_fact": correct_fact,
+        },
+    )
+    if not content or not content.strip():
+        content = correction_default_content(corrected_fact=corrected_fact, correct_fact=correct_fact)
+
+    try:
+        if vector is None:
+            vector, fact_vector = embedder.embed_many([content, corrected_fact])
+        else:
+            fact_vector = embedder.embed(corrected_fact)
+    except embedder.EmbeddingError as exc:
+        raise ServiceFailure(f"Could not embed the correction: {exc}", code="EMBEDDING_FAILED")
+
+    name = agent.name if agent is not None else "colony"
+    with transaction.atomic():
+        _lock_thoughts_in_space(space_id=space.pk, ids=supersede_ids, field="supersedes")
+        correction = thought_create(
+            space=space,
+            content=content,
+            contributor_id=contributor_id or name,
+            contributor_name=contributor_name or name,
+            agent=agent,
+            thought_category=ThoughtCategory.CORRECTION,
+            embedding=vector,
+            topic=topic.strip(),
+            corrected_fact=corrected_fact.strip(),
+            correct_fact=correct_fact.strip(),
+            supersedes=supersede_ids,
+            source_ref=source_ref,
+            corrected_fact_embedding=fact_vector,
+            context_metadata=context_metadata or {},
+            tags=tags or [],
+            quality_flags=quality_flags or [],
+        )
+        count = Thought.objects.filter(space=space, pk__in=supersede_ids).update(
+            superseded=True,
+            superseded_by=correction,
+            superseded_at=Coalesce(F("superseded_at"), Now()),
+        )
+        if related_ids:
+            thought_link_related(thought=correction, related_ids=related_ids)
+    return correction, count
+
+
+def thought_correct_by_id(
+    *,
+    space: Space,
+    agent: Agent | None,
+    thought_id: uuid.UUID | str,
+    correct_fact: str,
+    corrected_fact: str | None = None,
+    content: str | None = None,
+    topic: str | None = None,
+    extra_supersedes: Iterable[Any] = (),
+    source_ref: dict | None = None,
+) -> tuple[Thought, int]:
+    """Correct one thought (``POST /thoughts/{id}/correct``, ``brain correct``): returns (correction, count).
+
+    Defaults come from the thought: the wrong fact is its content, the topic its topic ("general"
+    when it has none). ``extra_supersedes`` adds more wrong copies of the same fact.
+    """
+    target = Thought.objects.filter(space=space, pk=thought_id).only("id", "content", "topic").first()
+    if target is None:
+        raise NotFound(f"No thought {thought_id} in this space.", code="THOUGHT_NOT_FOUND")
+    return thought_correct(
+        space=space,
+        agent=agent,
+        content=content or "",
+        topic=(topic or "").strip() or target.topic or "general",
+        corrected_fact=(corrected_fact or "").strip() or target.content,
+        correct_fact=correct_fact,
+        supersedes=[target.pk, *extra_supersedes],
+        source_ref=source_ref,
+    )
+
+
+GUARD_CANDIDATES = 5
+"""How many of the most similar corrections the guard reads before giving up (see ``text``)."""
+
+
+def correction_guard(*, space: Space, vector: list[float], text: str | None = None) -> Thought | None:
+    """The correction of ``space`` whose corrected (wrong) fact a new contribution repeats, or None.
+
+    The most similar correction above CORRECTION_GUARD_MIN_SIMILARITY, found in SQL by cosine
+    distance on ``corrected_fact_embedding``; the returned thought carries ``guard_similarity``.
+    A correction that was itself superseded (by a later correction) no longer guards: it is not the
+    authority on that fact any more. Don't call it for a contribution that IS a correction.
+
+    Pass the contribution's ``text`` too: a sentence embedding barely sees "not", so "Thomas is NOT
+    the certified coach" scores 0.96 against "Thomas is the certified coach". When the text negates
+    the corrected fact (the judges' negation cue), it agrees with the correction and is not flagged.
+    """
+    from quality.judges import negation_cue
+
+    max_distance = 1.0 - CORRECTION_GUARD_MIN_SIMILARITY
+    candidates = (
+        Thought.objects.filter(
+            space=space,
+            thought_category=ThoughtCategory.CORRECTION,
+            superseded=False,
+            corrected_fact_embedding__isnull=False,
+        )
+        .annotate(guard_distance=CosineDistance("corrected_fact_embedding", vector))
+        .filter(guard_distance__lt=max_distance)
+        .order_by("guard_distance", "-created_at")[:GUARD_CANDIDATES]
+    )
+    for correction in candidates:
+        if text and negation_cue(correction.corrected_fact, text):
+            continue
+        correction.guard_similarity = 1.0 - correction.guard_distance
+        return correction
+    return None
+
+
+def correction_guidance(correction: Thought) -> str:
+    """The warning the memory response gives at once when a contribution repeats a corrected fact."""
+    return (
+        f"WARNING: this contribution repeats a fact that was corrected. Correction {correction.id}: "
+        f'"{correction.correct_fact}" (wrong: "{correction.corrected_fact}"). '
+        "Your contribution was stored flagged contradicts_correction; verify your source is current, "
+        "and contribute a correction if the correction itself is wrong."
+    )
+
+
+def correction_supersede_guidance(*, count: int) -> str:
+    """What the response of a correction says (seeds/000 7b.4)."""
+    noun = "thought" if count == 1 else "thoughts"
+    return f"This correction supersedes {count} previous {noun}; they stay for audit but rank below it."
+
+
+def thought_link_related(*, thought: Thought, related_ids: Iterable[Any]) -> int:
+    """Link ``thought`` with each of ``related_ids`` both ways; returns how many links it now has added.
+
+    Every id must be a thought of the same space (404 THOUGHT_NOT_FOUND otherwise, nothing linked);
+    a thought can't be related to itself (400). ``related_thoughts`` is a symmetrical many-to-many,
+    so one insert per pair is visible from both ends.
+    """
+    ids = parse_thought_ids(related_ids, field="related_thoughts")
+    if thought.pk in ids:
+        raise ValidationFailed("related_thoughts: a thought can't be related to itself.")
+    if not ids:
+        return 0
+    with transaction.atomic():
+        others = _lock_thoughts_in_space(space_id=thought.space_id, ids=ids, field="related_thoughts")
+        thought.related_thoughts.add(*others)
+    return len(others)

@@ -1,0 +1,172 @@
+"""Advisory quality flags (SPEC 2.5, seeds/000 sections 2d and 5b).
+
+Flags never block a contribution: the thought is stored either way, and ranking and the response
+guidance make the flag visible. Each rule is one small pure function with its threshold as a named
+constant, so a rule can be read, tested and tuned on its own:
+
+- ``keyword_echo`` — :func:`is_keyword_echo`, set at contribution time;
+- ``orphaned_reference`` — :func:`is_orphaned_reference`, set at contribution time;
+- ``near_duplicate`` — :func:`is_near_duplicate`, set by the memory orchestration, which knows the
+  best similarity of the contribution to the existing thoughts;
+- ``stale`` — :func:`is_stale`, set at contribution time for back-dated snapshots and every night by
+  the periodic job ``brain.jobs.flag_stale_snapshots`` (:func:`thoughts_flag_stale`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import F, Func, Value
+from django.utils import timezone
+
+from brain.choices import QualityFlag, ThoughtCategory
+from brain.models import QueryLog, Thought
+from core.models import Agent, Space
+
+KEYWORD_ECHO_MIN_OVERLAP = 0.6
+"""A contribution is a keyword echo when MORE than this share of its distinct words appears in one
+recent query of the same agent (seeds/000 2d: ">60% of words"): search terms stored as a thought."""
+
+ORPHANED_REFERENCE_PATTERN = re.compile(r"\bsee (the |my |our )?\w+\b", re.IGNORECASE)
+"""The seed's "see X" pattern (seeds/000 5b): a pointer to knowledge kept elsewhere."""
+
+ORPHANED_REFERENCE_MAX_CHARS = 150
+"""A "see X" thought SHORTER than this has no room for the substance it points to; a longer one
+is assumed to carry it (seeds/000 5b: ``prompt.length < 150``)."""
+
+NEAR_DUPLICATE_MIN_SIMILARITY = 0.90
+"""Cosine similarity to an existing thought ABOVE which a contribution is flagged near_duplicate
+and the guidance suggests consolidating (seeds/000 2d; 0.85–0.90 only suggests a refinement)."""
+
+RECENT_QUERIES_LIMIT = 20
+"""At most this many of the agent's latest queries are compared (keeps the check O(1) per call)."""
+
+RECENT_QUERIES_WINDOW = dt.timedelta(hours=24)
+"""...and only those of the last 24 hours: an echo is of what the agent searched for just now, not
+of a query from last month that happens to share words."""
+
+_EDGE_PUNCTUATION = "\"'`.,;:!?()[]{}<>«»“”‘’"
+
+
+def _words(text: str) -> set[str]:
+    """Distinct lower-cased words, split on whitespace as the seed does, with edge punctuation
+    stripped so that "patterns," and "patterns" are one word (inner dots stay: "PageIndex.ai")."""
+    out = set()
+    for token in text.lower().split():
+        word = token.strip(_EDGE_PUNCTUATION)
+        if word:
+            out.add(word)
+    return out
+
+
+def is_keyword_echo(text: str, recent_queries: Iterable[str]) -> bool:
+    """True when > KEYWORD_ECHO_MIN_OVERLAP of the distinct words of ``text`` appear in ONE query."""
+    words = _words(text)
+    if not words:
+        return False
+    for query in recent_queries:
+        query_words = _words(query or "")
+        if query_words and len(words & query_words) / len(words) > KEYWORD_ECHO_MIN_OVERLAP:
+            return True
+    return False
+
+
+def is_orphaned_reference(text: str) -> bool:
+    """True for a short "see X" thought: it points elsewhere instead of holding the knowledge."""
+    stripped = text.strip()
+    return len(stripped) < ORPHANED_REFERENCE_MAX_CHARS and ORPHANED_REFERENCE_PATTERN.search(stripped) is not None
+
+
+def is_near_duplicate(top_similarity: float | None) -> bool:
+    """True when the best similarity to an existing thought is above NEAR_DUPLICATE_MIN_SIMILARITY."""
+    return top_similarity is not None and top_similarity > NEAR_DUPLICATE_MIN_SIMILARITY
+
+
+def stale_cutoff(*, today: dt.date, days: int | None = None) -> dt.date:
+    """Snapshots whose temporal_scope is before this date are stale."""
+    return today - dt.timedelta(days=settings.STALE_SNAPSHOT_DAYS if days is None else days)
+
+
+def is_stale(category: str | None, temporal_scope: dt.date | None, today: dt.date, days: int | None = None) -> bool:
+    """True for a state snapshot whose ``temporal_scope`` is MORE than ``days`` before ``today``.
+
+    ``days`` defaults to ``settings.STALE_SNAPSHOT_DAYS``. Only snapshots go stale: a decision or a
+    learning stays true until it is corrected, a snapshot describes a moment.
+    """
+    if category != ThoughtCategory.STATE_SNAPSHOT or temporal_scope is None:
+        return False
+    return temporal_scope < stale_cutoff(today=today, days=days)
+
+
+def contribution_flags(
+    *,
+    text: str,
+    recent_queries: Iterable[str],
+    category: str | None = None,
+    temporal_scope: dt.date | None = None,
+    today: dt.date | None = None,
+) -> list[str]:
+    """The flags a new contribution gets before it is stored, in a stable order.
+
+    near_duplicate and contradicts_correction need the contribution's vector and are added by the
+    orchestration (:func:`is_near_duplicate`, ``brain.services.corrections.correction_guard``).
+    """
+    flags = []
+    if is_keyword_echo(text, recent_queries):
+        flags.append(QualityFlag.KEYWORD_ECHO.value)
+    if is_orphaned_reference(text):
+        flags.append(QualityFlag.ORPHANED_REFERENCE.value)
+    if is_stale(category, temporal_scope, today or timezone.localdate()):
+        flags.append(QualityFlag.STALE.value)
+    return flags
+
+
+def querylog_recent_queries(
+    *,
+    space: Space,
+    agent: Agent | None = None,
+    agent_ref: str | None = None,
+    now: dt.datetime | None = None,
+) -> list[str]:
+    """The texts of this agent's latest queries in ``space``, newest first, for the keyword-echo rule.
+
+    "Recent" = the last RECENT_QUERIES_LIMIT queries that are also within RECENT_QUERIES_WINDOW.
+    The agent is the authenticated one (``agent``) when known, else the wire ``agent_id``
+    (``agent_ref``); with neither there is no "same agent" and the result is empty. Call it BEFORE
+    this request's own query is logged, or every contribution would echo itself.
+    """
+    if agent is None and not agent_ref:
+        return []
+    since = (now or timezone.now()) - RECENT_QUERIES_WINDOW
+    logs = QueryLog.objects.filter(space=space, created_at__gte=since)
+    logs = logs.filter(agent=agent) if agent is not None else logs.filter(agent_ref=agent_ref)
+    return list(logs.order_by("-created_at").values_list("query_text", flat=True)[:RECENT_QUERIES_LIMIT])
+
+
+def thoughts_flag_stale(*, today: dt.date, days: int | None = None) -> int:
+    """Add the ``stale`` flag to every state snapshot older than the cutoff; returns how many changed.
+
+    One UPDATE in the database (array_append on rows not flagged yet): idempotent, safe against
+    concurrent writers of other flags, and it never removes a flag (a snapshot does not become
+    fresh again; a new one is contributed instead).
+    """
+    return (
+        Thought.objects.filter(
+            thought_category=ThoughtCategory.STATE_SNAPSHOT,
+            temporal_scope__lt=stale_cutoff(today=today, days=days),
+        )
+        .exclude(quality_flags__contains=[QualityFlag.STALE.value])
+        .update(
+            quality_flags=Func(
+                F("quality_flags"),
+                Value(QualityFlag.STALE.value),
+                function="array_append",
+                output_field=ArrayField(models.CharField(max_length=40)),
+            )
+        )
+    )

@@ -1,0 +1,206 @@
+"""Contradiction detection off the request path (SPEC 2.5, 4.5): candidates, judge, suggestions, job."""
+
+from __future__ import annotations
+
+import pytest
+
+from brain import embedding, jobs
+from brain.choices import SuggestionStatus
+from brain.models import CorrectionSuggestion, Thought
+from brain.services import contradictions
+from brain.services.contradictions import (
+    EmbeddingPending,
+    thought_detect_contradictions,
+    thought_schedule_contradiction_check,
+)
+from brain.services.suggestions import suggestion_accept
+from brain.services.thoughts import thought_create
+from config.celery import app as celery_app
+from quality.judges import EmbeddingJudge, JudgeUnavailable, Verdict
+
+pytestmark = pytest.mark.django_db
+
+
+def axis(i: int, j: int | None = None) -> list[float]:
+    """A unit vector along axis i (or halfway between i and j): deterministic similarities."""
+    v = [0.0] * 384
+    if j is None:
+        v[i] = 1.0
+    else:
+        v[i] = v[j] = 0.5**0.5
+    return v
+
+
+def store(space, content, *, vector="real", agent=None, **fields):
+    return thought_create(
+        space=space,
+        content=content,
+        contributor_id=agent.name if agent else "someone",
+        contributor_name=agent.name if agent else "someone",
+        agent=agent,
+        embedding=embedding.embed(content) if vector == "real" else vector,
+        **fields,
+    )
+
+
+class RecordingJudge:
+    """Says "contradicts" when the old statement contains ``trigger``; records every pair it saw."""
+
+    name = "recording"
+
+    def __init__(self, trigger="WRONG", confidence=0.9):
+        self.trigger, self.confidence, self.seen = trigger, confidence, []
+
+    def contradicts(self, a, b):
+        self.seen.append(a)
+        return Verdict(self.trigger in a, self.confidence, "test")
+
+    def on_topic(self, prompt, item):
+        raise AssertionError("not used")
+
+    def used(self, response, item):
+        raise AssertionError("not used")
+
+
+# --- end to end with the offline judge and the real model ----------------------------------------
+
+
+def test_contradiction_raises_a_suggestion_that_accepting_turns_into_a_correction(space, agent_factory):
+    qa, dev = agent_factory("qa"), agent_factory("dev")
+    old = store(space, "The deploy uses Postgres 15", agent=qa.agent, topic="infra")
+    bystander = store(space, "The deploy runs on two cores with 8 GB of memory", agent=qa.agent, topic="infra")
+    store(space, "The office coffee machine is broken again", agent=qa.agent)
+    new = store(
+        space,
+        "The deploy does not use Postgres 15",
+        agent=dev.agent,
+        topic="infra",
+        context_metadata={"session_id": "sess-7"},
+    )
+
+    raised = thought_detect_contradictions(thought_id=str(new.id), judge=EmbeddingJudge())
+
+    assert len(raised) == 1
+    suggestion = raised[0]
+    assert suggestion.thought_id == old.id
+    assert suggestion.statement == new.content
+    assert suggestion.contradicting_thought_id == new.id
+    assert suggestion.agent_id == dev.agent.id and suggestion.session_id == "sess-7"
+    assert suggestion.origin == "contradiction_detector" and suggestion.status == "pending"
+    assert suggestion.confidence > 0.8 and "negates" in suggestion.reason
+    assert suggestion.draft["supersedes"] == [str(old.id)]
+    assert suggestion.draft["corrected_fact"] == old.content
+    assert not CorrectionSuggestion.objects.filter(thought=bystander).exists()
+
+    correction = suggestion_accept(suggestion=suggestion, resolved_by="dev-2", agent=dev.agent)
+    old.refresh_from_db()
+    assert old.superseded and old.superseded_by_id == correction.id
+    assert correction.thought_category == "correction" and correction.correct_fact == new.content
+    suggestion.refresh_from_db()
+    assert (suggestion.status, suggestion.correction_id) == (SuggestionStatus.ACCEPTED, correction.id)
+
+
+def test_job_runs_the_default_judge_and_rerunning_raises_nothing_twice(space, dev):
+    old = store(space, "Feature flags are enabled in production", topic="flags")
+    new = store(space, "Feature flags are disabled in production", agent=dev.agent, topic="flags")
+    assert jobs.detect_contradictions.delay(str(new.id)).get() == 1
+    assert jobs.detect_contradictions.delay(str(new.id)).get() == 1  # the same pending suggestion
+    assert CorrectionSuggestion.objects.filter(thought=old).count() == 1
+
+
+def test_schedule_runs_the_check_after_commit(space, dev, django_capture_on_commit_callbacks):
+    old = store(space, "The CI pipeline passed on main", topic="ci")
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        new = store(space, "The CI pipeline failed on main", agent=dev.agent, topic="ci")
+        thought_schedule_contradiction_check(thought_id=str(new.id))
+        assert not CorrectionSuggestion.objects.exists()  # nothing before commit
+    assert len(callbacks) == 1
+    assert CorrectionSuggestion.objects.get().thought_id == old.id
+
+
+# --- candidates (deterministic vectors, recording judge) -------------------------------------------
+
+
+def test_candidates_are_live_same_topic_thoughts_and_near_neighbours_of_the_same_space(space, other_space):
+    new = store(space, "new statement", vector=axis(0), topic="t")
+    same_topic_far = store(space, "same topic far WRONG", vector=axis(5), topic="t")
+    neighbour = store(space, "neighbour other topic WRONG", vector=axis(0, 1), topic="u")
+    far = store(space, "far other topic", vector=axis(7), topic="u")
+    superseded = store(space, "superseded WRONG", vector=axis(0), topic="t", superseded=True)
+    correction = store(space, "a correction WRONG", vector=axis(0), topic="t", thought_category="correction")
+    marker = store(space, "a marker WRONG", vector=axis(0), topic="t", thought_category="transition_marker")
+    elsewhere = store(other_space, "other space WRONG", vector=axis(0), topic="t")
+    pending_embedding = store(space, "no vector yet, same topic WRONG", vector=None, topic="t")
+
+    judge = RecordingJudge()
+    raised = thought_detect_contradictions(thought_id=str(new.id), judge=judge)
+
+    assert sorted(judge.seen) == sorted([same_topic_far.content, neighbour.content, pending_embedding.content])
+    assert {s.thought_id for s in raised} == {same_topic_far.id, neighbour.id, pending_embedding.id}
+    for skipped in (far, superseded, correction, marker, elsewhere):
+        assert not CorrectionSuggestion.objects.filter(thought=skipped).exists()
+
+
+def test_neighbour_count_is_bounded(space, monkeypatch):
+    monkeypatch.setattr(contradictions, "NEIGHBOUR_CANDIDATES_LIMIT", 3)
+    new = store(space, "new", vector=axis(0))
+    for i in range(6):
+        store(space, f"neighbour {i}", vector=axis(0, i + 1))
+    judge = RecordingJudge()
+    thought_detect_contradictions(thought_id=str(new.id), judge=judge)
+    assert len(judge.seen) == 3
+
+
+def test_low_confidence_verdicts_raise_nothing(space):
+    new = store(space, "new", vector=axis(0), topic="t")
+    store(space, "old WRONG", vector=axis(0), topic="t")
+    assert thought_detect_contradictions(thought_id=str(new.id), judge=RecordingJudge(confidence=0.4)) == []
+    assert not CorrectionSuggestion.objects.exists()
+
+
+@pytest.mark.parametrize("category", ["correction", "transition_marker"])
+def test_corrections_and_markers_are_not_checked(space, category):
+    store(space, "old WRONG", vector=axis(0), topic="t")
+    new = store(space, "new", vector=axis(0), topic="t", thought_category=category)
+    judge = RecordingJudge()
+    assert thought_detect_contradictions(thought_id=str(new.id), judge=judge) == []
+    assert judge.seen == []
+
+
+def test_missing_embedding_is_retryable(space):
+    new = store(space, "not embedded yet", vector=None)
+    with pytest.raises(EmbeddingPending):
+        thought_detect_contradictions(thought_id=str(new.id), judge=RecordingJudge())
+
+
+def test_unknown_thought_raises_nothing(space):
+    assert (
+        thought_detect_contradictions(thought_id="5d1c2f8e-6a55-4f53-9b1f-2f7c9c3d9a10", judge=RecordingJudge()) == []
+    )
+
+
+def test_judge_failure_keeps_what_was_found_and_the_job_retries(space, monkeypatch):
+    new = store(space, "new", vector=axis(0), topic="t")
+    store(space, "old WRONG", vector=axis(0), topic="t")
+
+    class FlakyJudge(RecordingJudge):
+        failures = 2
+
+        def contradicts(self, a, b):
+            if FlakyJudge.failures:
+                FlakyJudge.failures -= 1
+                raise JudgeUnavailable("endpoint down")
+            return super().contradicts(a, b)
+
+    with pytest.raises(JudgeUnavailable):
+        thought_detect_contradictions(thought_id=str(new.id), judge=FlakyJudge())
+    FlakyJudge.failures = 2
+    monkeypatch.setattr(contradictions, "get_judge", lambda: FlakyJudge())
+    # Eager Celery re-runs the task on autoretry (when errors are not propagated): two failures, then the answer.
+    celery_app.conf.task_eager_propagates = False
+    try:
+        assert jobs.detect_contradictions.apply(args=[str(new.id)]).get() == 1
+    finally:
+        celery_app.conf.task_eager_propagates = True
+    assert FlakyJudge.failures == 0
+    assert Thought.objects.get(pk=new.pk).superseded is False  # the detector never changes a thought

@@ -1,0 +1,287 @@
+"""Corrections API (SPEC 4.5, 5): list, accept, dismiss suggestions; correct a thought. Space-scoped,
+envelope errors, nothing changes on failure."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from brain import embedding
+from brain.models import CorrectionSuggestion, Thought
+from brain.services.corrections import correction_guard
+from brain.services.suggestions import suggestion_as_pending, suggestion_create, suggestions_pending_for
+from brain.services.thoughts import thought_create
+
+pytestmark = pytest.mark.django_db
+
+WRONG = "Thomas is the certified Neuroimaginations-Coach"
+RIGHT = "Neuroimaginations-Coaching is offered via a joint venture with Gerhard Quiring; Thomas is not the coach."
+
+
+def store(space, content, *, topic="", vector=None):
+    return thought_create(
+        space=space,
+        content=content,
+        contributor_id="liaison-1",
+        contributor_name="liaison-1",
+        topic=topic,
+        embedding=vector or [1.0] + [0.0] * 383,
+    )
+
+
+def suggest(thought, statement, *, agent=None, session_id=""):
+    suggestion, _ = suggestion_create(
+        thought=thought,
+        statement=statement,
+        origin="contradiction_detector",
+        confidence=0.9,
+        reason="test",
+        agent=agent,
+        session_id=session_id,
+    )
+    return suggestion
+
+
+# --- list -----------------------------------------------------------------------------------------
+
+
+def test_list_pending_own_first_then_newest(space, other_space, agent_factory):
+    dev, qa = agent_factory("dev"), agent_factory("qa")
+    old = store(space, WRONG, topic="team")
+    for_qa = suggest(old, "statement for qa", agent=qa.agent)
+    for_dev = suggest(old, "statement for dev", agent=dev.agent)
+    newest_for_qa = suggest(old, "newest statement for qa", agent=qa.agent)
+    suggest(store(other_space, WRONG), "elsewhere")
+    done = suggest(old, "already dismissed", agent=dev.agent)
+    CorrectionSuggestion.objects.filter(pk=done.pk).update(status="dismissed")
+
+    response = dev.get("/api/v1/corrections?status=pending")
+    assert response.status_code == 200
+    ids = [item["suggestion_id"] for item in response.json()["results"]]
+    assert ids == [str(for_dev.id), str(newest_for_qa.id), str(for_qa.id)]
+    item = response.json()["results"][0]
+    assert item["thought_id"] == str(old.id) and item["thought_preview"] == WRONG
+    assert item["draft"]["supersedes"] == [str(old.id)] and item["agent"] == dev.agent.name
+
+    assert [i["suggestion_id"] for i in dev.get("/api/v1/corrections?mine=true").json()["results"]] == [str(for_dev.id)]
+    assert dev.get("/api/v1/corrections?status=dismissed").json()["count"] == 1
+    assert dev.get("/api/v1/corrections?status=all").json()["count"] == 4
+    assert dev.get("/api/v1/corrections?limit=1").json()["count"] == 1
+
+
+@pytest.mark.parametrize("query", ["status=maybe", "limit=0", "limit=abc", "mine=perhaps"])
+def test_list_bad_filters_are_400(dev, query):
+    response = dev.get(f"/api/v1/corrections?{query}")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR"
+
+
+def test_endpoints_need_a_token(anon, space):
+    old = store(space, WRONG)
+    suggestion = suggest(old, RIGHT)
+    assert anon.get("/api/v1/corrections").status_code == 401
+    assert anon.post(f"/api/v1/corrections/{suggestion.id}/accept", {}, format="json").status_code == 401
+    assert anon.post(f"/api/v1/thoughts/{old.id}/correct", {"correct_fact": RIGHT}, format="json").status_code == 401
+    assert CorrectionSuggestion.objects.get().status == "pending"
+
+
+# --- accept / dismiss -----------------------------------------------------------------------------
+
+
+def test_accept_creates_the_correction_and_supersedes_the_old_thought(space, dev):
+    old = store(space, WRONG, topic="team")
+    suggestion = suggest(old, RIGHT, agent=dev.agent)
+
+    response = dev.post(f"/api/v1/corrections/{suggestion.id}/accept", {}, format="json")
+
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["superseded_count"] == 1
+    assert "supersedes 1 previous thought" in body["guidance"]
+    assert body["suggestion"]["status"] == "accepted" and body["suggestion"]["resolved_by"] == dev.agent.name
+    correction = Thought.objects.get(pk=body["correction"]["thought_id"])
+    assert body["suggestion"]["correction_id"] == str(correction.id)
+    assert (correction.thought_category, correction.topic) == ("correction", "team")
+    assert (correction.corrected_fact, correction.correct_fact) == (WRONG, RIGHT)
+    assert correction.agent == dev.agent and correction.corrected_fact_embedding is not None
+    old.refresh_from_db()
+    assert old.superseded and old.superseded_by_id == correction.id
+
+
+def test_accept_can_reword_the_correct_fact(space, dev):
+    suggestion = suggest(store(space, WRONG), "Thomas isn't it")
+    response = dev.post(f"/api/v1/corrections/{suggestion.id}/accept", {"correct_fact": RIGHT}, format="json")
+    assert response.status_code == 201
+    assert response.json()["correction"]["correct_fact"] == RIGHT
+    assert response.json()["correction"]["content"] == f"CORRECTION: {RIGHT}"
+
+
+def test_double_accept_is_409_and_creates_one_correction(space, dev):
+    suggestion = suggest(store(space, WRONG), RIGHT)
+    assert dev.post(f"/api/v1/corrections/{suggestion.id}/accept", {}, format="json").status_code == 201
+    again = dev.post(f"/api/v1/corrections/{suggestion.id}/accept", {}, format="json")
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "CONFLICT"
+    assert Thought.objects.filter(thought_category="correction").count() == 1
+    assert dev.post(f"/api/v1/corrections/{suggestion.id}/dismiss", {}, format="json").status_code == 409
+
+
+def test_dismiss_closes_it_and_changes_nothing_else(space, dev):
+    old = store(space, WRONG)
+    suggestion = suggest(old, RIGHT)
+    response = dev.post(
+        f"/api/v1/corrections/{suggestion.id}/dismiss", {"reason": "the old fact is right"}, format="json"
+    )
+    assert response.status_code == 200
+    assert response.json()["suggestion"]["status"] == "dismissed"
+    suggestion.refresh_from_db()
+    assert suggestion.status == "dismissed" and suggestion.resolved_by == dev.agent.name
+    assert "the old fact is right" in suggestion.reason and suggestion.resolved_at is not None
+    old.refresh_from_db()
+    assert not old.superseded
+    assert not Thought.objects.filter(thought_category="correction").exists()
+    accept = dev.post(f"/api/v1/corrections/{suggestion.id}/accept", {}, format="json")
+    assert accept.status_code == 409
+
+
+def test_other_space_and_unknown_suggestions_are_404(space, other_space, dev):
+    theirs = suggest(store(other_space, WRONG), RIGHT)
+    for target in (theirs.id, uuid.uuid4()):
+        for action in ("accept", "dismiss"):
+            response = dev.post(f"/api/v1/corrections/{target}/{action}", {}, format="json")
+            assert response.status_code == 404
+            assert response.json()["error"]["code"] == "SUGGESTION_NOT_FOUND"
+    theirs.refresh_from_db()
+    assert theirs.status == "pending"
+    assert dev.post("/api/v1/corrections/not-a-uuid/accept", {}, format="json").json()["error"]["code"] == "NOT_FOUND"
+
+
+def test_accept_failing_half_way_changes_nothing(space, dev, monkeypatch):
+    """A failure half-way (here: the embedding model) rolls back the suggestion's status too."""
+    suggestion = suggest(store(space, WRONG), RIGHT)
+
+    def broken(texts, **kwargs):
+        raise embedding.EmbeddingError("model gone")
+
+    monkeypatch.setattr(embedding, "embed_many", broken)
+    response = dev.post(f"/api/v1/corrections/{suggestion.id}/accept", {}, format="json")
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "EMBEDDING_FAILED"
+    suggestion.refresh_from_db()
+    assert suggestion.status == "pending"
+    assert not Thought.objects.filter(thought_category="correction").exists()
+
+
+# --- POST /thoughts/{id}/correct -------------------------------------------------------------------
+
+
+def test_correct_a_thought_and_the_wrong_fact_is_guarded_from_then_on(space, dev):
+    wrong = store(space, WRONG, topic="team", vector=embedding.embed(WRONG))
+    copy = store(space, "Thomas, certified Neuroimaginations-Coach, runs the coaching.", topic="team")
+    response = dev.post(
+        f"/api/v1/thoughts/{wrong.id}/correct",
+        {
+            "correct_fact": RIGHT,
+            "supersedes": [str(copy.id)],
+            "source_ref": {"type": "url", "value": "human-correction", "project": "best-practices"},
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["superseded_count"] == 2
+    assert "supersedes 2 previous thoughts" in body["guidance"]
+    correction = body["correction"]
+    assert correction["corrected_fact"] == WRONG and correction["topic"] == "team"
+    assert correction["supersedes"] == [str(wrong.id), str(copy.id)]
+    assert correction["source_ref"]["value"] == "human-correction"
+    for thought in (wrong, copy):
+        thought.refresh_from_db()
+        assert thought.superseded and str(thought.superseded_by_id) == correction["thought_id"]
+
+    paraphrase = "Thomas is a certified Neuroimaginations coach."
+    hit = correction_guard(space=space, vector=embedding.embed(paraphrase), text=paraphrase)
+    assert hit is not None and str(hit.id) == correction["thought_id"]
+
+
+def test_correct_with_explicit_fields(space, dev):
+    wrong = store(space, "Team page: Thomas (NI coach).")
+    response = dev.post(
+        f"/api/v1/thoughts/{wrong.id}/correct",
+        {"correct_fact": RIGHT, "corrected_fact": WRONG, "prompt": "CORRECTION: NI coaching is a JV.", "topic": "x"},
+        format="json",
+    )
+    assert response.status_code == 201
+    body = response.json()["correction"]
+    assert (body["corrected_fact"], body["content"], body["topic"]) == (WRONG, "CORRECTION: NI coaching is a JV.", "x")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {},
+        {"correct_fact": "   "},
+        {"correct_fact": RIGHT, "supersedes": ["nope"]},
+        {"correct_fact": RIGHT, "source_ref": {"type": "rumour", "value": "x"}},
+        {"correct_fact": "x" * 10001},
+    ],
+)
+def test_correct_bad_input_is_400_and_changes_nothing(space, dev, payload):
+    wrong = store(space, WRONG)
+    response = dev.post(f"/api/v1/thoughts/{wrong.id}/correct", payload, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR"
+    wrong.refresh_from_db()
+    assert not wrong.superseded
+    assert not Thought.objects.filter(thought_category="correction").exists()
+
+
+def test_correct_with_unknown_or_foreign_extra_id_changes_nothing(space, other_space, dev):
+    wrong = store(space, WRONG)
+    theirs = store(other_space, WRONG)
+    for extra in (uuid.uuid4(), theirs.id):
+        response = dev.post(
+            f"/api/v1/thoughts/{wrong.id}/correct", {"correct_fact": RIGHT, "supersedes": [str(extra)]}, format="json"
+        )
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "THOUGHT_NOT_FOUND"
+        assert response.json()["error"]["missing"] == [str(extra)]
+    wrong.refresh_from_db()
+    theirs.refresh_from_db()
+    assert not wrong.superseded and not theirs.superseded
+    assert not Thought.objects.filter(thought_category="correction").exists()
+
+
+def test_correct_a_thought_of_another_space_is_404(space, other_space, dev):
+    theirs = store(other_space, WRONG)
+    for target in (theirs.id, uuid.uuid4()):
+        response = dev.post(f"/api/v1/thoughts/{target}/correct", {"correct_fact": RIGHT}, format="json")
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "THOUGHT_NOT_FOUND"
+    theirs.refresh_from_db()
+    assert not theirs.superseded
+
+
+# --- pending corrections for the memory response --------------------------------------------------
+
+
+def test_pending_for_an_agent_or_its_session(space, other_space, agent_factory):
+    dev, qa = agent_factory("dev"), agent_factory("qa")
+    old = store(space, WRONG)
+    by_agent = suggest(old, "one", agent=dev.agent)
+    by_session = suggest(old, "two", session_id="sess-1")
+    suggest(old, "three", agent=qa.agent, session_id="sess-2")
+    closed = suggest(old, "four", agent=dev.agent)
+    CorrectionSuggestion.objects.filter(pk=closed.pk).update(status="accepted")
+    suggest(store(other_space, WRONG), "five", session_id="sess-1")
+
+    assert [s.id for s in suggestions_pending_for(space=space, agent=dev.agent)] == [by_agent.id]
+    assert [s.id for s in suggestions_pending_for(space=space, agent=dev.agent, session_id="sess-1")] == [
+        by_session.id,
+        by_agent.id,
+    ]
+    assert [s.id for s in suggestions_pending_for(space=space, session_id="sess-1")] == [by_session.id]
+    assert suggestions_pending_for(space=space).count() == 3
+    item = suggestion_as_pending(by_agent)
+    assert item["thought_id"] == str(old.id) and item["accept"] == f"/api/v1/corrections/{by_agent.id}/accept"
