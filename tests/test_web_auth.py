@@ -120,3 +120,12 @@ def test_a_human_in_no_space_is_told_so(client, space):
     response = client.get("/")
     assert response.status_code == 403
     assert b"You are not in any space yet" in response.content
+
+
+@pytest.mark.django_db
+def test_an_htmx_refresh_after_the_session_ended_sends_the_whole_page_to_login(client):
+    response = client.get(
+        "/board/", headers={"HX-Request": "true", "HX-Current-URL": "http://testserver/board/?role=dev"}
+    )
+    assert response.status_code == 401
+    assert response["HX-Redirect"] == "/login/?next=/board/"

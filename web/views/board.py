@@ -25,7 +25,7 @@ from tasks.services.transitions import task_confirm_human, task_transition, task
 from web.board import board_columns, confirmations_by_target, dna_split
 from web.forms import BoardFilterForm, ConfirmForm, DnaForm, TransitionForm, form_error_text
 from web.selectors import confirmation_list_open, transition_history
-from web.views.common import space_required
+from web.views.common import is_htmx, space_required
 
 BOARD_REFRESH_SECONDS = 5
 
@@ -34,10 +34,6 @@ def dna_is_gate_key(key: str) -> bool:
     """Gate keys: what the engine keeps (confirmations, blocked state, links) and the memory gates,
     which must be the acting agent's own verified brain activity, so a human can't stand in for them."""
     return workflow.is_protected_dna_key(key) or key in workflow.MEMORY_FIELDS
-
-
-def _is_htmx(request) -> bool:
-    return request.headers.get("HX-Request") == "true"
 
 
 def _safe_next(request, value: str | None, default: str) -> str:
@@ -66,7 +62,7 @@ def board(request):
         "columns": board_columns(tasks),
         "refresh_seconds": BOARD_REFRESH_SECONDS,
     }
-    template = "web/_board_columns.html" if _is_htmx(request) else "web/board.html"
+    template = "web/_board_columns.html" if is_htmx(request) else "web/board.html"
     return render(request, template, context)
 
 
@@ -119,7 +115,7 @@ def task_moves(request, ref: str):
 
 def _after_post(request, *, task_ref: str | None, next_value: str | None):
     """htmx (the board): messages swapped in place and the board told to refresh. Else back to a page."""
-    if _is_htmx(request):
+    if is_htmx(request):
         response = render(request, "web/_messages_oob.html")
         response["HX-Trigger"] = "board-changed"
         return response

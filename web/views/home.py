@@ -43,7 +43,7 @@ def home(request):
 
 
 @require_GET
-@login_required
+@space_required
 def health_panel(request):
     """The health panel, fetched by htmx after the page is shown so a slow broker never delays the page."""
     return render(request, "web/_health.html", {"health": health_summary()})
