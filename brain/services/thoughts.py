@@ -31,9 +31,13 @@ def thought_create(
     thought_category: str = ThoughtCategory.UNCATEGORIZED,
     thought_type: str = ThoughtType.ORIGINAL,
     embedding: list[float] | None = None,
+    related_thoughts: list | None = None,
     **fields: Any,
 ) -> Thought:
-    """Insert one thought. Without ``embedding`` the vector is computed by a Celery job after commit."""
+    """Insert one thought. Without ``embedding`` the vector is computed by a Celery job after commit.
+
+    ``related_thoughts`` (ids of the same space) become bidirectional links.
+    """
     thought = Thought.objects.create(
         space=space,
         content=content,
@@ -46,6 +50,8 @@ def thought_create(
         embedding_model=embedder.current_model_label() if embedding is not None else "",
         **fields,
     )
+    if related_thoughts:
+        thought.related_thoughts.add(*related_thoughts)
     if embedding is None:
         thought_enqueue_embedding(thought_id=str(thought.id))
     return thought
