@@ -69,6 +69,10 @@ PHEROMONE_BOOST_MAX = 0.1
 FULLTEXT_ONLY_BASE = 0.3
 FULLTEXT_ONLY_SPAN = 0.5
 
+#: Candidates less similar than this (before any multiplier) are not results at all: nearest
+#: neighbours always exist, but for all-MiniLM-L6-v2 unrelated sentences score about 0–0.15.
+MIN_SIMILARITY = 0.2
+
 SCORE_CAP = 1.0
 #: Multi-round retrieval (seeds/000 5c): below this best score a category-filtered search is
 #: retried without the category filter.
@@ -189,7 +193,11 @@ def _newest_snapshots_first(candidates: list[Candidate], topic: str) -> None:
 
 
 def rank(candidates: list[Candidate], *, filter_topic: str | None = None) -> list[Candidate]:
-    """Score every candidate (see the module docstring for the order) and return them best first."""
+    """Score every candidate (see the module docstring for the order) and return them best first.
+
+    Candidates below MIN_SIMILARITY are dropped first: they are neighbours, not matches.
+    """
+    candidates = [candidate for candidate in candidates if candidate.similarity >= MIN_SIMILARITY]
     superseded_present = {candidate.id for candidate in candidates if candidate.thought.superseded}
     for candidate in candidates:
         similarity = max(0.0, candidate.similarity)

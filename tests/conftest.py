@@ -96,3 +96,17 @@ def fake_embedder(monkeypatch):
 
     monkeypatch.setattr(embedding, "embed_many", embed_many)
     return calls
+
+
+@pytest.fixture
+def thought_factory(db, space):
+    """Store a thought through thought_create; the vector is fake_vector(content) unless given."""
+    from brain.services.thoughts import thought_create
+
+    def factory(content: str, *, in_space: Space | None = None, embedding="fake", **fields):
+        vector = fake_vector(content) if embedding == "fake" else embedding
+        fields.setdefault("contributor_id", "tester")
+        fields.setdefault("contributor_name", "Tester")
+        return thought_create(space=in_space or space, content=content, embedding=vector, **fields)
+
+    return factory

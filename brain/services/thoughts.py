@@ -21,6 +21,7 @@ from core.models import Agent, Space
 logger = logging.getLogger("colony.brain")
 
 
+@transaction.atomic
 def thought_create(
     *,
     space: Space,
@@ -77,10 +78,18 @@ def thought_embed(*, thought_id: str, force: bool = False) -> bool:
 
 
 def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
-    """Embed many thoughts in one model call (re-embedding); returns how many were written."""
+    """Embed many thoughts in one model call (re-embedding); returns how many were written.
+
+    The model runs before the transaction opens; the writes are one bulk update.
+    """
     thoughts = list(Thought.objects.filter(pk__in=thought_ids).only("id", "content"))
+    if not thoughts:
+        return 0
     vectors = embedder.embed_many([t.content for t in thoughts])
     label = embedder.current_model_label()
     for thought, vector in zip(thoughts, vectors, strict=True):
-        Thought.objects.filter(pk=thought.pk).update(embedding=vector, embedding_model=label)
+        thought.embedding = vector
+        thought.embedding_model = label
+    with transaction.atomic():
+        Thought.objects.bulk_update(thoughts, ["embedding", "embedding_model"])
     return len(thoughts)
