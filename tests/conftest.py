@@ -77,9 +77,9 @@ def fake_vector(text: str) -> list[float]:
     for word in re.findall(r"[a-z0-9]+", text.lower()):
         digest = hashlib.md5(word.encode()).digest()
         vector[int.from_bytes(digest[:2], "big") % 384] += 1.0 if digest[2] % 2 else -1.0
-    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
-    if norm == 1.0 and not any(vector):
+    if not any(vector):
         vector[0] = 1.0
+    norm = math.sqrt(sum(v * v for v in vector))
     return [v / norm for v in vector]
 
 

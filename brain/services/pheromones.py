@@ -21,7 +21,7 @@ from brain.ranking import PHEROMONE_MAX
 from core.models import Space
 
 REINFORCE_STEP = 0.05  # per access, capped at PHEROMONE_MAX
-CO_RETRIEVAL_PARTNERS_MAX = 50  # partners kept per thought: the most frequent ones
+CO_RETRIEVAL_PARTNERS_MAX = 50  # partners kept per thought: the current ones, then the most frequent
 FEEDBACK_STEP = 0.02  # implicit feedback: the session contributed after being shown the thought
 DECAY_FACTOR = 0.995
 DECAY_FLOOR = 0.1
@@ -37,12 +37,12 @@ UPDATE brain_thought AS t SET
     co_retrieved_with = (
         SELECT COALESCE(jsonb_object_agg(kept.k, kept.c), '{}'::jsonb) FROM (
             SELECT merged.k, SUM(merged.c)::int AS c FROM (
-                SELECT key AS k, (value #>> '{}')::int AS c FROM jsonb_each(t.co_retrieved_with)
+                SELECT key AS k, (value #>> '{}')::int AS c, 0 AS now FROM jsonb_each(t.co_retrieved_with)
                 UNION ALL
-                SELECT partner, 1 FROM unnest(%(ids)s::text[]) AS partner WHERE partner <> t.id::text
+                SELECT partner, 1, 1 FROM unnest(%(ids)s::text[]) AS partner WHERE partner <> t.id::text
             ) AS merged
             GROUP BY merged.k
-            ORDER BY SUM(merged.c) DESC, merged.k
+            ORDER BY MAX(merged.now) DESC, SUM(merged.c) DESC, merged.k
             LIMIT %(cap)s
         ) AS kept
     )
@@ -57,8 +57,9 @@ def _lock_in_order(*, space: Space, ids: list[str]) -> None:
 def thoughts_reinforce(*, space: Space, thought_ids: Iterable[str | uuid.UUID], agent_name: str) -> int:
     """One access to each thought by ``agent_name``: count, weight, who, when, and co-retrieval.
 
-    Every thought returned together counts each other as a co-retrieval partner (+1), keeping the
-    CO_RETRIEVAL_PARTNERS_MAX most frequent partners.
+    Every thought returned together counts each other as a co-retrieval partner (+1). At most
+    CO_RETRIEVAL_PARTNERS_MAX partners are kept: this access's partners, then the most frequent
+    earlier ones, so a new partner always gets in and the rarest old one makes room.
     """
     ids = sorted(dict.fromkeys(str(i) for i in thought_ids))
     if not ids:
