@@ -16,6 +16,8 @@ from brain.services import thoughts as thought_services
     retry_backoff=5,
     retry_backoff_max=300,
     max_retries=8,
+    # Below the app-wide soft limit (240 s), which Celery refuses to exceed the hard one.
+    soft_time_limit=100,
     time_limit=120,
 )
 def embed_thought(thought_id: str) -> bool:
