@@ -77,3 +77,13 @@ def test_errors_are_clear(dev, fake_embedder, args, message):
     with pytest.raises(CommandError, match=message):
         brain(*args)
     assert Thought.objects.count() == 0
+
+
+def test_highways(thought_factory):
+    assert "No highways yet" in brain("highways")[0]
+    busy = thought_factory("A busy thought.")
+    quiet = thought_factory("A thought one agent reads a lot.")
+    Thought.objects.filter(pk=busy.pk).update(access_count=4, accessed_by=["a", "b", "c"])
+    Thought.objects.filter(pk=quiet.pk).update(access_count=40, accessed_by=["a"])
+    out, _ = brain("highways")
+    assert out.splitlines() == [f"    12  {busy.id}  4 accesses by 3 agents  A busy thought."]

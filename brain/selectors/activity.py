@@ -13,8 +13,9 @@ from core.models import Agent, Space
 HIGHWAY_MIN_ACCESS = 3
 #: ... by at least this many distinct agents. traffic = access_count × agents.
 HIGHWAY_MIN_AGENTS = 2
-#: "Nearby": among this many nearest neighbours of the query, at least this similar.
-HIGHWAY_NEIGHBOURS = 20
+#: "Nearby": at least this similar to the query, among the HIGHWAY_CANDIDATES busiest highways.
+#: Highways are few, so they are compared exactly: an HNSW scan filtered down to them would starve.
+HIGHWAY_CANDIDATES = 200
 HIGHWAY_MIN_SIMILARITY = 0.3
 HIGHWAYS_RETURNED = 5
 PENDING_CORRECTIONS_RETURNED = 20
@@ -24,51 +25,43 @@ def _agents_count():
     return Func(F("accessed_by"), function="cardinality", output_field=IntegerField())
 
 
-def thought_highways_nearby(*, space: Space, vector: list[float], limit: int = HIGHWAYS_RETURNED) -> list[dict]:
-    """Heavily travelled thoughts close to the query, most traffic first."""
-    rows = (
-        Thought.objects.filter(space=space, embedding__isnull=False, access_count__gte=HIGHWAY_MIN_ACCESS)
-        .annotate(agents=_agents_count(), distance=CosineDistance("embedding", vector))
-        .filter(agents__gte=HIGHWAY_MIN_AGENTS)
-        .only("id", "content", "access_count", "accessed_by")
-        .order_by("distance")[:HIGHWAY_NEIGHBOURS]
-    )
-    highways = [
-        {
-            "thought_id": str(t.id),
-            "content_preview": t.content[:80],
-            "access_count": t.access_count,
-            "agents": t.agents,
-            "traffic": t.access_count * t.agents,
-            "similarity": round(1.0 - t.distance, 4),
-        }
-        for t in rows
-        if 1.0 - t.distance >= HIGHWAY_MIN_SIMILARITY
-    ]
-    highways.sort(key=lambda h: (-h["traffic"], -h["similarity"]))
-    return highways[:limit]
-
-
-def thought_highways(*, space: Space, limit: int = 20) -> list[dict]:
-    """The space's highways regardless of any query (CLI, pages)."""
-    rows = (
+def _highways(space: Space):
+    return (
         Thought.objects.filter(space=space, access_count__gte=HIGHWAY_MIN_ACCESS)
         .annotate(agents=_agents_count())
         .filter(agents__gte=HIGHWAY_MIN_AGENTS)
         .annotate(traffic=F("access_count") * F("agents"))
+        .only("id", "content", "access_count", "accessed_by")
         .order_by("-traffic", "-created_at")
-        .only("id", "content", "access_count", "accessed_by")[:limit]
     )
-    return [
-        {
-            "thought_id": str(t.id),
-            "content_preview": t.content[:80],
-            "access_count": t.access_count,
-            "agents": t.agents,
-            "traffic": t.traffic,
-        }
-        for t in rows
-    ]
+
+
+def _highway(thought: Thought) -> dict:
+    return {
+        "thought_id": str(thought.id),
+        "content_preview": thought.content[:80],
+        "access_count": thought.access_count,
+        "agents": thought.agents,
+        "traffic": thought.traffic,
+    }
+
+
+def thought_highways_nearby(*, space: Space, vector: list[float], limit: int = HIGHWAYS_RETURNED) -> list[dict]:
+    """Heavily travelled thoughts (SPEC 2.6) related to the query, most traffic first."""
+    rows = _highways(space).filter(embedding__isnull=False).annotate(distance=CosineDistance("embedding", vector))
+    highways = []
+    for thought in rows[:HIGHWAY_CANDIDATES]:
+        similarity = 1.0 - thought.distance
+        if similarity >= HIGHWAY_MIN_SIMILARITY:
+            highways.append({**_highway(thought), "similarity": round(similarity, 4)})
+            if len(highways) == limit:
+                break
+    return highways
+
+
+def thought_highways(*, space: Space, limit: int = 20) -> list[dict]:
+    """The space's highways regardless of any query (CLI, pages)."""
+    return [_highway(thought) for thought in _highways(space)[:limit]]
 
 
 def agent_has_queried(*, space: Space, agent: Agent, before_id: int | None = None) -> bool:

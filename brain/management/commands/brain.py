@@ -1,4 +1,4 @@
-"""manage.py brain query|contribute|refine|consolidate|history — the brain from a terminal.
+"""manage.py brain query|contribute|refine|consolidate|history|highways — the brain from a terminal.
 
 Each subcommand is a small class in :data:`SUBCOMMANDS`: its ``name``, ``help``,
 ``add_arguments(parser)`` and ``run(command, options)``. Adding one (e.g. ``brain correct``) is
@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from brain.apis.memory import MemoryInputSerializer
 from brain.choices import ThoughtCategory
+from brain.selectors.activity import thought_highways
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, thought_lineage
 from brain.services.memory import memory_run
 from core import selectors, services
@@ -199,7 +200,27 @@ class History(Subcommand):
             out(f"(truncated at depth {options['max_depth']}; use --max-depth to see more)")
 
 
-SUBCOMMANDS: list[type[Subcommand]] = [Query, Contribute, Refine, Consolidate, History]
+class Highways(Subcommand):
+    name = "highways"
+    help = "list the busiest thoughts: accessed at least 3 times by at least 2 agents"
+
+    def add_arguments(self, parser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("--limit", type=int, default=20)
+
+    def run(self, command, options):
+        space = services.space_get(slug=options["space"])
+        highways = thought_highways(space=space, limit=options["limit"])
+        if not highways:
+            command.stdout.write("No highways yet (a thought needs 3 accesses by 2 different agents).")
+        for highway in highways:
+            command.stdout.write(
+                f"{highway['traffic']:>6}  {highway['thought_id']}  {highway['access_count']} accesses by "
+                f"{highway['agents']} agents  {highway['content_preview']}"
+            )
+
+
+SUBCOMMANDS: list[type[Subcommand]] = [Query, Contribute, Refine, Consolidate, History, Highways]
 
 
 class Command(BaseCommand):
