@@ -501,3 +501,19 @@ def test_retrieval_never_crosses_spaces(agent_factory, fake_embedder, thought_fa
     ids = [s["thought_id"] for s in memory(theirs, prompt="deploy pipeline migrations")["result"]["sources"]]
     assert ids == [str(foreign.id)]
     assert QueryLog.objects.filter(space=other_space).count() == 1
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "O'Reilly's \\ back\\slash 'quoted' & | ! :* <-> (paren) \"double\"",
+        "https://example.com/a?b=1&c=2 user@example.com C:\\path\\file.txt",
+        "!!! ??? ...",
+        "the and of",  # stop words only: no full-text query at all
+        "ünïcödé 日本語 emoji 🚀 ترجمة",
+    ],
+)
+def test_any_text_is_a_valid_query(dev, fake_embedder, thought_factory, prompt):
+    thought_factory("O'Reilly's backslash guide for C:\\path\\file.txt and https://example.com/a?b=1&c=2")
+    body = memory(dev, prompt=prompt)  # 200, not a tsquery syntax error
+    assert QueryLog.objects.get(session_id=body["trace"]["session_id"]).query_text == prompt.strip()
