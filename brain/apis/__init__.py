@@ -1,1 +1,0 @@
-"""The brain's agent API (DRF views): the memory endpoint and thought lookups."""

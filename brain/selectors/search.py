@@ -8,7 +8,7 @@ restricted to one space and the same filters, and the union is ranked once.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import SearchQuery, SearchRank
@@ -35,11 +35,6 @@ EF_SEARCH_MAX = 1000
 class SearchResult:
     candidates: list[ranking.Candidate]  # ranked, best first, at most ``limit``
     relaxed: bool = False  # the category filter was dropped (multi-round)
-    pool: list[ranking.Candidate] = field(default_factory=list)  # everything ranked
-
-    @property
-    def best_score(self) -> float:
-        return self.candidates[0].score if self.candidates else 0.0
 
     @property
     def method(self) -> str:
@@ -200,8 +195,8 @@ def thought_search(
             if candidate.thought.thought_category == filter_category:
                 candidate.reasons.append("category match")
             candidate.reasons.append(note)
-        return SearchResult(candidates=ranked[:limit], relaxed=True, pool=ranked)
-    return SearchResult(candidates=ranked[:limit], pool=ranked)
+        return SearchResult(candidates=ranked[:limit], relaxed=True)
+    return SearchResult(candidates=ranked[:limit])
 
 
 def thought_nearest(
