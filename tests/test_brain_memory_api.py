@@ -517,3 +517,33 @@ def test_any_text_is_a_valid_query(dev, fake_embedder, thought_factory, prompt):
     thought_factory("O'Reilly's backslash guide for C:\\path\\file.txt and https://example.com/a?b=1&c=2")
     body = memory(dev, prompt=prompt)  # 200, not a tsquery syntax error
     assert QueryLog.objects.get(session_id=body["trace"]["session_id"]).query_text == prompt.strip()
+
+
+def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, thought_factory):
+    """validate → session → threshold → embed → contribute → retrieve (+ reinforce) → disambiguation
+    → onboarding → near-duplicate → implicit feedback → highways → pending corrections."""
+    agent = agent_factory("dev")
+    for i in range(10):
+        thought_factory(f"retry policy for the queue consumer variant {i}", tags=[f"tag{i % 3}"])
+    thought_factory("retry policy for the queue consumer", embedding=fake_vector("retry policy queue consumer"))
+    session = "s-order"
+    QueryLog.objects.create(
+        space=agent.agent.space,
+        agent=None,
+        agent_ref="x",
+        session_id=session,
+        query_text="q",
+        results=[{"id": str(Thought.objects.first().id), "score": 0.5}],
+    )
+    suggestion_create(
+        thought=Thought.objects.first(), statement="fix", origin=SuggestionOrigin.QUALITY_JUDGE, agent=agent.agent
+    )
+    body = memory(agent, prompt="retry policy queue consumer " * 3, session_id=session, limit=10)
+    operations = [op.split(":")[0] for op in body["trace"]["operations"]]
+    assert operations == [
+        "validate", "session", "threshold", "embed", "contribute", "retrieve", "reinforce", "disambiguation",
+        "onboarding", "near_duplicate", "implicit_feedback", "highways", "pending_corrections",
+    ]  # fmt: skip
+    guidance = body["result"]["guidance"].splitlines()
+    assert guidance[0].startswith("Welcome") and guidance[1].startswith("Near-duplicate")
+    assert "pending correction" in guidance[2]
