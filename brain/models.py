@@ -111,6 +111,10 @@ class Thought(models.Model):
                 opclasses=["vector_cosine_ops"],
             ),
             GinIndex(fields=["search_vector"], name="thought_search_gin"),
+            # Full-text retrieval of thoughts whose embedding is still pending: few rows, any word.
+            GinIndex(
+                fields=["search_vector"], name="thought_search_pending_gin", condition=models.Q(embedding__isnull=True)
+            ),
             GinIndex(fields=["source_ids"], name="thought_source_ids_gin"),
             models.Index(fields=["space", "topic"], name="thought_space_topic"),
             models.Index(fields=["space", "thought_category"], name="thought_space_category"),

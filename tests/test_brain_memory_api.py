@@ -547,3 +547,18 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, though
     guidance = body["result"]["guidance"].splitlines()
     assert guidance[0].startswith("Welcome") and guidance[1].startswith("Near-duplicate")
     assert "pending correction" in guidance[2]
+
+
+def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypatch, thought_factory):
+    """35 closer neighbours fill the vector side's pool of 30; the correction containing every query
+    word comes in through full text and, boosted ×1.3, ranks first."""
+    for i in range(35):
+        thought_factory(f"Filler neighbour {i} about something close in meaning.", embedding=_unit(0.9))
+    correction = thought_factory(
+        "Correction: invoice ERR4711 means the VAT id is missing.", embedding=_unit(0.75), thought_category="correction"
+    )
+    monkeypatch.setattr(embedding, "embed_many", lambda texts, batch_size=64: [_unit(1.0) for _ in texts])
+    sources = memory(dev, prompt="invoice ERR4711 VAT", limit=10)["result"]["sources"]
+    assert sources[0]["thought_id"] == str(correction.id)
+    assert sources[0]["matching_reason"].startswith("full-text match, similarity 0.75")
+    assert sources[0]["score"] == pytest.approx(0.75 * 1.3, abs=1e-3)

@@ -64,10 +64,10 @@ def query_lexemes(text: str) -> list[str]:
     return list(lexemes or [])[:MAX_QUERY_LEXEMES]
 
 
-def _or_tsquery(lexemes: list[str]) -> str:
-    """A tsquery matching any of the lexemes (plainto_tsquery would demand all of them)."""
+def _tsquery(lexemes: list[str], operator: str) -> SearchQuery:
+    """A tsquery joining the (already normalised) lexemes with ``|`` (any) or ``&`` (all)."""
     quoted = ["'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes]
-    return " | ".join(quoted)
+    return SearchQuery(f" {operator} ".join(quoted), search_type="raw", config="simple")
 
 
 def _vector_candidates(qs: QuerySet[Thought], *, vector: list[float], pool: int) -> list[ranking.Candidate]:
@@ -88,31 +88,40 @@ def _vector_candidates(qs: QuerySet[Thought], *, vector: list[float], pool: int)
 def _fulltext_candidates(
     qs: QuerySet[Thought], *, vector: list[float], lexemes: list[str], pool: int
 ) -> list[ranking.Candidate]:
+    """Two full-text nets, each cheap at any corpus size.
+
+    Thoughts still waiting for their embedding match on *any* query word (a partial GIN index
+    holds only them, so this stays small); their stand-in similarity is the share of query words
+    they contain. Embedded thoughts match only on *all* query words: exact wording (an error code,
+    a name) the model may blur, scored by their real cosine similarity like every vector hit.
+    """
     if not lexemes:
         return []
-    query = SearchQuery(_or_tsquery(lexemes), search_type="raw", config="simple")
-    rows = (
-        qs.filter(search_vector=query)
+    any_word, all_words = _tsquery(lexemes, "|"), _tsquery(lexemes, "&")
+    pending = (
+        qs.filter(embedding__isnull=True, search_vector=any_word)
         .annotate(
-            rank=SearchRank(F("search_vector"), query),
-            distance=CosineDistance("embedding", vector),
+            rank=SearchRank(F("search_vector"), any_word),
             lexemes=Func(F("search_vector"), function="tsvector_to_array", output_field=ArrayField(models.TextField())),
         )
         .order_by("-rank")[:pool]
     )
+    exact = (
+        qs.filter(embedding__isnull=False, search_vector=all_words)
+        .annotate(rank=SearchRank(F("search_vector"), all_words), distance=CosineDistance("embedding", vector))
+        .order_by("-rank")[:pool]
+    )
     wanted = set(lexemes)
-    candidates = []
-    for thought in rows:
-        if thought.distance is not None:
-            similarity = 1.0 - thought.distance
-        else:
-            coverage = len(wanted.intersection(thought.lexemes or [])) / len(wanted)
-            similarity = ranking.fulltext_only_similarity(coverage)
-        candidates.append(
-            ranking.Candidate(
-                thought=thought, similarity=similarity, via_fulltext=True, embedding_pending=thought.distance is None
-            )
+    candidates = [
+        ranking.Candidate(
+            thought=thought,
+            similarity=ranking.fulltext_only_similarity(len(wanted.intersection(thought.lexemes or [])) / len(wanted)),
+            via_fulltext=True,
+            embedding_pending=True,
         )
+        for thought in pending
+    ]
+    candidates += [ranking.Candidate(thought=t, similarity=1.0 - t.distance, via_fulltext=True) for t in exact]
     return candidates
 
 
