@@ -13,8 +13,9 @@ from core.models import Agent, Space
 HIGHWAY_MIN_ACCESS = 3
 #: ... by at least this many distinct agents. traffic = access_count × agents.
 HIGHWAY_MIN_AGENTS = 2
-#: "Nearby": at least this similar to the query, among the HIGHWAY_CANDIDATES busiest highways.
-#: Highways are few, so they are compared exactly: an HNSW scan filtered down to them would starve.
+#: "Nearby": at least this similar to the query, among the HIGHWAY_CANDIDATES most accessed
+#: highways (a partial index keeps that an index scan). They are compared exactly: an HNSW scan
+#: filtered down to so few rows would starve.
 HIGHWAY_CANDIDATES = 200
 HIGHWAY_MIN_SIMILARITY = 0.3
 HIGHWAYS_RETURNED = 5
@@ -32,7 +33,6 @@ def _highways(space: Space):
         .filter(agents__gte=HIGHWAY_MIN_AGENTS)
         .annotate(traffic=F("access_count") * F("agents"))
         .only("id", "content", "access_count", "accessed_by")
-        .order_by("-traffic", "-created_at")
     )
 
 
@@ -48,20 +48,24 @@ def _highway(thought: Thought) -> dict:
 
 def thought_highways_nearby(*, space: Space, vector: list[float], limit: int = HIGHWAYS_RETURNED) -> list[dict]:
     """Heavily travelled thoughts (SPEC 2.6) related to the query, most traffic first."""
-    rows = _highways(space).filter(embedding__isnull=False).annotate(distance=CosineDistance("embedding", vector))
-    highways = []
-    for thought in rows[:HIGHWAY_CANDIDATES]:
-        similarity = 1.0 - thought.distance
-        if similarity >= HIGHWAY_MIN_SIMILARITY:
-            highways.append({**_highway(thought), "similarity": round(similarity, 4)})
-            if len(highways) == limit:
-                break
-    return highways
+    rows = (
+        _highways(space)
+        .filter(embedding__isnull=False)
+        .annotate(distance=CosineDistance("embedding", vector))
+        .order_by("-access_count")[:HIGHWAY_CANDIDATES]
+    )
+    highways = [
+        {**_highway(thought), "similarity": round(1.0 - thought.distance, 4)}
+        for thought in rows
+        if 1.0 - thought.distance >= HIGHWAY_MIN_SIMILARITY
+    ]
+    highways.sort(key=lambda h: (-h["traffic"], -h["similarity"]))
+    return highways[:limit]
 
 
 def thought_highways(*, space: Space, limit: int = 20) -> list[dict]:
     """The space's highways regardless of any query (CLI, pages)."""
-    return [_highway(thought) for thought in _highways(space)[:limit]]
+    return [_highway(thought) for thought in _highways(space).order_by("-traffic", "-created_at")[:limit]]
 
 
 def agent_has_queried(*, space: Space, agent: Agent, before_id: int | None = None) -> bool:
