@@ -93,3 +93,10 @@ def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
     with transaction.atomic():
         Thought.objects.bulk_update(thoughts, ["embedding", "embedding_model"])
     return len(thoughts)
+
+
+def thought_content_changed(*, thought_id: str) -> None:
+    """The content was edited outside the memory endpoint (admin): drop the stale vector and embed
+    again after commit; full-text search finds the new wording meanwhile."""
+    Thought.objects.filter(pk=thought_id).update(embedding=None, embedding_model="")
+    thought_enqueue_embedding(thought_id=str(thought_id))
