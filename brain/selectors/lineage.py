@@ -1,13 +1,16 @@
 """Lineage walks (seeds/001 4.4): ancestors through ``source_ids``, descendants through the GIN index.
 
-Each level is one query, a visited set makes the walk safe against cycles (which normal operations
-can't create, but an admin edit could), and nothing crosses the thought's space.
+Each direction is one recursive query that stops one level below ``max_depth``. It collects
+(thought, depth) pairs with UNION, so a cycle (normal operations can't create one, an admin edit
+could) only repeats thoughts at growing depths until the cap: the walk always ends, and each thought
+is kept at its smallest depth. Nothing crosses the thought's space.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+
+from django.db import connection
 
 from brain.choices import ThoughtType
 from brain.models import Thought
@@ -49,41 +52,35 @@ def _node(thought: Thought, depth: int) -> dict:
     }
 
 
-def _fields():
-    return ("id", "thought_type", "content", "contributor_name", "created_at", "source_ids", "superseded", "refined_by")
+_ANCESTORS_SQL = """
+WITH RECURSIVE walk(id, depth) AS (
+    SELECT unnest(source_ids), 1 FROM brain_thought WHERE id = %(root)s
+  UNION
+    SELECT unnest(t.source_ids), walk.depth + 1
+    FROM walk JOIN brain_thought t ON t.id = walk.id AND t.space_id = %(space)s
+    WHERE walk.depth <= %(max_depth)s
+)
+SELECT walk.id, MIN(walk.depth) FROM walk JOIN brain_thought t ON t.id = walk.id AND t.space_id = %(space)s
+GROUP BY walk.id
+"""
+
+_DESCENDANTS_SQL = """
+WITH RECURSIVE walk(id, depth) AS (
+    SELECT t.id, 1 FROM brain_thought t WHERE t.space_id = %(space)s AND t.source_ids @> ARRAY[%(root)s]::uuid[]
+  UNION
+    SELECT t.id, walk.depth + 1
+    FROM walk JOIN brain_thought t ON t.space_id = %(space)s AND t.source_ids @> ARRAY[walk.id]
+    WHERE walk.depth <= %(max_depth)s
+)
+SELECT id, MIN(depth) FROM walk GROUP BY id
+"""
 
 
-def _parents(space: Space, frontier: Iterable[Thought], seen: set) -> list[Thought]:
-    ids = {source for thought in frontier for source in thought.source_ids} - seen
-    if not ids:
-        return []
-    return list(Thought.objects.filter(space=space, id__in=ids).only(*_fields()).order_by("created_at"))
-
-
-def _children(space: Space, frontier: Iterable[Thought], seen: set) -> list[Thought]:
-    ids = [thought.id for thought in frontier]
-    if not ids:
-        return []
-    return list(
-        Thought.objects.filter(space=space, source_ids__overlap=ids)
-        .exclude(id__in=seen)
-        .only(*_fields())
-        .order_by("created_at")
-    )
-
-
-def _walk(space: Space, root: Thought, max_depth: int, step, sign: int, seen: set) -> tuple[list[dict], bool]:
-    nodes: list[dict] = []
-    frontier = [root]
-    for depth in range(1, max_depth + 1):
-        frontier = step(space, frontier, seen)
-        if not frontier:
-            return nodes, False
-        for thought in frontier:
-            seen.add(thought.id)
-            nodes.append(_node(thought, sign * depth))
-    # The depth cap was reached: is there more beyond it?
-    return nodes, bool(frontier) and bool(step(space, frontier, seen))
+def _depths(sql: str, *, space: Space, root: uuid.UUID, max_depth: int) -> dict[uuid.UUID, int]:
+    """{thought id: smallest distance from the root}, including the level just below the cap."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"root": root, "space": space.pk, "max_depth": max_depth})
+        return {row[0]: row[1] for row in cursor.fetchall()}
 
 
 def thought_lineage(*, space: Space, thought_id: str | uuid.UUID, max_depth: int = DEFAULT_MAX_DEPTH) -> dict:
@@ -92,11 +89,20 @@ def thought_lineage(*, space: Space, thought_id: str | uuid.UUID, max_depth: int
     ``truncated`` says that the chain goes on beyond ``max_depth`` in at least one direction.
     """
     root = thought_get(space=space, thought_id=thought_id)
-    seen = {root.id}
-    ancestors, up_truncated = _walk(space, root, max_depth, _parents, -1, seen)
-    descendants, down_truncated = _walk(space, root, max_depth, _children, 1, seen)
-    chain = sorted([*ancestors, _node(root, 0), *descendants], key=lambda n: (n["depth"], n["created_at"]))
-    return {"thought_id": str(root.id), "chain": chain, "truncated": up_truncated or down_truncated}
+    up = _depths(_ANCESTORS_SQL, space=space, root=root.id, max_depth=max_depth)
+    up.pop(root.id, None)
+    down = _depths(_DESCENDANTS_SQL, space=space, root=root.id, max_depth=max_depth)
+    for seen in (root.id, *up):  # a cycle can lead back to the root or to an ancestor
+        down.pop(seen, None)
+    truncated = any(depth > max_depth for depth in (*up.values(), *down.values()))
+    signed = {i: -d for i, d in up.items() if d <= max_depth} | {i: d for i, d in down.items() if d <= max_depth}
+    rows = Thought.objects.filter(space=space, id__in=list(signed)).only(
+        "id", "thought_type", "content", "contributor_name", "created_at", "source_ids", "superseded", "refined_by"
+    )
+    chain = sorted(
+        [_node(root, 0), *(_node(t, signed[t.id]) for t in rows)], key=lambda n: (n["depth"], n["created_at"])
+    )
+    return {"thought_id": str(root.id), "chain": chain, "truncated": truncated}
 
 
 def lineage_summary(*, space: Space, thought: Thought) -> dict | None:
