@@ -191,3 +191,17 @@ def test_unknown_malformed_and_foreign_ids_are_404(dev, thought_factory, other_s
     for thought_id in (uuid.uuid4(), "not-a-uuid", foreign.id):
         response = dev.get(f"/api/v1/thoughts/{thought_id}/lineage")
         assert response.status_code == 404 and response.json()["error"]["code"] == "THOUGHT_NOT_FOUND"
+
+
+def test_a_thought_reached_by_two_paths_keeps_its_smallest_depth(dev, thought_factory):
+    """a <- b <- c, and d consolidates a and c: a is d's parent and also c's grandparent."""
+    a = thought_factory("A.")
+    b = thought_factory("B.", thought_type="refinement", source_ids=[a.id])
+    c = thought_factory("C.", thought_type="refinement", source_ids=[b.id])
+    d = thought_factory("D.", thought_type="consolidation", source_ids=[a.id, c.id])
+    body = lineage(dev, d.id, max_depth=2)
+    assert depths(body) == {str(d.id): 0, str(a.id): -1, str(c.id): -1, str(b.id): -2}
+    assert body["truncated"] is False  # a again at depth 3 is not "more beyond the cap"
+    body = lineage(dev, d.id, max_depth=1)
+    assert depths(body) == {str(d.id): 0, str(a.id): -1, str(c.id): -1} and body["truncated"] is True
+    assert depths(lineage(dev, a.id)) == {str(a.id): 0, str(b.id): 1, str(d.id): 1, str(c.id): 2}
