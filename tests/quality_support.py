@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from brain.models import QueryLog, Thought
 from core.models import Space
+from quality.models import TurnItem, TurnLog
 
 WORD = re.compile(r"[a-z0-9_]+")
 STOP = {"this", "that", "with", "from", "have", "will", "when", "what", "which", "then", "than", "into", "does"}
@@ -109,3 +110,30 @@ def make_query_log(space: Space, session_id: str, thoughts: list[Thought], score
 
 def new_session() -> str:
     return f"s-{uuid.uuid4().hex[:12]}"
+
+
+def make_turn(agent, at, outcomes, *, status="scored") -> TurnLog:
+    """A turn logged at ``at`` whose items have the given (thought, on_topic, used, contradicted)."""
+    turn = TurnLog.objects.create(
+        space=agent.space,
+        agent=agent,
+        agent_name=agent.name,
+        session_id=new_session(),
+        turn_id="t",
+        injected_from="explicit",
+        status=status,
+    )
+    TurnLog.objects.filter(pk=turn.pk).update(created_at=at)
+    for position, (thought, on_topic, used, contradicted) in enumerate(outcomes):
+        TurnItem.objects.create(
+            turn=turn,
+            thought=thought,
+            position=position,
+            excerpt=thought.content[:500],
+            content_length=len(thought.content),
+            on_topic=on_topic if status == "scored" else None,
+            used=used if status == "scored" else None,
+            contradicted=contradicted if status == "scored" else None,
+            verdict_source="judge" if status == "scored" else "",
+        )
+    return turn
