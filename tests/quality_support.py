@@ -137,3 +137,8 @@ def make_turn(agent, at, outcomes, *, status="scored") -> TurnLog:
             verdict_source="judge" if status == "scored" else "",
         )
     return turn
+
+
+def marker_judge_factory(name: str | None = None) -> ScriptedJudge:
+    """A judge whose verdicts follow markers in the item text: [on], [used], [contra]."""
+    return ScriptedJudge(on_topic={"[on]"}, used={"[used]"}, contradicted={"[contra]"}, name=name or "embedding")
