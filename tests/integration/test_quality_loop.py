@@ -10,7 +10,7 @@ the one Colony's ranking applies for the quality loop: cosine similarity from pg
 from __future__ import annotations
 
 import pytest
-from django.db.models import F, FloatField, Value
+from django.db.models import FloatField, Value
 from pgvector.django import CosineDistance
 
 from brain.models import CorrectionSuggestion, Thought
