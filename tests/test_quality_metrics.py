@@ -236,3 +236,27 @@ def test_metrics_endpoint_unknown_agent_is_404(dev, agent_factory, other_space):
 
 def test_metrics_endpoint_needs_a_token(anon):
     assert anon.get("/api/v1/quality/metrics").status_code == 401
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_recomputations_of_a_day_do_not_collide(space, agent_factory):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    now = timezone.now()
+    agent = agent_factory("dev").agent
+    make_turn(agent, now, [(make_thought(space, "a"), True, True, False)])
+    barrier = threading.Barrier(3, timeout=20)
+
+    def recompute(_):
+        try:
+            barrier.wait()
+            return quality_rollup_day(day=now.date(), now=now)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(3) as pool:
+        assert list(pool.map(recompute, range(3))) == [2, 2, 2]
+    assert QualityRollup.objects.filter(day=now.date()).count() == 2

@@ -311,3 +311,25 @@ def test_concurrent_scorers_of_one_thought_lose_no_update(space, agent_factory, 
     a = reload(a)
     assert a.usage_score == pytest.approx(0.51)  # 0.3 then 0.51: neither step overwrote the other
     assert ConfidenceChange.objects.filter(thought=a).count() == 2
+
+
+def test_no_suggestion_for_a_thought_already_superseded(dev, space):
+    a = make_thought(space, "alpha: old fact", superseded=True)
+    turn = log_turn(dev.agent, [a], contradicted=[a], response="That is wrong.")
+    result = turn_score(turn_log_id=str(turn.id), judge=ScriptedJudge())
+    assert result.contradicted == 1 and result.suggestions == 0
+    assert reload(a).contradiction_score == pytest.approx(0.3)  # still measured and ranked
+
+
+def test_the_configured_judge_and_its_validation_decide(dev, space, settings):
+    """Without a judge passed in, scoring uses QUALITY_JUDGE and that name's latest validation."""
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    settings.QUALITY_JUDGE = "llm"
+    trust("llm")
+    a = make_thought(space, "[on] [used] the judge says it was used")
+    turn = log_turn(dev.agent, [a])
+    result = turn_score(turn_log_id=str(turn.id))
+    assert result.judge_trusted is True and result.fed_ema == 1
+    turn.refresh_from_db()
+    assert (turn.judge_name, turn.judge_trusted) == ("llm", True)
+    assert reload(a).usage_score == pytest.approx(0.3)

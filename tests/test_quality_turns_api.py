@@ -182,3 +182,43 @@ def test_a_session_of_another_space_is_not_used(dev, other_space, enqueued):
     make_query_log(other_space, session, [make_thought(other_space, "foreign")])
     response = dev.post("/api/v1/turns", turn_body(session), format="json")
     assert response.json()["items"] == 0
+
+
+def test_a_memory_call_with_more_than_100_sources_logs_the_best_100(dev, space, enqueued):
+    session = new_session()
+    thoughts = [make_thought(space, f"t{n}") for n in range(105)]
+    make_query_log(space, session, thoughts, scores=[1 - n / 1000 for n in range(105)])
+    response = dev.post("/api/v1/turns", turn_body(session), format="json")
+    assert response.status_code == 202 and response.json()["items"] == 100
+    assert not TurnItem.objects.filter(thought__in=thoughts[100:]).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_posts_of_one_turn_log_it_once(agent_factory, space, monkeypatch):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    from quality.services.turns import turn_log_create
+
+    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: None)
+    agent = agent_factory("dev").agent
+    thought = make_thought(space, "x")
+    make_query_log(space, "same-session", [thought])
+    barrier = threading.Barrier(4, timeout=20)
+
+    def post(_):
+        try:
+            barrier.wait()
+            return turn_log_create(
+                agent=agent, session_id="same-session", turn_id="1", user_prompt="p", assistant_response="r"
+            )
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(post, range(4)))
+    assert sum(result.created for result in results) == 1
+    assert len({result.turn.pk for result in results}) == 1
+    assert TurnLog.objects.count() == 1 and TurnItem.objects.count() == 1

@@ -31,7 +31,7 @@ from collections import Counter, defaultdict
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import Count, Exists, F, Func, Min, OuterRef, Q, Value
 from django.utils import timezone
 
@@ -68,9 +68,29 @@ def _keys(space_id, agent_name: str) -> tuple[tuple, tuple]:
     return (space_id, agent_name), (space_id, "")
 
 
+ROLLUP_LOCK_NAMESPACE = 4_200_001  # pg_advisory_xact_lock(namespace, day ordinal)
+
+
 def quality_rollup_day(*, day: dt.date, now: dt.datetime | None = None) -> int:
-    """Recompute one day's rollup rows for every space; returns how many rows were written."""
+    """Recompute one day's rollup rows for every space; returns how many rows were written.
+
+    Two recomputations of one day (the hourly job and ``manage.py quality rollup``) take turns on
+    an advisory lock, so neither inserts rows the other is replacing.
+    """
     now = now or timezone.now()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [ROLLUP_LOCK_NAMESPACE, day.toordinal()])
+        rows = [
+            QualityRollup(day=day, space_id=space_id, agent_name=agent_name, computed_at=now, **dict(counter))
+            for (space_id, agent_name), counter in _day_counts(day, now).items()
+        ]
+        QualityRollup.objects.filter(day=day).delete()
+        QualityRollup.objects.bulk_create(rows)
+    return len(rows)
+
+
+def _day_counts(day: dt.date, now: dt.datetime) -> dict[tuple, Counter]:
     start, end = day_bounds(day)
     counts: dict[tuple, Counter] = defaultdict(Counter)
 
@@ -101,15 +121,7 @@ def quality_rollup_day(*, day: dt.date, now: dt.datetime | None = None) -> int:
 
     _count_discovery(items, counts, now)
     _count_demotions(start, end, counts, now)
-
-    rows = [
-        QualityRollup(day=day, space_id=space_id, agent_name=agent_name, computed_at=now, **dict(counter))
-        for (space_id, agent_name), counter in counts.items()
-    ]
-    with transaction.atomic():
-        QualityRollup.objects.filter(day=day).delete()
-        QualityRollup.objects.bulk_create(rows)
-    return len(rows)
+    return counts
 
 
 def _count_discovery(items, counts: dict[tuple, Counter], now: dt.datetime) -> None:

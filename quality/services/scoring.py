@@ -19,7 +19,8 @@ The outcome that counts (``TurnItem.on_topic/used/contradicted``):
 
 What feeds the EMAs (``usage_score``, ``contradiction_score``, ``effective_confidence``):
 
-- The judge is *trusted* when the latest ``JudgeValidation`` for its name reached 85% agreement on
+- The judge is *trusted* when the latest ``JudgeValidation`` for its name (the configured
+  ``QUALITY_JUDGE``, or the name of a judge passed in) reached 85% agreement on
   each of on_topic, used and contradicted (``quality.selectors.judge_trust``). Then every item's
   outcome moves its thought's EMAs.
 - Otherwise explicit feedback only: items with explicit feedback move their EMAs, items without it
@@ -31,7 +32,8 @@ thought, and marks the turn scored; a turn already scored is left alone, so a re
 job changes nothing. Judge calls happen before the transaction: a slow LLM holds no lock.
 
 Every final contradiction raises a pending correction suggestion (SPEC 4.5) through the brain's
-``suggestion_create``, unless this agent already has a pending one from the judge on that thought.
+``suggestion_create``, unless the thought is already superseded or this agent already has a pending
+one from the quality loop on that thought.
 """
 
 from __future__ import annotations
@@ -153,8 +155,12 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
     if turn is None or turn.status == TurnStatus.SCORED:
         return TurnScored(turn_log_id=str(turn_log_id), already_scored=True)
     items = list(TurnItem.objects.filter(turn=turn).order_by("position"))
-    judge = judge if judge is not None else judge_resolve()
-    trusted = judge_trust(judge_name=judge.name).trusted
+    if judge is None:
+        judge_name = settings.QUALITY_JUDGE
+        judge = judge_resolve(judge_name)
+    else:
+        judge_name = judge.name
+    trusted = judge_trust(judge_name=judge_name).trusted
     response_text = turn_response_text(assistant_response=turn.assistant_response, tool_calls=turn.tool_calls)
 
     for item in items:
@@ -204,7 +210,7 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
             if item.contradicted and _raise_suggestion(turn=locked, item=item, response_text=response_text):
                 suggestions += 1
         TurnLog.objects.filter(pk=turn.pk).update(
-            status=TurnStatus.SCORED, scored_at=now, judge_name=judge.name, judge_trusted=trusted
+            status=TurnStatus.SCORED, scored_at=now, judge_name=judge_name, judge_trusted=trusted
         )
     return TurnScored(
         turn_log_id=str(turn.pk),
@@ -271,6 +277,8 @@ def _raise_suggestion(*, turn: TurnLog, item: TurnItem, response_text: str) -> b
     if already:
         return False
     thought = Thought.objects.get(pk=item.thought_id)
+    if thought.superseded:
+        return False  # already replaced by a refinement, consolidation or correction: nothing to suggest
     if item.verdict_source == VerdictSource.EXPLICIT:
         confidence = 1.0
         reason = f"{turn.agent_name} reported in turn {turn.turn_id} that its work contradicted this thought."
@@ -279,9 +287,12 @@ def _raise_suggestion(*, turn: TurnLog, item: TurnItem, response_text: str) -> b
         confidence = float(verdict.get("confidence", 0.0))
         reason = f"The quality judge found turn {turn.turn_id} of {turn.agent_name} contradicting this thought: "
         reason += verdict.get("reason", "")
+    statement = contradicting_statement(response=response_text, item=item.excerpt) or (
+        f"{turn.agent_name} marked this thought as contradicted in turn {turn.turn_id} without a statement."
+    )
     _, created = suggestion_create(
         thought=thought,
-        statement=contradicting_statement(response=response_text, item=item.excerpt),
+        statement=statement,
         origin=SuggestionOrigin.QUALITY_JUDGE,
         confidence=confidence,
         reason=reason,

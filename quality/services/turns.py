@@ -30,7 +30,7 @@ from quality.choices import InjectedFrom
 from quality.models import TurnItem, TurnLog
 
 EXCERPT_CHARS = 500
-MAX_ITEMS = 100
+MAX_ITEMS = 100  # per list: injected (explicit or from the query log), used, contradicted
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def turn_log_create(
         injected_from = InjectedFrom.EXPLICIT
         source_log = None
     elif query_log is not None:
-        injected = list(scores)
+        injected = list(scores)[:MAX_ITEMS]  # the best sources, if a call ever returned more
         injected_from = InjectedFrom.QUERY_LOG
         source_log = query_log
     else:
@@ -113,9 +113,7 @@ def turn_log_create(
         source_log = None
 
     extra = [i for i in _unique([*(used_ids or []), *(contradicted_ids or [])]) if i not in set(injected)]
-    wanted = [*injected, *extra]
-    if len(wanted) > MAX_ITEMS:
-        raise ValidationFailed(f"A turn can log at most {MAX_ITEMS} items; got {len(wanted)}.", code="TOO_MANY_ITEMS")
+    wanted = [*injected, *extra]  # at most 3 x MAX_ITEMS: each list is capped by the API
     thoughts = {t.id: t for t in Thought.objects.filter(space=space, pk__in=wanted).only("id", "content")}
     # Ids from the query log that no longer resolve are dropped; ids the caller named must resolve.
     named = set(extra) | (set(injected) if injected_from == InjectedFrom.EXPLICIT else set())

@@ -6,8 +6,9 @@ The labelled file is JSON Lines, one turn per line (format: ``quality/fixtures/R
      "items": [{"id": "v001-a", "content": "...", "on_topic": true, "used": true, "contradicted": false}]}
 
 Agreement per metric = share of items where the judge's verdict equals the label, asked exactly as
-scoring asks it (same response text with tool calls). The run is recorded as a ``JudgeValidation``;
-the latest one per judge name decides trust (``quality.selectors.judge_trust``): at least 85% on
+scoring asks it (same response text with tool calls). The run is recorded as a ``JudgeValidation``
+under the judge's configured name (``--judge`` or ``QUALITY_JUDGE``), the name scoring looks trust
+up by; the latest one per judge name decides trust (``quality.selectors.judge_trust``): at least 85% on
 each of on_topic, used and contradicted.
 """
 
@@ -95,6 +96,7 @@ def judge_validate(
     *,
     turns: Iterable[LabelledTurn],
     judge: JudgeLike,
+    judge_name: str | None = None,
     source: str,
     source_sha256: str,
     on_turn: Callable[[], None] | None = None,
@@ -126,7 +128,7 @@ def judge_validate(
         metric: (counts["tp"] + counts["tn"]) / n_items if n_items else 0.0 for metric, counts in confusion.items()
     }
     return JudgeValidation.objects.create(
-        judge_name=judge.name,
+        judge_name=judge_name or judge.name,
         source=source[:500],
         source_sha256=source_sha256,
         turns=n_turns,

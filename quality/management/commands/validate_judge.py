@@ -27,10 +27,16 @@ class Command(BaseCommand):
     def handle(self, *args, file: Path, judge: str | None, **options):
         try:
             turns, sha256 = judge_validation_load(path=file)
-            the_judge = judge_resolve(judge or settings.QUALITY_JUDGE)
-            with tqdm(total=len(turns), desc=f"judging ({the_judge.name})", unit="turn", disable=None) as bar:
+            name = judge or settings.QUALITY_JUDGE
+            the_judge = judge_resolve(name)
+            with tqdm(total=len(turns), desc=f"judging ({name})", unit="turn", disable=None) as bar:
                 validation = judge_validate(
-                    turns=turns, judge=the_judge, source=str(file), source_sha256=sha256, on_turn=bar.update
+                    turns=turns,
+                    judge=the_judge,
+                    judge_name=name,
+                    source=str(file),
+                    source_sha256=sha256,
+                    on_turn=bar.update,
                 )
         except ApplicationError as exc:
             raise CommandError(exc.message) from exc
