@@ -260,3 +260,14 @@ def test_concurrent_recomputations_of_a_day_do_not_collide(space, agent_factory)
     with ThreadPoolExecutor(3) as pool:
         assert list(pool.map(recompute, range(3))) == [2, 2, 2]
     assert QualityRollup.objects.filter(day=now.date()).count() == 2
+
+
+def test_feedback_only_items_count_for_discovery_not_for_the_rates(space, dev, now):
+    injected = make_thought(space, "injected by this turn's memory call")
+    earlier = make_thought(space, "from an earlier call, contradicted in feedback")
+    turn = make_turn(dev.agent, now - DAY, [(injected, True, True, False), (earlier, True, False, True)])
+    TurnItem.objects.filter(turn=turn, thought=earlier).update(in_injection=False)
+    rollup(now, 1)
+    row = QualityRollup.objects.get(day=(now - DAY).date(), agent_name="")
+    assert (row.items, row.on_topic, row.used, row.contradicted) == (1, 1, 1, 0)
+    assert (row.contradictions_raised, row.contradictions_pending) == (1, 1)

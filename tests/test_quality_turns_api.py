@@ -222,3 +222,15 @@ def test_concurrent_posts_of_one_turn_log_it_once(agent_factory, space, monkeypa
     assert sum(result.created for result in results) == 1
     assert len({result.turn.pk for result in results}) == 1
     assert TurnLog.objects.count() == 1 and TurnItem.objects.count() == 1
+
+
+def test_a_memory_call_is_attributed_to_one_turn_only(dev, space, enqueued):
+    session = new_session()
+    make_query_log(space, session, [make_thought(space, "x"), make_thought(space, "y")])
+    first = dev.post("/api/v1/turns", turn_body(session, turn_id="1"), format="json").json()
+    second = dev.post("/api/v1/turns", turn_body(session, turn_id="2"), format="json").json()
+    assert (first["items"], first["injected_from"]) == (2, "query_log")
+    assert (second["items"], second["injected_from"]) == (0, "none")  # no new memory call since turn 1
+    make_query_log(space, session, [make_thought(space, "z")])
+    third = dev.post("/api/v1/turns", turn_body(session, turn_id="3"), format="json").json()
+    assert (third["items"], third["injected_from"]) == (1, "query_log")

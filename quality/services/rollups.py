@@ -10,7 +10,9 @@ older than that are final. Rollups are kept forever; only the turn logs they sum
 Counts per row (only scored turns' items; pending turns are counted in ``turns_pending``):
 
 - ``items``, ``on_topic``, ``used``, ``contradicted``: outcomes that count (explicit feedback wins
-  over the judge), over all items of the day's turns.
+  over the judge), over the items injected into the day's turns. Items that are only in an agent's
+  feedback ids (``in_injection=False``: injected by an earlier call) feed their thoughts' EMAs and
+  the discovery count, but not these rates, whose denominator is "injected items".
 - Discovery, per item: each *distinct thought* contradicted in the group's turns of the day is one
   raised contradiction, raised at its first contradicted turn that day. It is *resolved* when the
   thought's ``superseded_at`` (a refinement, consolidation or correction) is at most 14 days after
@@ -105,7 +107,7 @@ def _day_counts(day: dt.date, now: dt.datetime) -> dict[tuple, Counter]:
     items = TurnItem.objects.filter(
         turn__created_at__gte=start, turn__created_at__lt=end, turn__status=TurnStatus.SCORED
     )
-    for row in items.values("turn__space_id", "turn__agent_name").annotate(
+    for row in items.filter(in_injection=True).values("turn__space_id", "turn__agent_name").annotate(
         n=Count("id"),
         on_topic=Count("id", filter=Q(on_topic=True)),
         used=Count("id", filter=Q(used=True)),

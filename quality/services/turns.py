@@ -6,9 +6,11 @@ Judging happens in ``quality.jobs.score_turn``, enqueued on commit.
 
 Which items were injected: ``injected_ids`` when the caller gives them (an empty list means
 "nothing"), otherwise the sources of this session's newest memory call (``brain.QueryLog`` of the
-caller's space and this ``session_id``). Ids in ``used_ids``/``contradicted_ids`` that are not among
-them are added as items too (``in_injection=False``): the agent had them in context from an earlier
-call, and its feedback must not be lost. Every id must name a thought of the caller's space.
+caller's space and this ``session_id``), unless an earlier turn of the session already took them:
+a memory call's sources are attributed to the first turn logged after it, once. Ids in
+``used_ids``/``contradicted_ids`` that are not among them are added as items too
+(``in_injection=False``): the agent had them in context from an earlier call, and its feedback
+must not be lost. Every id must name a thought of the caller's space.
 
 Idempotency: ``(space, session_id, turn_id)`` is unique. A repeated post returns the turn logged
 first, unchanged, and enqueues nothing (a Stop hook firing twice must not count a turn twice).
@@ -99,11 +101,15 @@ def turn_log_create(
                 score = result.get("score")
                 scores[thought_id] = float(score) if isinstance(score, (int, float)) else None
 
+    # Each memory call's sources belong to one turn, the first logged after it: an agent that
+    # queried once and then worked for twenty turns did not get the same items injected twenty
+    # times, and counting them so would bury the items' EMAs and the rates in repeats.
+    attributed = query_log is not None and TurnLog.objects.filter(query_log=query_log).exists()
     if injected_ids is not None:
         injected = _unique(list(injected_ids))
         injected_from = InjectedFrom.EXPLICIT
         source_log = None
-    elif query_log is not None:
+    elif query_log is not None and not attributed:
         injected = list(scores)[:MAX_ITEMS]  # the best sources, if a call ever returned more
         injected_from = InjectedFrom.QUERY_LOG
         source_log = query_log
