@@ -135,6 +135,7 @@ def make_turn(agent, at, outcomes, *, status="scored") -> TurnLog:
             used=used if status == "scored" else None,
             contradicted=contradicted if status == "scored" else None,
             verdict_source="judge" if status == "scored" else "",
+            fed_ema=status == "scored",
         )
     return turn
 

@@ -80,6 +80,9 @@ def test_unresolved_contradiction_flags_unverified_after_14_days(space, dev):
         ],
     )
     make_turn(dev.agent, now - 13 * DAY, [(young, True, False, True)])
+    untrusted = make_thought(space, "contradicted 15 days ago by an unvalidated judge only")
+    judged = make_turn(dev.agent, now - 15 * DAY, [(untrusted, True, False, True)])
+    TurnItem.objects.filter(turn=judged).update(fed_ema=False)
     Thought.objects.filter(pk=fixed.pk).update(superseded=True, superseded_at=now - 2 * DAY)
     for thought, resolved_at in ((dismissed, now - 5 * DAY), (dismissed_before, now - 20 * DAY)):
         CorrectionSuggestion.objects.create(
@@ -95,7 +98,7 @@ def test_unresolved_contradiction_flags_unverified_after_14_days(space, dev):
     flags = dict(Thought.objects.values_list("content", "quality_flags"))
     assert flags[stale.content] == ["stale", "unverified"]
     assert flags[dismissed_before.content] == ["unverified"]
-    for thought in (young, fixed, dismissed, not_contradicted):
+    for thought in (young, fixed, dismissed, not_contradicted, untrusted):
         assert flags[thought.content] == []
     assert jobs.flag_unverified() == 0  # flagged once
     assert Thought.objects.get(pk=stale.pk).quality_flags == ["stale", "unverified"]

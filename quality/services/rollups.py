@@ -223,7 +223,10 @@ def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
 
     A raised contradiction (a contradicted turn item) is resolved when the thought is superseded,
     or when a reviewer dismissed a correction suggestion on it after the contradiction was raised
-    (the thought was checked and stands). Returns how many thoughts were newly flagged.
+    (the thought was checked and stands). Only contradictions that ranking trusts count (explicit
+    feedback, or a judge validated at the time: ``fed_ema``): the flag is a ranking signal, and an
+    unvalidated judge's verdicts only ever reach reviewers, as suggestions. Returns how many
+    thoughts were newly flagged.
     """
     now = now or timezone.now()
     cutoff = now - dt.timedelta(days=formulas.DISCOVERY_DAYS)
@@ -233,7 +236,7 @@ def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
         resolved_at__gte=OuterRef("turn__created_at"),
     )
     unresolved = TurnItem.objects.filter(
-        thought_id=OuterRef("pk"), contradicted=True, turn__created_at__lte=cutoff
+        thought_id=OuterRef("pk"), contradicted=True, fed_ema=True, turn__created_at__lte=cutoff
     ).exclude(Exists(dismissed_since))
     return (
         Thought.objects.filter(Exists(unresolved), superseded=False)
