@@ -117,3 +117,21 @@ def test_shipped_labelled_file():
         assert 0 < positives < len(items), metric  # both classes present: agreement is not trivial
     for item in items:  # the labelling rules of quality/fixtures/README.md
         assert item.labels["on_topic"] or not (item.labels["used"] or item.labels["contradicted"])
+
+
+def test_agreement_reached_by_always_answering_no_is_called_out(tmp_path, settings, capsys):
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    rare = [
+        {
+            "turn_id": str(n),
+            "user_prompt": "p",
+            "assistant_response": "r",
+            "items": [item("[on] plain", True, False, n == 0)],  # 1 contradiction in 10: judge never says so
+        }
+        for n in range(10)
+    ]
+    call_command("validate_judge", str(write(tmp_path, rare)))
+    out = capsys.readouterr().out
+    assert re.search(r"contradicted\s+90\.0%\s+ok", out)
+    assert "found 0 of 1 labelled true" in out
+    assert "warning: contradicted agreement comes from answering no" in out

@@ -46,9 +46,16 @@ class Command(BaseCommand):
             value = getattr(validation, f"{metric}_agreement")
             counts = validation.details["confusion"][metric]
             mark = "ok" if value >= threshold else "BELOW 85%"
+            positives = counts["tp"] + counts["fn"]
             self.stdout.write(
                 f"  {metric:13} {value * 100:5.1f}%  {mark:10} "
-                f"(tp {counts['tp']}, fp {counts['fp']}, fn {counts['fn']}, tn {counts['tn']})"
+                f"(tp {counts['tp']}, fp {counts['fp']}, fn {counts['fn']}, tn {counts['tn']}; "
+                f"found {counts['tp']} of {positives} labelled true)"
             )
+            if value >= threshold and positives and counts["tp"] == 0:
+                # Agreement on a rare class can reach the threshold by always answering "no".
+                self.stdout.write(
+                    f"  warning: {metric} agreement comes from answering no: it found none of the {positives} cases."
+                )
         verdict = "TRUSTED for ranking" if validation.trusted else "NOT trusted: ranking uses explicit feedback only"
         self.stdout.write(f"Result: {verdict} (>= {threshold * 100:.0f}% on every metric: {validation.trusted}).")
