@@ -51,11 +51,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--items", type=int, default=10, help="injected items per turn")
     parser.add_argument("--scored", type=int, default=200, help="turns scored through turn_score")
     args = parser.parse_args(argv)
-
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()
+    run(turns=args.turns, items=args.items, scored=args.scored, verbose=True)
+
+
+def run(*, turns: int = 1000, items: int = 10, scored: int = 200, verbose: bool = False) -> list:
+    """Returns [(label, samples in ms), ...] (the shape ``benchmarks.run`` tables); prints if verbose."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(turns=turns, items=items, scored=scored)
+    say = print if verbose else (lambda *a, **k: None)
+    samples: list = []
     from django.db import transaction
     from django.test.utils import override_settings
     from django.utils import timezone
@@ -120,9 +129,10 @@ def main(argv: list[str] | None = None) -> None:
             if response.status_code != 202:
                 raise SystemExit(f"POST /api/v1/turns answered {response.status_code}: {response.content[:300]}")
         total = time.perf_counter() - started
+        samples.append(("POST /api/v1/turns", latencies))
         items = TurnItem.objects.filter(turn__space=space).count()
-        print(f"POST /api/v1/turns: {args.turns} turns, {items} items in {total:.1f}s ({args.turns / total:.0f}/s)")
-        print(
+        say(f"POST /api/v1/turns: {args.turns} turns, {items} items in {total:.1f}s ({args.turns / total:.0f}/s)")
+        say(
             f"  latency ms: p50 {percentile(latencies, 0.5):.1f}  p95 {percentile(latencies, 0.95):.1f}  "
             f"max {max(latencies):.1f}  mean {statistics.mean(latencies):.1f}"
         )
@@ -130,12 +140,16 @@ def main(argv: list[str] | None = None) -> None:
         judge = CoinJudge()
         turn_ids = list(TurnLog.objects.filter(space=space).values_list("pk", flat=True))
         to_score = turn_ids[: args.scored]
+        score_ms = []
         with override_settings(QUALITY_JUDGE="benchmark"):
             t0 = time.perf_counter()
             for turn_id in to_score:
+                t1 = time.perf_counter()
                 turn_score(turn_log_id=str(turn_id), judge=judge)
+                score_ms.append((time.perf_counter() - t1) * 1000)
             elapsed = time.perf_counter() - t0
-        print(
+        samples.append((f"turn_score ({args.items} items, trivial judge)", score_ms))
+        say(
             f"turn_score: {len(to_score)} turns x {args.items} items in {elapsed:.1f}s "
             f"({elapsed / max(1, len(to_score)) * 1000:.1f} ms/turn, trivial judge)"
         )
@@ -148,10 +162,13 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         rows = quality_rollup_day(day=timezone.now().date())
         elapsed = time.perf_counter() - t0
-        print(f"rollup of one day ({items} items; every space recomputed): {elapsed * 1000:.0f} ms, {rows} rows")
+        samples.append((f"rollup of one day ({items} items)", [elapsed * 1000]))
+        say(f"rollup of one day ({items} items; every space recomputed): {elapsed * 1000:.0f} ms, {rows} rows")
         t0 = time.perf_counter()
         quality_metrics(space=space, days=90)
-        print(f"metrics selector, 90 days of history: {(time.perf_counter() - t0) * 1000:.1f} ms")
+        metrics_ms = (time.perf_counter() - t0) * 1000
+        samples.append(("metrics selector (90 days)", [metrics_ms]))
+        say(f"metrics selector, 90 days of history: {metrics_ms:.1f} ms")
     finally:
         turn_ids = TurnLog.objects.filter(space=space).values_list("pk", flat=True)
         ConfidenceChange.objects.filter(space=space).delete()
@@ -164,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         Agent.objects.filter(space=space).delete()
         space.delete()
         quality_rollup_day(day=timezone.now().date())  # today's rows without the benchmark space
+    return samples
 
 
 if __name__ == "__main__":
