@@ -286,9 +286,9 @@ def test_ranking_switch_applies_effective_confidence_only_while_enabled(dev, spa
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_scorers_of_one_thought_lose_no_update(space, agent_factory, monkeypatch):
     """Two workers score two turns injecting the same thought at the same moment: both steps land."""
-    from quality import jobs
+    from quality.services import turns
 
-    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: None)  # this test scores them itself
+    monkeypatch.setattr(turns, "turn_enqueue_scoring", lambda turn_log_id: None)  # this test scores them itself
     dev1, dev2 = agent_factory("dev"), agent_factory("dev")
     a = make_thought(space, "alpha shared")
     turns = [log_turn(client.agent, [a], used=[a], turn_id=f"t-{n}") for n, client in enumerate((dev1, dev2))]

@@ -200,9 +200,11 @@ def test_concurrent_posts_of_one_turn_log_it_once(agent_factory, space, monkeypa
 
     from django.db import connection
 
+    from quality.services import turns
     from quality.services.turns import turn_log_create
 
-    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: None)
+    # Celery's task proxy resolves per thread: patch the enqueueing itself, which every thread shares.
+    monkeypatch.setattr(turns, "turn_enqueue_scoring", lambda turn_log_id: None)
     agent = agent_factory("dev").agent
     thought = make_thought(space, "x")
     make_query_log(space, "same-session", [thought])

@@ -107,12 +107,16 @@ def _day_counts(day: dt.date, now: dt.datetime) -> dict[tuple, Counter]:
     items = TurnItem.objects.filter(
         turn__created_at__gte=start, turn__created_at__lt=end, turn__status=TurnStatus.SCORED
     )
-    for row in items.filter(in_injection=True).values("turn__space_id", "turn__agent_name").annotate(
-        n=Count("id"),
-        on_topic=Count("id", filter=Q(on_topic=True)),
-        used=Count("id", filter=Q(used=True)),
-        contradicted=Count("id", filter=Q(contradicted=True)),
-        explicit=Count("id", filter=Q(verdict_source=VerdictSource.EXPLICIT)),
+    for row in (
+        items.filter(in_injection=True)
+        .values("turn__space_id", "turn__agent_name")
+        .annotate(
+            n=Count("id"),
+            on_topic=Count("id", filter=Q(on_topic=True)),
+            used=Count("id", filter=Q(used=True)),
+            contradicted=Count("id", filter=Q(contradicted=True)),
+            explicit=Count("id", filter=Q(verdict_source=VerdictSource.EXPLICIT)),
+        )
     ):
         for key in _keys(row["turn__space_id"], row["turn__agent_name"]):
             counts[key]["items"] += row["n"]

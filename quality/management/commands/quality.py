@@ -29,6 +29,10 @@ SHORT = {
     "discovery_rate": "discovery",
     "false_demotion_rate": "false-dem",
 }
+FEEDBACK = {
+    "judge_and_explicit": "judge verdicts and explicit feedback",
+    "explicit_only": "explicit feedback only",
+}
 
 
 def percent(value: float | None) -> str:
@@ -77,7 +81,7 @@ class Command(BaseCommand):
         )
         self.stdout.write(
             f"judge {judge['name']}: {'trusted' if judge['trusted'] else 'NOT trusted'} ({checked}); "
-            f"ranking learns from {judge['ranking_feedback'].replace('_', ' ')}; "
+            f"ranking learns from {FEEDBACK[judge['ranking_feedback']]}; "
             f"quality ranking {'on' if data['ranking_enabled'] else 'off'}"
         )
         self.stdout.write("")
