@@ -17,6 +17,9 @@ import pytest
 from django.conf import settings as django_settings
 
 HOOK = Path(django_settings.BASE_DIR) / "contrib" / "colony_stop_hook.py"
+# Python's own start-up and shutdown on a busy 2-core machine; a hook waiting for a hanging server
+# would take its 30 seconds instead.
+SLACK = 5.0
 USED = str(uuid.uuid4())
 CONTRA = str(uuid.uuid4())
 
@@ -175,7 +178,8 @@ def test_unreachable_colony_exits_0_fast():
     )
     assert done.returncode == 0 and done.stdout == ""
     assert "could not reach Colony" in done.stderr
-    assert elapsed < 3
+    assert "gave up" not in done.stderr  # refused at once, not abandoned at the timeout
+    assert elapsed < 3 + SLACK
 
 
 def test_a_hanging_colony_is_abandoned_at_the_timeout(fake):
@@ -189,7 +193,7 @@ def test_a_hanging_colony_is_abandoned_at_the_timeout(fake):
     )
     assert done.returncode == 0 and len(server.requests) == 1
     assert "gave up after 1s" in done.stderr
-    assert elapsed < 3
+    assert elapsed < 1 + SLACK
 
 
 @pytest.mark.parametrize(
@@ -205,7 +209,7 @@ def test_bad_input_never_fails_the_agent(args, stdin, env, message):
     done, elapsed = run_hook(*args, stdin=stdin, env=env)
     assert done.returncode == 0 and done.stdout == ""
     assert message in done.stderr
-    assert elapsed < 3
+    assert elapsed < 3 + SLACK
 
 
 def test_server_error_is_reported_not_raised(fake):
