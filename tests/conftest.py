@@ -65,3 +65,48 @@ def dev(agent_factory) -> AgentClient:
 @pytest.fixture
 def anon() -> APIClient:
     return APIClient()
+
+
+def fake_vector(text: str) -> list[float]:
+    """A deterministic bag-of-words embedding: equal texts give 1.0, shared words give similarity."""
+    import hashlib
+    import math
+    import re
+
+    vector = [0.0] * 384
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        digest = hashlib.md5(word.encode()).digest()
+        vector[int.from_bytes(digest[:2], "big") % 384] += 1.0 if digest[2] % 2 else -1.0
+    if not any(vector):
+        vector[0] = 1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector]
+
+
+@pytest.fixture
+def fake_embedder(monkeypatch):
+    """Replace the model with :func:`fake_vector` where ranking quality is not the point (fast)."""
+    from brain import embedding
+
+    calls: list[str] = []
+
+    def embed_many(texts, *, batch_size=64):
+        calls.extend(texts)
+        return [fake_vector(text) for text in texts]
+
+    monkeypatch.setattr(embedding, "embed_many", embed_many)
+    return calls
+
+
+@pytest.fixture
+def thought_factory(db, space):
+    """Store a thought through thought_create; the vector is fake_vector(content) unless given."""
+    from brain.services.thoughts import thought_create
+
+    def factory(content: str, *, in_space: Space | None = None, embedding="fake", **fields):
+        vector = fake_vector(content) if embedding == "fake" else embedding
+        fields.setdefault("contributor_id", "tester")
+        fields.setdefault("contributor_name", "Tester")
+        return thought_create(space=in_space or space, content=content, embedding=vector, **fields)
+
+    return factory

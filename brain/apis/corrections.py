@@ -11,18 +11,13 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from brain.choices import SourceRefType, SuggestionStatus
+from brain.apis.memory import SourceRefSerializer
+from brain.choices import SuggestionStatus
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.corrections import correction_supersede_guidance, thought_correct_by_id
 from brain.services.suggestions import suggestion_accept, suggestion_dismiss, suggestion_get, suggestions_list
 
 TEXT_MAX = 10000
-
-
-class SourceRefSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=SourceRefType.choices)
-    value = serializers.CharField(max_length=1000)
-    project = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
 
 class ThoughtOutputSerializer(serializers.ModelSerializer):

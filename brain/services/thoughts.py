@@ -21,6 +21,7 @@ from core.models import Agent, Space
 logger = logging.getLogger("colony.brain")
 
 
+@transaction.atomic
 def thought_create(
     *,
     space: Space,
@@ -31,9 +32,13 @@ def thought_create(
     thought_category: str = ThoughtCategory.UNCATEGORIZED,
     thought_type: str = ThoughtType.ORIGINAL,
     embedding: list[float] | None = None,
+    related_thoughts: list | None = None,
     **fields: Any,
 ) -> Thought:
-    """Insert one thought. Without ``embedding`` the vector is computed by a Celery job after commit."""
+    """Insert one thought. Without ``embedding`` the vector is computed by a Celery job after commit.
+
+    ``related_thoughts`` (ids of the same space) become bidirectional links.
+    """
     thought = Thought.objects.create(
         space=space,
         content=content,
@@ -46,6 +51,8 @@ def thought_create(
         embedding_model=embedder.current_model_label() if embedding is not None else "",
         **fields,
     )
+    if related_thoughts:
+        thought.related_thoughts.add(*related_thoughts)
     if embedding is None:
         thought_enqueue_embedding(thought_id=str(thought.id))
     return thought
@@ -71,10 +78,25 @@ def thought_embed(*, thought_id: str, force: bool = False) -> bool:
 
 
 def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
-    """Embed many thoughts in one model call (re-embedding); returns how many were written."""
+    """Embed many thoughts in one model call (re-embedding); returns how many were written.
+
+    The model runs before the transaction opens; the writes are one bulk update.
+    """
     thoughts = list(Thought.objects.filter(pk__in=thought_ids).only("id", "content"))
+    if not thoughts:
+        return 0
     vectors = embedder.embed_many([t.content for t in thoughts])
     label = embedder.current_model_label()
     for thought, vector in zip(thoughts, vectors, strict=True):
-        Thought.objects.filter(pk=thought.pk).update(embedding=vector, embedding_model=label)
+        thought.embedding = vector
+        thought.embedding_model = label
+    with transaction.atomic():
+        Thought.objects.bulk_update(thoughts, ["embedding", "embedding_model"])
     return len(thoughts)
+
+
+def thought_content_changed(*, thought_id: str) -> None:
+    """The content was edited outside the memory endpoint (admin): drop the stale vector and embed
+    again after commit; full-text search finds the new wording meanwhile."""
+    Thought.objects.filter(pk=thought_id).update(embedding=None, embedding_model="")
+    thought_enqueue_embedding(thought_id=str(thought_id))

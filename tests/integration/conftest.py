@@ -54,7 +54,8 @@ def start_worker(tmp_path):
         data_dir = tmp_path / f"colony-{broker}"
         data_dir.mkdir()
         conf = broker_settings(choice=broker, redis_url=settings.REDIS_URL, data_dir=data_dir)
-        app = Celery("colony-test-client")
+        # Not the current app: shared tasks of later unit tests must keep using the eager Colony app.
+        app = Celery("colony-test-client", set_as_current=False)
         app.conf.update({k: v for k, v in conf.items() if not k.startswith("colony_")})
         app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
         queue = f"test-{broker}-{os.getpid()}-{time.monotonic_ns()}"

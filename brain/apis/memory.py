@@ -1,0 +1,109 @@
+"""``POST /api/v1/memory`` and ``GET /api/v1/memory``: one orchestration, two wire forms (SPEC 2.2)."""
+
+from __future__ import annotations
+
+import json
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from brain.choices import SourceRefType, ThoughtCategory
+from brain.services.memory import memory_run
+from core.errors import ValidationFailed
+
+#: Transition markers are written by the task workflow itself, never through the memory endpoint.
+CONTRIBUTABLE_CATEGORIES = [c for c in ThoughtCategory.values if c != ThoughtCategory.TRANSITION_MARKER]
+MAX_ID_LIST = 100
+MAX_TAGS = 20
+
+
+class TextOrListField(serializers.CharField):
+    """Free text, or a list of short texts (one alternative per item) joined one per line."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, list):
+            if not all(isinstance(item, str) for item in data):
+                self.fail("invalid")
+            data = "\n".join(item.strip() for item in data if item.strip())
+        return super().to_internal_value(data)
+
+
+class SourceRefSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=SourceRefType.values)
+    value = serializers.CharField(max_length=500)
+    project = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+def _ids(**kwargs) -> serializers.ListField:
+    return serializers.ListField(child=serializers.UUIDField(), required=False, max_length=MAX_ID_LIST, **kwargs)
+
+
+class MemoryInputSerializer(serializers.Serializer):
+    prompt = serializers.CharField(max_length=10000)
+    agent_id = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    agent_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    context = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    session_id = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    refines = serializers.UUIDField(required=False, allow_null=True)
+    # No min length here: fewer than two ids is MIN_CONSOLIDATION, raised by the service.
+    consolidates = _ids(allow_null=True)
+    thought_category = serializers.ChoiceField(choices=CONTRIBUTABLE_CATEGORIES, required=False)
+    topic = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    temporal_scope = serializers.DateField(required=False, allow_null=True, input_formats=["iso-8601"])
+    source_ref = SourceRefSerializer(required=False, allow_null=True)
+    alternatives_considered = TextOrListField(max_length=5000, required=False, allow_blank=True)
+    corrected_fact = serializers.CharField(max_length=5000, required=False, allow_blank=True)
+    correct_fact = serializers.CharField(max_length=5000, required=False, allow_blank=True)
+    supersedes = _ids()
+    related_thoughts = _ids()
+    tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=MAX_TAGS)
+    filter_topic = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    filter_category = serializers.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
+    limit = serializers.IntegerField(min_value=1, max_value=50, required=False)
+
+
+LIST_FIELDS = {"consolidates", "supersedes", "related_thoughts", "tags"}
+
+
+def memory_query_params(params) -> dict:
+    """GET's query string as the POST body: lists repeat the parameter or separate items by commas,
+    ``source_ref`` is JSON, and an empty parameter counts as not given."""
+    data: dict = {}
+    for key in params:
+        values = params.getlist(key)
+        if key in LIST_FIELDS:
+            items = [part.strip() for value in values for part in value.split(",") if part.strip()]
+            if items:
+                data[key] = items
+            continue
+        value = values[-1]
+        if value == "":
+            continue
+        if key == "source_ref":
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValidationFailed(
+                    'source_ref must be JSON, e.g. {"type": "task", "value": "my-task", "project": "colony"}.'
+                ) from None
+        data[key] = value
+    return data
+
+
+class MemoryApi(APIView):
+    """The shared brain: contribute what you learned, retrieve what others know, in one call."""
+
+    @extend_schema(request=MemoryInputSerializer, responses={200: dict})
+    def post(self, request):
+        return self._run(request, request.data)
+
+    @extend_schema(parameters=[MemoryInputSerializer], responses={200: dict})
+    def get(self, request):
+        return self._run(request, memory_query_params(request.query_params))
+
+    def _run(self, request, data):
+        serializer = MemoryInputSerializer(data=data)
+        serializer.is_valid(raise_exception=True)
+        return Response(memory_run(agent=request.user, request=serializer.validated_data))

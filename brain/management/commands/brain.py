@@ -1,0 +1,239 @@
+"""manage.py brain query|contribute|refine|consolidate|history|highways — the brain from a terminal.
+
+Each subcommand is a small class in :data:`SUBCOMMANDS`: its ``name``, ``help``,
+``add_arguments(parser)`` and ``run(command, options)``. Adding one (e.g. ``brain correct``) is
+one class and one entry in that list. The memory subcommands run the same orchestration as the
+API (``memory_run``) as the agent named by ``--agent``, after the API's own input validation.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import textwrap
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from brain.apis.memory import MemoryInputSerializer
+from brain.choices import ThoughtCategory
+from brain.selectors.activity import thought_highways
+from brain.selectors.lineage import DEFAULT_MAX_DEPTH, thought_lineage
+from brain.services.memory import memory_run
+from core import selectors, services
+from core.choices import DEFAULT_SPACE_SLUG
+from core.errors import ApplicationError
+
+
+def _validated(payload: dict[str, Any]) -> dict[str, Any]:
+    serializer = MemoryInputSerializer(data=payload)
+    if not serializer.is_valid():
+        problems = "; ".join(f"{field}: {' '.join(map(str, errors))}" for field, errors in serializer.errors.items())
+        raise CommandError(f"Invalid input. {problems}")
+    return serializer.validated_data
+
+
+class Subcommand(abc.ABC):
+    name = ""
+    help = ""
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--space", default=DEFAULT_SPACE_SLUG)
+
+    @abc.abstractmethod
+    def run(self, command: BaseCommand, options: dict[str, Any]) -> Any: ...
+
+
+class MemorySubcommand(Subcommand):
+    """A subcommand that makes one memory call as an agent and prints the answer."""
+
+    def add_arguments(self, parser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("--agent", required=True, help="name of the agent to act as (manage.py agent list)")
+        parser.add_argument("--session", default="", help="session id to continue (printed by earlier calls)")
+        parser.add_argument("--context", default="")
+        parser.add_argument("--json", action="store_true", help="print the raw API response")
+
+    @abc.abstractmethod
+    def payload(self, options: dict[str, Any]) -> dict[str, Any]: ...
+
+    def run(self, command: BaseCommand, options: dict[str, Any]) -> dict[str, Any]:
+        space = services.space_get(slug=options["space"])
+        agent = selectors.agent_get(space=space, name=options["agent"])
+        payload = {"session_id": options["session"], "context": options["context"], **self.payload(options)}
+        response = memory_run(
+            agent=agent, request=_validated({k: v for k, v in payload.items() if v not in ("", None)})
+        )
+        if options["json"]:
+            command.stdout.write(json.dumps(response, indent=2))
+        else:
+            print_memory(command, response)
+        return response
+
+
+def print_memory(command: BaseCommand, response: dict[str, Any]) -> None:
+    result, trace = response["result"], response["trace"]
+    out = command.stdout.write
+    if trace["thought_id"]:
+        out(f"Stored thought {trace['thought_id']}.")
+    out(f"session {trace['session_id']}  ({trace['thoughts_retrieved']} result(s), {trace['retrieval_method']})")
+    for rank, source in enumerate(result["sources"], start=1):
+        labels = [source["thought_category"]] + ([source["topic"]] if source["topic"] else [])
+        if source["superseded"]:
+            labels.append(f"superseded by {source['refined_by'] or '?'}")
+        out(f"{rank:2}. {source['score']:.2f}  {source['thought_id']}  [{', '.join(labels)}]  {source['contributor']}")
+        out(f"      {source['content_preview']}")
+        out(f"      why: {source['matching_reason']}")
+    if result["guidance"]:
+        out("guidance:")
+        for line in result["guidance"].splitlines():
+            out(textwrap.indent(textwrap.fill(line, 100), "  "))
+    for suggestion in result["pending_corrections"]:
+        out(f"pending correction {suggestion['id']} on {suggestion['thought_id']}: {suggestion['statement']}")
+
+
+class Query(MemorySubcommand):
+    name = "query"
+    help = "ask the brain (a declarative prompt over 50 characters is also stored, as on the API)"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("prompt")
+        super().add_arguments(parser)
+        parser.add_argument("--limit", type=int)
+        parser.add_argument("--topic", dest="filter_topic", default="")
+        parser.add_argument("--category", dest="filter_category", default="", choices=["", *ThoughtCategory.values])
+
+    def payload(self, options):
+        return {k: options[k] for k in ("prompt", "limit", "filter_topic", "filter_category")}
+
+
+class Contribute(MemorySubcommand):
+    name = "contribute"
+    help = "store a thought (it must meet the contribution threshold)"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("prompt")
+        super().add_arguments(parser)
+        parser.add_argument("--category", dest="thought_category", default="")
+        parser.add_argument("--topic", default="")
+        parser.add_argument("--temporal-scope", dest="temporal_scope", default="", help="ISO date")
+        parser.add_argument("--tags", default="", help="comma-separated")
+        parser.add_argument(
+            "--source-ref", dest="source_ref", default="", help='JSON, e.g. {"type":"task","value":"x"}'
+        )
+
+    def payload(self, options):
+        payload = {k: options[k] for k in ("prompt", "thought_category", "topic", "temporal_scope")}
+        payload["tags"] = [t.strip() for t in options["tags"].split(",") if t.strip()] or None
+        if options["source_ref"]:
+            try:
+                payload["source_ref"] = json.loads(options["source_ref"])
+            except ValueError:
+                raise CommandError("--source-ref must be JSON.") from None
+        return payload
+
+    def run(self, command, options):
+        response = super().run(command, options)
+        if not response["trace"]["thought_id"]:
+            command.stderr.write(
+                "Not stored: a contribution is a statement of more than 50 characters, not a question or a follow-up."
+            )
+        return response
+
+
+class Refine(MemorySubcommand):
+    name = "refine"
+    help = "store a better version of a thought (it becomes superseded)"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("thought_id")
+        parser.add_argument("prompt")
+        super().add_arguments(parser)
+
+    def payload(self, options):
+        return {"prompt": options["prompt"], "refines": options["thought_id"]}
+
+
+class Consolidate(MemorySubcommand):
+    name = "consolidate"
+    help = "merge several thoughts (comma-separated ids) into one"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("thought_ids", help="id1,id2,...")
+        parser.add_argument("prompt")
+        super().add_arguments(parser)
+
+    def payload(self, options):
+        ids = [i.strip() for i in options["thought_ids"].split(",") if i.strip()]
+        return {"prompt": options["prompt"], "consolidates": ids}
+
+
+class History(Subcommand):
+    name = "history"
+    help = "print the lineage chain of a thought: ancestors above, descendants below"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("thought_id")
+        super().add_arguments(parser)
+        parser.add_argument("--max-depth", type=int, default=DEFAULT_MAX_DEPTH)
+
+    def run(self, command, options):
+        if options["max_depth"] < 0:
+            raise CommandError("--max-depth must be 0 or more.")
+        space = services.space_get(slug=options["space"])
+        lineage = thought_lineage(space=space, thought_id=options["thought_id"], max_depth=options["max_depth"])
+        out = command.stdout.write
+        out(f"Lineage of {lineage['thought_id']} ({len(lineage['chain'])} thought(s)):")
+        for node in lineage["chain"]:
+            depth = node["depth"]
+            marker = ">" if depth == 0 else " "
+            relation = "this thought" if depth == 0 else ("ancestor" if depth < 0 else "descendant")
+            state = "  [superseded]" if node["superseded"] else ""
+            out(
+                f"{marker}{depth:+3d}  {node['thought_id']}  {node['thought_type']:<13} {relation:<12} "
+                f"{node['created_at'][:19]}  {node['contributor']}{state}"
+            )
+            out(f"       {node['content_preview']}")
+            if node["source_ids"]:
+                out(f"       from: {', '.join(node['source_ids'])}")
+        if lineage["truncated"]:
+            out(f"(truncated at depth {options['max_depth']}; use --max-depth to see more)")
+
+
+class Highways(Subcommand):
+    name = "highways"
+    help = "list the busiest thoughts: accessed at least 3 times by at least 2 agents"
+
+    def add_arguments(self, parser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("--limit", type=int, default=20)
+
+    def run(self, command, options):
+        space = services.space_get(slug=options["space"])
+        highways = thought_highways(space=space, limit=options["limit"])
+        if not highways:
+            command.stdout.write("No highways yet (a thought needs 3 accesses by 2 different agents).")
+        for highway in highways:
+            command.stdout.write(
+                f"{highway['traffic']:>6}  {highway['thought_id']}  {highway['access_count']} accesses by "
+                f"{highway['agents']} agents  {highway['content_preview']}"
+            )
+
+
+SUBCOMMANDS: list[type[Subcommand]] = [Query, Contribute, Refine, Consolidate, History, Highways]
+
+
+class Command(BaseCommand):
+    help = "The shared brain from a terminal: query, contribute, refine, consolidate, history."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="subcommand", required=True)
+        for cls in SUBCOMMANDS:
+            cls().add_arguments(sub.add_parser(cls.name, help=cls.help))
+
+    def handle(self, *args, subcommand: str, **options):
+        handler = next(cls for cls in SUBCOMMANDS if cls.name == subcommand)()
+        try:
+            handler.run(self, options)
+        except ApplicationError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from exc

@@ -1,0 +1,90 @@
+"""manage.py reembed --missing | --all [--batch-size N] [--restart]
+
+``--missing`` embeds thoughts without a vector or embedded by another model (after changing
+``EMBEDDING_MODEL``); it resumes by nature, since finished thoughts leave the set. ``--all``
+re-embeds every thought in id order and keeps a checkpoint in ``$COLONY_DATA_DIR``, so a run that
+was interrupted continues where it stopped (``--restart`` ignores the checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
+from tqdm import tqdm
+
+from brain import embedding as embedder
+from brain.models import Thought
+from brain.services.thoughts import thoughts_embed_batch
+
+
+def checkpoint_path() -> Path:
+    return Path(settings.COLONY_DATA_DIR) / "reembed-all.json"
+
+
+class Command(BaseCommand):
+    help = "Compute thought embeddings: --missing (no vector or another model) or --all, with a progress bar."
+
+    def add_arguments(self, parser):
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--missing", action="store_true", help="thoughts without a vector of the current model")
+        which.add_argument("--all", action="store_true", help="every thought (resumes an interrupted run)")
+        parser.add_argument("--batch-size", type=int, default=64)
+        parser.add_argument("--restart", action="store_true", help="with --all: ignore the checkpoint")
+
+    def handle(self, *args, missing, all, batch_size, restart, **options):
+        if batch_size < 1:
+            raise CommandError("--batch-size must be at least 1.")
+        try:
+            done = self._missing(batch_size) if missing else self._all(batch_size, restart)
+        except embedder.EmbeddingError as exc:
+            raise CommandError(f"{exc} Fix the model and run the command again; it resumes.") from exc
+        self.stdout.write(f"Embedded {done} thought(s) with {embedder.current_model_label()}.")
+
+    def _progress(self, total: int, initial: int = 0) -> tqdm:
+        return tqdm(total=total, initial=initial, unit="thought", file=self.stderr, dynamic_ncols=True)
+
+    def _missing(self, batch_size: int) -> int:
+        label = embedder.current_model_label()
+        pending = Thought.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=label))
+        done = 0
+        with self._progress(pending.count()) as bar:
+            while ids := [str(i) for i in pending.order_by("id").values_list("id", flat=True)[:batch_size]]:
+                written = thoughts_embed_batch(thought_ids=ids)
+                done += written
+                bar.update(written)
+        return done
+
+    def _all(self, batch_size: int, restart: bool) -> int:
+        label = embedder.current_model_label()
+        path = checkpoint_path()
+        state = {}
+        if path.exists() and not restart:
+            state = json.loads(path.read_text())
+            if state.get("model") != label:
+                state = {}
+        after = state.get("after")
+        done_before = state.get("done", 0)
+        if after:
+            self.stdout.write(f"Resuming after thought {after} ({done_before} done before); --restart starts over.")
+        total = Thought.objects.count()
+        done = 0
+        with self._progress(total, initial=min(done_before, total)) as bar:
+            while True:
+                batch = Thought.objects.order_by("id")
+                if after:
+                    batch = batch.filter(id__gt=after)
+                ids = [str(i) for i in batch.values_list("id", flat=True)[:batch_size]]
+                if not ids:
+                    break
+                written = thoughts_embed_batch(thought_ids=ids)
+                done += written
+                after = ids[-1]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps({"after": after, "model": label, "done": done_before + done}))
+                bar.update(written)
+        path.unlink(missing_ok=True)
+        return done

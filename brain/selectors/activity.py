@@ -1,0 +1,104 @@
+"""Reads about how the brain is used: highways, sessions, first calls, pending corrections (SPEC 2.6, 4.5)."""
+
+from __future__ import annotations
+
+from django.db.models import F, Func, IntegerField, Q
+from pgvector.django import CosineDistance
+
+from brain.choices import SuggestionStatus
+from brain.models import CorrectionSuggestion, QueryLog, Thought
+from core.models import Agent, Space
+
+#: A highway: a thought at least this often accessed ...
+HIGHWAY_MIN_ACCESS = 3
+#: ... by at least this many distinct agents. traffic = access_count × agents.
+HIGHWAY_MIN_AGENTS = 2
+#: "Nearby": at least this similar to the query, among the HIGHWAY_CANDIDATES most accessed
+#: highways (a partial index keeps that an index scan). They are compared exactly: an HNSW scan
+#: filtered down to so few rows would starve.
+HIGHWAY_CANDIDATES = 200
+HIGHWAY_MIN_SIMILARITY = 0.3
+HIGHWAYS_RETURNED = 5
+PENDING_CORRECTIONS_RETURNED = 20
+
+
+def _agents_count():
+    return Func(F("accessed_by"), function="cardinality", output_field=IntegerField())
+
+
+def _highways(space: Space):
+    return (
+        Thought.objects.filter(space=space, access_count__gte=HIGHWAY_MIN_ACCESS)
+        .annotate(agents=_agents_count())
+        .filter(agents__gte=HIGHWAY_MIN_AGENTS)
+        .annotate(traffic=F("access_count") * F("agents"))
+        .only("id", "content", "access_count", "accessed_by")
+    )
+
+
+def _highway(thought: Thought) -> dict:
+    return {
+        "thought_id": str(thought.id),
+        "content_preview": thought.content[:80],
+        "access_count": thought.access_count,
+        "agents": thought.agents,
+        "traffic": thought.traffic,
+    }
+
+
+def thought_highways_nearby(*, space: Space, vector: list[float], limit: int = HIGHWAYS_RETURNED) -> list[dict]:
+    """Heavily travelled thoughts (SPEC 2.6) related to the query, most traffic first."""
+    rows = (
+        _highways(space)
+        .filter(embedding__isnull=False)
+        .annotate(distance=CosineDistance("embedding", vector))
+        .order_by("-access_count")[:HIGHWAY_CANDIDATES]
+    )
+    highways = [
+        {**_highway(thought), "similarity": round(1.0 - thought.distance, 4)}
+        for thought in rows
+        if 1.0 - thought.distance >= HIGHWAY_MIN_SIMILARITY
+    ]
+    highways.sort(key=lambda h: (-h["traffic"], -h["similarity"]))
+    return highways[:limit]
+
+
+def thought_highways(*, space: Space, limit: int = 20) -> list[dict]:
+    """The space's highways regardless of any query (CLI, pages)."""
+    return [_highway(thought) for thought in _highways(space).order_by("-traffic", "-created_at")[:limit]]
+
+
+def agent_has_queried(*, space: Space, agent: Agent, before_id: int | None = None) -> bool:
+    """Whether the agent called the memory endpoint before (onboarding is for first calls)."""
+    logs = QueryLog.objects.filter(space=space, agent=agent)
+    if before_id is not None:
+        logs = logs.exclude(pk=before_id)
+    return logs.exists()
+
+
+def session_shown_ids(*, space: Space, session_id: str, before_id: int | None = None) -> set[str]:
+    """Every thought id an earlier memory call of this session returned."""
+    logs = QueryLog.objects.filter(space=space, session_id=session_id)
+    if before_id is not None:
+        logs = logs.filter(pk__lt=before_id)
+    return {item["id"] for results in logs.values_list("results", flat=True) for item in results or [] if "id" in item}
+
+
+def suggestion_pending_list(*, space: Space, agent: Agent, session_id: str) -> list[dict]:
+    """Pending correction suggestions addressed to this agent or this session, newest first."""
+    rows = (
+        CorrectionSuggestion.objects.filter(space=space, status=SuggestionStatus.PENDING)
+        .filter(Q(agent=agent) | Q(session_id=session_id))
+        .order_by("-created_at")[:PENDING_CORRECTIONS_RETURNED]
+    )
+    return [
+        {
+            "id": str(s.id),
+            "thought_id": str(s.thought_id),
+            "statement": s.statement,
+            "draft": s.draft,
+            "reason": s.reason,
+            "created_at": s.created_at.isoformat(),
+        }
+        for s in rows
+    ]

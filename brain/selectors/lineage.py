@@ -1,0 +1,124 @@
+"""Lineage walks (seeds/001 4.4): ancestors through ``source_ids``, descendants through the GIN index.
+
+Each direction is one recursive query that stops one level below ``max_depth``. It collects
+(thought, depth) pairs with UNION, so a cycle (normal operations can't create one, an admin edit
+could) only repeats thoughts at growing depths until the cap: the walk always ends, and each thought
+is kept at its smallest depth. Nothing crosses the thought's space.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import connection
+
+from brain.choices import ThoughtType
+from brain.models import Thought
+from core.errors import NotFound
+from core.models import Space
+
+DEFAULT_MAX_DEPTH = 10
+MAX_MAX_DEPTH = 100
+PREVIEW_CHARS = 80
+
+
+def thought_get(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
+    """One thought of ``space``; unknown, malformed and other-space ids are all THOUGHT_NOT_FOUND."""
+    try:
+        key = uuid.UUID(str(thought_id))
+    except ValueError:
+        raise NotFound(f"No thought {thought_id!r}: not a thought id (UUID).", code="THOUGHT_NOT_FOUND") from None
+    thought = (
+        Thought.objects.filter(space=space, pk=key)
+        .select_related("agent", "superseded_by", "refined_by", "contradicted_by")
+        .first()
+    )
+    if thought is None:
+        raise NotFound(f"No thought {key} in this space.", code="THOUGHT_NOT_FOUND")
+    return thought
+
+
+def _node(thought: Thought, depth: int) -> dict:
+    return {
+        "thought_id": str(thought.id),
+        "thought_type": thought.thought_type,
+        "content_preview": thought.content[:PREVIEW_CHARS],
+        "contributor": thought.contributor_name,
+        "created_at": thought.created_at.isoformat(),
+        "source_ids": [str(i) for i in thought.source_ids],
+        "depth": depth,
+        "superseded": thought.superseded,
+        "refined_by": str(thought.refined_by_id) if thought.refined_by_id else None,
+    }
+
+
+_ANCESTORS_SQL = """
+WITH RECURSIVE walk(id, depth) AS (
+    SELECT unnest(source_ids), 1 FROM brain_thought WHERE id = %(root)s
+  UNION
+    SELECT unnest(t.source_ids), walk.depth + 1
+    FROM walk JOIN brain_thought t ON t.id = walk.id AND t.space_id = %(space)s
+    WHERE walk.depth <= %(max_depth)s
+)
+SELECT walk.id, MIN(walk.depth) FROM walk JOIN brain_thought t ON t.id = walk.id AND t.space_id = %(space)s
+GROUP BY walk.id
+"""
+
+_DESCENDANTS_SQL = """
+WITH RECURSIVE walk(id, depth) AS (
+    SELECT t.id, 1 FROM brain_thought t WHERE t.space_id = %(space)s AND t.source_ids @> ARRAY[%(root)s]::uuid[]
+  UNION
+    SELECT t.id, walk.depth + 1
+    FROM walk JOIN brain_thought t ON t.space_id = %(space)s AND t.source_ids @> ARRAY[walk.id]
+    WHERE walk.depth <= %(max_depth)s
+)
+SELECT id, MIN(depth) FROM walk GROUP BY id
+"""
+
+
+def _depths(sql: str, *, space: Space, root: uuid.UUID, max_depth: int) -> dict[uuid.UUID, int]:
+    """{thought id: smallest distance from the root}, including the level just below the cap."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"root": root, "space": space.pk, "max_depth": max_depth})
+        return {row[0]: row[1] for row in cursor.fetchall()}
+
+
+def thought_lineage(*, space: Space, thought_id: str | uuid.UUID, max_depth: int = DEFAULT_MAX_DEPTH) -> dict:
+    """The chain around one thought: ancestors (negative depth), itself (0), descendants (positive).
+
+    ``truncated`` says that the chain goes on beyond ``max_depth`` in at least one direction.
+    """
+    root = thought_get(space=space, thought_id=thought_id)
+    up = _depths(_ANCESTORS_SQL, space=space, root=root.id, max_depth=max_depth)
+    up.pop(root.id, None)
+    down = _depths(_DESCENDANTS_SQL, space=space, root=root.id, max_depth=max_depth)
+    for seen in (root.id, *up):  # a cycle can lead back to the root or to an ancestor
+        down.pop(seen, None)
+    truncated = any(depth > max_depth for depth in (*up.values(), *down.values()))
+    signed = {i: -d for i, d in up.items() if d <= max_depth} | {i: d for i, d in down.items() if d <= max_depth}
+    rows = Thought.objects.filter(space=space, id__in=list(signed)).only(
+        "id", "thought_type", "content", "contributor_name", "created_at", "source_ids", "superseded", "refined_by"
+    )
+    chain = sorted(
+        [_node(root, 0), *(_node(t, signed[t.id]) for t in rows)], key=lambda n: (n["depth"], n["created_at"])
+    )
+    return {"thought_id": str(root.id), "chain": chain, "truncated": truncated}
+
+
+def lineage_summary(*, space: Space, thought: Thought) -> dict | None:
+    """trace.lineage_summary (seeds/001): None when the thought has neither ancestors nor descendants."""
+    lineage = thought_lineage(space=space, thought_id=thought.id)
+    chain = lineage["chain"]
+    if len(chain) < 2:
+        return None
+    deepest = min(chain, key=lambda n: (n["depth"], n["created_at"]))
+    iterations = [n for n in chain if n["thought_type"] in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION)]
+    latest = max(iterations, key=lambda n: n["created_at"]) if iterations else None
+    return {
+        "thought_id": str(thought.id),
+        "has_lineage": True,
+        "chain_length": len(chain),
+        "deepest_ancestor": deepest["thought_id"],
+        "latest_refinement": latest["thought_id"] if latest else None,
+        "truncated": lineage["truncated"],
+    }

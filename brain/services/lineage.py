@@ -1,0 +1,98 @@
+"""Refinement and consolidation (seeds/001): validation, weight inheritance, superseding.
+
+A refinement says "here is a better version of that thought"; a consolidation merges several into
+one. Either way the sources stay (never deleted) but are marked ``superseded`` with ``refined_by``
+pointing at the newest thought built on them, so ranking can prefer the newer version.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from django.db.models import Q
+from django.db.models.functions import Coalesce, Now
+
+from brain.choices import ThoughtType
+from brain.models import Thought
+from core.errors import NotFound, ValidationFailed
+from core.models import Space
+
+#: Inherited weight = max(INHERIT_FLOOR, source weight × INHERIT_FACTOR) (average for consolidations).
+INHERIT_FACTOR = 0.5
+INHERIT_FLOOR = 1.0
+MIN_CONSOLIDATION = 2
+
+
+def lineage_validate(*, refines: uuid.UUID | None, consolidates: list[uuid.UUID] | None) -> list[uuid.UUID]:
+    """The distinct source ids of an explicit iteration, or [] for an ordinary call.
+
+    Raises MUTUAL_EXCLUSION when both are given and MIN_CONSOLIDATION for fewer than two distinct
+    ids, before anything is looked up or written.
+    """
+    if refines is not None and consolidates is not None:
+        raise ValidationFailed(
+            "Give either 'refines' (one thought) or 'consolidates' (several thoughts), not both.",
+            code="MUTUAL_EXCLUSION",
+        )
+    if consolidates is not None:
+        distinct = list(dict.fromkeys(consolidates))
+        if len(distinct) < MIN_CONSOLIDATION:
+            raise ValidationFailed(
+                f"'consolidates' needs at least {MIN_CONSOLIDATION} different thought ids; "
+                "use 'refines' to build on a single thought.",
+                code="MIN_CONSOLIDATION",
+            )
+        return distinct
+    return [refines] if refines is not None else []
+
+
+def thoughts_require(*, space: Space, ids: Iterable[uuid.UUID], field: str) -> list[Thought]:
+    """The thoughts of ``space`` with these ids, in the given order; THOUGHT_NOT_FOUND names the missing."""
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        return []
+    found = {t.id: t for t in Thought.objects.filter(space=space, id__in=wanted).only("id", "pheromone_weight")}
+    missing = [str(i) for i in wanted if i not in found]
+    if missing:
+        raise NotFound(
+            f"'{field}' names thoughts that don't exist in this space: {', '.join(missing)}.", code="THOUGHT_NOT_FOUND"
+        )
+    return [found[i] for i in wanted]
+
+
+def lineage_inherited_weight(*, thought_type: str, source_weights: list[float]) -> float:
+    """seeds/001 4.1: refinement max(1, w·0.5); consolidation max(1, avg(w)·0.5); original 1.0."""
+    if thought_type == ThoughtType.ORIGINAL or not source_weights:
+        return INHERIT_FLOOR
+    if thought_type == ThoughtType.REFINEMENT:
+        return max(INHERIT_FLOOR, source_weights[0] * INHERIT_FACTOR)
+    return max(INHERIT_FLOOR, sum(source_weights) / len(source_weights) * INHERIT_FACTOR)
+
+
+def lineage_lock_sources(*, space: Space, source_ids: list[uuid.UUID]) -> list[Thought]:
+    """Lock the sources (in id order, so concurrent iterations can't deadlock) and read their weights.
+
+    Must run inside the transaction that stores the new thought: the weight it inherits and the
+    superseding it writes then see the same, current rows.
+    """
+    rows = {
+        t.id: t
+        for t in Thought.objects.select_for_update()
+        .filter(space=space, id__in=source_ids)
+        .order_by("id")
+        .only("id", "pheromone_weight")
+    }
+    missing = [str(i) for i in source_ids if i not in rows]
+    if missing:
+        raise NotFound(f"Thoughts no longer exist in this space: {', '.join(missing)}.", code="THOUGHT_NOT_FOUND")
+    return [rows[i] for i in source_ids]
+
+
+def lineage_supersede(*, thought: Thought, source_ids: list[uuid.UUID]) -> int:
+    """Mark the sources superseded by ``thought`` (the newest refiner); returns how many rows changed."""
+    return (
+        Thought.objects.filter(id__in=source_ids)
+        .filter(~Q(id=thought.id))
+        .update(superseded=True, refined_by=thought, superseded_at=Coalesce("superseded_at", Now()))
+    )

@@ -1,0 +1,425 @@
+"""The memory endpoint's orchestration (SPEC 2.2), one small step function per step.
+
+:func:`memory_run` runs :data:`MEMORY_STEPS` in order over one :class:`MemoryCall`, then renders
+the wire response of the seed brain. A step reads and writes the call object only; guidance is a
+list of messages joined at the end. Adding a step (category checks, quality flags, corrections,
+contradiction detection) means writing one function and putting it at its place in the list.
+
+Transactions are per step and short: the contribution (insert + superseding its sources) is one
+transaction, the reinforcement of what was returned another, each locking its rows in id order, so
+concurrent calls neither lose updates nor deadlock, and the slow model call holds no lock at all.
+Everything that can refuse a request (validation, unknown ids, the embedding) runs before the
+first write, so a refused call changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import CharField, F, Func, Value
+
+from brain import embedding as embedder
+from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
+from brain.models import QueryLog, Thought
+from brain.ranking import Candidate
+from brain.selectors import activity, search
+from brain.selectors.lineage import PREVIEW_CHARS, lineage_summary
+from brain.services import lineage, pheromones
+from brain.services.thoughts import thought_create
+from core.errors import ServiceFailure
+from core.models import Agent, Space
+
+logger = logging.getLogger("colony.brain")
+
+# --- contribution threshold (SPEC 2.2) ------------------------------------------------------------
+MIN_CONTRIBUTION_CHARS = 50  # a contribution is longer than this, trimmed
+LONE_QUESTION = re.compile(r"^[^.!]*\?$")
+FOLLOW_UP_PREFIXES = ("based on", "you said", "you told me", "regarding your", "about your response")
+
+# --- guidance -------------------------------------------------------------------------------------
+NEAR_DUPLICATE_REFINE = 0.85  # top hit above this: suggest refining it
+NEAR_DUPLICATE_FLAG = 0.90  # above this: flag near_duplicate and suggest consolidating
+DISAMBIGUATION_MIN_RESULTS = 10
+DISAMBIGUATION_MIN_TAGS = 3
+
+DEFAULT_LIMIT = 10
+
+
+def contribution_threshold_met(prompt: str) -> bool:
+    """Whether a prompt is knowledge worth storing rather than a question or a follow-up.
+
+    Longer than 50 characters once trimmed, not a lone question (``^[^.!]*\\?$``: one sentence
+    ending in "?"), and not a follow-up to an earlier answer ("based on", "you said", ...).
+    """
+    text = prompt.strip()
+    if len(text) <= MIN_CONTRIBUTION_CHARS:
+        return False
+    if LONE_QUESTION.match(text):
+        return False
+    return not text.lower().startswith(FOLLOW_UP_PREFIXES)
+
+
+@dataclass
+class MemoryCall:
+    """Everything one memory call knows, filled in step by step."""
+
+    agent: Agent
+    space: Space
+    request: dict[str, Any]
+    session_id: str = ""
+    new_session: bool = False
+    lineage_ids: list[uuid.UUID] = field(default_factory=list)
+    threshold_met: bool = False
+    contribute: bool = False
+    bypass: str | None = None  # why the threshold did not apply: refines | consolidates | correction
+    vector: list[float] | None = None
+    thought: Thought | None = None
+    search: search.SearchResult | None = None
+    query_log: QueryLog | None = None
+    disambiguation: dict | None = None
+    highways: list[dict] = field(default_factory=list)
+    pending_corrections: list[dict] = field(default_factory=list)
+    lineage_summary: dict | None = None
+    guidance: list[str] = field(default_factory=list)
+    operations: list[str] = field(default_factory=list)
+
+    @property
+    def prompt(self) -> str:
+        return self.request["prompt"].strip()
+
+    @property
+    def sources(self) -> list[Candidate]:
+        return self.search.candidates if self.search else []
+
+    @property
+    def thought_type(self) -> str:
+        if self.request.get("refines") is not None:
+            return ThoughtType.REFINEMENT
+        if self.request.get("consolidates") is not None:
+            return ThoughtType.CONSOLIDATION
+        return ThoughtType.ORIGINAL
+
+    @property
+    def agent_ref(self) -> str:
+        return self.request.get("agent_id") or self.agent.name
+
+
+# --- the steps, in SPEC 2.2 order -----------------------------------------------------------------
+def step_validate(call: MemoryCall) -> None:
+    """Lineage rules and every referenced id, before anything is written (types are the serializer's)."""
+    request = call.request
+    call.lineage_ids = lineage.lineage_validate(
+        refines=request.get("refines"), consolidates=request.get("consolidates")
+    )
+    lineage_field = "refines" if request.get("refines") is not None else "consolidates"
+    lineage.thoughts_require(space=call.space, ids=call.lineage_ids, field=lineage_field)
+    lineage.thoughts_require(space=call.space, ids=request.get("related_thoughts") or [], field="related_thoughts")
+    lineage.thoughts_require(space=call.space, ids=request.get("supersedes") or [], field="supersedes")
+    call.operations.append("validate")
+
+
+def step_session(call: MemoryCall) -> None:
+    given = call.request.get("session_id")
+    call.new_session = not given
+    call.session_id = given or str(uuid.uuid4())
+    call.operations.append("session:new" if call.new_session else "session:continue")
+
+
+def step_threshold(call: MemoryCall) -> None:
+    """Contribute when the threshold is met, or always for refines / consolidates / a correction."""
+    call.threshold_met = contribution_threshold_met(call.prompt)
+    if call.request.get("refines") is not None:
+        call.bypass = "refines"
+    elif call.request.get("consolidates") is not None:
+        call.bypass = "consolidates"
+    elif call.request.get("thought_category") == ThoughtCategory.CORRECTION:
+        call.bypass = "correction"
+    call.contribute = call.threshold_met or call.bypass is not None
+    if call.bypass:
+        call.operations.append(f"threshold:bypassed({call.bypass})")
+    else:
+        call.operations.append("threshold:met" if call.threshold_met else "threshold:not_met")
+
+
+def step_embed(call: MemoryCall) -> None:
+    """Embed the prompt once: the same vector is the query and the stored thought's embedding."""
+    try:
+        call.vector = embedder.embed(call.prompt)
+    except embedder.EmbeddingError as exc:
+        logger.error("Embedding failed: %s", exc)
+        raise ServiceFailure(f"Could not embed the prompt: {exc}", code="EMBEDDING_FAILED") from exc
+    call.operations.append("embed")
+
+
+def _thought_fields(call: MemoryCall) -> dict[str, Any]:
+    request = call.request
+    metadata: dict[str, Any] = {"session_id": call.session_id}
+    if request.get("context"):
+        metadata["context"] = request["context"]
+    return {
+        "context_metadata": metadata,
+        "thought_category": request.get("thought_category") or ThoughtCategory.UNCATEGORIZED,
+        "topic": request.get("topic") or "",
+        "temporal_scope": request.get("temporal_scope"),
+        "source_ref": request.get("source_ref"),
+        "alternatives_considered": request.get("alternatives_considered") or "",
+        "corrected_fact": request.get("corrected_fact") or "",
+        "correct_fact": request.get("correct_fact") or "",
+        "supersedes": list(request.get("supersedes") or []),
+        "tags": list(dict.fromkeys(request.get("tags") or [])),
+    }
+
+
+def step_contribute(call: MemoryCall) -> None:
+    """Store the prompt as a thought; for refines/consolidates inherit weight and supersede the sources."""
+    if not call.contribute:
+        return
+    with transaction.atomic():
+        sources = lineage.lineage_lock_sources(space=call.space, source_ids=call.lineage_ids)
+        weight = lineage.lineage_inherited_weight(
+            thought_type=call.thought_type, source_weights=[s.pheromone_weight for s in sources]
+        )
+        call.thought = thought_create(
+            space=call.space,
+            content=call.prompt,
+            contributor_id=call.agent_ref,
+            contributor_name=call.request.get("agent_name") or call.agent_ref,
+            agent=call.agent,
+            thought_type=call.thought_type,
+            embedding=call.vector,
+            source_ids=list(call.lineage_ids),
+            pheromone_weight=weight,
+            related_thoughts=list(call.request.get("related_thoughts") or []),
+            **_thought_fields(call),
+        )
+        if call.lineage_ids:
+            lineage.lineage_supersede(thought=call.thought, source_ids=call.lineage_ids)
+    call.operations.append(f"contribute:{call.thought_type}")
+
+
+def step_retrieve(call: MemoryCall) -> None:
+    """Ranked retrieval without the thought this call stored (it would always match itself)."""
+    request = call.request
+    call.search = search.thought_search(
+        space=call.space,
+        vector=call.vector,
+        query_text=call.prompt,
+        limit=request.get("limit") or DEFAULT_LIMIT,
+        filter_topic=request.get("filter_topic") or None,
+        filter_category=request.get("filter_category") or None,
+        exclude_ids=[call.thought.id] if call.thought else [],
+    )
+    call.operations.append(f"retrieve:{len(call.sources)}")
+
+
+def step_reinforce(call: MemoryCall) -> None:
+    """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6)."""
+    ids = [candidate.id for candidate in call.sources]
+    pheromones.thoughts_reinforce(space=call.space, thought_ids=ids, agent_name=call.agent.name)
+    call.query_log = QueryLog.objects.create(
+        space=call.space,
+        agent=call.agent,
+        agent_ref=call.agent_ref,
+        session_id=call.session_id,
+        query_text=call.prompt,
+        results=[{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources],
+    )
+    call.operations.append(f"reinforce:{len(ids)}")
+
+
+def step_disambiguation(call: MemoryCall) -> None:
+    """Many results spread over several tags: offer the tags to narrow the question."""
+    if len(call.sources) < DISAMBIGUATION_MIN_RESULTS:
+        return
+    by_tag: dict[str, list[str]] = {}
+    for candidate in call.sources:
+        for tag in dict.fromkeys(candidate.thought.tags or []):
+            by_tag.setdefault(tag, []).append(candidate.id)
+    if len(by_tag) < DISAMBIGUATION_MIN_TAGS:
+        return
+    counts = Counter({tag: len(ids) for tag, ids in by_tag.items()})
+    call.disambiguation = {
+        "message": f"Your query matches thoughts under {len(by_tag)} different tags; "
+        "narrow it (e.g. with filter_topic or more specific words) if you meant one of them.",
+        "options": [{"tag": tag, "count": count, "thought_ids": by_tag[tag]} for tag, count in counts.most_common()],
+    }
+    call.operations.append("disambiguation")
+
+
+def step_onboarding(call: MemoryCall) -> None:
+    """An agent's first memory call gets the house rules."""
+    if activity.agent_has_queried(space=call.space, agent=call.agent, before_id=call.query_log.pk):
+        return
+    call.guidance.append(
+        f"Welcome to the shared brain, {call.agent.name}. Query it before you start work; contribute what you "
+        "learned as self-contained statements of more than 50 characters (questions are not stored); reuse "
+        'trace.session_id within one conversation; improve an existing thought with "refines": "<id>" and '
+        'merge duplicates with "consolidates": ["<id>", "<id>"].'
+    )
+    call.operations.append("onboarding")
+
+
+def step_near_duplicate(call: MemoryCall) -> None:
+    """A new thought very close to an existing one: suggest refining it, or flag it and suggest merging."""
+    if call.thought is None:
+        return
+    exclude = [call.thought.id, *call.lineage_ids]
+    nearest = search.thought_nearest(space=call.space, vector=call.vector, exclude_ids=exclude, limit=1)
+    if not nearest:
+        return
+    other, similarity = nearest[0]
+    if similarity > NEAR_DUPLICATE_FLAG:
+        _add_flag(call.thought, QualityFlag.NEAR_DUPLICATE)
+        call.guidance.append(
+            f"Near-duplicate: thought {other.id} says almost the same (similarity {similarity:.2f}): "
+            f'"{other.content[:PREVIEW_CHARS]}". Yours is flagged near_duplicate; merge them with '
+            f'"consolidates": ["{other.id}", "{call.thought.id}"].'
+        )
+        call.operations.append("near_duplicate:consolidate")
+    elif similarity > NEAR_DUPLICATE_REFINE:
+        call.guidance.append(
+            f"A similar thought exists: {other.id} (similarity {similarity:.2f}): "
+            f'"{other.content[:PREVIEW_CHARS]}". If yours updates it, send it with "refines": "{other.id}".'
+        )
+        call.operations.append("near_duplicate:refine")
+
+
+def _add_flag(thought: Thought, flag: str) -> None:
+    """Append a quality flag in the database (idempotent, no read-modify-write)."""
+    if flag in thought.quality_flags:
+        return
+    Thought.objects.filter(pk=thought.pk).exclude(quality_flags__contains=[flag]).update(
+        quality_flags=Func(F("quality_flags"), Value(flag, output_field=CharField()), function="array_append")
+    )
+    thought.quality_flags = [*thought.quality_flags, flag]
+
+
+def step_implicit_feedback(call: MemoryCall) -> None:
+    """A session that contributes after being shown thoughts probably used them: +0.02 each."""
+    if call.thought is None or call.new_session:
+        return
+    shown = activity.session_shown_ids(space=call.space, session_id=call.session_id, before_id=call.query_log.pk)
+    shown.discard(str(call.thought.id))
+    count = pheromones.thoughts_feedback(space=call.space, thought_ids=shown)
+    if count:
+        call.operations.append(f"implicit_feedback:{count}")
+
+
+def step_highways(call: MemoryCall) -> None:
+    call.highways = activity.thought_highways_nearby(space=call.space, vector=call.vector)
+    call.operations.append(f"highways:{len(call.highways)}")
+
+
+def step_pending_corrections(call: MemoryCall) -> None:
+    call.pending_corrections = activity.suggestion_pending_list(
+        space=call.space, agent=call.agent, session_id=call.session_id
+    )
+    if call.pending_corrections:
+        call.guidance.append(
+            f"{len(call.pending_corrections)} pending correction suggestion(s) concern your work: "
+            "see result.pending_corrections and accept or dismiss them."
+        )
+        call.operations.append(f"pending_corrections:{len(call.pending_corrections)}")
+
+
+def step_lineage_summary(call: MemoryCall) -> None:
+    """trace.lineage_summary for the stored thought, else for the best source that has lineage."""
+    subject = call.thought if call.thought is not None and call.thought.source_ids else None
+    if subject is None:
+        subject = next(
+            (c.thought for c in call.sources if c.thought.superseded or c.thought.source_ids),
+            None,
+        )
+    if subject is not None:
+        call.lineage_summary = lineage_summary(space=call.space, thought=subject)
+
+
+MEMORY_STEPS = [
+    step_validate,
+    step_session,
+    step_threshold,
+    step_embed,
+    step_contribute,
+    step_retrieve,
+    step_reinforce,
+    step_disambiguation,
+    step_onboarding,
+    step_near_duplicate,
+    step_implicit_feedback,
+    step_highways,
+    step_pending_corrections,
+    step_lineage_summary,
+]
+
+
+# --- the response ---------------------------------------------------------------------------------
+def source_render(candidate: Candidate) -> dict[str, Any]:
+    thought = candidate.thought
+    return {
+        "thought_id": candidate.id,
+        "contributor": thought.contributor_name,
+        "score": round(candidate.score, 4),
+        "content_preview": thought.content[:PREVIEW_CHARS],
+        "refined_by": str(thought.refined_by_id) if thought.refined_by_id else None,
+        "superseded": thought.superseded,
+        "thought_category": thought.thought_category,
+        "topic": thought.topic,
+        "temporal_scope": thought.temporal_scope.isoformat() if thought.temporal_scope else None,
+        "quality_flags": list(thought.quality_flags or []),
+        "matching_reason": candidate.matching_reason,
+        "effective_confidence": thought.effective_confidence,
+    }
+
+
+def _response_text(call: MemoryCall) -> str:
+    parts = []
+    if call.thought is not None:
+        kind = {ThoughtType.ORIGINAL: "thought"}.get(call.thought_type, call.thought_type)
+        parts.append(f"Stored your {kind} as {call.thought.id}.")
+    if call.sources:
+        top = call.sources[0]
+        parts.append(
+            f"Found {len(call.sources)} relevant thought(s). Best ({top.score:.2f}, "
+            f"{top.thought.contributor_name}): {top.thought.content[:200]}"
+        )
+    else:
+        parts.append("No relevant thoughts found in the brain yet.")
+    return " ".join(parts)
+
+
+def memory_render(call: MemoryCall) -> dict[str, Any]:
+    return {
+        "result": {
+            "response": _response_text(call),
+            "sources": [source_render(candidate) for candidate in call.sources],
+            "highways_nearby": call.highways,
+            "disambiguation": call.disambiguation,
+            "guidance": "\n".join(call.guidance) if call.guidance else None,
+            "pending_corrections": call.pending_corrections,
+        },
+        "trace": {
+            "session_id": call.session_id,
+            "operations": call.operations,
+            "thoughts_retrieved": len(call.sources),
+            "thoughts_contributed": 1 if call.thought is not None else 0,
+            "contribution_threshold_met": call.threshold_met,
+            "context_used": bool(call.request.get("context")),
+            "retrieval_method": call.search.method if call.search else None,
+            "thought_id": str(call.thought.id) if call.thought is not None else None,
+            "lineage_summary": call.lineage_summary,
+        },
+    }
+
+
+def memory_run(*, agent: Agent, request: dict[str, Any]) -> dict[str, Any]:
+    """One memory call: the validated request (see brain.apis.memory) in, the wire response out."""
+    call = MemoryCall(agent=agent, space=agent.space, request=request)
+    for step in MEMORY_STEPS:
+        step(call)
+    return memory_render(call)

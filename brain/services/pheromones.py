@@ -1,0 +1,107 @@
+"""Pheromones (SPEC 2.3, 2.6): reinforcement on access, implicit feedback, hourly decay.
+
+Every write here is one UPDATE computed by PostgreSQL from the current row (never a value read
+into Python and written back), so concurrent requests can't lose each other's increments. Rows are
+locked in id order first, so two requests touching overlapping sets can't deadlock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, Greatest, Least
+from django.utils import timezone
+
+from brain.models import Thought
+from brain.ranking import PHEROMONE_MAX
+from core.models import Space
+
+REINFORCE_STEP = 0.05  # per access, capped at PHEROMONE_MAX
+CO_RETRIEVAL_PARTNERS_MAX = 50  # partners kept per thought: the current ones, then the most frequent
+FEEDBACK_STEP = 0.02  # implicit feedback: the session contributed after being shown the thought
+DECAY_FACTOR = 0.995
+DECAY_FLOOR = 0.1
+DECAY_IDLE = timedelta(hours=1)
+
+_REINFORCE_SQL = """
+UPDATE brain_thought AS t SET
+    access_count = t.access_count + 1,
+    pheromone_weight = LEAST(%(max)s, t.pheromone_weight + %(step)s),
+    last_accessed = %(now)s,
+    accessed_by = CASE WHEN %(agent)s::varchar = ANY(t.accessed_by) THEN t.accessed_by
+                       ELSE array_append(t.accessed_by, %(agent)s::varchar) END,
+    co_retrieved_with = (
+        SELECT COALESCE(jsonb_object_agg(kept.k, kept.c), '{}'::jsonb) FROM (
+            SELECT merged.k, SUM(merged.c)::int AS c FROM (
+                SELECT key AS k, (value #>> '{}')::int AS c, 0 AS now FROM jsonb_each(t.co_retrieved_with)
+                UNION ALL
+                SELECT partner, 1, 1 FROM unnest(%(ids)s::text[]) AS partner WHERE partner <> t.id::text
+            ) AS merged
+            GROUP BY merged.k
+            ORDER BY MAX(merged.now) DESC, SUM(merged.c) DESC, merged.k
+            LIMIT %(cap)s
+        ) AS kept
+    )
+WHERE t.space_id = %(space)s AND t.id = ANY(%(ids)s::uuid[])
+"""
+
+
+def _lock_in_order(*, space: Space, ids: list[str]) -> None:
+    list(Thought.objects.select_for_update().filter(space=space, id__in=ids).order_by("id").values_list("id"))
+
+
+def thoughts_reinforce(*, space: Space, thought_ids: Iterable[str | uuid.UUID], agent_name: str) -> int:
+    """One access to each thought by ``agent_name``: count, weight, who, when, and co-retrieval.
+
+    Every thought returned together counts each other as a co-retrieval partner (+1). At most
+    CO_RETRIEVAL_PARTNERS_MAX partners are kept: this access's partners, then the most frequent
+    earlier ones, so a new partner always gets in and the rarest old one makes room.
+    """
+    ids = sorted(dict.fromkeys(str(i) for i in thought_ids))
+    if not ids:
+        return 0
+    with transaction.atomic():
+        _lock_in_order(space=space, ids=ids)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _REINFORCE_SQL,
+                {
+                    "max": PHEROMONE_MAX,
+                    "step": REINFORCE_STEP,
+                    "now": timezone.now(),
+                    "agent": agent_name,
+                    "ids": ids,
+                    "cap": CO_RETRIEVAL_PARTNERS_MAX,
+                    "space": space.pk,
+                },
+            )
+            return cursor.rowcount
+
+
+def thoughts_feedback(*, space: Space, thought_ids: Iterable[str | uuid.UUID], step: float = FEEDBACK_STEP) -> int:
+    """Implicit feedback: +``step`` weight (capped) to thoughts a session saw before it contributed."""
+    ids = sorted(dict.fromkeys(str(i) for i in thought_ids))
+    if not ids:
+        return 0
+    with transaction.atomic():
+        _lock_in_order(space=space, ids=ids)
+        return Thought.objects.filter(space=space, id__in=ids).update(
+            pheromone_weight=Least(Value(PHEROMONE_MAX), F("pheromone_weight") + step)
+        )
+
+
+def thoughts_decay(*, now: datetime | None = None) -> int:
+    """Hourly: ``max(0.1, w·0.995)`` for every thought not accessed in the last hour.
+
+    Never-accessed thoughts count from ``created_at``. Returns how many weights changed.
+    """
+    cutoff = (now or timezone.now()) - DECAY_IDLE
+    return (
+        Thought.objects.alias(seen=Coalesce("last_accessed", "created_at"))
+        .filter(seen__lt=cutoff, pheromone_weight__gt=DECAY_FLOOR)
+        .update(pheromone_weight=Greatest(Value(DECAY_FLOOR), F("pheromone_weight") * DECAY_FACTOR))
+    )

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Post a coding agent's finished turn to Colony's quality loop (POST /api/v1/turns).
+
+Made to be a Claude Code ``Stop`` hook, usable by any agent runner. Standard library only.
+
+It never gets in the agent's way: whatever happens (Colony down, slow, bad input, a bug here) it
+exits 0 within ``COLONY_HOOK_TIMEOUT`` seconds and writes nothing to stdout (a Stop hook's stdout
+can steer the agent); problems go to stderr as one line.
+
+Input, first match wins:
+
+1. Command-line: ``--prompt TEXT --response TEXT [--session-id ID] [--turn-id ID]
+   [--used UUID ...] [--contradicted UUID ...] [--injected UUID ...]``.
+2. JSON on stdin with ``transcript_path`` (what Claude Code gives a Stop hook): the last user
+   prompt of the transcript and everything the assistant did after it (text and tool calls).
+3. JSON on stdin with ``user_prompt`` and ``assistant_response`` (and optionally ``session_id``,
+   ``turn_id``, ``tool_calls``, ``used_ids``, ``contradicted_ids``, ``injected_ids``): posted as is.
+
+Explicit feedback: besides ``--used``/``--contradicted``, the agent may write
+``colony:used <uuid>`` or ``colony:contradicted <uuid>`` (several ids separated by commas or
+spaces) anywhere in its response; those ids are sent as ``used_ids``/``contradicted_ids``.
+
+Environment: ``COLONY_URL`` (e.g. http://127.0.0.1:8000), ``COLONY_TOKEN`` (the agent's token),
+optional ``COLONY_SESSION_ID`` (the session id the agent passes to /api/v1/memory; default: the
+runner's session id from stdin), ``COLONY_HOOK_TIMEOUT`` (seconds, default 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import select
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+DEFAULT_TIMEOUT = 3.0
+MAX_TRANSCRIPT_BYTES = 8 * 1024 * 1024  # only the tail of a huge transcript is read
+MAX_TOOL_INPUT_CHARS = 2000
+UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+FEEDBACK = re.compile(rf"colony:(used|contradicted)\s+((?:{UUID}(?:\s*,\s*|\s+)?)+)", re.IGNORECASE)
+
+
+def note(message: str) -> None:
+    try:
+        sys.stderr.write(f"colony hook: {message}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def read_stdin(deadline_seconds: float) -> str:
+    if sys.stdin is None or sys.stdin.isatty():
+        return ""
+    ready, _, _ = select.select([sys.stdin], [], [], deadline_seconds)
+    return sys.stdin.read() if ready else ""
+
+
+def _text_of(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def _is_prompt(entry: dict) -> bool:
+    if entry.get("type") != "user" or entry.get("isSidechain") or entry.get("isMeta"):
+        return False
+    content = (entry.get("message") or {}).get("content")
+    if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        return False
+    return bool(_text_of(content).strip())
+
+
+def turn_from_transcript(path: str) -> dict | None:
+    """The last prompt of a Claude Code transcript (JSON Lines) and the assistant's work after it."""
+    with open(os.path.expanduser(path), "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(0, size - MAX_TRANSCRIPT_BYTES))
+        raw = handle.read().decode("utf-8", errors="replace")
+    entries = []
+    for line in raw.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a partial first line of the tail, or a line being written
+        if isinstance(entry, dict):
+            entries.append(entry)
+    start = next((i for i in range(len(entries) - 1, -1, -1) if _is_prompt(entries[i])), None)
+    if start is None:
+        return None
+    prompt_entry = entries[start]
+    texts, tool_calls = [], []
+    for entry in entries[start + 1 :]:
+        if entry.get("type") != "assistant" or entry.get("isSidechain"):
+            continue
+        content = (entry.get("message") or {}).get("content")
+        if isinstance(content, str):
+            texts.append(content)
+            continue
+        for block in content or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and block.get("text"):
+                texts.append(block["text"])
+            elif block.get("type") == "tool_use":
+                tool_input = json.dumps(block.get("input", {}), ensure_ascii=False)
+                if len(tool_input) > MAX_TOOL_INPUT_CHARS:
+                    tool_input = tool_input[:MAX_TOOL_INPUT_CHARS] + "…"
+                    tool_calls.append({"name": block.get("name"), "input_truncated": tool_input})
+                else:
+                    tool_calls.append({"name": block.get("name"), "input": block.get("input", {})})
+    return {
+        "turn_id": prompt_entry.get("uuid") or "",
+        "user_prompt": _text_of((prompt_entry.get("message") or {}).get("content")),
+        "assistant_response": "\n\n".join(texts),
+        "tool_calls": tool_calls,
+    }
+
+
+def feedback_from_text(text: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {"used": [], "contradicted": []}
+    for kind, ids in FEEDBACK.findall(text or ""):
+        for thought_id in re.findall(UUID, ids):
+            if thought_id.lower() not in found[kind.lower()]:
+                found[kind.lower()].append(thought_id.lower())
+    return found
+
+
+def build_turn(args: argparse.Namespace, stdin_text: str) -> dict | None:
+    hook_input: dict = {}
+    if stdin_text.strip():
+        try:
+            parsed = json.loads(stdin_text)
+            hook_input = parsed if isinstance(parsed, dict) else {}
+        except ValueError:
+            note("stdin is not JSON; ignored")
+    if args.prompt is not None or args.response is not None:
+        turn = {"user_prompt": args.prompt or "", "assistant_response": args.response or "", "tool_calls": []}
+    elif hook_input.get("transcript_path"):
+        turn = turn_from_transcript(hook_input["transcript_path"])
+        if turn is None:
+            note("no user prompt found in the transcript")
+            return None
+    elif "user_prompt" in hook_input or "assistant_response" in hook_input:
+        turn = {
+            key: hook_input[key]
+            for key in ("turn_id", "user_prompt", "assistant_response", "tool_calls")
+            if key in hook_input
+        }
+    else:
+        note("no turn given (arguments or JSON on stdin)")
+        return None
+    turn.setdefault("user_prompt", "")
+    turn.setdefault("assistant_response", "")
+    turn["session_id"] = (
+        args.session_id or os.environ.get("COLONY_SESSION_ID") or hook_input.get("session_id") or "default"
+    )
+    turn_id = args.turn_id or turn.get("turn_id")
+    if not turn_id:  # stable for the same turn, so a hook firing twice is counted once
+        digest = hashlib.sha256((turn["user_prompt"] + "\0" + turn["assistant_response"]).encode()).hexdigest()
+        turn_id = digest[:32]
+    turn["turn_id"] = str(turn_id)[:200]
+    marked = feedback_from_text(turn["assistant_response"])
+    for key, given in (("used_ids", args.used), ("contradicted_ids", args.contradicted)):
+        ids = list(hook_input.get(key) or []) + list(given or []) + marked[key.split("_")[0]]
+        if ids:
+            turn[key] = list(dict.fromkeys(ids))
+    injected = args.injected or hook_input.get("injected_ids")
+    if injected is not None:
+        turn["injected_ids"] = list(injected)
+    return turn
+
+
+def unknown_ids(error: urllib.error.HTTPError) -> set[str]:
+    """The ids a 400 UNKNOWN_THOUGHT answer names (empty for any other error)."""
+    if error.code != 400:
+        return set()
+    try:
+        body = json.loads(error.read(100_000).decode("utf-8"))
+        details = body["error"]
+        return {str(i).lower() for i in details.get("ids", [])} if details.get("code") == "UNKNOWN_THOUGHT" else set()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return set()
+
+
+def post(url: str, token: str, turn: dict, timeout: float) -> int:
+    request = urllib.request.Request(
+        url.rstrip("/") + "/api/v1/turns",
+        data=json.dumps(turn).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - URL from the operator
+        return response.status
+
+
+def run(argv: list[str], timeout: float, result: dict) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompt")
+    parser.add_argument("--response")
+    parser.add_argument("--session-id")
+    parser.add_argument("--turn-id")
+    parser.add_argument("--used", action="append")
+    parser.add_argument("--contradicted", action="append")
+    parser.add_argument("--injected", action="append")
+    args, _unknown = parser.parse_known_args(argv)
+    url, token = os.environ.get("COLONY_URL", ""), os.environ.get("COLONY_TOKEN", "")
+    if not url or not token:
+        note("COLONY_URL and COLONY_TOKEN must be set; turn not sent")
+        return
+    stdin_text = "" if args.prompt is not None or args.response is not None else read_stdin(timeout / 3)
+    turn = build_turn(args, stdin_text)
+    if turn is None:
+        return
+    try:
+        try:
+            result["status"] = post(url, token, turn, timeout)
+        except urllib.error.HTTPError as exc:
+            unknown = unknown_ids(exc)
+            if not unknown:
+                raise
+            # A mistyped or foreign id in the feedback must not lose the whole turn: send it without.
+            note(f"Colony does not know {', '.join(unknown)}; sending the turn without those ids")
+            for key in ("used_ids", "contradicted_ids", "injected_ids"):
+                if key in turn:
+                    turn[key] = [i for i in turn[key] if i.lower() not in unknown]
+            result["status"] = post(url, token, turn, timeout)
+    except urllib.error.HTTPError as exc:
+        body = exc.read(300).decode("utf-8", errors="replace")
+        note(f"Colony answered {exc.code}: {body}")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        note(f"could not reach Colony at {url}: {exc}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        timeout = float(os.environ.get("COLONY_HOOK_TIMEOUT", DEFAULT_TIMEOUT))
+    except ValueError:
+        timeout = DEFAULT_TIMEOUT
+    result: dict = {}
+
+    def guarded() -> None:
+        try:
+            run(sys.argv[1:] if argv is None else argv, timeout, result)
+        except BaseException as exc:  # never fail the agent's turn
+            note(f"error: {type(exc).__name__}: {exc}")
+
+    worker = threading.Thread(target=guarded, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        note(f"gave up after {timeout:g}s; the agent continues")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        try:
+            sys.stderr.flush()
+        finally:
+            os._exit(0)  # at once, even if a network call is still hanging in the worker thread

@@ -1,0 +1,63 @@
+"""The quality loop's numbers in one place (SPEC 4.3, 4.4; seeds/004 sections 2 and 4).
+
+Pure functions and constants, so the formulas the database updates implement can be tested on
+their own and read without the plumbing around them.
+
+EMAs. Each injected item that *counts* (see ``quality.services.scoring``) contributes one
+per-injection outcome x in {0, 1} to two exponential moving averages on its thought:
+``usage_score`` (x = the item was used) and ``contradiction_score`` (x = it was contradicted):
+
+    S_n = GAMMA * x_n + (1 - GAMMA) * S_(n-1),   S_0 = 0   (null in the database = no history)
+
+Starting from 0 rather than from the first observation is deliberate: one verdict moves a score by
+GAMMA = 0.3, so a single (possibly wrong) contradiction demotes a thought to 0.4, not to 0, and
+"no history" is exactly the same as scores of 0 for the formula below.
+
+Effective confidence, the ranking multiplier (stored confidence is 1 in Colony):
+
+    effective_confidence = max(0, 1 + ALPHA * usage_score - BETA * contradiction_score)
+
+with ALPHA = 0.5 and BETA = 2.0: a contradiction punishes four times harder than a use rewards
+("wrong information is more costly than missing information"). No history gives exactly 1.0.
+"""
+
+from __future__ import annotations
+
+GAMMA = 0.3  # EMA smoothing factor
+ALPHA = 0.5  # reward per unit of usage EMA
+BETA = 2.0  # penalty per unit of contradiction EMA
+
+# Targets of SPEC 4.3 / seeds/004 section 2, with the direction that meets them.
+TARGETS: dict[str, tuple[str, float]] = {
+    "on_topic_rate": (">=", 0.80),
+    "usage_rate": (">=", 0.50),
+    "contradiction_rate": ("<=", 0.05),
+    "discovery_rate": (">=", 0.70),
+}
+WINDOW_DAYS = 7  # every metric is reported over a rolling window of this many days
+DISCOVERY_DAYS = 14  # a raised contradiction must be superseded within this many days
+FALSE_DEMOTION_DAYS = 7  # a demotion undone within this many days was a false demotion
+JUDGE_MIN_AGREEMENT = 0.85  # a judge below this on any metric is not trusted for ranking
+JUDGE_METRICS = ("on_topic", "used", "contradicted")
+
+
+def ema(previous: float | None, outcome: float, gamma: float = GAMMA) -> float:
+    """One EMA step; ``previous=None`` (no history) starts from 0."""
+    return gamma * outcome + (1.0 - gamma) * (previous or 0.0)
+
+
+def effective_confidence(usage_score: float | None, contradiction_score: float | None) -> float:
+    """The ranking multiplier; 1.0 for a thought with no history."""
+    return max(0.0, 1.0 + ALPHA * (usage_score or 0.0) - BETA * (contradiction_score or 0.0))
+
+
+def rate(numerator: int, denominator: int) -> float | None:
+    """A ratio, or None when there is nothing to measure (never a misleading 0%)."""
+    return numerator / denominator if denominator else None
+
+
+def meets_target(metric: str, value: float | None) -> bool | None:
+    if value is None or metric not in TARGETS:
+        return None
+    comparison, target = TARGETS[metric]
+    return value >= target if comparison == ">=" else value <= target

@@ -1,0 +1,183 @@
+"""Reads of the quality loop: judge trust, the four metrics with history, the ranking multiplier.
+
+Metrics come from the daily rollups only (``quality.services.rollups``): a rate over a window is
+the ratio of the window's summed counts (not an average of daily rates), so a quiet day weighs
+what it measured. A rate with nothing to measure is ``null``, never 0.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Max
+from django.utils import timezone
+
+from core.models import Space
+from core.selectors import agent_get
+from quality import formulas
+from quality.models import JudgeValidation, QualityRollup
+from quality.services.rollups import COUNT_FIELDS
+
+
+@dataclass(frozen=True)
+class JudgeTrust:
+    judge_name: str
+    trusted: bool
+    validation: JudgeValidation | None
+
+    @property
+    def ranking_feedback(self) -> str:
+        """What moves the EMAs that ranking uses."""
+        return "judge_and_explicit" if self.trusted else "explicit_only"
+
+
+def judge_trust(*, judge_name: str) -> JudgeTrust:
+    """Trusted = the judge's latest validation reached 85% agreement on every metric.
+
+    A judge never validated is not trusted: ranking then learns from explicit feedback only.
+    """
+    latest = JudgeValidation.objects.filter(judge_name=judge_name).order_by("-created_at", "-id").first()
+    trusted = latest is not None and all(
+        getattr(latest, f"{metric}_agreement") >= formulas.JUDGE_MIN_AGREEMENT for metric in formulas.JUDGE_METRICS
+    )
+    return JudgeTrust(judge_name=judge_name, trusted=trusted, validation=latest)
+
+
+def quality_multiplier(*, effective_confidence: float | None) -> float:
+    """The factor ranking applies for the quality loop: the thought's effective confidence while
+    ``QUALITY_RANKING_ENABLED``, else 1.0. Nothing else depends on the switch: EMAs keep being
+    maintained while it is off, so switching it back on needs no recomputation."""
+    if not settings.QUALITY_RANKING_ENABLED or effective_confidence is None:
+        return 1.0
+    return effective_confidence
+
+
+def metric_values(counts: Counter) -> dict[str, float | None]:
+    """The five rates of a set of summed rollup counts."""
+    decided = counts["contradictions_raised"] - counts["contradictions_pending"]
+    return {
+        "on_topic_rate": formulas.rate(counts["on_topic"], counts["items"]),
+        "usage_rate": formulas.rate(counts["used"], counts["items"]),
+        "contradiction_rate": formulas.rate(counts["contradicted"], counts["items"]),
+        "discovery_rate": formulas.rate(counts["contradictions_resolved"], decided),
+        "false_demotion_rate": formulas.rate(counts["false_demotions"], counts["demotions"]),
+    }
+
+
+def _metric_detail(name: str, value: float | None, numerator: int, denominator: int, **extra) -> dict:
+    comparison, target = formulas.TARGETS.get(name, (None, None))
+    return {
+        "value": value,
+        "target": target,
+        "comparison": comparison,
+        "meets_target": formulas.meets_target(name, value),
+        "numerator": numerator,
+        "denominator": denominator,
+        **extra,
+    }
+
+
+def _rates(values: dict[str, float | None]) -> dict[str, float | None]:
+    return {name: (round(value, 4) if value is not None else None) for name, value in values.items()}
+
+
+def quality_metrics(*, space: Space, agent_name: str | None = None, days: int = 30, now=None) -> dict:
+    """Current rolling-7-day metrics, their targets, and ``days`` days of history (oldest first).
+
+    Each history entry has that day's counts and rates (``daily``) and the rolling 7-day rates
+    ending that day (``rolling``): the series the dashboard charts.
+    """
+    if agent_name is not None:
+        agent_name = agent_get(space=space, name=agent_name).name  # unknown agent: 404 AGENT_NOT_FOUND
+    now = now or timezone.now()
+    today = now.date()
+    window = formulas.WINDOW_DAYS
+    first_day = today - dt.timedelta(days=days - 1)
+    rows = QualityRollup.objects.filter(
+        space=space, agent_name=agent_name or "", day__gte=first_day - dt.timedelta(days=window - 1), day__lte=today
+    )
+    per_day: dict[dt.date, Counter] = {}
+    for row in rows:
+        per_day[row.day] = Counter({field: getattr(row, field) for field in COUNT_FIELDS})
+
+    def window_counts(end: dt.date) -> Counter:
+        total: Counter = Counter({field: 0 for field in COUNT_FIELDS})
+        for offset in range(window):
+            total.update(per_day.get(end - dt.timedelta(days=offset), Counter()))
+        return total
+
+    current = window_counts(today)
+    values = metric_values(current)
+    decided = current["contradictions_raised"] - current["contradictions_pending"]
+    metrics = {
+        "on_topic_rate": _metric_detail(
+            "on_topic_rate", values["on_topic_rate"], current["on_topic"], current["items"]
+        ),
+        "usage_rate": _metric_detail("usage_rate", values["usage_rate"], current["used"], current["items"]),
+        "contradiction_rate": _metric_detail(
+            "contradiction_rate", values["contradiction_rate"], current["contradicted"], current["items"]
+        ),
+        "discovery_rate": _metric_detail(
+            "discovery_rate",
+            values["discovery_rate"],
+            current["contradictions_resolved"],
+            decided,
+            pending=current["contradictions_pending"],
+        ),
+        "false_demotion_rate": _metric_detail(
+            "false_demotion_rate",
+            values["false_demotion_rate"],
+            current["false_demotions"],
+            current["demotions"],
+            pending=current["demotions_pending"],
+        ),
+    }
+    history = []
+    for offset in range(days):
+        day = first_day + dt.timedelta(days=offset)
+        counts = per_day.get(day, Counter({field: 0 for field in COUNT_FIELDS}))
+        history.append(
+            {
+                "day": day.isoformat(),
+                "counts": {field: counts[field] for field in COUNT_FIELDS},
+                "daily": _rates(metric_values(counts)),
+                "rolling": _rates(metric_values(window_counts(day))),
+            }
+        )
+    trust = judge_trust(judge_name=settings.QUALITY_JUDGE)
+    validation = trust.validation
+    computed_at = rows.aggregate(at=Max("computed_at"))["at"]
+    return {
+        "space": space.slug,
+        "agent": agent_name,
+        "window_days": window,
+        "days": days,
+        "as_of": now.isoformat(),
+        "rolled_up_at": computed_at.isoformat() if computed_at else None,
+        "turns": current["turns"],
+        "turns_pending": current["turns_pending"],
+        "items": current["items"],
+        "metrics": metrics,
+        "judge": {
+            "name": trust.judge_name,
+            "trusted": trust.trusted,
+            "ranking_feedback": trust.ranking_feedback,
+            "min_agreement": formulas.JUDGE_MIN_AGREEMENT,
+            "validation": None
+            if validation is None
+            else {
+                "at": validation.created_at.isoformat(),
+                "source": validation.source,
+                "turns": validation.turns,
+                "items": validation.items,
+                "agreement": {
+                    metric: round(getattr(validation, f"{metric}_agreement"), 4) for metric in formulas.JUDGE_METRICS
+                },
+            },
+        },
+        "ranking_enabled": settings.QUALITY_RANKING_ENABLED,
+        "history": history,
+    }

@@ -1,0 +1,256 @@
+"""Daily rollups, turn-log expiry and the ``unverified`` flag (SPEC 4.3, 4.5; seeds/004 section 2).
+
+Rollup rows are keyed by (day, space, agent name); ``agent_name=""`` is the whole space. A day is
+the UTC calendar day a turn was *logged* (``TurnLog.created_at``). Recomputing a day deletes that
+day's rows and writes them again in one transaction, so the hourly job can recompute recent days
+as often as it likes: the last ``ROLLUP_RECOMPUTE_DAYS`` (15) days, because a contradiction raised
+on a day can still be resolved up to 14 days later and a demotion undone up to 7 days later. Days
+older than that are final. Rollups are kept forever; only the turn logs they summarise expire.
+
+Counts per row (only scored turns' items; pending turns are counted in ``turns_pending``):
+
+- ``items``, ``on_topic``, ``used``, ``contradicted``: outcomes that count (explicit feedback wins
+  over the judge), over the items injected into the day's turns. Items that are only in an agent's
+  feedback ids (``in_injection=False``: injected by an earlier call) feed their thoughts' EMAs and
+  the discovery count, but not these rates, whose denominator is "injected items".
+- Discovery, per item: each *distinct thought* contradicted in the group's turns of the day is one
+  raised contradiction, raised at its first contradicted turn that day. It is *resolved* when the
+  thought's ``superseded_at`` (a refinement, consolidation or correction) is at most 14 days after
+  that; an item superseded before the contradiction also counts as resolved (the fix already
+  existed). It is *pending* while unresolved and the 14 days are not over. Discovery rate =
+  resolved / (raised - pending): undecided contradictions are left out instead of counting as
+  failures, and the endpoint reports how many are pending.
+- Demotions, per item: each distinct thought whose effective confidence fell from >= 1.0 to below
+  1.0 through a turn of the group that day (``ConfidenceChange``). A *false demotion* is one whose
+  thought is back at >= 1.0 within 7 days. ``false_demotion_rate`` = false demotions / demotions in
+  the window (a lower bound while some of them still have time to recover: ``demotions_pending``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter, defaultdict
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import connection, models, transaction
+from django.db.models import Count, Exists, F, Func, Min, OuterRef, Q, Value
+from django.utils import timezone
+
+from brain.choices import QualityFlag, SuggestionStatus
+from brain.models import CorrectionSuggestion, Thought
+from quality import formulas
+from quality.choices import TurnStatus, VerdictSource
+from quality.models import ConfidenceChange, QualityRollup, TurnItem, TurnLog
+
+ROLLUP_RECOMPUTE_DAYS = formulas.DISCOVERY_DAYS + 1
+COUNT_FIELDS = (
+    "turns",
+    "turns_pending",
+    "items",
+    "on_topic",
+    "used",
+    "contradicted",
+    "explicit_items",
+    "contradictions_raised",
+    "contradictions_resolved",
+    "contradictions_pending",
+    "demotions",
+    "false_demotions",
+    "demotions_pending",
+)
+
+
+def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
+    start = dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
+    return start, start + dt.timedelta(days=1)
+
+
+def _keys(space_id, agent_name: str) -> tuple[tuple, tuple]:
+    return (space_id, agent_name), (space_id, "")
+
+
+ROLLUP_LOCK_NAMESPACE = 4_200_001  # pg_advisory_xact_lock(namespace, day ordinal)
+
+
+def quality_rollup_day(*, day: dt.date, now: dt.datetime | None = None) -> int:
+    """Recompute one day's rollup rows for every space; returns how many rows were written.
+
+    Two recomputations of one day (the hourly job and ``manage.py quality rollup``) take turns on
+    an advisory lock, so neither inserts rows the other is replacing.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [ROLLUP_LOCK_NAMESPACE, day.toordinal()])
+        rows = [
+            QualityRollup(day=day, space_id=space_id, agent_name=agent_name, computed_at=now, **dict(counter))
+            for (space_id, agent_name), counter in _day_counts(day, now).items()
+        ]
+        QualityRollup.objects.filter(day=day).delete()
+        QualityRollup.objects.bulk_create(rows)
+    return len(rows)
+
+
+def _day_counts(day: dt.date, now: dt.datetime) -> dict[tuple, Counter]:
+    start, end = day_bounds(day)
+    counts: dict[tuple, Counter] = defaultdict(Counter)
+
+    turns = TurnLog.objects.filter(created_at__gte=start, created_at__lt=end)
+    for row in turns.values("space_id", "agent_name").annotate(
+        n=Count("id"), pending=Count("id", filter=Q(status=TurnStatus.PENDING))
+    ):
+        for key in _keys(row["space_id"], row["agent_name"]):
+            counts[key]["turns"] += row["n"]
+            counts[key]["turns_pending"] += row["pending"]
+
+    items = TurnItem.objects.filter(
+        turn__created_at__gte=start, turn__created_at__lt=end, turn__status=TurnStatus.SCORED
+    )
+    for row in (
+        items.filter(in_injection=True)
+        .values("turn__space_id", "turn__agent_name")
+        .annotate(
+            n=Count("id"),
+            on_topic=Count("id", filter=Q(on_topic=True)),
+            used=Count("id", filter=Q(used=True)),
+            contradicted=Count("id", filter=Q(contradicted=True)),
+            explicit=Count("id", filter=Q(verdict_source=VerdictSource.EXPLICIT)),
+        )
+    ):
+        for key in _keys(row["turn__space_id"], row["turn__agent_name"]):
+            counts[key]["items"] += row["n"]
+            counts[key]["on_topic"] += row["on_topic"]
+            counts[key]["used"] += row["used"]
+            counts[key]["contradicted"] += row["contradicted"]
+            counts[key]["explicit_items"] += row["explicit"]
+
+    _count_discovery(items, counts, now)
+    _count_demotions(start, end, counts, now)
+    return counts
+
+
+def _count_discovery(items, counts: dict[tuple, Counter], now: dt.datetime) -> None:
+    raised: dict[tuple, dict] = defaultdict(dict)  # key -> {thought_id: first contradicted at}
+    for row in (
+        items.filter(contradicted=True)
+        .values("turn__space_id", "turn__agent_name", "thought_id")
+        .annotate(first=Min("turn__created_at"))
+    ):
+        for key in _keys(row["turn__space_id"], row["turn__agent_name"]):
+            previous = raised[key].get(row["thought_id"])
+            raised[key][row["thought_id"]] = min(previous, row["first"]) if previous else row["first"]
+    thought_ids = {thought_id for group in raised.values() for thought_id in group}
+    superseded_at = dict(Thought.objects.filter(pk__in=thought_ids).values_list("pk", "superseded_at"))
+    window = dt.timedelta(days=formulas.DISCOVERY_DAYS)
+    for key, group in raised.items():
+        for thought_id, raised_at in group.items():
+            counts[key]["contradictions_raised"] += 1
+            when = superseded_at.get(thought_id)
+            if when is not None and when <= raised_at + window:
+                counts[key]["contradictions_resolved"] += 1
+            elif now < raised_at + window:
+                counts[key]["contradictions_pending"] += 1
+
+
+def _count_demotions(start: dt.datetime, end: dt.datetime, counts: dict[tuple, Counter], now: dt.datetime) -> None:
+    demoted: dict[tuple, dict] = defaultdict(dict)  # key -> {thought_id: first demoted at}
+    for row in (
+        ConfidenceChange.objects.filter(
+            changed_at__gte=start, changed_at__lt=end, old_confidence__gte=1.0, new_confidence__lt=1.0
+        )
+        .values("space_id", "agent_name", "thought_id")
+        .annotate(first=Min("changed_at"))
+    ):
+        for key in _keys(row["space_id"], row["agent_name"]):
+            previous = demoted[key].get(row["thought_id"])
+            demoted[key][row["thought_id"]] = min(previous, row["first"]) if previous else row["first"]
+    if not demoted:
+        return
+    window = dt.timedelta(days=formulas.FALSE_DEMOTION_DAYS)
+    recoveries: dict = defaultdict(list)
+    thought_ids = {thought_id for group in demoted.values() for thought_id in group}
+    for thought_id, at in ConfidenceChange.objects.filter(
+        thought_id__in=thought_ids, new_confidence__gte=1.0, changed_at__gt=start, changed_at__lte=end + window
+    ).values_list("thought_id", "changed_at"):
+        recoveries[thought_id].append(at)
+    for key, group in demoted.items():
+        for thought_id, demoted_at in group.items():
+            counts[key]["demotions"] += 1
+            if any(demoted_at < at <= demoted_at + window for at in recoveries[thought_id]):
+                counts[key]["false_demotions"] += 1
+            elif now < demoted_at + window:
+                counts[key]["demotions_pending"] += 1
+
+
+def rollup_recompute_days(*, now: dt.datetime | None = None) -> list[dt.date]:
+    """The days the hourly rollup recomputes: recent ones whose turn logs are all still kept."""
+    now = now or timezone.now()
+    today = now.date()
+    oldest_kept = (now - dt.timedelta(days=settings.TURN_LOG_RETENTION_DAYS)).date() + dt.timedelta(days=1)
+    first = max(today - dt.timedelta(days=ROLLUP_RECOMPUTE_DAYS), oldest_kept)
+    return [first + dt.timedelta(days=n) for n in range((today - first).days + 1)]
+
+
+def turn_logs_expire(*, now: dt.datetime | None = None, batch_size: int = 5000) -> int:
+    """Delete turn logs (and confidence changes) older than the retention; returns turns deleted.
+
+    Days about to lose their turns and never rolled up (the rollup job was down) are rolled up
+    first, so expiry never loses a day's numbers.
+    """
+    now = now or timezone.now()
+    cutoff = now - dt.timedelta(days=settings.TURN_LOG_RETENTION_DAYS)
+    expiring = TurnLog.objects.filter(created_at__lt=cutoff)
+    expiring_days = set(expiring.dates("created_at", "day"))
+    rolled = set(QualityRollup.objects.filter(day__in=expiring_days).values_list("day", flat=True))
+    for day in sorted(expiring_days - rolled):
+        quality_rollup_day(day=day, now=now)
+    deleted = 0
+    while True:
+        ids = list(expiring.values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            break
+        with transaction.atomic():
+            TurnItem.objects.filter(turn_id__in=ids).delete()
+            ConfidenceChange.objects.filter(turn_id__in=ids).update(turn=None)
+            deleted += TurnLog.objects.filter(pk__in=ids).delete()[1].get(TurnLog._meta.label, 0)
+    while True:
+        ids = list(ConfidenceChange.objects.filter(changed_at__lt=cutoff).values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            break
+        ConfidenceChange.objects.filter(pk__in=ids).delete()
+    return deleted
+
+
+def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
+    """Flag ``unverified`` every thought with a contradiction left unresolved for 14 days (SPEC 4.5).
+
+    A raised contradiction (a contradicted turn item) is resolved when the thought is superseded,
+    or when a reviewer dismissed a correction suggestion on it after the contradiction was raised
+    (the thought was checked and stands). Only contradictions that ranking trusts count (explicit
+    feedback, or a judge validated at the time: ``fed_ema``): the flag is a ranking signal, and an
+    unvalidated judge's verdicts only ever reach reviewers, as suggestions. Returns how many
+    thoughts were newly flagged.
+    """
+    now = now or timezone.now()
+    cutoff = now - dt.timedelta(days=formulas.DISCOVERY_DAYS)
+    dismissed_since = CorrectionSuggestion.objects.filter(
+        thought_id=OuterRef("thought_id"),
+        status=SuggestionStatus.DISMISSED,
+        resolved_at__gte=OuterRef("turn__created_at"),
+    )
+    unresolved = TurnItem.objects.filter(
+        thought_id=OuterRef("pk"), contradicted=True, fed_ema=True, turn__created_at__lte=cutoff
+    ).exclude(Exists(dismissed_since))
+    return (
+        Thought.objects.filter(Exists(unresolved), superseded=False)
+        .exclude(quality_flags__contains=[QualityFlag.UNVERIFIED.value])
+        .update(
+            quality_flags=Func(
+                F("quality_flags"),
+                Value(QualityFlag.UNVERIFIED.value),
+                function="array_append",
+                output_field=ArrayField(models.CharField(max_length=40)),
+            )
+        )
+    )

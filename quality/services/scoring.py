@@ -1,0 +1,302 @@
+"""Scoring a logged turn: judge every item, feed the outcomes into the thoughts' EMAs (SPEC 4.2, 4.4).
+
+Per item the judge (``quality.judges``, the same interface as the brain's contradiction detector)
+answers three questions, all recorded raw in ``TurnItem.judge_*``:
+
+- on topic: ``judge.on_topic(user_prompt, excerpt)``
+- used: ``judge.used(response_text, excerpt)``
+- contradicted: ``judge.contradicts(excerpt, response_text)`` (does the response contradict it?)
+
+``response_text`` is the assistant's response followed by its tool calls, one compact JSON line
+each: acting on an item (a command it suggested, a file it named) counts as using it.
+
+The outcome that counts (``TurnItem.on_topic/used/contradicted``):
+
+- Explicit feedback wins. An item named in ``used_ids`` or ``contradicted_ids`` has both outcomes
+  fixed by the agent (used = in used_ids, contradicted = in contradicted_ids) and counts as on
+  topic: an agent can't use or contradict something irrelevant to its turn.
+- Otherwise the judge's verdicts.
+
+What feeds the EMAs (``usage_score``, ``contradiction_score``, ``effective_confidence``):
+
+- The judge is *trusted* when the latest ``JudgeValidation`` for its name (the configured
+  ``QUALITY_JUDGE``, or the name of a judge passed in) reached 85% agreement on
+  each of on_topic, used and contradicted (``quality.selectors.judge_trust``). Then every item's
+  outcome moves its thought's EMAs.
+- Otherwise explicit feedback only: items with explicit feedback move their EMAs, items without it
+  don't (their judge verdicts still count in the metrics, which say the judge is untrusted).
+
+The update runs in one transaction with the thoughts' rows locked (in id order, so two workers
+scoring overlapping turns can't deadlock or lose an update), writes one ``ConfidenceChange`` per
+thought, and marks the turn scored; a turn already scored is left alone, so a retried or duplicated
+job changes nothing. Judge calls happen before the transaction: a slow LLM holds no lock.
+
+Every final contradiction raises a pending correction suggestion (SPEC 4.5) through the brain's
+``suggestion_create``, unless the thought is already superseded or this agent already has a pending
+one from the quality loop on that thought.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from brain.choices import SuggestionOrigin, SuggestionStatus
+from brain.models import CorrectionSuggestion, Thought
+from quality import formulas
+from quality.choices import TurnStatus, VerdictSource
+from quality.models import ConfidenceChange, TurnItem, TurnLog
+
+
+class JudgeLike(Protocol):
+    """The part of ``quality.judges.Judge`` scoring uses (kept here so tests can pass their own)."""
+
+    name: str
+
+    def contradicts(self, a: str, b: str) -> Any: ...
+
+    def on_topic(self, prompt: str, item: str) -> Any: ...
+
+    def used(self, response: str, item: str) -> Any: ...
+
+
+class JudgeRetry(Exception):
+    """The judge is temporarily unavailable (``quality.judges.JudgeUnavailable``): retry the job."""
+
+
+def judge_resolve(name: str | None = None) -> JudgeLike:
+    """The judge named ``name`` (default ``settings.QUALITY_JUDGE``).
+
+    ``QUALITY_JUDGE_FACTORY`` (a dotted path to a callable taking the name) plugs in another judge
+    without code changes: a custom model, or a deterministic judge in tests and benchmarks.
+    """
+    factory_path = settings.QUALITY_JUDGE_FACTORY
+    if factory_path:
+        return import_string(factory_path)(name)
+    from quality.judges import get_judge
+
+    return get_judge(name)
+
+
+def _is_judge_unavailable(exc: Exception) -> bool:
+    try:
+        from quality.judges import JudgeUnavailable
+    except ImportError:  # a custom judge without the module signals with JudgeRetry itself
+        return False
+    return isinstance(exc, JudgeUnavailable)
+
+
+def judge_ask(method, *args: str) -> dict:
+    try:
+        verdict = method(*args)
+    except JudgeRetry:
+        raise
+    except Exception as exc:
+        if _is_judge_unavailable(exc):
+            raise JudgeRetry(str(exc)) from exc
+        raise
+    return {
+        "verdict": bool(verdict.verdict),
+        "confidence": round(float(verdict.confidence), 4),
+        "reason": str(verdict.reason)[:300],
+    }
+
+
+def turn_response_text(*, assistant_response: str, tool_calls: list) -> str:
+    """What the judge reads as the agent's response: its text, then one line per tool call."""
+    lines = [assistant_response]
+    for call in tool_calls or []:
+        rendered = call if isinstance(call, str) else json.dumps(call, ensure_ascii=False, sort_keys=True)
+        lines.append(rendered[:1000])
+    return "\n".join(line for line in lines if line)[: settings.TURN_TEXT_MAX_CHARS]
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"[a-z0-9_]+")
+
+
+def contradicting_statement(*, response: str, item: str, max_chars: int = 500) -> str:
+    """The sentence of ``response`` that shares most words with ``item``: the statement to review."""
+    item_words = set(_WORD.findall(item.lower()))
+    best, best_overlap = "", -1
+    for sentence in _SENTENCE.split(response):
+        sentence = sentence.strip()
+        if not sentence:
+            continue
+        overlap = len(item_words & set(_WORD.findall(sentence.lower())))
+        if overlap > best_overlap:
+            best, best_overlap = sentence, overlap
+    return (best or response.strip())[:max_chars]
+
+
+@dataclass(frozen=True)
+class TurnScored:
+    turn_log_id: str
+    already_scored: bool
+    items: int = 0
+    fed_ema: int = 0
+    contradicted: int = 0
+    suggestions: int = 0
+    judge_trusted: bool | None = None
+
+
+def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScored:
+    """Judge every item of one turn and apply the outcomes; does nothing to a turn already scored."""
+    from quality.selectors import judge_trust
+
+    turn = TurnLog.objects.filter(pk=turn_log_id).first()
+    if turn is None or turn.status == TurnStatus.SCORED:
+        return TurnScored(turn_log_id=str(turn_log_id), already_scored=True)
+    items = list(TurnItem.objects.filter(turn=turn).order_by("position"))
+    if judge is None:
+        judge_name = settings.QUALITY_JUDGE
+        judge = judge_resolve(judge_name)
+    else:
+        judge_name = judge.name
+    trusted = judge_trust(judge_name=judge_name).trusted
+    response_text = turn_response_text(assistant_response=turn.assistant_response, tool_calls=turn.tool_calls)
+
+    for item in items:
+        details = {
+            "on_topic": judge_ask(judge.on_topic, turn.user_prompt, item.excerpt),
+            "used": judge_ask(judge.used, response_text, item.excerpt),
+            "contradicted": judge_ask(judge.contradicts, item.excerpt, response_text),
+        }
+        item.judge_details = details
+        item.judge_on_topic = details["on_topic"]["verdict"]
+        item.judge_used = details["used"]["verdict"]
+        item.judge_contradicted = details["contradicted"]["verdict"]
+        explicit = item.explicit_used is not None or item.explicit_contradicted is not None
+        if explicit:
+            item.used = bool(item.explicit_used)
+            item.contradicted = bool(item.explicit_contradicted)
+            item.on_topic = True
+            item.verdict_source = VerdictSource.EXPLICIT
+        else:
+            item.used, item.contradicted, item.on_topic = item.judge_used, item.judge_contradicted, item.judge_on_topic
+            item.verdict_source = VerdictSource.JUDGE
+        item.fed_ema = explicit or trusted
+
+    with transaction.atomic():
+        locked = TurnLog.objects.select_for_update().filter(pk=turn.pk, status=TurnStatus.PENDING).first()
+        if locked is None:
+            return TurnScored(turn_log_id=str(turn.pk), already_scored=True)
+        now = timezone.now()
+        TurnItem.objects.bulk_update(
+            items,
+            [
+                "judge_details",
+                "judge_on_topic",
+                "judge_used",
+                "judge_contradicted",
+                "on_topic",
+                "used",
+                "contradicted",
+                "verdict_source",
+                "fed_ema",
+            ],
+        )
+        feeding = [item for item in items if item.fed_ema]
+        thought_outcomes_apply(turn=locked, items=feeding, at=now)
+        suggestions = 0
+        for item in items:
+            if item.contradicted and _raise_suggestion(turn=locked, item=item, response_text=response_text):
+                suggestions += 1
+        TurnLog.objects.filter(pk=turn.pk).update(
+            status=TurnStatus.SCORED, scored_at=now, judge_name=judge_name, judge_trusted=trusted
+        )
+    return TurnScored(
+        turn_log_id=str(turn.pk),
+        already_scored=False,
+        items=len(items),
+        fed_ema=len(feeding),
+        contradicted=sum(1 for item in items if item.contradicted),
+        suggestions=suggestions,
+        judge_trusted=trusted,
+    )
+
+
+def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[ConfidenceChange]:
+    """One EMA step per item on its thought, under row locks; records each confidence change.
+
+    Must run inside a transaction. Rows are locked in id order so concurrent scorers of turns that
+    share thoughts wait for each other instead of deadlocking or overwriting each other's step.
+    """
+    if not items:
+        return []
+    by_thought = {item.thought_id: item for item in items}
+    rows = (
+        Thought.objects.select_for_update()
+        .filter(pk__in=list(by_thought))
+        .order_by("pk")
+        .values_list("pk", "usage_score", "contradiction_score", "effective_confidence")
+    )
+    changes = []
+    for thought_id, usage_score, contradiction_score, old_confidence in rows:
+        item = by_thought[thought_id]
+        usage = formulas.ema(usage_score, 1.0 if item.used else 0.0)
+        contradiction = formulas.ema(contradiction_score, 1.0 if item.contradicted else 0.0)
+        confidence = formulas.effective_confidence(usage, contradiction)
+        Thought.objects.filter(pk=thought_id).update(
+            usage_score=usage, contradiction_score=contradiction, effective_confidence=confidence
+        )
+        changes.append(
+            ConfidenceChange(
+                thought_id=thought_id,
+                space_id=turn.space_id,
+                turn=turn,
+                agent_name=turn.agent_name,
+                used=bool(item.used),
+                contradicted=bool(item.contradicted),
+                usage_score=usage,
+                contradiction_score=contradiction,
+                old_confidence=old_confidence,
+                new_confidence=confidence,
+                changed_at=at,
+            )
+        )
+    return ConfidenceChange.objects.bulk_create(changes)
+
+
+def _raise_suggestion(*, turn: TurnLog, item: TurnItem, response_text: str) -> bool:
+    from brain.services.suggestions import suggestion_create
+
+    already = CorrectionSuggestion.objects.filter(
+        thought_id=item.thought_id,
+        origin=SuggestionOrigin.QUALITY_JUDGE,
+        status=SuggestionStatus.PENDING,
+        agent_id=turn.agent_id,
+    ).exists()
+    if already:
+        return False
+    thought = Thought.objects.get(pk=item.thought_id)
+    if thought.superseded:
+        return False  # already replaced by a refinement, consolidation or correction: nothing to suggest
+    if item.verdict_source == VerdictSource.EXPLICIT:
+        confidence = 1.0
+        reason = f"{turn.agent_name} reported in turn {turn.turn_id} that its work contradicted this thought."
+    else:
+        verdict = item.judge_details.get("contradicted", {})
+        confidence = float(verdict.get("confidence", 0.0))
+        reason = f"The quality judge found turn {turn.turn_id} of {turn.agent_name} contradicting this thought: "
+        reason += verdict.get("reason", "")
+    statement = contradicting_statement(response=response_text, item=item.excerpt) or (
+        f"{turn.agent_name} marked this thought as contradicted in turn {turn.turn_id} without a statement."
+    )
+    _, created = suggestion_create(
+        thought=thought,
+        statement=statement,
+        origin=SuggestionOrigin.QUALITY_JUDGE,
+        confidence=confidence,
+        reason=reason,
+        agent=turn.agent,
+        session_id=turn.session_id,
+    )
+    return created

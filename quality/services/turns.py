@@ -1,0 +1,182 @@
+"""Logging an agent's turn for the quality loop (SPEC 4.1, seeds/004 section 3).
+
+The request path only stores: the turn (prompt and response truncated to ``TURN_TEXT_MAX_CHARS``)
+and one row per injected item (id, first 500 characters, content length, score at injection).
+Judging happens in ``quality.jobs.score_turn``, enqueued on commit.
+
+Which items were injected: ``injected_ids`` when the caller gives them (an empty list means
+"nothing"), otherwise the sources of this session's newest memory call (``brain.QueryLog`` of the
+caller's space and this ``session_id``), unless an earlier turn of the session already took them:
+a memory call's sources are attributed to the first turn logged after it, once. Ids in
+``used_ids``/``contradicted_ids`` that are not among them are added as items too
+(``in_injection=False``): the agent had them in context from an earlier call, and its feedback
+must not be lost. Every id must name a thought of the caller's space.
+
+Idempotency: ``(space, session_id, turn_id)`` is unique. A repeated post returns the turn logged
+first, unchanged, and enqueues nothing (a Stop hook firing twice must not count a turn twice).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from brain.models import QueryLog, Thought
+from core.errors import ValidationFailed
+from core.models import Agent
+from quality.choices import InjectedFrom
+from quality.models import TurnItem, TurnLog
+
+EXCERPT_CHARS = 500
+MAX_ITEMS = 100  # per list: injected (explicit or from the query log), used, contradicted
+
+
+@dataclass(frozen=True)
+class TurnLogged:
+    turn: TurnLog
+    created: bool
+    items: int
+
+
+def _truncate(text: str) -> str:
+    return text[: settings.TURN_TEXT_MAX_CHARS]
+
+
+def _truncate_tool_calls(tool_calls: list) -> list:
+    """Keep tool calls up to TURN_TEXT_MAX_CHARS of compact JSON in all; a call too long alone is cut."""
+    budget = settings.TURN_TEXT_MAX_CHARS
+    kept: list = []
+    for index, call in enumerate(tool_calls):
+        rendered = json.dumps(call, ensure_ascii=False, separators=(",", ":"))
+        if len(rendered) > budget:
+            if budget > 0:
+                name = call.get("name") if isinstance(call, dict) else None
+                kept.append({"name": name, "truncated_json": rendered[: max(0, budget - 60)]})
+            kept.append({"omitted_tool_calls": len(tool_calls) - index - (1 if budget > 0 else 0)})
+            break
+        kept.append(call)
+        budget -= len(rendered)
+    return kept
+
+
+def _unique(ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    return list(dict.fromkeys(ids))
+
+
+def turn_log_create(
+    *,
+    agent: Agent,
+    session_id: str,
+    turn_id: str,
+    user_prompt: str,
+    assistant_response: str,
+    tool_calls: list | None = None,
+    injected_ids: list[uuid.UUID] | None = None,
+    used_ids: list[uuid.UUID] | None = None,
+    contradicted_ids: list[uuid.UUID] | None = None,
+) -> TurnLogged:
+    """Store one turn and its injected items; enqueue scoring. Idempotent on (session_id, turn_id)."""
+    space = agent.space
+    existing = TurnLog.objects.filter(space=space, session_id=session_id, turn_id=turn_id).first()
+    if existing is not None:
+        return TurnLogged(turn=existing, created=False, items=existing.items.count())
+
+    used = set(used_ids or [])
+    contradicted = set(contradicted_ids or [])
+    scores: dict[uuid.UUID, float | None] = {}
+    query_log = QueryLog.objects.filter(space=space, session_id=session_id).order_by("-created_at", "-id").first()
+    if query_log is not None:
+        for result in query_log.results or []:  # best first; the dict keeps that order
+            if not isinstance(result, dict):
+                continue
+            try:
+                thought_id = uuid.UUID(str(result["id"]))
+            except (KeyError, TypeError, ValueError):
+                continue  # a malformed log entry is the brain's problem, not this turn's
+            if thought_id not in scores:
+                score = result.get("score")
+                scores[thought_id] = float(score) if isinstance(score, (int, float)) else None
+
+    # Each memory call's sources belong to one turn, the first logged after it: an agent that
+    # queried once and then worked for twenty turns did not get the same items injected twenty
+    # times, and counting them so would bury the items' EMAs and the rates in repeats.
+    attributed = query_log is not None and TurnLog.objects.filter(query_log=query_log).exists()
+    if injected_ids is not None:
+        injected = _unique(list(injected_ids))
+        injected_from = InjectedFrom.EXPLICIT
+        source_log = None
+    elif query_log is not None and not attributed:
+        injected = list(scores)[:MAX_ITEMS]  # the best sources, if a call ever returned more
+        injected_from = InjectedFrom.QUERY_LOG
+        source_log = query_log
+    else:
+        injected = []
+        injected_from = InjectedFrom.NONE
+        source_log = None
+
+    extra = [i for i in _unique([*(used_ids or []), *(contradicted_ids or [])]) if i not in set(injected)]
+    wanted = [*injected, *extra]  # at most 3 x MAX_ITEMS: each list is capped by the API
+    thoughts = {t.id: t for t in Thought.objects.filter(space=space, pk__in=wanted).only("id", "content")}
+    # Ids from the query log that no longer resolve are dropped; ids the caller named must resolve.
+    named = set(extra) | (set(injected) if injected_from == InjectedFrom.EXPLICIT else set())
+    unknown = [str(i) for i in wanted if i in named and i not in thoughts]
+    if unknown:
+        raise ValidationFailed(
+            f"No thought with id {', '.join(unknown)} in space {space.slug!r}.",
+            code="UNKNOWN_THOUGHT",
+            extra={"ids": unknown},
+        )
+
+    injected_set = set(injected)
+    try:
+        with transaction.atomic():
+            turn = TurnLog.objects.create(
+                space=space,
+                agent=agent,
+                agent_name=agent.name,
+                session_id=session_id,
+                turn_id=turn_id,
+                user_prompt=_truncate(user_prompt),
+                assistant_response=_truncate(assistant_response),
+                tool_calls=_truncate_tool_calls(tool_calls or []),
+                injected_from=injected_from,
+                query_log=source_log,
+            )
+            items = []
+            for thought_id in wanted:
+                thought = thoughts.get(thought_id)
+                if thought is None:
+                    continue
+                has_feedback = thought_id in used or thought_id in contradicted
+                items.append(
+                    TurnItem(
+                        turn=turn,
+                        thought=thought,
+                        position=len(items),
+                        excerpt=thought.content[:EXCERPT_CHARS],
+                        content_length=len(thought.content),
+                        score_at_injection=scores.get(thought_id),
+                        in_injection=thought_id in injected_set,
+                        explicit_used=(thought_id in used) if has_feedback else None,
+                        explicit_contradicted=(thought_id in contradicted) if has_feedback else None,
+                    )
+                )
+            TurnItem.objects.bulk_create(items)
+            turn_enqueue_scoring(turn_log_id=str(turn.id))
+    except IntegrityError:
+        # A concurrent post of the same turn won the unique constraint: return that one.
+        existing = TurnLog.objects.filter(space=space, session_id=session_id, turn_id=turn_id).first()
+        if existing is None:
+            raise
+        return TurnLogged(turn=existing, created=False, items=existing.items.count())
+    return TurnLogged(turn=turn, created=True, items=len(items))
+
+
+def turn_enqueue_scoring(*, turn_log_id: str) -> None:
+    from quality import jobs
+
+    transaction.on_commit(lambda: jobs.score_turn.delay(turn_log_id))

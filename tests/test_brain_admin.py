@@ -1,0 +1,48 @@
+"""The brain's admin: pages render with lineage; editing content re-embeds the thought."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import User
+
+from brain.admin import ThoughtAdmin
+from brain.models import Thought
+from tests.conftest import fake_vector
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff(client):
+    user = User.objects.create_superuser("root", "root@example.com", "pw-for-tests")
+    client.force_login(user)
+    return client
+
+
+def test_pages_render_with_lineage(staff, thought_factory):
+    original = thought_factory("Version one of the runbook.")
+    refinement = thought_factory("Version two of the runbook.", thought_type="refinement", source_ids=[original.id])
+    assert staff.get("/admin/brain/thought/").status_code == 200
+    page = staff.get(f"/admin/brain/thought/{original.id}/change/").content.decode()
+    assert str(refinement.id)[:8] in page and "Version two of the runbook." in page
+    assert staff.get("/admin/brain/querylog/").status_code == 200
+    assert staff.get("/admin/brain/correctionsuggestion/").status_code == 200
+
+
+@pytest.mark.parametrize("changed, reembedded", [(["content"], True), (["topic"], False)])
+def test_editing_content_reembeds(
+    rf, fake_embedder, thought_factory, django_capture_on_commit_callbacks, changed, reembedded
+):
+    thought = thought_factory("Old wording.")
+    thought.content = "New wording of the same thought."
+    model_admin = ThoughtAdmin(Thought, admin.site)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        model_admin.save_model(rf.post("/"), thought, SimpleNamespace(changed_data=changed), change=True)
+    assert len(callbacks) == (1 if reembedded else 0)
+    thought.refresh_from_db()
+    assert thought.content == "New wording of the same thought."
+    expected = fake_vector("New wording of the same thought." if reembedded else "Old wording.")
+    assert list(thought.embedding) == pytest.approx(expected, abs=1e-6)

@@ -1,0 +1,89 @@
+"""manage.py brain query|contribute|refine|consolidate|history."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from brain.models import QueryLog, Thought
+
+pytestmark = pytest.mark.django_db
+
+STATEMENT = "The deploy pipeline runs database migrations before it restarts the web workers."
+
+
+def brain(*args) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("brain", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_contribute_then_query(dev, fake_embedder):
+    out, _ = brain("contribute", STATEMENT, "--agent", dev.agent.name, "--topic", "deploy", "--tags", "ops,deploy")
+    thought = Thought.objects.get()
+    assert f"Stored thought {thought.id}" in out
+    assert thought.topic == "deploy" and thought.tags == ["ops", "deploy"] and thought.agent == dev.agent
+    out, _ = brain("query", "deploy pipeline migrations", "--agent", dev.agent.name)
+    assert str(thought.id) in out and "why: similarity" in out and " 1. " in out
+    assert QueryLog.objects.count() == 2
+
+
+def test_contribute_below_threshold_says_so(dev, fake_embedder):
+    _, err = brain("contribute", "too short", "--agent", dev.agent.name)
+    assert "Not stored" in err and Thought.objects.count() == 0
+
+
+def test_query_json_output_is_the_api_response(dev, fake_embedder):
+    out, _ = brain("query", "anything?", "--agent", dev.agent.name, "--json")
+    body = json.loads(out)
+    assert set(body) == {"result", "trace"}
+
+
+def test_refine_consolidate_and_history(dev, fake_embedder, thought_factory):
+    a = thought_factory("Backups are kept seven days.")
+    b = thought_factory("Backups run nightly.")
+    out, _ = brain("refine", str(a.id), "Backups are kept thirty days since March.", "--agent", dev.agent.name)
+    refinement = Thought.objects.get(thought_type="refinement")
+    assert f"Stored thought {refinement.id}" in out
+    brain(
+        "consolidate", f"{refinement.id},{b.id}", "Backups run nightly and are kept 30 days.", "--agent", dev.agent.name
+    )
+    merged = Thought.objects.get(thought_type="consolidation")
+    out, _ = brain("history", str(refinement.id))
+    lines = out.splitlines()
+    assert lines[0] == f"Lineage of {refinement.id} (3 thought(s)):"
+    assert any(line.startswith(f"  -1  {a.id}  original") and "ancestor" in line for line in lines)
+    assert any(line.startswith(f"> +0  {refinement.id}  refinement") and "[superseded]" in line for line in lines)
+    assert any(line.startswith(f"  +1  {merged.id}  consolidation") and "descendant" in line for line in lines)
+    out, _ = brain("history", str(a.id), "--max-depth", "1")
+    assert "truncated at depth 1" in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("query", "x", "--agent", "nobody"), "AGENT_NOT_FOUND"),
+        (("refine", "not-a-uuid", "better", "--agent", "dev-1"), "refines"),
+        (("consolidate", "00000000-0000-0000-0000-000000000001", "merged", "--agent", "dev-1"), "MIN_CONSOLIDATION"),
+        (("refine", "00000000-0000-0000-0000-000000000001", "better", "--agent", "dev-1"), "THOUGHT_NOT_FOUND"),
+        (("history", "00000000-0000-0000-0000-000000000001"), "THOUGHT_NOT_FOUND"),
+        (("history", "00000000-0000-0000-0000-000000000001", "--max-depth", "-1"), "max-depth"),
+    ],
+)
+def test_errors_are_clear(dev, fake_embedder, args, message):
+    with pytest.raises(CommandError, match=message):
+        brain(*args)
+    assert Thought.objects.count() == 0
+
+
+def test_highways(thought_factory):
+    assert "No highways yet" in brain("highways")[0]
+    busy = thought_factory("A busy thought.")
+    quiet = thought_factory("A thought one agent reads a lot.")
+    Thought.objects.filter(pk=busy.pk).update(access_count=4, accessed_by=["a", "b", "c"])
+    Thought.objects.filter(pk=quiet.pk).update(access_count=40, accessed_by=["a"])
+    out, _ = brain("highways")
+    assert out.splitlines() == [f"    12  {busy.id}  4 accesses by 3 agents  A busy thought."]

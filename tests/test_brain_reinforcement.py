@@ -1,0 +1,154 @@
+"""Reinforcement on access (SPEC 2.3): exact counts, caps, and no lost update under concurrency."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from brain.models import QueryLog, Thought
+from brain.services.pheromones import CO_RETRIEVAL_PARTNERS_MAX, thoughts_reinforce
+
+QUERY = "deploy pipeline migrations workers"
+TEXTS = [
+    "The deploy pipeline runs migrations before restarting workers.",
+    "Deploy pipeline workers restart one by one after migrations.",
+    "Migrations in the deploy pipeline are reversible; workers wait.",
+]
+
+
+def memory(client, **body):
+    response = client.post("/api/v1/memory", body, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+@pytest.mark.django_db
+def test_one_access(dev, fake_embedder, thought_factory):
+    thoughts = [thought_factory(text) for text in TEXTS]
+    memory(dev, prompt=QUERY)
+    memory(dev, prompt=QUERY)
+    ids = {str(t.id) for t in thoughts}
+    for thought in thoughts:
+        thought.refresh_from_db()
+        assert thought.access_count == 2
+        assert thought.pheromone_weight == pytest.approx(1.1)
+        assert thought.accessed_by == [dev.agent.name]  # distinct
+        assert thought.last_accessed is not None
+        assert thought.co_retrieved_with == {partner: 2 for partner in ids - {str(thought.id)}}
+
+
+@pytest.mark.django_db
+def test_weight_is_capped_at_ten(dev, fake_embedder, thought_factory):
+    thought = thought_factory(TEXTS[0], pheromone_weight=9.98)
+    memory(dev, prompt=QUERY)
+    memory(dev, prompt=QUERY)
+    thought.refresh_from_db()
+    assert thought.pheromone_weight == pytest.approx(10.0) and thought.access_count == 2
+
+
+@pytest.mark.django_db
+def test_co_retrieval_is_capped_at_fifty_partners(space, thought_factory):
+    thought = thought_factory(TEXTS[0])
+    regulars = {f"00000000-0000-0000-0000-{i:012d}": 3 + i for i in range(CO_RETRIEVAL_PARTNERS_MAX)}
+    Thought.objects.filter(pk=thought.pk).update(co_retrieved_with=regulars)
+    newcomer = thought_factory(TEXTS[1])
+    thoughts_reinforce(space=space, thought_ids=[thought.id, newcomer.id], agent_name="a")
+    thought.refresh_from_db()
+    partners = thought.co_retrieved_with
+    assert len(partners) == CO_RETRIEVAL_PARTNERS_MAX
+    # The new partner gets in; the least frequent regular (count 3) made room; the rest are intact.
+    assert partners[str(newcomer.id)] == 1
+    assert "00000000-0000-0000-0000-000000000000" not in partners
+    assert all(partners[key] == count for key, count in regulars.items() if key.endswith("1"))
+    for _ in range(4):
+        thoughts_reinforce(space=space, thought_ids=[thought.id, newcomer.id], agent_name="a")
+    thought.refresh_from_db()
+    assert len(thought.co_retrieved_with) == CO_RETRIEVAL_PARTNERS_MAX
+    assert thought.co_retrieved_with[str(newcomer.id)] == 5
+    assert thought.access_count == 5
+
+
+@pytest.mark.django_db
+def test_reinforcement_stays_in_its_space(space, other_space, thought_factory):
+    foreign = thought_factory(TEXTS[0], in_space=other_space)
+    assert thoughts_reinforce(space=space, thought_ids=[foreign.id], agent_name="a") == 0
+    foreign.refresh_from_db()
+    assert foreign.access_count == 0
+
+
+def _run_concurrently(jobs) -> list:
+    """Run each job in its own thread (and database connection), all released at once."""
+    barrier = threading.Barrier(len(jobs))
+    results: list = [None] * len(jobs)
+
+    def worker(index, job):
+        try:
+            barrier.wait(timeout=30)
+            results[index] = job()
+        except Exception as exc:  # reported by the assertion below, with the failing job's error
+            results[index] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i, job)) for i, job in enumerate(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results
+
+
+def _client(agent_client) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {agent_client.token}")
+    return client
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twenty_concurrent_requests_lose_no_update(agent_factory, fake_embedder, thought_factory):
+    thoughts = [thought_factory(text) for text in TEXTS]
+    agents = [agent_factory("dev") for _ in range(4)]
+
+    def request(agent):
+        client = _client(agent)
+        return lambda: client.post("/api/v1/memory", {"prompt": QUERY}, format="json").status_code
+
+    results = _run_concurrently([request(agents[i % 4]) for i in range(20)])
+    assert results == [200] * 20
+    ids = {str(t.id) for t in thoughts}
+    for thought in thoughts:
+        thought.refresh_from_db()
+        assert thought.access_count == 20
+        assert thought.pheromone_weight == pytest.approx(1.0 + 20 * 0.05)
+        assert sorted(thought.accessed_by) == sorted(a.agent.name for a in agents)
+        assert thought.co_retrieved_with == {partner: 20 for partner in ids - {str(thought.id)}}
+    assert QueryLog.objects.count() == 20
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_refinements_and_queries_neither_deadlock_nor_lose_updates(
+    agent_factory, fake_embedder, thought_factory
+):
+    thoughts = [thought_factory(text) for text in TEXTS]
+    target = thoughts[0]
+    agent = agent_factory("dev")
+
+    def query():
+        return _client(agent).post("/api/v1/memory", {"prompt": QUERY}, format="json").status_code
+
+    def refinement(i):
+        body = {"prompt": f"deploy pipeline migrations workers, revision {i}", "refines": str(target.id)}
+        return lambda: _client(agent).post("/api/v1/memory", body, format="json").status_code
+
+    jobs = [query] * 16 + [refinement(i) for i in range(4)]
+    assert _run_concurrently(jobs) == [200] * 20
+    for thought in thoughts:
+        thought.refresh_from_db()
+        assert thought.access_count == 20  # every call retrieved every base thought
+        assert thought.pheromone_weight == pytest.approx(2.0)
+    refinements = Thought.objects.filter(thought_type="refinement")
+    assert refinements.count() == 4
+    assert target.superseded and target.refined_by_id in {r.id for r in refinements}

@@ -1,0 +1,61 @@
+"""EMA and effective-confidence formulas (SPEC 4.4) on hand-computed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from quality import formulas
+
+
+def test_ema_starts_from_zero_and_moves_by_gamma():
+    assert formulas.ema(None, 1.0) == pytest.approx(0.3)
+    assert formulas.ema(0.3, 1.0) == pytest.approx(0.51)  # 0.3*1 + 0.7*0.3
+    assert formulas.ema(0.51, 0.0) == pytest.approx(0.357)  # 0.7*0.51
+    assert formulas.ema(None, 0.0) == 0.0
+
+
+def test_ema_of_a_sequence():
+    score = None
+    for outcome in [1, 1, 0, 1]:
+        score = formulas.ema(score, outcome)
+    # 0.3 -> 0.51 -> 0.357 -> 0.3*1 + 0.7*0.357 = 0.5499
+    assert score == pytest.approx(0.5499)
+
+
+@pytest.mark.parametrize(
+    ("usage", "contradiction", "expected"),
+    [
+        (None, None, 1.0),  # no history: no change
+        (0.0, 0.0, 1.0),
+        (1.0, 0.0, 1.5),  # 1 + 0.5
+        (0.3, 0.0, 1.15),
+        (0.0, 0.3, 0.4),  # 1 - 2*0.3
+        (0.51, 0.3, 0.655),  # 1 + 0.255 - 0.6
+        (0.0, 0.51, 0.0),  # 1 - 1.02 clamps at 0
+        (1.0, 1.0, 0.0),  # 1 + 0.5 - 2 clamps at 0
+    ],
+)
+def test_effective_confidence(usage, contradiction, expected):
+    assert formulas.effective_confidence(usage, contradiction) == pytest.approx(expected)
+
+
+def test_contradiction_punishes_four_times_harder_than_use_rewards():
+    up = formulas.effective_confidence(0.1, 0.0) - 1.0
+    down = 1.0 - formulas.effective_confidence(0.0, 0.1)
+    assert down == pytest.approx(4 * up)
+
+
+def test_rates_and_targets():
+    assert formulas.rate(3, 4) == 0.75
+    assert formulas.rate(0, 0) is None
+    assert formulas.meets_target("on_topic_rate", 0.8) is True
+    assert formulas.meets_target("on_topic_rate", 0.79) is False
+    assert formulas.meets_target("contradiction_rate", 0.05) is True
+    assert formulas.meets_target("contradiction_rate", 0.051) is False
+    assert formulas.meets_target("discovery_rate", None) is None
+    assert formulas.TARGETS == {
+        "on_topic_rate": (">=", 0.8),
+        "usage_rate": (">=", 0.5),
+        "contradiction_rate": ("<=", 0.05),
+        "discovery_rate": (">=", 0.7),
+    }

@@ -1,0 +1,247 @@
+"""contrib/colony_stop_hook.py: posts the turn, reads Claude Code transcripts, never blocks or fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+
+HOOK = Path(django_settings.BASE_DIR) / "contrib" / "colony_stop_hook.py"
+# Python's own start-up and shutdown on a busy 2-core machine; a hook waiting for a hanging server
+# would take its 30 seconds instead.
+SLACK = 5.0
+USED = str(uuid.uuid4())
+CONTRA = str(uuid.uuid4())
+
+
+class FakeColony:
+    """A local HTTP server that records what the hook posts; ``mode`` chooses how it answers."""
+
+    def __init__(self, mode: str = "accept"):
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
+                if mode == "hang":
+                    time.sleep(30)
+                status = 500 if mode == "error" else 202
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"status": "pending"}')
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake():
+    servers = []
+
+    def start(mode: str = "accept") -> FakeColony:
+        servers.append(FakeColony(mode))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def run_hook(*args: str, stdin: str = "", env: dict | None = None, timeout: float = 20):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("COLONY_")}
+    full_env.update(env or {})
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(HOOK), *args], input=stdin, capture_output=True, text=True, env=full_env, timeout=timeout
+    )
+    return done, time.monotonic() - started
+
+
+def write_transcript(path: Path, used: str = USED, contradicted: str = CONTRA) -> Path:
+    entries = [
+        {"type": "user", "uuid": "u-old", "message": {"role": "user", "content": "an earlier prompt"}},
+        {"type": "assistant", "uuid": "a-old", "message": {"content": [{"type": "text", "text": "earlier answer"}]}},
+        {"type": "user", "uuid": "u-meta", "isMeta": True, "message": {"content": "<command caveat>"}},
+        {"type": "user", "uuid": "u-last", "message": {"content": [{"type": "text", "text": "Fix the CI job"}]}},
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "message": {
+                "content": [
+                    {"type": "text", "text": "Looking at the pipeline."},
+                    {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": ".ci/run"}},
+                ]
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "u-tool",
+            "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "make test"}]},
+        },
+        {"type": "assistant", "uuid": "side", "isSidechain": True, "message": {"content": "subagent chatter"}},
+        {
+            "type": "assistant",
+            "uuid": "a2",
+            "message": {
+                "content": [
+                    {
+                        "type": "text",
+                        "text": f"CI uses Python 3.12, not 3.10. colony:used {used} colony:contradicted {contradicted}",
+                    }
+                ]
+            },
+        },
+    ]
+    path.write_text("\n".join(json.dumps(e) for e in entries) + "\n{partial line")
+    return path
+
+
+def test_claude_code_stop_hook_posts_the_last_turn(fake, tmp_path):
+    server = fake()
+    transcript = write_transcript(tmp_path / "transcript.jsonl")
+    stdin = json.dumps({"session_id": "cc-session-1", "transcript_path": str(transcript), "hook_event_name": "Stop"})
+    done, _ = run_hook(stdin=stdin, env={"COLONY_URL": server.url + "/", "COLONY_TOKEN": "col_secret"})
+    assert done.returncode == 0 and done.stdout == ""
+    [request] = server.requests
+    assert request["path"] == "/api/v1/turns"
+    assert request["headers"]["Authorization"] == "Bearer col_secret"
+    assert request["body"] == {
+        "session_id": "cc-session-1",
+        "turn_id": "u-last",
+        "user_prompt": "Fix the CI job",
+        "assistant_response": "Looking at the pipeline.\n\n"
+        f"CI uses Python 3.12, not 3.10. colony:used {USED} colony:contradicted {CONTRA}",
+        "tool_calls": [{"name": "Read", "input": {"file_path": ".ci/run"}}],
+        "used_ids": [USED],
+        "contradicted_ids": [CONTRA],
+    }
+
+
+def test_session_id_from_the_environment_wins(fake, tmp_path):
+    server = fake()
+    stdin = json.dumps({"session_id": "cc", "transcript_path": str(write_transcript(tmp_path / "t.jsonl"))})
+    run_hook(stdin=stdin, env={"COLONY_URL": server.url, "COLONY_TOKEN": "t", "COLONY_SESSION_ID": "colony-s"})
+    assert server.requests[0]["body"]["session_id"] == "colony-s"
+
+
+def test_generic_json_and_arguments(fake):
+    server = fake()
+    generic = {
+        "session_id": "s1",
+        "turn_id": "42",
+        "user_prompt": "p",
+        "assistant_response": "r",
+        "tool_calls": [{"name": "Bash"}],
+        "used_ids": [USED],
+        "injected_ids": [USED, CONTRA],
+    }
+    env = {"COLONY_URL": server.url, "COLONY_TOKEN": "t"}
+    assert run_hook(stdin=json.dumps(generic), env=env)[0].returncode == 0
+    assert server.requests[0]["body"] == generic
+    done, _ = run_hook("--prompt", "p2", "--response", "r2", "--session-id", "s2", "--contradicted", CONTRA, env=env)
+    assert done.returncode == 0
+    body = server.requests[1]["body"]
+    assert (body["session_id"], body["user_prompt"], body["contradicted_ids"]) == ("s2", "p2", [CONTRA])
+    assert len(body["turn_id"]) == 32  # derived from the text: the same turn posted twice has the same id
+    run_hook("--prompt", "p2", "--response", "r2", "--session-id", "s2", env=env)
+    assert server.requests[2]["body"]["turn_id"] == body["turn_id"]
+
+
+def test_unreachable_colony_exits_0_fast():
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done, elapsed = run_hook(
+        "--prompt", "p", "--response", "r", env={"COLONY_URL": f"http://127.0.0.1:{port}", "COLONY_TOKEN": "t"}
+    )
+    assert done.returncode == 0 and done.stdout == ""
+    assert "could not reach Colony" in done.stderr
+    assert "gave up" not in done.stderr  # refused at once, not abandoned at the timeout
+    assert elapsed < 3 + SLACK
+
+
+def test_a_hanging_colony_is_abandoned_at_the_timeout(fake):
+    server = fake("hang")
+    done, elapsed = run_hook(
+        "--prompt",
+        "p",
+        "--response",
+        "r",
+        env={"COLONY_URL": server.url, "COLONY_TOKEN": "t", "COLONY_HOOK_TIMEOUT": "1"},
+    )
+    assert done.returncode == 0 and len(server.requests) == 1
+    assert "gave up after 1s" in done.stderr
+    assert elapsed < 1 + SLACK
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "env", "message"),
+    [
+        ((), "{}", {}, "COLONY_URL and COLONY_TOKEN must be set"),
+        ((), "not json at all", {"COLONY_URL": "http://x", "COLONY_TOKEN": "t"}, "stdin is not JSON"),
+        ((), '{"transcript_path": "/nonexistent/t.jsonl"}', {"COLONY_URL": "http://x", "COLONY_TOKEN": "t"}, "error"),
+        (("--used",), "", {"COLONY_URL": "http://x", "COLONY_TOKEN": "t"}, "error"),
+    ],
+)
+def test_bad_input_never_fails_the_agent(args, stdin, env, message):
+    done, elapsed = run_hook(*args, stdin=stdin, env=env)
+    assert done.returncode == 0 and done.stdout == ""
+    assert message in done.stderr
+    assert elapsed < 3 + SLACK
+
+
+def test_server_error_is_reported_not_raised(fake):
+    server = fake("error")
+    done, _ = run_hook("--prompt", "p", "--response", "r", env={"COLONY_URL": server.url, "COLONY_TOKEN": "t"})
+    assert done.returncode == 0 and "Colony answered 500" in done.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_against_a_live_colony(live_server, agent_factory, settings, tmp_path):
+    """The real endpoint: the turn is logged with the agent of the token, then scored."""
+    from brain.models import Thought
+    from quality.models import TurnLog
+    from tests.quality_support import make_query_log, make_thought
+
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.lexical_judge_factory"  # eager scoring in-process
+    client = agent_factory("dev", name="hooked")
+    thought = make_thought(client.agent.space, "CI runs Python 3.10.")
+    make_query_log(client.agent.space, "cc-session-1", [thought])
+    # USED names no thought of this space: the hook sends the turn again without it
+    transcript = write_transcript(tmp_path / "t.jsonl", used=USED, contradicted=str(thought.id))
+    stdin = json.dumps({"session_id": "cc-session-1", "transcript_path": str(transcript)})
+    done, _ = run_hook(stdin=stdin, env={"COLONY_URL": live_server.url, "COLONY_TOKEN": client.token})
+    assert done.returncode == 0, done.stderr
+    assert f"Colony does not know {USED}" in done.stderr
+    turn = TurnLog.objects.get()
+    assert (turn.agent_name, turn.turn_id, turn.user_prompt, turn.status) == (
+        "hooked",
+        "u-last",
+        "Fix the CI job",
+        "scored",
+    )
+    item = turn.items.get(thought=thought)
+    assert item.explicit_contradicted is True and item.contradicted is True
+    assert Thought.objects.get(pk=thought.pk).effective_confidence == pytest.approx(0.4)
