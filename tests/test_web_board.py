@@ -127,7 +127,8 @@ def test_a_human_moves_a_task_with_a_button_and_the_marker_is_linked(client, ada
     log = TransitionLog.objects.get(task=task)
     assert log.user == ada and log.actor == "human"
     assert "design moved approval → approved" in body
-    assert f'data-marker="{log.marker_id}">TASK approval→approved: HUMAN design (colony) — looks right<' in body
+    marker = f'data-marker="{log.marker_id}"><a href="/brain/thoughts/{log.marker_id}/">'
+    assert marker + "TASK approval→approved: HUMAN design (colony) — looks right<" in body
     assert "ada (human)" in body
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+import datetime as dt
+from collections import Counter
 
-from brain.choices import ThoughtCategory
-from brain.models import Thought
-from core.models import Space
+from django.db.models import Count, QuerySet, Sum
+from django.utils import timezone
+
+from brain.choices import SuggestionStatus, ThoughtCategory
+from brain.models import CorrectionSuggestion, Thought
+from core.models import Agent, Space
+from quality import formulas
+from quality.models import QualityRollup, TurnItem
+from quality.selectors import metric_values
+from quality.services.rollups import COUNT_FIELDS
 from tasks.models import HumanConfirmation, Task, TransitionLog
 from tasks.selectors import IN_FLIGHT_STATUSES
 
@@ -30,6 +38,57 @@ def marker_list_recent(*, space: Space, limit: int = 10) -> QuerySet[Thought]:
     return (
         Thought.objects.filter(space=space, thought_category=ThoughtCategory.TRANSITION_MARKER)
         .only(*THOUGHT_LIST_FIELDS)
+        .order_by("-created_at")[:limit]
+    )
+
+
+def thought_list_recent(*, space: Space, limit: int = 20) -> QuerySet[Thought]:
+    """The newest thoughts of ``space``: what the explorer shows before anything is searched."""
+    return Thought.objects.filter(space=space).only(*THOUGHT_LIST_FIELDS).order_by("-created_at")[:limit]
+
+
+def thought_list_by_ids(*, space: Space, ids) -> list[Thought]:
+    """Thoughts of ``space`` among ``ids`` (another space's ids are simply not found), oldest first."""
+    if not ids:
+        return []
+    return list(Thought.objects.filter(space=space, id__in=list(ids)).only(*THOUGHT_LIST_FIELDS).order_by("created_at"))
+
+
+def thought_corrections_of(*, space: Space, thought: Thought) -> list[Thought]:
+    """Every correction that supersedes ``thought``, newest first (``superseded_by`` keeps only one)."""
+    return list(
+        Thought.objects.filter(
+            space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
+        )
+        .only(*THOUGHT_LIST_FIELDS, "correct_fact")
+        .order_by("-created_at")
+    )
+
+
+def topic_list(*, space: Space, limit: int = 200) -> list[str]:
+    """The topics used in ``space``, for the explorer's topic filter."""
+    return list(
+        Thought.objects.filter(space=space)
+        .exclude(topic="")
+        .order_by("topic")
+        .values_list("topic", flat=True)
+        .distinct()[:limit]
+    )
+
+
+def suggestion_list_for_thought(*, thought: Thought) -> QuerySet[CorrectionSuggestion]:
+    return (
+        CorrectionSuggestion.objects.filter(thought=thought, status=SuggestionStatus.PENDING)
+        .select_related("agent")
+        .order_by("-created_at")
+    )
+
+
+def suggestion_list_pending(*, space: Space, limit: int = 20) -> list[CorrectionSuggestion]:
+    return list(
+        CorrectionSuggestion.objects.filter(space=space, status=SuggestionStatus.PENDING)
+        .select_related("thought")
+        .only("id", "statement", "created_at", "thought_id", "thought__id", "thought__content")
         .order_by("-created_at")[:limit]
     )
 
@@ -67,3 +126,48 @@ def task_list_in_flight(*, space: Space, limit: int = 20) -> QuerySet[Task]:
         .only("id", "slug", "title", "status", "role", "type", "dna", "status_changed_at", "project__slug")
         .order_by("-status_changed_at")[:limit]
     )
+
+
+# --- quality --------------------------------------------------------------------------------------
+def agent_names_with_quality(*, space: Space) -> list[str]:
+    """Agents of ``space`` (for the dashboard's agent filter)."""
+    return list(Agent.objects.filter(space=space).order_by("name").values_list("name", flat=True))
+
+
+def quality_per_agent(*, space: Space, now=None) -> list[dict]:
+    """Each agent's rates over the current rolling window, from the rollups, in one query."""
+    today = (now or timezone.now()).date()
+    first = today - dt.timedelta(days=formulas.WINDOW_DAYS - 1)
+    rows = (
+        QualityRollup.objects.filter(space=space, day__gte=first, day__lte=today)
+        .exclude(agent_name="")
+        .values("agent_name")
+        .annotate(**{f: Sum(f) for f in COUNT_FIELDS})
+        .order_by("agent_name")
+    )
+    return [
+        {"agent": row["agent_name"], "rates": metric_values(Counter({f: row[f] or 0 for f in COUNT_FIELDS}))}
+        for row in rows
+    ]
+
+
+def thought_list_most_contradicted(*, space: Space, days: int = 30, limit: int = 10) -> list[Thought]:
+    """Thoughts of ``space`` most often contradicted when injected in turns of the last ``days`` days.
+
+    Each thought carries ``times_contradicted``; ties go to the higher contradiction EMA.
+    """
+    since = timezone.now() - dt.timedelta(days=days)
+    counts = dict(
+        TurnItem.objects.filter(turn__space=space, turn__created_at__gte=since, contradicted=True)
+        .values("thought_id")
+        .annotate(n=Count("id"))
+        .order_by("-n")
+        .values_list("thought_id", "n")[: limit * 3]
+    )
+    thoughts = list(
+        Thought.objects.filter(space=space, id__in=counts).only(*THOUGHT_LIST_FIELDS, "contradiction_score")
+    )
+    for thought in thoughts:
+        thought.times_contradicted = counts[thought.id]
+    thoughts.sort(key=lambda t: (-t.times_contradicted, -(t.contradiction_score or 0.0), str(t.id)))
+    return thoughts[:limit]

@@ -21,6 +21,16 @@ PLACES = [
         "url": "/board/",
         "what": "Every task by status. Move tasks a human may move; give the human confirmations gates wait for.",
     },
+    {
+        "name": "Brain",
+        "url": "/brain/",
+        "what": "Search what the agents know, read a thought's lineage, accept or dismiss corrections.",
+    },
+    {
+        "name": "Quality",
+        "url": "/quality/",
+        "what": "Whether the brain helps: on-topic, usage, contradiction and discovery rates against targets.",
+    },
     {"name": "Admin", "url": "/admin/", "what": "Spaces and their members, agents and their API tokens, every record."},
     {"name": "API docs", "url": "/api/docs/", "what": "The agents' REST API, interactive."},
 ]

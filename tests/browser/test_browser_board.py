@@ -1,0 +1,79 @@
+"""In a real browser: the board, moving a card with a button (no reload), and a human confirmation."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.models import HumanConfirmation, Task, TransitionLog
+from tests.tasks_helpers import make_project, make_task
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_move_a_card_on_the_board_without_a_reload(logged_in_page, human, space, shot):
+    page = logged_in_page
+    project = make_project(space, "colony")
+    make_task(project, slug="design-parser", status="approval", role="liaison")
+    make_task(project, slug="write-parser", status="active", role="dev")
+
+    page.goto("/board/")
+    card = page.locator('.column[data-status="approval"] .task-card[data-slug="design-parser"]')
+    assert card.is_visible()
+    assert page.locator('.column[data-status="active"] .task-card[data-slug="write-parser"]').is_visible()
+    shot(page, "board")
+
+    page.evaluate("window.__noReload = true")
+    card.locator("summary", has_text="Move").click()
+    button = card.locator("button", has_text="Move to approved")
+    button.wait_for()
+    assert card.locator('li[data-to="complete"] button[disabled]').is_visible()  # refused, with its reason
+    shot(page, "board-moves")
+    button.click()
+
+    moved = page.locator('.column[data-status="approved"] .task-card[data-slug="design-parser"]')
+    moved.wait_for()
+    assert page.locator(".message.success", has_text="design-parser moved approval → approved").is_visible()
+    assert page.evaluate("window.__noReload") is True  # the board changed in place
+    assert page.locator('.column[data-status="approval"] .task-card').count() == 0
+    shot(page, "board-after-move")
+
+    task = Task.objects.get(slug="design-parser")
+    assert task.status == "approved"
+    assert TransitionLog.objects.get(task=task).user == human
+
+
+def test_board_refreshes_itself_when_an_agent_moves_a_task(logged_in_page, space):
+    page = logged_in_page
+    project = make_project(space, "colony")
+    make_task(project, slug="quiet", status="ready", role="dev")
+    page.goto("/board/")
+    page.locator('.column[data-status="ready"] .task-card[data-slug="quiet"]').wait_for()
+    page.evaluate("window.__noReload = true")
+    Task.objects.filter(slug="quiet").update(status="active")  # as if an agent moved it meanwhile
+    page.locator('.column[data-status="active"] .task-card[data-slug="quiet"]').wait_for(timeout=12_000)
+    assert page.evaluate("window.__noReload") is True
+
+
+def test_give_a_human_confirmation_on_the_task_page(logged_in_page, human, space, shot):
+    page = logged_in_page
+    project = make_project(space, "colony")
+    make_task(
+        project,
+        slug="ship-parser",
+        status="review",
+        role="liaison",
+        dna={"abstract_ref": "docs/abstract.md", "test_pass_count": 12, "test_total_count": 12},
+    )
+    page.goto("/board/")
+    page.locator('.task-card[data-slug="ship-parser"] a.slug').click()
+    page.wait_for_url("**/tasks/ship-parser/")
+    assert page.locator('li[data-to="complete"] .refusal').inner_text().count("you act as human") == 1
+    shot(page, "task")
+
+    page.locator("button", has_text="Confirm review → complete").click()
+    page.wait_for_url("**/tasks/ship-parser/")
+    gate = page.locator('li[data-gate="complete"] .confirmed')
+    assert "Confirmed by ada" in gate.inner_text()
+    shot(page, "task-confirmed")
+    confirmation = HumanConfirmation.objects.get(task__slug="ship-parser")
+    assert confirmation.user == human and confirmation.to_status == "complete"

@@ -1,0 +1,239 @@
+"""The brain explorer: search as the agents do, a thought with lineage and corrections, suggestions, corrections."""
+
+from __future__ import annotations
+
+import pytest
+
+from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
+from brain.models import CorrectionSuggestion, QueryLog, Thought
+from brain.services.suggestions import suggestion_create
+from brain.services.thoughts import thought_create
+from tests.conftest import fake_vector
+from tests.web_support import make_human
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ada(client, space):
+    user = make_human("ada", spaces=(space,))
+    client.force_login(user)
+    return user
+
+
+def store(space, content, **fields):
+    return thought_create(
+        space=space,
+        content=content,
+        contributor_id=fields.pop("contributor_id", "agent-dev-1"),
+        contributor_name=fields.pop("contributor_name", "dev-1"),
+        embedding=fake_vector(content),
+        **fields,
+    )
+
+
+def _body(response) -> str:
+    return response.content.decode()
+
+
+def test_explorer_lists_the_newest_thoughts_of_the_current_space(client, ada, space, other_space):
+    store(space, "The parser caches compiled grammars per worker.")
+    store(other_space, "Rival secret: their parser is slow.")
+    body = _body(client.get("/brain/"))
+    assert "caches compiled grammars" in body and "Rival secret" not in body
+
+
+def test_search_ranks_with_the_agents_retrieval_and_shows_category_flags_state_and_score(
+    client, ada, space, other_space, fake_embedder
+):
+    text = "Deploys run through the blue green pipeline on Fridays."
+    old = store(space, text, superseded=True)
+    hit = store(space, text, thought_category="operational_learning", topic="deploy")
+    flagged = store(space, "Deploys pipeline notes.", quality_flags=["stale"])
+    store(space, "Unrelated note about lunch menus.")
+    store(other_space, "Deploys run through the rival pipeline.")
+    body = _body(client.get("/brain/", {"q": "deploys pipeline"}))
+    assert f'data-thought="{hit.id}"' in body and f'data-thought="{old.id}"' in body
+    assert f'data-thought="{flagged.id}"' in body
+    assert "rival pipeline" not in body
+    assert "operational_learning" in body and '<span class="chip flag">stale</span>' in body
+    assert '<span class="chip superseded">superseded</span>' in body
+    assert body.index(str(hit.id)) < body.index(str(old.id))  # same text: the superseded one ranks lower
+    assert "superseded ×0.7" in body  # the ranking's own reasons
+    assert '<td class="score">' in body
+
+
+def test_search_does_not_change_what_agents_get(client, ada, space, fake_embedder):
+    thought = store(space, "Deploys run through the blue green pipeline.")
+    client.get("/brain/", {"q": "deploys pipeline"})
+    thought.refresh_from_db()
+    assert thought.access_count == 0 and thought.pheromone_weight == 1.0
+    assert not QueryLog.objects.exists()
+
+
+def test_search_filters_by_topic_and_category(client, ada, space, fake_embedder):
+    a = store(
+        space,
+        "Deploy pipeline decision: use blue green.",
+        thought_category="decision_record",
+        topic="deploy",
+        alternatives_considered="canary",
+    )
+    b = store(
+        space, "Deploy pipeline learning: retry flaky steps.", thought_category="operational_learning", topic="ci"
+    )
+    body = _body(client.get("/brain/", {"q": "deploy pipeline", "topic": "deploy"}))
+    assert str(a.id) in body and str(b.id) not in body
+    body = _body(client.get("/brain/", {"q": "deploy pipeline", "category": "operational_learning"}))
+    assert str(b.id) in body
+
+
+def test_search_results_escape_stored_text(client, ada, space, fake_embedder):
+    store(space, "Pipeline <script>alert(1)</script> note")
+    body = _body(client.get("/brain/", {"q": "pipeline note"}))
+    assert "<script>alert(1)</script>" not in body and "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+
+
+def test_a_tampered_category_is_refused_with_a_message(client, ada, space):
+    body = _body(client.get("/brain/", {"q": "x", "category": "gossip"}))
+    assert "Search not run" in body
+
+
+def test_thought_page_shows_content_metadata_and_lineage_tree(client, ada, space):
+    original = store(space, "The cache is per process.", topic="cache")
+    refinement = store(
+        space,
+        "The cache is per process and cleared on deploy.",
+        thought_type=ThoughtType.REFINEMENT,
+        source_ids=[original.id],
+        topic="cache",
+    )
+    Thought.objects.filter(pk=original.pk).update(superseded=True, refined_by=refinement)
+    body = _body(client.get(f"/brain/thoughts/{original.id}/"))
+    assert "The cache is per process." in body and "agent-dev-1" in body
+    assert "Superseded" in body and f'href="/brain/thoughts/{refinement.id}/"' in body
+    assert "Built upon it" in body
+    body = _body(client.get(f"/brain/thoughts/{refinement.id}/"))
+    tree = body.split("Built on</h3>", 1)[1].split("Built upon it", 1)[0]
+    assert f'href="/brain/thoughts/{original.id}/"' in tree
+
+
+def test_thought_of_another_space_is_not_found(client, ada, other_space):
+    foreign = store(other_space, "Their secret.")
+    response = client.get(f"/brain/thoughts/{foreign.id}/")
+    assert response.status_code == 404 and b"Their secret" not in response.content
+
+
+def test_a_human_corrects_a_thought(client, ada, space, fake_embedder):
+    wrong = store(space, "The API rate limit is 100 requests per minute.", topic="api")
+    response = client.post(
+        f"/brain/thoughts/{wrong.id}/correct/",
+        {
+            "correct_fact": "The API rate limit is 600 requests per minute.",
+            "corrected_fact": wrong.content,
+            "topic": "api",
+            "content": "",
+        },
+        follow=True,
+    )
+    correction = Thought.objects.get(thought_category=ThoughtCategory.CORRECTION)
+    wrong.refresh_from_db()
+    assert wrong.superseded and wrong.superseded_by == correction
+    assert correction.contributor_id == "human-ada"
+    body = _body(response)
+    assert "it supersedes 1 thought" in body and response.redirect_chain[-1][0] == f"/brain/thoughts/{correction.id}/"
+    # the corrected thought lists its correction
+    assert f'href="/brain/thoughts/{correction.id}/"' in _body(client.get(f"/brain/thoughts/{wrong.id}/"))
+
+
+def test_a_correction_without_the_correct_fact_is_refused(client, ada, space, fake_embedder):
+    wrong = store(space, "The API rate limit is 100 requests per minute.", topic="api")
+    response = client.post(
+        f"/brain/thoughts/{wrong.id}/correct/", {"correct_fact": "", "topic": "api", "corrected_fact": "x"}, follow=True
+    )
+    assert "Correction not stored" in _body(response)
+    assert not Thought.objects.filter(thought_category=ThoughtCategory.CORRECTION).exists()
+
+
+def test_a_correction_of_another_spaces_thought_is_refused(client, ada, other_space, fake_embedder):
+    foreign = store(other_space, "Their fact.")
+    response = client.post(
+        f"/brain/thoughts/{foreign.id}/correct/",
+        {"correct_fact": "x", "corrected_fact": "y", "topic": "t"},
+        follow=True,
+    )
+    assert "Correction not stored" in _body(response)
+    foreign.refresh_from_db()
+    assert not foreign.superseded and Thought.objects.count() == 1
+
+
+def _suggestion(thought, statement="The rate limit is 600 per minute, not 100."):
+    suggestion, _ = suggestion_create(
+        thought=thought,
+        statement=statement,
+        origin=SuggestionOrigin.QUALITY_JUDGE,
+        confidence=0.8,
+        reason="contradicted in turn t-1",
+    )
+    return suggestion
+
+
+def test_pending_suggestions_show_on_the_thought_and_accepting_creates_the_correction(
+    client, ada, space, fake_embedder
+):
+    wrong = store(space, "The API rate limit is 100 requests per minute.", topic="api")
+    suggestion = _suggestion(wrong)
+    body = _body(client.get(f"/brain/thoughts/{wrong.id}/"))
+    assert f'data-suggestion="{suggestion.id}"' in body and "contradicted in turn t-1" in body
+    response = client.post(f"/brain/suggestions/{suggestion.id}/accept/", {"correct_fact": ""}, follow=True)
+    suggestion.refresh_from_db()
+    wrong.refresh_from_db()
+    assert suggestion.status == SuggestionStatus.ACCEPTED and suggestion.resolved_by == "human-ada"
+    assert wrong.superseded and wrong.superseded_by == suggestion.correction
+    assert "Suggestion accepted" in _body(response)
+    assert response.redirect_chain[-1][0] == f"/brain/thoughts/{suggestion.correction_id}/"
+
+
+def test_dismissing_a_suggestion_leaves_the_thought_standing(client, ada, space):
+    wrong = store(space, "The API rate limit is 100 requests per minute.", topic="api")
+    suggestion = _suggestion(wrong)
+    response = client.post(f"/brain/suggestions/{suggestion.id}/dismiss/", {"reason": "judge misread"}, follow=True)
+    suggestion.refresh_from_db()
+    wrong.refresh_from_db()
+    assert suggestion.status == SuggestionStatus.DISMISSED and not wrong.superseded
+    assert "Suggestion dismissed" in _body(response)
+    assert f'data-suggestion="{suggestion.id}"' not in _body(response)
+
+
+def test_resolving_twice_is_refused_with_a_message(client, ada, space):
+    suggestion = _suggestion(store(space, "Old fact.", topic="t"))
+    client.post(f"/brain/suggestions/{suggestion.id}/dismiss/", {})
+    response = client.post(f"/brain/suggestions/{suggestion.id}/accept/", {}, follow=True)
+    assert "already dismissed" in _body(response)
+    assert not Thought.objects.filter(thought_category=ThoughtCategory.CORRECTION).exists()
+
+
+def test_another_spaces_suggestion_can_not_be_resolved(client, ada, other_space):
+    suggestion = _suggestion(store(other_space, "Their fact.", topic="t"))
+    response = client.post(f"/brain/suggestions/{suggestion.id}/accept/", {}, follow=True)
+    assert "nothing changed" in _body(response)
+    suggestion.refresh_from_db()
+    assert suggestion.status == SuggestionStatus.PENDING
+    assert CorrectionSuggestion.objects.count() == 1 and Thought.objects.count() == 1
+
+
+def test_explorer_search_and_thought_page_query_counts_are_fixed(
+    client, ada, space, fake_embedder, django_assert_max_num_queries
+):
+    thoughts = [store(space, f"Thought number {i} about caching.", topic=f"t{i % 3}") for i in range(25)]
+    for t in thoughts[:5]:
+        _suggestion(t, statement=f"Contradiction {t.id}")
+    # session, user, spaces, topics, newest thoughts
+    with django_assert_max_num_queries(5):
+        assert client.get("/brain/").status_code == 200
+    # ... + lexemes, savepoint, 2 settings, vector and full-text candidates (one round), release
+    with django_assert_max_num_queries(12):
+        assert client.get("/brain/", {"q": "caching thought"}).status_code == 200
+    # session, user, spaces, thought (x2), ancestors, descendants, corrections, related, suggestions
+    with django_assert_max_num_queries(10):
+        assert client.get(f"/brain/thoughts/{thoughts[0].id}/").status_code == 200

@@ -1,0 +1,173 @@
+"""The brain explorer: search the brain as the agents do, read a thought with its lineage, correct it.
+
+Search calls the same retrieval selector the memory endpoint uses (``brain.selectors.search``) on
+the same query embedding, but a human browsing is not an agent's retrieval: it writes no query log
+and does not reinforce pheromones or access counts, so looking never changes what agents get.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from brain import embedding as embedder
+from brain.choices import ThoughtCategory
+from brain.selectors.lineage import thought_get, thought_lineage
+from brain.selectors.search import thought_search
+from brain.services.corrections import thought_correct
+from brain.services.suggestions import suggestion_accept, suggestion_dismiss, suggestion_get
+from core.errors import ApplicationError, NotFound
+from web.forms import BrainSearchForm, CorrectionForm, SuggestionResolveForm, form_error_text
+from web.lineage import lineage_trees
+from web.selectors import (
+    suggestion_list_for_thought,
+    thought_corrections_of,
+    thought_list_by_ids,
+    thought_list_recent,
+    topic_list,
+)
+from web.views.common import space_required
+
+SEARCH_LIMIT = 20
+LINEAGE_DEPTH = 10
+
+
+def human_contributor(user) -> tuple[str, str]:
+    """(contributor_id, contributor_name) of what a human writes to the brain, as task markers name them."""
+    return f"human-{user.get_username()}", user.get_full_name() or user.get_username()
+
+
+@require_GET
+@space_required
+def explorer(request):
+    space = request.colony_space
+    form = BrainSearchForm(request.GET or None, categories=ThoughtCategory.choices)
+    context = {"nav": "brain", "form": form, "topics": topic_list(space=space), "results": None}
+    if form.is_bound and form.is_valid() and form.cleaned_data["q"]:
+        data = form.cleaned_data
+        try:
+            vector = embedder.embed(data["q"])
+        except embedder.EmbeddingError as exc:
+            messages.error(request, f"Search is unavailable: the query could not be embedded ({exc}).")
+        else:
+            result = thought_search(
+                space=space,
+                vector=vector,
+                query_text=data["q"],
+                limit=SEARCH_LIMIT,
+                filter_topic=data["topic"] or None,
+                filter_category=data["category"] or None,
+            )
+            context["results"] = result.candidates
+            context["relaxed"] = result.relaxed
+    elif form.is_bound and not form.is_valid():
+        messages.error(request, f"Search not run — {form_error_text(form)}")
+    if context["results"] is None:
+        context["recent"] = thought_list_recent(space=space, limit=SEARCH_LIMIT)
+    return render(request, "web/brain.html", context)
+
+
+@require_GET
+@space_required
+def thought_detail(request, thought_id):
+    space = request.colony_space
+    try:
+        thought = thought_get(space=space, thought_id=thought_id)
+        lineage = thought_lineage(space=space, thought_id=thought.id, max_depth=LINEAGE_DEPTH)
+    except NotFound:
+        return render(request, "web/not_found.html", {"back": reverse("web:brain")}, status=404)
+    ancestors, descendants = lineage_trees(lineage["chain"], str(thought.id))
+    form = CorrectionForm(initial={"corrected_fact": thought.content, "topic": thought.topic or "general"})
+    context = {
+        "nav": "brain",
+        "thought": thought,
+        "ancestors": ancestors,
+        "descendants": descendants,
+        "lineage_truncated": lineage["truncated"],
+        "lineage_depth": LINEAGE_DEPTH,
+        "corrected_by": thought_corrections_of(space=space, thought=thought),
+        "corrects": thought_list_by_ids(space=space, ids=thought.supersedes),
+        "related": thought.related_thoughts.all().only("id", "content", "thought_category", "superseded"),
+        "suggestions": suggestion_list_for_thought(thought=thought),
+        "form": form,
+    }
+    return render(request, "web/thought.html", context)
+
+
+@require_POST
+@space_required
+def thought_correct_post(request, thought_id):
+    space = request.colony_space
+    try:
+        thought = thought_get(space=space, thought_id=thought_id)
+    except NotFound as exc:
+        messages.error(request, f"Correction not stored — {exc.message}")
+        return redirect("web:brain")
+    form = CorrectionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Correction not stored — {form_error_text(form)}")
+        return redirect("web:thought", thought.id)
+    contributor_id, contributor_name = human_contributor(request.user)
+    data = form.cleaned_data
+    try:
+        correction, count = thought_correct(
+            space=space,
+            agent=None,
+            content=data["content"],
+            topic=data["topic"],
+            corrected_fact=data["corrected_fact"],
+            correct_fact=data["correct_fact"],
+            supersedes=[thought.id],
+            contributor_id=contributor_id,
+            contributor_name=contributor_name,
+            context_metadata={"via": "web", "user": request.user.get_username()},
+        )
+    except ApplicationError as exc:
+        messages.error(request, f"Correction not stored — {exc.message}")
+        return redirect("web:thought", thought.id)
+    messages.success(request, f"Correction stored; it supersedes {count} thought{'s' if count != 1 else ''}.")
+    return redirect("web:thought", correction.id)
+
+
+def _resolve(request, suggestion_id, *, accept: bool):
+    space = request.colony_space
+    form = SuggestionResolveForm(request.POST)
+    try:
+        suggestion = suggestion_get(space=space, suggestion_id=suggestion_id)
+    except (NotFound, ValueError):
+        messages.error(request, f"No pending correction suggestion {suggestion_id} in this space; nothing changed.")
+        return redirect("web:brain")
+    back = redirect("web:thought", suggestion.thought_id)
+    if not form.is_valid():
+        messages.error(request, f"Suggestion not resolved — {form_error_text(form)}")
+        return back
+    resolved_by, _name = human_contributor(request.user)
+    try:
+        if accept:
+            correction = suggestion_accept(
+                suggestion=suggestion, resolved_by=resolved_by, correct_fact=form.cleaned_data["correct_fact"] or None
+            )
+        else:
+            suggestion_dismiss(suggestion=suggestion, resolved_by=resolved_by, reason=form.cleaned_data["reason"])
+    except ApplicationError as exc:
+        messages.error(request, f"Suggestion not resolved — {exc.message}")
+        return back
+    if accept:
+        messages.success(request, "Suggestion accepted: the correction below now supersedes the old thought.")
+        return redirect("web:thought", correction.id)
+    messages.success(request, "Suggestion dismissed; the thought stands as it was.")
+    return back
+
+
+@require_POST
+@space_required
+def suggestion_accept_post(request, suggestion_id):
+    return _resolve(request, suggestion_id, accept=True)
+
+
+@require_POST
+@space_required
+def suggestion_dismiss_post(request, suggestion_id):
+    return _resolve(request, suggestion_id, accept=False)
