@@ -37,7 +37,7 @@ class Chart:
     target_y: float | None = None
     target_label: str = ""
     y_ticks: list[tuple[float, str]] = field(default_factory=list)
-    x_labels: list[tuple[float, str]] = field(default_factory=list)
+    x_labels: list[tuple[float, str, str]] = field(default_factory=list)  # (x, text, text-anchor)
     plot_left: float = PAD_LEFT
     plot_right: float = WIDTH - PAD_RIGHT
     plot_top: float = PAD_TOP
@@ -106,5 +106,6 @@ def line_chart(
     chart.y_ticks = [(y_of(v), _pct(v)) for v in (0.0, 0.5, 1.0)]
     if days:
         picks = sorted({0, len(days) // 2, len(days) - 1})
-        chart.x_labels = [(x_of(i), days[i][5:]) for i in picks]  # MM-DD
+        anchors = {0: "start", len(days) - 1: "end"}
+        chart.x_labels = [(x_of(i), days[i][5:], anchors.get(i, "middle")) for i in picks]  # MM-DD
     return chart

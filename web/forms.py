@@ -137,7 +137,11 @@ class SuggestionResolveForm(forms.Form):
 class DashboardForm(forms.Form):
     agent = forms.ChoiceField(required=False)
     days = forms.TypedChoiceField(
-        required=False, coerce=int, empty_value=30, choices=[(14, "14 days"), (30, "30 days"), (90, "90 days")]
+        required=False,
+        coerce=int,
+        empty_value=30,
+        initial=30,
+        choices=[(14, "14 days"), (30, "30 days"), (90, "90 days")],
     )
 
     def __init__(self, *args, agents=(), **kwargs):
