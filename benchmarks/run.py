@@ -17,8 +17,14 @@ def brain(args) -> list:
     return bench.run(thoughts=args.thoughts, requests=args.requests)
 
 
+def pages(args) -> list:
+    from benchmarks import pages as bench
+
+    return bench.run(thoughts=args.thoughts, requests=args.requests)
+
+
 #: name -> function(args) returning [(label, samples in ms), ...]. Other areas add theirs here.
-BENCHMARKS = {"brain": brain}
+BENCHMARKS = {"brain": brain, "pages": pages}
 
 
 def print_table(rows: list) -> None:

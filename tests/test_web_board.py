@@ -231,13 +231,13 @@ def test_invalid_dna_json_is_refused_with_a_message(client, ada, project):
 
 
 def test_board_query_count_does_not_grow_with_tasks(client, ada, project, django_assert_num_queries):
-    # session, user, spaces, projects, tasks, parents, depends_on
+    # session, user, spaces, projects, count per status, the cards shown
     for batch in (3, 40):
         for i in range(batch):
             make_task(
                 project, slug=f"t-{batch}-{i}", status=["active", "review", "complete", "blocked"][i % 4], role="dev"
             )
-        with django_assert_num_queries(7):
+        with django_assert_num_queries(6):
             assert client.get("/board/").status_code == 200
 
 
@@ -247,3 +247,16 @@ def test_task_page_query_count_is_fixed(client, ada, project, django_assert_max_
     # session, user, spaces, task, parents, depends_on, membership, open confirmations, history
     with django_assert_max_num_queries(9):
         assert client.get(f"/tasks/{task.slug}/").status_code == 200
+
+
+def test_a_long_column_shows_the_newest_cards_and_counts_the_rest(client, ada, project):
+    from web.board import COLUMN_CARDS
+
+    for i in range(COLUMN_CARDS + 5):
+        make_task(project, slug=f"done-{i:03d}", status="complete", role="liaison")
+    body = _body(client.get("/board/"))
+    column = body.split('data-status="complete"', 1)[1].split('data-status="cancelled"', 1)[0]
+    assert f'<span class="count">{COLUMN_CARDS + 5}</span>' in column
+    assert column.count('class="task-card"') == COLUMN_CARDS
+    assert "and 5 more" in column
+    assert 'data-slug="done-029"' in column and 'data-slug="done-000"' not in column  # newest first

@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from django.db.models import Count, F, QuerySet, Window
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import RowNumber
+
 from tasks.choices import TaskStatus
 
 #: Columns left to right in the order work flows.
@@ -26,8 +30,11 @@ BOARD_ORDER = (
     TaskStatus.CANCELLED,
 )
 TERMINAL = frozenset({TaskStatus.COMPLETE, TaskStatus.CANCELLED})
-#: Cards drawn per column; the rest is counted (a board of thousands of finished tasks stays fast).
-COLUMN_CARDS = 60
+#: Cards drawn per column, newest change first; the rest is counted (a board of thousands of
+#: finished tasks stays fast, and a human narrows it with the filters).
+COLUMN_CARDS = 25
+#: What a card shows; description and the rest of the DNA stay in the database.
+CARD_FIELDS = ("id", "slug", "title", "type", "status", "role", "status_changed_at", "created_at", "project__slug")
 
 
 @dataclass
@@ -50,14 +57,25 @@ class Column:
         return self.count - len(self.tasks)
 
 
-def board_columns(tasks: Iterable, *, cards: int = COLUMN_CARDS) -> list[Column]:
-    """One column per status in workflow order; ``tasks`` keep their order (the selector's: newest change first)."""
-    columns = {status: Column(status=status) for status in BOARD_ORDER}
-    for task in tasks:
-        column = columns[task.status]
-        column.count += 1
-        if len(column.tasks) < cards:
-            column.tasks.append(task)
+def board_columns(tasks: QuerySet, *, cards: int = COLUMN_CARDS) -> list[Column]:
+    """One column per status in workflow order, from the tasks selector's (filtered) queryset.
+
+    Two queries whatever the number of tasks: the count per status, and the newest ``cards`` tasks
+    of each status (a window function), with only what a card shows.
+    """
+    tasks = tasks.prefetch_related(None)
+    counts = dict(tasks.order_by().values_list("status").annotate(n=Count("id")))
+    shown = (
+        tasks.only(*CARD_FIELDS)
+        .annotate(
+            blocked_reason=KeyTextTransform("blocked_reason", "dna"),
+            column_rank=Window(RowNumber(), partition_by=[F("status")], order_by=[F("updated_at").desc(), F("slug")]),
+        )
+        .filter(column_rank__lte=cards)
+    )
+    columns = {status: Column(status=status, count=counts.get(status, 0)) for status in BOARD_ORDER}
+    for task in shown:
+        columns[task.status].tasks.append(task)
     return list(columns.values())
 
 
