@@ -177,6 +177,13 @@ def run(*, thoughts: int = 10_000, tasks: int = 1_000, requests: int = 30) -> li
         f"{requests} requests per page"
     )
     rows, queries = [], {}
+    from brain import embedding
+
+    # The search pages embed the query with the model on the request path: shown apart, so a slow
+    # CPU (or a busy one) is told from a slow page.
+    rows.append(
+        ("(embedding of one query, model only)", timed(lambda i: embedding.embed(f"why does step {i} fail"), requests))
+    )
     for label, url, headers in pages:
 
         def get(_i, url=url, headers=headers):
