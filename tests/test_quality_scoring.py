@@ -11,10 +11,12 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
+from brain import ranking
 from brain.models import CorrectionSuggestion, Thought
 from quality.choices import TurnStatus
+from quality.formulas import quality_multiplier
 from quality.models import ConfidenceChange, JudgeValidation, TurnItem, TurnLog
-from quality.selectors import judge_trust, quality_multiplier
+from quality.selectors import judge_trust
 from quality.services.scoring import JudgeRetry, judge_resolve, turn_response_text, turn_score
 from quality.services.turns import turn_log_create
 from tests.quality_support import LexicalJudge, ScriptedJudge, make_query_log, make_thought, new_session
@@ -262,17 +264,17 @@ def test_ranking_switch_applies_effective_confidence_only_while_enabled(dev, spa
     similarity = 0.8
 
     def ranked() -> list[str]:
-        scores = {
-            t.content: similarity * quality_multiplier(effective_confidence=t.effective_confidence) for t in (a, b)
-        }
-        return sorted(scores, key=lambda content: -scores[content])
+        """Brain's ranking itself, both at the same similarity."""
+        candidates = [ranking.Candidate(thought=reload(t), similarity=similarity) for t in (a, b)]
+        return [candidate.thought.content for candidate in ranking.rank(candidates)]
 
     settings.QUALITY_RANKING_ENABLED = True
     assert a.effective_confidence < 1.0 < b.effective_confidence
     assert ranked() == ["beta: used", "alpha: contradicted"]
     settings.QUALITY_RANKING_ENABLED = False
-    assert quality_multiplier(effective_confidence=a.effective_confidence) == 1.0
-    assert quality_multiplier(effective_confidence=b.effective_confidence) == 1.0
+    assert quality_multiplier(a.effective_confidence) == quality_multiplier(b.effective_confidence) == 1.0
+    off = ranking.rank([ranking.Candidate(thought=t, similarity=similarity) for t in (a, b)])
+    assert [candidate.score for candidate in off] == [similarity, similarity]
     # scoring goes on while ranking ignores it
     turn = log_turn(dev.agent, [a], contradicted=[a], turn_id="t-off")
     turn_score(turn_log_id=str(turn.id), judge=ScriptedJudge())
@@ -280,7 +282,7 @@ def test_ranking_switch_applies_effective_confidence_only_while_enabled(dev, spa
     assert a.contradiction_score == pytest.approx(0.657)
     settings.QUALITY_RANKING_ENABLED = True
     assert ranked() == ["beta: used", "alpha: contradicted"]
-    assert quality_multiplier(effective_confidence=None) == 1.0
+    assert quality_multiplier(None) == 1.0
 
 
 @pytest.mark.django_db(transaction=True)
