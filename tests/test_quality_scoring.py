@@ -66,9 +66,12 @@ def test_explicit_feedback_overrides_the_judge(dev, space):
 
     items = {i.thought_id: i for i in TurnItem.objects.filter(turn=turn)}
     ia, ib = items[a.id], items[b.id]
-    # raw judge verdicts are kept ...
-    assert (ia.judge_on_topic, ia.judge_used, ia.judge_contradicted) == (False, True, False)
-    # ... but the agent's word counts: a contradicted, not used, and on topic (it was contradicted)
+    # the judge is not even asked about a: explicit feedback would override every answer ...
+    assert {item for _, item, _ in judge.calls} == {b.content}
+    assert len(judge.calls) == 3
+    assert (ia.judge_on_topic, ia.judge_used, ia.judge_contradicted, ia.judge_details) == (None, None, None, {})
+    assert (ib.judge_on_topic, ib.judge_used, ib.judge_contradicted) == (True, True, False)
+    # ... the agent's word counts: a contradicted, not used, and on topic (it was contradicted)
     assert (ia.on_topic, ia.used, ia.contradicted, ia.verdict_source) == (True, False, True, "explicit")
     assert (ib.on_topic, ib.used, ib.contradicted, ib.verdict_source) == (True, True, False, "judge")
     assert result.items == 2 and result.contradicted == 1
@@ -226,7 +229,7 @@ def test_an_unavailable_judge_makes_the_job_retry_and_changes_nothing(dev, space
             raise JudgeUnavailable("LLM endpoint timed out")
 
     a = make_thought(space, "alpha")
-    turn = log_turn(dev.agent, [a], used=[a])
+    turn = log_turn(dev.agent, [a])  # no explicit feedback: the judge must be asked
     with pytest.raises(JudgeRetry, match="timed out"):
         turn_score(turn_log_id=str(turn.id), judge=Down())
     turn.refresh_from_db()

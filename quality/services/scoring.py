@@ -1,7 +1,7 @@
 """Scoring a logged turn: judge every item, feed the outcomes into the thoughts' EMAs (SPEC 4.2, 4.4).
 
-Per item the judge (``quality.judges``, the same interface as the brain's contradiction detector)
-answers three questions, all recorded raw in ``TurnItem.judge_*``:
+Per item without explicit feedback the judge (``quality.judges``, the same interface as the
+brain's contradiction detector) answers three questions, all recorded raw in ``TurnItem.judge_*``:
 
 - on topic: ``judge.on_topic(user_prompt, excerpt)``
 - used: ``judge.used(response_text, excerpt)``
@@ -14,7 +14,9 @@ The outcome that counts (``TurnItem.on_topic/used/contradicted``):
 
 - Explicit feedback wins. An item named in ``used_ids`` or ``contradicted_ids`` has both outcomes
   fixed by the agent (used = in used_ids, contradicted = in contradicted_ids) and counts as on
-  topic: an agent can't use or contradict something irrelevant to its turn.
+  topic: an agent can't use or contradict something irrelevant to its turn. Since that overrides
+  every answer the judge could give, the judge is not asked about such an item (its ``judge_*``
+  stay null): no LLM request is paid for a verdict that would be discarded.
 - Otherwise the judge's verdicts.
 
 What feeds the EMAs (``usage_score``, ``contradiction_score``, ``effective_confidence``):
@@ -164,22 +166,26 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
     response_text = turn_response_text(assistant_response=turn.assistant_response, tool_calls=turn.tool_calls)
 
     for item in items:
-        details = {
-            "on_topic": judge_ask(judge.on_topic, turn.user_prompt, item.excerpt),
-            "used": judge_ask(judge.used, response_text, item.excerpt),
-            "contradicted": judge_ask(judge.contradicts, item.excerpt, response_text),
-        }
-        item.judge_details = details
-        item.judge_on_topic = details["on_topic"]["verdict"]
-        item.judge_used = details["used"]["verdict"]
-        item.judge_contradicted = details["contradicted"]["verdict"]
         explicit = item.explicit_used is not None or item.explicit_contradicted is not None
         if explicit:
+            # Explicit feedback fixes all three outcomes, so the judge is not asked at all: with an
+            # LLM judge every question costs a request, and its answer would be thrown away.
+            item.judge_details = {}
+            item.judge_on_topic = item.judge_used = item.judge_contradicted = None
             item.used = bool(item.explicit_used)
             item.contradicted = bool(item.explicit_contradicted)
             item.on_topic = True
             item.verdict_source = VerdictSource.EXPLICIT
         else:
+            details = {
+                "on_topic": judge_ask(judge.on_topic, turn.user_prompt, item.excerpt),
+                "used": judge_ask(judge.used, response_text, item.excerpt),
+                "contradicted": judge_ask(judge.contradicts, item.excerpt, response_text),
+            }
+            item.judge_details = details
+            item.judge_on_topic = details["on_topic"]["verdict"]
+            item.judge_used = details["used"]["verdict"]
+            item.judge_contradicted = details["contradicted"]["verdict"]
             item.used, item.contradicted, item.on_topic = item.judge_used, item.judge_contradicted, item.judge_on_topic
             item.verdict_source = VerdictSource.JUDGE
         item.fed_ema = explicit or trusted
