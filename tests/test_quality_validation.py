@@ -139,3 +139,20 @@ def test_agreement_reached_by_always_answering_no_is_called_out(tmp_path, settin
     assert re.search(r"contradicted\s+90\.0%\s+ok", out)
     assert "found 0 of 1 labelled true" in out
     assert "warning: contradicted agreement comes from answering no" in out
+
+
+def test_a_split_runs_one_half_and_records_nothing(tmp_path, settings, capsys):
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    turns = [{**TURNS[0], "turn_id": "v001"}, {**TURNS[1], "turn_id": "v002"}]
+    path = write(tmp_path, turns)
+    call_command("validate_judge", str(path), "--judge", "embedding", "--split", "tune")
+    out = capsys.readouterr().out
+    assert "on 1 turns, 2 items (tune half, not recorded)" in out
+    assert re.search(r"on_topic\s+100\.0%", out)
+    call_command("validate_judge", str(path), "--judge", "embedding", "--split", "held-out")
+    out = capsys.readouterr().out
+    assert "on 1 turns, 2 items (held-out half, not recorded)" in out
+    assert re.search(r"on_topic\s+0\.0%", out)
+    assert not JudgeValidation.objects.exists()  # trust is decided on the whole file only
+    with pytest.raises(CommandError, match="No turn"):
+        call_command("validate_judge", str(write(tmp_path, [{**TURNS[0], "turn_id": "v001"}])), "--split", "held-out")

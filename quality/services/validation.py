@@ -95,6 +95,17 @@ def judge_validation_load(*, path: Path) -> tuple[list[LabelledTurn], str]:
     return turns, hashlib.sha256(raw).hexdigest()
 
 
+SPLITS = ("tune", "held-out")
+
+
+def turn_split(turn_id: str) -> str:
+    """The fixed tune/held-out rule for tuning a judge without grading it on what it was tuned on:
+    the number in the turn id, odd = ``tune``, even = ``held-out`` (v001 tune, v002 held-out). A
+    turn id without digits is held out."""
+    digits = "".join(ch for ch in turn_id if ch.isdigit())
+    return "tune" if digits and int(digits) % 2 else "held-out"
+
+
 def judge_validate(
     *,
     turns: Iterable[LabelledTurn],
@@ -103,8 +114,10 @@ def judge_validate(
     source: str,
     source_sha256: str,
     on_turn: Callable[[], None] | None = None,
+    record: bool = True,
 ) -> JudgeValidation:
-    """Ask the judge about every labelled item, record and return the agreement per metric."""
+    """Ask the judge about every labelled item and return the agreement per metric; ``record``
+    saves it (a run on part of a file, e.g. one split, is not recorded: trust needs the whole file)."""
     confusion = {metric: {"tp": 0, "fp": 0, "fn": 0, "tn": 0} for metric in formulas.JUDGE_METRICS}
     confusion_raw_on_topic = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}  # the prompt-only answer, for reference
     disagreements = []
@@ -132,7 +145,7 @@ def judge_validate(
     agreement = {
         metric: (counts["tp"] + counts["tn"]) / n_items if n_items else 0.0 for metric, counts in confusion.items()
     }
-    return JudgeValidation.objects.create(
+    validation = JudgeValidation(
         judge_name=judge_name or judge.name,
         source=source[:500],
         source_sha256=source_sha256,
@@ -148,3 +161,6 @@ def judge_validate(
             "disagreements": disagreements,
         },
     )
+    if record:
+        validation.save()
+    return validation
