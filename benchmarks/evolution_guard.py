@@ -18,18 +18,6 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-
-import django  # noqa: E402
-
-django.setup()
-
-from brain.models import CorrectionSuggestion, Thought  # noqa: E402
-from brain.services import contradictions  # noqa: E402
-from brain.services.corrections import correction_guard  # noqa: E402
-from core.models import Space  # noqa: E402
-
 
 def unit(rng: random.Random) -> list[float]:
     v = [rng.gauss(0, 1) for _ in range(384)]
@@ -37,26 +25,30 @@ def unit(rng: random.Random) -> list[float]:
     return [x / n for x in v]
 
 
-def timed(fn, calls: int) -> tuple[float, float]:
+def timed(fn, calls: int) -> list[float]:
     samples = []
     for _ in range(calls):
         start = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - start) * 1000)
-    samples.sort()
-    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
+    return samples
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--corrections", type=int, default=2000)
-    parser.add_argument("--thoughts", type=int, default=20000)
-    parser.add_argument("--calls", type=int, default=200)
-    args = parser.parse_args()
+def run(*, corrections: int = 2000, thoughts: int = 20000, calls: int = 200, verbose: bool = False) -> list:
+    """Returns [(label, samples in ms), ...] (the shape ``benchmarks.run`` tables); prints if verbose.
+
+    Needs Django set up (``benchmarks.run`` does it for its database, :func:`main` for the configured one).
+    """
+    from brain.models import CorrectionSuggestion, Thought
+    from brain.services import contradictions
+    from brain.services.corrections import correction_guard
+    from core.models import Space
+
     rng = random.Random(7)
     space = Space.objects.create(slug=f"bench-{uuid.uuid4().hex[:8]}", name="benchmark")
+    rows: list = []
     try:
-        rows = [
+        thoughts_rows = [
             Thought(
                 space=space,
                 content=f"thought {i}",
@@ -65,9 +57,9 @@ def main() -> None:
                 topic=f"topic-{i % 50}",
                 embedding=unit(rng),
             )
-            for i in range(args.thoughts)
+            for i in range(thoughts)
         ]
-        rows += [
+        thoughts_rows += [
             Thought(
                 space=space,
                 content=f"correction {i}",
@@ -80,26 +72,48 @@ def main() -> None:
                 embedding=unit(rng),
                 corrected_fact_embedding=unit(rng),
             )
-            for i in range(args.corrections)
+            for i in range(corrections)
         ]
-        Thought.objects.bulk_create(rows, batch_size=1000)
-        print(f"space {space.slug}: {args.thoughts} thoughts, {args.corrections} corrections")
+        Thought.objects.bulk_create(thoughts_rows, batch_size=1000)
+        if verbose:
+            print(f"space {space.slug}: {thoughts} thoughts, {corrections} corrections")
 
-        queries = [unit(rng) for _ in range(args.calls)]
+        queries = [unit(rng) for _ in range(calls)]
         it = iter(queries * 2)
-        median, p95 = timed(lambda: correction_guard(space=space, vector=next(it)), args.calls)
-        print(f"correction_guard: median {median:.1f} ms, p95 {p95:.1f} ms")
+        guard = timed(lambda: correction_guard(space=space, vector=next(it)), calls)
+        rows.append((f"correction_guard ({corrections} corrections)", guard))
 
-        probe = rows[0]
-        median, p95 = timed(lambda: contradictions._candidates(probe), min(args.calls, 100))
-        print(
-            f"contradiction candidates (topic + {contradictions.NEIGHBOUR_CANDIDATES_LIMIT} HNSW neighbours): "
-            f"median {median:.1f} ms, p95 {p95:.1f} ms"
+        probe = thoughts_rows[0]
+        candidates = timed(lambda: contradictions._candidates(probe), min(calls, 100))
+        rows.append(
+            (f"contradiction candidates (topic + {contradictions.NEIGHBOUR_CANDIDATES_LIMIT} HNSW)", candidates)
         )
+        if verbose:
+            for label, samples in rows:
+                ordered = sorted(samples)
+                print(
+                    f"{label}: median {statistics.median(ordered):.1f} ms, "
+                    f"p95 {ordered[int(0.95 * (len(ordered) - 1))]:.1f} ms"
+                )
     finally:
         CorrectionSuggestion.objects.filter(space=space).delete()
         Thought.objects.filter(space=space).delete()
         space.delete()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--corrections", type=int, default=2000)
+    parser.add_argument("--thoughts", type=int, default=20000)
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    run(corrections=args.corrections, thoughts=args.thoughts, calls=args.calls, verbose=True)
 
 
 if __name__ == "__main__":

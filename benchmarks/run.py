@@ -1,6 +1,7 @@
-"""``make bench``: run the benchmarks against the ``colony_bench`` database and print p50/p95.
+"""``make bench``: run every benchmark against the ``colony_bench`` database and print one p50/p95 table.
 
-python -m benchmarks.run [--only brain] [--thoughts 10000] [--requests 100]
+python -m benchmarks.run [--only brain|quality|evolution_guard ...] [--thoughts 10000] [--requests 100]
+    [--turns 1000] [--corrections 2000]
 """
 
 from __future__ import annotations
@@ -17,6 +18,18 @@ def brain(args) -> list:
     return bench.run(thoughts=args.thoughts, requests=args.requests)
 
 
+def quality(args) -> list:
+    from benchmarks import quality as bench
+
+    return bench.run(turns=args.turns, items=10, scored=min(args.turns, 2 * args.requests))
+
+
+def evolution_guard(args) -> list:
+    from benchmarks import evolution_guard as bench
+
+    return bench.run(corrections=args.corrections, thoughts=args.thoughts, calls=2 * args.requests)
+
+
 def pages(args) -> list:
     from benchmarks import pages as bench
 
@@ -24,17 +37,19 @@ def pages(args) -> list:
 
 
 #: name -> function(args) returning [(label, samples in ms), ...]. Other areas add theirs here.
-BENCHMARKS = {"brain": brain, "pages": pages}
+BENCHMARKS = {"brain": brain, "quality": quality, "evolution_guard": evolution_guard, "pages": pages}
 
 
 def print_table(rows: list) -> None:
+    """One table: [(benchmark, label, samples in ms), ...]."""
     from benchmarks.brain import percentile
 
-    width = max(len(label) for label, _ in rows)
-    print(f"{'':{width}}  {'n':>5}  {'p50 ms':>8}  {'p95 ms':>8}  {'max ms':>8}")
-    for label, samples in rows:
+    name_width = max(len("benchmark"), *(len(name) for name, _, _ in rows))
+    width = max(len(label) for _, label, _ in rows)
+    print(f"{'benchmark':{name_width}}  {'':{width}}  {'n':>5}  {'p50 ms':>8}  {'p95 ms':>8}  {'max ms':>8}")
+    for name, label, samples in rows:
         print(
-            f"{label:{width}}  {len(samples):>5}  {percentile(samples, 0.5):>8.1f}  "
+            f"{name:{name_width}}  {label:{width}}  {len(samples):>5}  {percentile(samples, 0.5):>8.1f}  "
             f"{percentile(samples, 0.95):>8.1f}  {max(samples):>8.1f}"
         )
 
@@ -44,11 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append")
     parser.add_argument("--thoughts", type=int, default=10_000, help="thoughts to seed (default 10000)")
     parser.add_argument("--requests", type=int, default=100, help="timed requests per row (default 100)")
+    parser.add_argument("--turns", type=int, default=1000, help="turns the quality benchmark logs (default 1000)")
+    parser.add_argument("--corrections", type=int, default=2000, help="corrections for the guard (default 2000)")
     args = parser.parse_args(argv)
     url = db.setup()
     print(f"benchmark database: {url.split('@')[-1]}")
-    for name in args.only or sorted(BENCHMARKS):
-        print_table(BENCHMARKS[name](args))
+    rows = []
+    for name in args.only or list(BENCHMARKS):
+        print(f"running {name} ...", flush=True)
+        rows += [(name, label, samples) for label, samples in BENCHMARKS[name](args)]
+    print()
+    print_table(rows)
     return 0
 
 

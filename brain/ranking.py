@@ -6,7 +6,10 @@
    is still pending, a full-text stand-in, see :data:`FULLTEXT_ONLY_BASE`);
 2. lineage — superseded thoughts lose, corrections and refinements of what they supersede win;
 3. quality flags — each flag multiplies by its own constant (several flags multiply);
-4. the quality loop's ``effective_confidence`` (only while ``settings.QUALITY_RANKING_ENABLED``);
+4. the quality loop's ``effective_confidence`` (only while ``settings.QUALITY_RANKING_ENABLED``), through
+   ``quality.formulas.quality_multiplier`` — the quality app owns that formula and its switch; its
+   ``formulas`` module is a leaf (constants and arithmetic, no models), so ranking imports nothing
+   heavy from the quality app at request time;
 5. a bounded pheromone boost, never applied to a superseded thought;
 6. cap at 1.0, re-sort (ties: not superseded first, then newest);
 7. with a topic filter: among that topic's state snapshots, the newest ``temporal_scope`` first.
@@ -22,9 +25,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from django.conf import settings
-
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
+from quality.formulas import quality_multiplier
 
 # --- lineage ---------------------------------------------------------------------------------------
 #: A thought refined or consolidated by a newer one (seeds/001: -30%).
@@ -148,13 +150,12 @@ def _flag_factor(candidate: Candidate) -> float:
 
 
 def _quality_factor(candidate: Candidate) -> float:
-    if not settings.QUALITY_RANKING_ENABLED:
-        return 1.0
-    confidence = candidate.thought.effective_confidence
-    if confidence is None or confidence == 1.0:
-        return 1.0
-    candidate.reasons.append(f"effective confidence ×{confidence:.2f}")
-    return max(0.0, confidence)
+    """The quality loop's factor: ``quality.formulas.quality_multiplier`` is its one implementation
+    (switch included); ranking only records it in ``matching_reason`` when it changes the score."""
+    factor = quality_multiplier(candidate.thought.effective_confidence)
+    if factor != 1.0:
+        candidate.reasons.append(f"effective confidence ×{factor:.2f}")
+    return factor
 
 
 def _pheromone_factor(candidate: Candidate) -> float:

@@ -46,15 +46,6 @@ def judge_trust(*, judge_name: str) -> JudgeTrust:
     return JudgeTrust(judge_name=judge_name, trusted=trusted, validation=latest)
 
 
-def quality_multiplier(*, effective_confidence: float | None) -> float:
-    """The factor ranking applies for the quality loop: the thought's effective confidence while
-    ``QUALITY_RANKING_ENABLED``, else 1.0. Nothing else depends on the switch: EMAs keep being
-    maintained while it is off, so switching it back on needs no recomputation."""
-    if not settings.QUALITY_RANKING_ENABLED or effective_confidence is None:
-        return 1.0
-    return effective_confidence
-
-
 def metric_values(counts: Counter) -> dict[str, float | None]:
     """The five rates of a set of summed rollup counts."""
     decided = counts["contradictions_raised"] - counts["contradictions_pending"]

@@ -23,7 +23,12 @@ from quality.judges import (
     get_judge,
     negation_cue,
     number_cue,
+    opposition_cue,
     parse_verdict,
+    sentence_match,
+    sentence_negation_cue,
+    sentence_number_mismatch,
+    sentences,
     word_overlap,
 )
 
@@ -92,7 +97,91 @@ def test_offline_used_by_overlap_or_similarity(judge):
     assert not judge.used("I fixed the CSS of the login page.", item).verdict
 
 
+# --- responses of several sentences (the quality loop's turns), real model -----------------------
+
+RESPONSE = (
+    "I checked the retention settings. TURN_LOG_RETENTION_DAYS defaults to 90; the daily expire job "
+    "deletes older turn logs. The daily rollups are kept forever, so the history survives."
+)
+
+
+def test_a_sentence_stating_another_value_contradicts_the_item(judge):
+    verdict = judge.contradicts("Turn logs expire after 30 days and their rollups with them.", RESPONSE)
+    assert verdict.verdict is True, verdict
+    assert "another number" in verdict.reason and "RETENTION_DAYS" in verdict.reason
+
+
+def test_a_sentence_negating_the_item_contradicts_it_and_so_it_was_not_used(judge):
+    item = "The full-text vector is maintained by a trigger on insert and update."
+    response = (
+        "I looked at the migration. The full-text vector is no longer maintained by a trigger; it is a "
+        "generated column now."
+    )
+    assert judge.contradicts(item, response).verdict is True
+    used = judge.used(response, item)
+    assert used.verdict is False and "contradicts" in used.reason
+
+
+def test_an_agreeing_response_is_used_and_not_contradicted(judge):
+    item = "Daily rollups are kept forever; only turn logs expire."
+    assert judge.contradicts(item, RESPONSE).verdict is False
+    assert judge.used(RESPONSE, item).verdict is True
+
+
+def test_a_negation_elsewhere_in_a_long_response_is_no_contradiction(judge):
+    item = "A state snapshot whose temporal_scope is older than STALE_SNAPSHOT_DAYS (14) is flagged stale."
+    response = (
+        "A state snapshot with temporal_scope 20 days ago got the stale flag after the nightly job; "
+        "STALE_SNAPSHOT_DAYS is 14. The nightly job did not crash this time."
+    )
+    assert judge.contradicts(item, response).verdict is False
+    assert judge.used(response, item).verdict is True
+
+
+def test_sentence_match_reports_the_most_similar_sentence(judge):
+    match = sentence_match("Daily rollups are kept forever.", RESPONSE)
+    assert match.best_sentence == "The daily rollups are kept forever, so the history survives."
+    assert match.contradiction is None
+
+
 # --- cues without the model -----------------------------------------------------------------------
+
+
+def test_sentences_split_statements_and_tool_call_lines():
+    text = "Done: two fixes. It works; tests pass!\nls -la var/\nok"
+    assert sentences(text) == ["Done:", "two fixes.", "It works;", "tests pass!", "ls -la var/"]
+    assert sentences("one statement") == ["one statement"]
+    assert sentences("") == []
+
+
+def test_sentence_negation_needs_a_strong_negation_in_the_response():
+    item = "The worker uses Redis as the broker."
+    assert sentence_negation_cue(item, "The worker does not use Redis any more.")
+    assert not sentence_negation_cue(item, "The worker was started without Redis, so it fell back.")
+    # both sides negate the same thing: agreement
+    assert not sentence_negation_cue("The UI works without a JS build step.", "There is no JS build step.")
+
+
+def test_a_negated_opposite_term_agrees():
+    assert opposition_cue("flags are enabled", "flags are disabled") == ("enabled", "disabled")
+    assert opposition_cue("the LLM judge is optional", "the LLM judge is never required") is None
+    assert not negation_cue("the LLM judge is optional", "the LLM judge is never required")
+
+
+@pytest.mark.parametrize(
+    "item,sentence,whole,expected",
+    [
+        ("expire after 7 days", "flagged after 14 days", "flagged after 14 days", True),
+        ("expire after 7 days", "flagged after 14 days", "7 days later; flagged after 14 days", False),  # repeated
+        ("gamma = 0.3", "each use moves it by 30%", "each use moves it by 30%", False),  # 30% is 0.3
+        ("needs count > 0", "41 of 41 passed", "41 of 41 passed", False),  # 0 and 1 are bounds, not values
+        ("max(0, 1 + 0.5 u - 2.0 c)", "after 3 uses it is 1.33", "after 3 uses it is 1.33", False),  # a formula
+        ("expire after 7 days", "they expire", "they expire", False),  # no value in the sentence
+    ],
+)
+def test_sentence_number_mismatch(item, sentence, whole, expected):
+    assert sentence_number_mismatch(item, sentence, whole) is expected
+
 
 
 @pytest.mark.parametrize(

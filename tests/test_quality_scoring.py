@@ -11,10 +11,12 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
+from brain import ranking
 from brain.models import CorrectionSuggestion, Thought
 from quality.choices import TurnStatus
+from quality.formulas import quality_multiplier
 from quality.models import ConfidenceChange, JudgeValidation, TurnItem, TurnLog
-from quality.selectors import judge_trust, quality_multiplier
+from quality.selectors import judge_trust
 from quality.services.scoring import JudgeRetry, judge_resolve, turn_response_text, turn_score
 from quality.services.turns import turn_log_create
 from tests.quality_support import LexicalJudge, ScriptedJudge, make_query_log, make_thought, new_session
@@ -64,9 +66,12 @@ def test_explicit_feedback_overrides_the_judge(dev, space):
 
     items = {i.thought_id: i for i in TurnItem.objects.filter(turn=turn)}
     ia, ib = items[a.id], items[b.id]
-    # raw judge verdicts are kept ...
-    assert (ia.judge_on_topic, ia.judge_used, ia.judge_contradicted) == (False, True, False)
-    # ... but the agent's word counts: a contradicted, not used, and on topic (it was contradicted)
+    # the judge is not even asked about a: explicit feedback would override every answer ...
+    assert {item for _, item, _ in judge.calls} == {b.content}
+    assert len(judge.calls) == 3
+    assert (ia.judge_on_topic, ia.judge_used, ia.judge_contradicted, ia.judge_details) == (None, None, None, {})
+    assert (ib.judge_on_topic, ib.judge_used, ib.judge_contradicted) == (True, True, False)
+    # ... the agent's word counts: a contradicted, not used, and on topic (it was contradicted)
     assert (ia.on_topic, ia.used, ia.contradicted, ia.verdict_source) == (True, False, True, "explicit")
     assert (ib.on_topic, ib.used, ib.contradicted, ib.verdict_source) == (True, True, False, "judge")
     assert result.items == 2 and result.contradicted == 1
@@ -224,7 +229,7 @@ def test_an_unavailable_judge_makes_the_job_retry_and_changes_nothing(dev, space
             raise JudgeUnavailable("LLM endpoint timed out")
 
     a = make_thought(space, "alpha")
-    turn = log_turn(dev.agent, [a], used=[a])
+    turn = log_turn(dev.agent, [a])  # no explicit feedback: the judge must be asked
     with pytest.raises(JudgeRetry, match="timed out"):
         turn_score(turn_log_id=str(turn.id), judge=Down())
     turn.refresh_from_db()
@@ -262,17 +267,17 @@ def test_ranking_switch_applies_effective_confidence_only_while_enabled(dev, spa
     similarity = 0.8
 
     def ranked() -> list[str]:
-        scores = {
-            t.content: similarity * quality_multiplier(effective_confidence=t.effective_confidence) for t in (a, b)
-        }
-        return sorted(scores, key=lambda content: -scores[content])
+        """Brain's ranking itself, both at the same similarity."""
+        candidates = [ranking.Candidate(thought=reload(t), similarity=similarity) for t in (a, b)]
+        return [candidate.thought.content for candidate in ranking.rank(candidates)]
 
     settings.QUALITY_RANKING_ENABLED = True
     assert a.effective_confidence < 1.0 < b.effective_confidence
     assert ranked() == ["beta: used", "alpha: contradicted"]
     settings.QUALITY_RANKING_ENABLED = False
-    assert quality_multiplier(effective_confidence=a.effective_confidence) == 1.0
-    assert quality_multiplier(effective_confidence=b.effective_confidence) == 1.0
+    assert quality_multiplier(a.effective_confidence) == quality_multiplier(b.effective_confidence) == 1.0
+    off = ranking.rank([ranking.Candidate(thought=t, similarity=similarity) for t in (a, b)])
+    assert [candidate.score for candidate in off] == [similarity, similarity]
     # scoring goes on while ranking ignores it
     turn = log_turn(dev.agent, [a], contradicted=[a], turn_id="t-off")
     turn_score(turn_log_id=str(turn.id), judge=ScriptedJudge())
@@ -280,7 +285,7 @@ def test_ranking_switch_applies_effective_confidence_only_while_enabled(dev, spa
     assert a.contradiction_score == pytest.approx(0.657)
     settings.QUALITY_RANKING_ENABLED = True
     assert ranked() == ["beta: used", "alpha: contradicted"]
-    assert quality_multiplier(effective_confidence=None) == 1.0
+    assert quality_multiplier(None) == 1.0
 
 
 @pytest.mark.django_db(transaction=True)

@@ -46,7 +46,8 @@ TURNS = [
         "tool_calls": [{"name": "Bash"}],
         "items": [
             item("off topic, the label says on topic", True, False, False),  # judge: on_topic False
-            item("[used] but the label says unused", False, False, False),  # judge: used True
+            # judge: used True, hence on topic too (scoring's rule), against both labels
+            item("[used] but the label says unused", False, False, False),
         ],
     },
 ]
@@ -57,19 +58,22 @@ def test_agreement_per_metric_is_printed_and_recorded(tmp_path, settings, capsys
     call_command("validate_judge", str(write(tmp_path, TURNS)), "--judge", "embedding")
     out = capsys.readouterr().out
     assert "Judge embedding on 2 turns, 4 items:" in out
-    assert re.search(r"on_topic\s+75\.0%\s+BELOW 85%", out)
+    assert re.search(r"on_topic\s+50\.0%\s+BELOW 85%", out)
     assert re.search(r"used\s+75\.0%\s+BELOW 85%", out)
     assert re.search(r"contradicted\s+100\.0%\s+ok", out)
     assert "NOT trusted" in out
     validation = JudgeValidation.objects.get()
     assert (validation.judge_name, validation.turns, validation.items) == ("embedding", 2, 4)
     assert (validation.on_topic_agreement, validation.used_agreement, validation.contradicted_agreement) == (
-        0.75,
+        0.5,
         0.75,
         1.0,
     )
     assert validation.trusted is False
     assert validation.details["confusion"]["used"] == {"tp": 1, "fp": 1, "fn": 0, "tn": 2}
+    assert validation.details["confusion"]["on_topic"] == {"tp": 2, "fp": 1, "fn": 1, "tn": 0}
+    # the prompt-only answer, before "used or contradicted means on topic"
+    assert validation.details["on_topic_prompt_only"] == {"tp": 2, "fp": 0, "fn": 1, "tn": 1}
     assert {(d["turn"], d["metric"]) for d in validation.details["disagreements"]} == {("b", "on_topic"), ("b", "used")}
     assert judge_trust(judge_name="embedding").trusted is False
 
@@ -135,3 +139,20 @@ def test_agreement_reached_by_always_answering_no_is_called_out(tmp_path, settin
     assert re.search(r"contradicted\s+90\.0%\s+ok", out)
     assert "found 0 of 1 labelled true" in out
     assert "warning: contradicted agreement comes from answering no" in out
+
+
+def test_a_split_runs_one_half_and_records_nothing(tmp_path, settings, capsys):
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    turns = [{**TURNS[0], "turn_id": "v001"}, {**TURNS[1], "turn_id": "v002"}]
+    path = write(tmp_path, turns)
+    call_command("validate_judge", str(path), "--judge", "embedding", "--split", "tune")
+    out = capsys.readouterr().out
+    assert "on 1 turns, 2 items (tune half, not recorded)" in out
+    assert re.search(r"on_topic\s+100\.0%", out)
+    call_command("validate_judge", str(path), "--judge", "embedding", "--split", "held-out")
+    out = capsys.readouterr().out
+    assert "on 1 turns, 2 items (held-out half, not recorded)" in out
+    assert re.search(r"on_topic\s+0\.0%", out)
+    assert not JudgeValidation.objects.exists()  # trust is decided on the whole file only
+    with pytest.raises(CommandError, match="No turn"):
+        call_command("validate_judge", str(write(tmp_path, [{**TURNS[0], "turn_id": "v001"}])), "--split", "held-out")

@@ -1,7 +1,7 @@
 """Scoring a logged turn: judge every item, feed the outcomes into the thoughts' EMAs (SPEC 4.2, 4.4).
 
-Per item the judge (``quality.judges``, the same interface as the brain's contradiction detector)
-answers three questions, all recorded raw in ``TurnItem.judge_*``:
+Per item without explicit feedback the judge (``quality.judges``, the same interface as the
+brain's contradiction detector) answers three questions, all recorded raw in ``TurnItem.judge_*``:
 
 - on topic: ``judge.on_topic(user_prompt, excerpt)``
 - used: ``judge.used(response_text, excerpt)``
@@ -14,8 +14,11 @@ The outcome that counts (``TurnItem.on_topic/used/contradicted``):
 
 - Explicit feedback wins. An item named in ``used_ids`` or ``contradicted_ids`` has both outcomes
   fixed by the agent (used = in used_ids, contradicted = in contradicted_ids) and counts as on
-  topic: an agent can't use or contradict something irrelevant to its turn.
-- Otherwise the judge's verdicts.
+  topic: an agent can't use or contradict something irrelevant to its turn. Since that overrides
+  every answer the judge could give, the judge is not asked about such an item (its ``judge_*``
+  stay null): no LLM request is paid for a verdict that would be discarded.
+- Otherwise the judge's verdicts, with the same implication: an item the judge found used or
+  contradicted counts as on topic (``item_judge``).
 
 What feeds the EMAs (``usage_score``, ``contradiction_score``, ``effective_confidence``):
 
@@ -136,6 +139,25 @@ def contradicting_statement(*, response: str, item: str, max_chars: int = 500) -
     return (best or response.strip())[:max_chars]
 
 
+def item_judge(*, judge: JudgeLike, prompt: str, response_text: str, excerpt: str) -> tuple[dict, dict[str, bool]]:
+    """Ask the judge the three questions about one item; returns (raw verdicts, outcome).
+
+    The outcome applies the same rule as explicit feedback: an item the response used or
+    contradicted was on topic for the turn, whatever the prompt-only question said (a prompt is
+    often a few words, "run the tests", and the item that made the run work shares none of them).
+    Validation measures this outcome, so the agreement it reports is the one scoring acts on.
+    """
+    details = {
+        "on_topic": judge_ask(judge.on_topic, prompt, excerpt),
+        "used": judge_ask(judge.used, response_text, excerpt),
+        "contradicted": judge_ask(judge.contradicts, excerpt, response_text),
+    }
+    used, contradicted = details["used"]["verdict"], details["contradicted"]["verdict"]
+    on_topic = details["on_topic"]["verdict"] or used or contradicted
+    outcome = {"on_topic": on_topic, "used": used, "contradicted": contradicted}
+    return details, outcome
+
+
 @dataclass(frozen=True)
 class TurnScored:
     turn_log_id: str
@@ -164,23 +186,25 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
     response_text = turn_response_text(assistant_response=turn.assistant_response, tool_calls=turn.tool_calls)
 
     for item in items:
-        details = {
-            "on_topic": judge_ask(judge.on_topic, turn.user_prompt, item.excerpt),
-            "used": judge_ask(judge.used, response_text, item.excerpt),
-            "contradicted": judge_ask(judge.contradicts, item.excerpt, response_text),
-        }
-        item.judge_details = details
-        item.judge_on_topic = details["on_topic"]["verdict"]
-        item.judge_used = details["used"]["verdict"]
-        item.judge_contradicted = details["contradicted"]["verdict"]
         explicit = item.explicit_used is not None or item.explicit_contradicted is not None
         if explicit:
+            # Explicit feedback fixes all three outcomes, so the judge is not asked at all: with an
+            # LLM judge every question costs a request, and its answer would be thrown away.
+            item.judge_details = {}
+            item.judge_on_topic = item.judge_used = item.judge_contradicted = None
             item.used = bool(item.explicit_used)
             item.contradicted = bool(item.explicit_contradicted)
             item.on_topic = True
             item.verdict_source = VerdictSource.EXPLICIT
         else:
-            item.used, item.contradicted, item.on_topic = item.judge_used, item.judge_contradicted, item.judge_on_topic
+            details, outcome = item_judge(
+                judge=judge, prompt=turn.user_prompt, response_text=response_text, excerpt=item.excerpt
+            )
+            item.judge_details = details
+            item.judge_on_topic = details["on_topic"]["verdict"]
+            item.judge_used = details["used"]["verdict"]
+            item.judge_contradicted = details["contradicted"]["verdict"]
+            item.on_topic, item.used, item.contradicted = outcome["on_topic"], outcome["used"], outcome["contradicted"]
             item.verdict_source = VerdictSource.JUDGE
         item.fed_ema = explicit or trusted
 

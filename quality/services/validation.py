@@ -5,11 +5,14 @@ The labelled file is JSON Lines, one turn per line (format: ``quality/fixtures/R
     {"turn_id": "v001", "user_prompt": "...", "assistant_response": "...", "tool_calls": [...],
      "items": [{"id": "v001-a", "content": "...", "on_topic": true, "used": true, "contradicted": false}]}
 
-Agreement per metric = share of items where the judge's verdict equals the label, asked exactly as
-scoring asks it (same response text with tool calls). The run is recorded as a ``JudgeValidation``
-under the judge's configured name (``--judge`` or ``QUALITY_JUDGE``), the name scoring looks trust
-up by; the latest one per judge name decides trust (``quality.selectors.judge_trust``): at least 85% on
-each of on_topic, used and contradicted.
+Agreement per metric = share of items where the judge's outcome equals the label, asked and
+combined exactly as scoring does (``quality.services.scoring.item_judge``: same response text with
+tool calls; an item found used or contradicted counts as on topic). The prompt-only on-topic answer's
+confusion counts are kept in ``details["on_topic_prompt_only"]`` for reference.
+
+The run is recorded as a ``JudgeValidation`` under the judge's configured name (``--judge`` or
+``QUALITY_JUDGE``), the name scoring looks trust up by; the latest one per judge name decides trust
+(``quality.selectors.judge_trust``): at least 85% on each of on_topic, used and contradicted.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 from core.errors import ValidationFailed
 from quality import formulas
 from quality.models import JudgeValidation
-from quality.services.scoring import JudgeLike, judge_ask, turn_response_text
+from quality.services.scoring import JudgeLike, item_judge, turn_response_text
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,17 @@ def judge_validation_load(*, path: Path) -> tuple[list[LabelledTurn], str]:
     return turns, hashlib.sha256(raw).hexdigest()
 
 
+SPLITS = ("tune", "held-out")
+
+
+def turn_split(turn_id: str) -> str:
+    """The fixed tune/held-out rule for tuning a judge without grading it on what it was tuned on:
+    the number in the turn id, odd = ``tune``, even = ``held-out`` (v001 tune, v002 held-out). A
+    turn id without digits is held out."""
+    digits = "".join(ch for ch in turn_id if ch.isdigit())
+    return "tune" if digits and int(digits) % 2 else "held-out"
+
+
 def judge_validate(
     *,
     turns: Iterable[LabelledTurn],
@@ -100,9 +114,12 @@ def judge_validate(
     source: str,
     source_sha256: str,
     on_turn: Callable[[], None] | None = None,
+    record: bool = True,
 ) -> JudgeValidation:
-    """Ask the judge about every labelled item, record and return the agreement per metric."""
+    """Ask the judge about every labelled item and return the agreement per metric; ``record``
+    saves it (a run on part of a file, e.g. one split, is not recorded: trust needs the whole file)."""
     confusion = {metric: {"tp": 0, "fp": 0, "fn": 0, "tn": 0} for metric in formulas.JUDGE_METRICS}
+    confusion_raw_on_topic = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}  # the prompt-only answer, for reference
     disagreements = []
     n_turns = n_items = 0
     for turn in turns:
@@ -110,13 +127,14 @@ def judge_validate(
         response = turn_response_text(assistant_response=turn.assistant_response, tool_calls=turn.tool_calls)
         for item in turn.items:
             n_items += 1
-            verdicts = {
-                "on_topic": judge_ask(judge.on_topic, turn.user_prompt, item.content),
-                "used": judge_ask(judge.used, response, item.content),
-                "contradicted": judge_ask(judge.contradicts, item.content, response),
-            }
+            verdicts, outcome = item_judge(
+                judge=judge, prompt=turn.user_prompt, response_text=response, excerpt=item.content
+            )
+            raw_on_topic = verdicts["on_topic"]["verdict"]
+            raw = confusion_raw_on_topic
+            raw[("t" if raw_on_topic == item.labels["on_topic"] else "f") + ("p" if raw_on_topic else "n")] += 1
             for metric, verdict in verdicts.items():
-                label, said = item.labels[metric], verdict["verdict"]
+                label, said = item.labels[metric], outcome[metric]
                 confusion[metric][("t" if label == said else "f") + ("p" if said else "n")] += 1
                 if label != said and len(disagreements) < 200:
                     disagreements.append(
@@ -127,7 +145,7 @@ def judge_validate(
     agreement = {
         metric: (counts["tp"] + counts["tn"]) / n_items if n_items else 0.0 for metric, counts in confusion.items()
     }
-    return JudgeValidation.objects.create(
+    validation = JudgeValidation(
         judge_name=judge_name or judge.name,
         source=source[:500],
         source_sha256=source_sha256,
@@ -137,5 +155,12 @@ def judge_validate(
         used_agreement=agreement["used"],
         contradicted_agreement=agreement["contradicted"],
         trusted=all(value >= formulas.JUDGE_MIN_AGREEMENT for value in agreement.values()),
-        details={"confusion": confusion, "disagreements": disagreements},
+        details={
+            "confusion": confusion,
+            "on_topic_prompt_only": confusion_raw_on_topic,
+            "disagreements": disagreements,
+        },
     )
+    if record:
+        validation.save()
+    return validation
