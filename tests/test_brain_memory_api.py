@@ -253,10 +253,20 @@ def test_consolidates_bypasses_the_threshold(dev, fake_embedder, thought_factory
     assert trace["thoughts_contributed"] == 1 and "threshold:bypassed(consolidates)" in trace["operations"]
 
 
-def test_a_correction_bypasses_the_threshold(dev, fake_embedder):
-    trace = memory(dev, prompt="Cache is LRU.", thought_category="correction", topic="cache")["trace"]
+def test_a_correction_bypasses_the_threshold(dev, fake_embedder, thought_factory):
+    wrong = thought_factory("The cache uses LFU eviction.", topic="cache")
+    trace = memory(
+        dev,
+        prompt="Cache is LRU.",
+        thought_category="correction",
+        topic="cache",
+        corrected_fact="The cache uses LFU.",
+        correct_fact="The cache uses LRU.",
+        supersedes=[str(wrong.id)],
+    )["trace"]
     assert trace["thoughts_contributed"] == 1 and "threshold:bypassed(correction)" in trace["operations"]
     assert Thought.objects.get(pk=trace["thought_id"]).thought_category == "correction"
+    assert Thought.objects.get(pk=wrong.pk).superseded_by_id == uuid.UUID(trace["thought_id"])
 
 
 # --- contribute, embed once, retrieve -------------------------------------------------------------
@@ -465,14 +475,16 @@ def test_pending_corrections_for_this_agent_or_session(agent_factory, fake_embed
 
     body = memory(me, prompt="cache?", session_id="s-1")
     pending = body["result"]["pending_corrections"]
-    assert {p["id"] for p in pending} == {str(mine.id), str(session_one.id)}
-    item = next(p for p in pending if p["id"] == str(mine.id))
-    assert set(item) == {"id", "thought_id", "statement", "draft", "reason", "created_at"}
+    assert {p["suggestion_id"] for p in pending} == {str(mine.id), str(session_one.id)}
+    item = next(p for p in pending if p["suggestion_id"] == str(mine.id))
+    assert set(item) == {
+        "suggestion_id", "thought_id", "thought_preview", "statement", "confidence", "reason", "origin", "draft",
+        "created_at", "accept", "dismiss",
+    }  # fmt: skip
     assert item["thought_id"] == str(thought.id) and item["draft"]["thought_category"] == "correction"
+    assert item["accept"] == f"/api/v1/corrections/{mine.id}/accept"
     assert "pending correction" in body["result"]["guidance"]
-    assert memory(me, prompt="cache?", session_id="s-2")["result"]["pending_corrections"] == [
-        next(p for p in pending if p["id"] == str(mine.id))
-    ]
+    assert memory(me, prompt="cache?", session_id="s-2")["result"]["pending_corrections"] == [item]
 
 
 # --- query log ------------------------------------------------------------------------------------
@@ -520,8 +532,9 @@ def test_any_text_is_a_valid_query(dev, fake_embedder, thought_factory, prompt):
 
 
 def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, thought_factory):
-    """validate → session → threshold → embed → contribute → retrieve (+ reinforce) → disambiguation
-    → onboarding → near-duplicate → implicit feedback → highways → pending corrections."""
+    """validate → session → threshold → embed → flags → contribute (+ contradiction check scheduled) →
+    retrieve (+ reinforce) → disambiguation → onboarding → near-duplicate → implicit feedback → highways
+    → pending corrections."""
     agent = agent_factory("dev")
     for i in range(10):
         thought_factory(f"retry policy for the queue consumer variant {i}", tags=[f"tag{i % 3}"])
@@ -541,8 +554,9 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, though
     body = memory(agent, prompt="retry policy queue consumer " * 3, session_id=session, limit=10)
     operations = [op.split(":")[0] for op in body["trace"]["operations"]]
     assert operations == [
-        "validate", "session", "threshold", "embed", "contribute", "retrieve", "reinforce", "disambiguation",
-        "onboarding", "near_duplicate", "implicit_feedback", "highways", "pending_corrections",
+        "validate", "session", "threshold", "embed", "flags", "contribute", "contradiction_check", "retrieve",
+        "reinforce", "disambiguation", "onboarding", "near_duplicate", "implicit_feedback", "highways",
+        "pending_corrections",
     ]  # fmt: skip
     guidance = body["result"]["guidance"].splitlines()
     assert guidance[0].startswith("Welcome") and guidance[1].startswith("Near-duplicate")
