@@ -333,6 +333,7 @@ def step_reinforce(call: MemoryCall) -> None:
         agent_ref=call.agent_ref,
         session_id=call.session_id,
         query_text=call.prompt,
+        stored_thought=call.thought,
         results=[{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources],
     )
     call.operations.append(f"reinforce:{len(ids)}")
