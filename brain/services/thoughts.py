@@ -81,7 +81,10 @@ def thought_enqueue_embedding(*, thought_id: str, then_detect_contradictions: bo
     from brain import jobs
 
     if then_detect_contradictions:
-        work = chain(jobs.embed_thought.si(thought_id), jobs.detect_contradictions.si(thought_id))
+        # The worker that finishes the embedding sends the check; pin it to the queue this chain is
+        # sent to (the sender's default queue), or it would go to the worker app's default instead.
+        queue = jobs.embed_thought.app.conf.task_default_queue
+        work = chain(jobs.embed_thought.si(thought_id), jobs.detect_contradictions.si(thought_id).set(queue=queue))
         transaction.on_commit(lambda: work.delay())
     else:
         transaction.on_commit(lambda: jobs.embed_thought.delay(thought_id))
