@@ -60,8 +60,8 @@ FOLLOW_UP_PREFIXES = ("based on", "you said", "you told me", "regarding your", "
 NEAR_DUPLICATE_REFINE = 0.85  # top hit above this: suggest refining it
 # Above flags.NEAR_DUPLICATE_MIN_SIMILARITY (0.90): flag near_duplicate and suggest consolidating.
 DISAMBIGUATION_MIN_RESULTS = 10
-PENDING_CORRECTIONS_RETURNED = 20
 DISAMBIGUATION_MIN_TAGS = 3
+PENDING_CORRECTIONS_RETURNED = 20  # newest first; the rest stay listed by GET /api/v1/corrections
 
 DEFAULT_LIMIT = 10
 
