@@ -564,15 +564,33 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, though
 
 
 def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypatch, thought_factory):
-    """35 closer neighbours fill the vector side's pool of 30; the correction containing every query
-    word comes in through full text and, boosted ×1.3, ranks first."""
+    """35 closer neighbours fill the vector side's pool of 30 (flagged, so they score 0.9 × 0.8); the
+    thought containing every query word comes in through full text and, at 0.75, ranks first."""
+    for i in range(35):
+        thought_factory(
+            f"Filler neighbour {i} about something close in meaning.",
+            embedding=_unit(0.9),
+            quality_flags=["keyword_echo"],
+        )
+    exact = thought_factory("Invoice ERR4711 means the VAT id is missing.", embedding=_unit(0.75))
+    monkeypatch.setattr(embedding, "embed_many", lambda texts, batch_size=64: [_unit(1.0) for _ in texts])
+    sources = memory(dev, prompt="invoice ERR4711 VAT", limit=10)["result"]["sources"]
+    assert sources[0]["thought_id"] == str(exact.id)
+    assert sources[0]["matching_reason"] == "full-text match, similarity 0.75"
+    assert sources[0]["score"] == pytest.approx(0.75, abs=1e-3)
+    assert sources[1]["score"] == pytest.approx(0.9 * 0.8, abs=1e-3)
+
+
+def test_a_correction_beyond_the_vector_pool_is_found_exactly_and_ranks_first(dev, monkeypatch, thought_factory):
+    """Corrections don't depend on the approximate index or on wording: 35 closer neighbours fill the
+    vector side's pool, the correction shares no query word, and it still comes first (×1.3)."""
     for i in range(35):
         thought_factory(f"Filler neighbour {i} about something close in meaning.", embedding=_unit(0.9))
     correction = thought_factory(
-        "Correction: invoice ERR4711 means the VAT id is missing.", embedding=_unit(0.75), thought_category="correction"
+        "Correction: the VAT id check happens at checkout.", embedding=_unit(0.75), thought_category="correction"
     )
     monkeypatch.setattr(embedding, "embed_many", lambda texts, batch_size=64: [_unit(1.0) for _ in texts])
-    sources = memory(dev, prompt="invoice ERR4711 VAT", limit=10)["result"]["sources"]
+    sources = memory(dev, prompt="invoice ERR4711 rejected", limit=10)["result"]["sources"]
     assert sources[0]["thought_id"] == str(correction.id)
-    assert sources[0]["matching_reason"].startswith("full-text match, similarity 0.75")
+    assert sources[0]["matching_reason"] == "similarity 0.75, correction boost ×1.3"
     assert sources[0]["score"] == pytest.approx(0.75 * 1.3, abs=1e-3)
