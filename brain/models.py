@@ -138,6 +138,9 @@ class QueryLog(models.Model):
     session_id = models.CharField(max_length=100)
     query_text = models.TextField()
     results = models.JSONField(default=list, help_text='[{"id": "...", "score": 0.8}, ...] best first')
+    # The thought this same call stored, if any: its text was a contribution, not a search, so the
+    # keyword-echo rule does not compare later contributions with it.
+    stored_thought = models.ForeignKey(Thought, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from config.celery import app as celery_app
@@ -18,6 +19,26 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     if embedded_db.started_here:
         embedded_db.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_vector_index(request):
+    """Each database test starts with an HNSW index holding only its own rows.
+
+    Tests roll back, and an aborted row stays in the HNSW graph until VACUUM: with --reuse-db the
+    graph fills with thousands of dead entries from earlier tests, and the approximate scan then
+    occasionally missed the one live row a test had stored. REINDEX inside the test's transaction
+    (rolled back with it, ~3 ms) gives every test the graph a fresh database would have. Skipped for
+    transactional tests: other processes (workers, threads) must not wait on the index lock.
+    """
+    marker = request.node.get_closest_marker("django_db")
+    wants_db = marker is not None or "db" in request.fixturenames
+    transactional = "transactional_db" in request.fixturenames or bool(marker and marker.kwargs.get("transaction"))
+    if wants_db and not transactional:
+        request.getfixturevalue("db")
+        with connection.cursor() as cursor:
+            cursor.execute("REINDEX INDEX thought_embedding_hnsw")
+    yield
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""manage.py brain query|contribute|refine|consolidate|history."""
+"""manage.py brain query|contribute|refine|consolidate|correct|history|highways."""
 
 from __future__ import annotations
 
@@ -77,6 +77,66 @@ def test_errors_are_clear(dev, fake_embedder, args, message):
     with pytest.raises(CommandError, match=message):
         brain(*args)
     assert Thought.objects.count() == 0
+
+
+def test_correct_supersedes_and_prints_how_many(dev, fake_embedder, thought_factory):
+    wrong = thought_factory("Thomas is the certified Neuroimaginations-Coach.", topic="gruendung")
+    copy = thought_factory("Thomas, certified Neuroimaginations-Coach, runs the workshops.")
+    out, _ = brain(
+        "correct",
+        str(wrong.id),
+        "Neuroimaginations-Coaching is a joint venture with Gerhard Quiring; Thomas is not the coach.",
+        "--agent",
+        dev.agent.name,
+        "--supersedes",
+        str(copy.id),
+        "--source-ref",
+        '{"type": "url", "value": "human-correction"}',
+    )
+    correction = Thought.objects.get(thought_category="correction")
+    assert f"Stored correction {correction.id} (topic gruendung)." in out
+    assert "supersedes 2 previous thoughts" in out and str(copy.id) in out
+    assert correction.agent == dev.agent and correction.corrected_fact == wrong.content
+    assert correction.source_ref == {"type": "url", "value": "human-correction"}
+    for thought in (wrong, copy):
+        thought.refresh_from_db()
+        assert thought.superseded and thought.superseded_by_id == correction.id
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ((), "THOUGHT_NOT_FOUND"),  # the thought itself is unknown
+        (("--supersedes", "00000000-0000-0000-0000-000000000002"), "THOUGHT_NOT_FOUND"),
+        (("--source-ref", "{nope"), "source-ref"),
+        (("--source-ref", '{"type": "email", "value": "x"}'), "source-ref"),
+    ],
+)
+def test_correct_errors_change_nothing(dev, fake_embedder, thought_factory, extra, message):
+    wrong = thought_factory("Thomas is the certified Neuroimaginations-Coach.")
+    target = "00000000-0000-0000-0000-000000000001" if not extra else str(wrong.id)
+    with pytest.raises(CommandError, match=message):
+        brain("correct", target, "Thomas is not the coach.", "--agent", dev.agent.name, *extra)
+    assert Thought.objects.count() == 1 and not Thought.objects.filter(superseded=True).exists()
+
+
+def test_pending_corrections_are_printed_with_how_to_accept(dev, fake_embedder, thought_factory):
+    from brain.services.suggestions import suggestion_create
+
+    old = thought_factory("The cache uses LFU eviction.")
+    suggestion, _ = suggestion_create(
+        thought=old, statement="The cache uses LRU eviction.", origin="contradiction_detector", agent=dev.agent
+    )
+    out, _ = brain("query", "cache eviction?", "--agent", dev.agent.name)
+    assert f"pending correction {suggestion.id} on {old.id}: The cache uses LRU eviction." in out
+    assert f"/api/v1/corrections/{suggestion.id}/accept" in out
+
+
+def test_contribute_with_related_thoughts(dev, fake_embedder, thought_factory):
+    other = thought_factory("Redis is the Celery broker in production.")
+    brain("contribute", STATEMENT, "--agent", dev.agent.name, "--related", str(other.id))
+    thought = Thought.objects.exclude(pk=other.pk).get()
+    assert list(other.related_thoughts.all()) == [thought]
 
 
 def test_highways(thought_factory):

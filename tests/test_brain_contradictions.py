@@ -118,6 +118,46 @@ def test_schedule_runs_the_check_after_commit(space, dev, django_capture_on_comm
     assert CorrectionSuggestion.objects.get().thought_id == old.id
 
 
+def test_thought_create_asks_for_the_check_after_commit(space, dev, django_capture_on_commit_callbacks):
+    old = store(space, "The nightly backup job is enabled on the database server", topic="ops")
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        store(
+            space,
+            "The nightly backup job is disabled on the database server",
+            agent=dev.agent,
+            topic="ops",
+            detect_contradictions=True,
+        )
+    assert len(callbacks) == 1
+    assert CorrectionSuggestion.objects.get().thought_id == old.id
+
+
+def test_without_a_vector_the_check_is_chained_after_the_embedding(space, dev, django_capture_on_commit_callbacks):
+    """No EmbeddingPending retry: the chain runs the check once the embedding job stored the vector."""
+    old = store(space, "The staging cluster runs Kubernetes 1.29", topic="infra")
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        new = store(
+            space,
+            "The staging cluster runs Kubernetes 1.30",
+            vector=None,
+            agent=dev.agent,
+            topic="infra",
+            detect_contradictions=True,
+        )
+        assert Thought.objects.get(pk=new.pk).embedding is None
+    assert len(callbacks) == 1  # one chain, not two independent jobs
+    assert Thought.objects.get(pk=new.pk).embedding is not None
+    suggestion = CorrectionSuggestion.objects.get()
+    assert (suggestion.thought_id, suggestion.contradicting_thought_id) == (old.id, new.id)
+
+
+def test_without_the_flag_nothing_is_checked(space, dev, django_capture_on_commit_callbacks):
+    store(space, "The nightly backup job is enabled on the database server", topic="ops")
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        store(space, "The nightly backup job is disabled on the database server", agent=dev.agent, topic="ops")
+    assert callbacks == [] and not CorrectionSuggestion.objects.exists()
+
+
 # --- candidates (deterministic vectors, recording judge) -------------------------------------------
 
 

@@ -22,9 +22,8 @@ from brain.services.corrections import (
     correction_guidance,
     thought_correct,
     thought_correct_by_id,
-    thought_link_related,
 )
-from brain.services.thoughts import thought_create
+from brain.services.thoughts import thought_create, thought_link_related
 from core.errors import NotFound, ServiceFailure, ValidationFailed
 
 pytestmark = pytest.mark.django_db

@@ -154,7 +154,10 @@ def test_other_space_and_unknown_suggestions_are_404(space, other_space, dev):
             assert response.json()["error"]["code"] == "SUGGESTION_NOT_FOUND"
     theirs.refresh_from_db()
     assert theirs.status == "pending"
-    assert dev.post("/api/v1/corrections/not-a-uuid/accept", {}, format="json").json()["error"]["code"] == "NOT_FOUND"
+    for action in ("accept", "dismiss"):  # a malformed id is the same JSON 404 as an unknown one
+        response = dev.post(f"/api/v1/corrections/not-a-uuid/{action}", {}, format="json")
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "SUGGESTION_NOT_FOUND"
 
 
 def test_accept_failing_half_way_changes_nothing(space, dev, monkeypatch):
@@ -255,7 +258,7 @@ def test_correct_with_unknown_or_foreign_extra_id_changes_nothing(space, other_s
 
 def test_correct_a_thought_of_another_space_is_404(space, other_space, dev):
     theirs = store(other_space, WRONG)
-    for target in (theirs.id, uuid.uuid4()):
+    for target in (theirs.id, uuid.uuid4(), "12345"):  # malformed: THOUGHT_NOT_FOUND like thoughts/{id}
         response = dev.post(f"/api/v1/thoughts/{target}/correct", {"correct_fact": RIGHT}, format="json")
         assert response.status_code == 404
         assert response.json()["error"]["code"] == "THOUGHT_NOT_FOUND"

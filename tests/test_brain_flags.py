@@ -179,6 +179,21 @@ def test_recent_queries_are_the_agents_own_newest_first_within_24h(space, other_
 
 
 @pytest.mark.django_db
+def test_recent_queries_leave_out_calls_that_stored_a_thought(space, dev, thought_factory):
+    stored = thought_factory("The deploy pipeline runs migrations first.")
+    QueryLog.objects.create(space=space, agent=dev.agent, agent_ref="dev-1", session_id="s", query_text="a search")
+    QueryLog.objects.create(
+        space=space,
+        agent=dev.agent,
+        agent_ref="dev-1",
+        session_id="s",
+        query_text=stored.content,
+        stored_thought=stored,
+    )
+    assert querylog_recent_queries(space=space, agent=dev.agent) == ["a search"]
+
+
+@pytest.mark.django_db
 def test_recent_queries_keep_only_the_last_n(space, dev, monkeypatch):
     monkeypatch.setattr(flags, "RECENT_QUERIES_LIMIT", 2)
     for i in range(4):

@@ -144,6 +144,25 @@ def test_reembed_all_resumes_after_an_interruption(monkeypatch, settings, tmp_pa
     assert len(thoughts) == 7
 
 
+def test_reembed_recomputes_the_corrected_fact_embedding_of_corrections(fake_embedder, thought_factory):
+    """The re-contamination guard compares new contributions with it: it must follow the model too."""
+    correction = thought_factory(
+        "CORRECTION: the cache uses LRU.",
+        thought_category="correction",
+        corrected_fact="The cache uses LFU.",
+        correct_fact="The cache uses LRU.",
+        corrected_fact_embedding=[1.0] + [0.0] * 383,
+    )
+    plain = thought_factory("An ordinary thought with a corrected_fact it does not act on.", corrected_fact="x y z")
+    Thought.objects.update(embedding_model="old-model")
+    call_command("reembed", "--missing", stdout=StringIO(), stderr=StringIO())
+    correction.refresh_from_db()
+    plain.refresh_from_db()
+    assert list(correction.corrected_fact_embedding) == pytest.approx(fake_vector("The cache uses LFU."), abs=1e-6)
+    assert list(correction.embedding) == pytest.approx(fake_vector(correction.content), abs=1e-6)
+    assert plain.corrected_fact_embedding is None  # only corrections guard
+
+
 def test_reembed_needs_a_mode():
     with pytest.raises(CommandError):
         call_command("reembed", stdout=StringIO(), stderr=StringIO())

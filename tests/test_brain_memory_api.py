@@ -253,10 +253,20 @@ def test_consolidates_bypasses_the_threshold(dev, fake_embedder, thought_factory
     assert trace["thoughts_contributed"] == 1 and "threshold:bypassed(consolidates)" in trace["operations"]
 
 
-def test_a_correction_bypasses_the_threshold(dev, fake_embedder):
-    trace = memory(dev, prompt="Cache is LRU.", thought_category="correction", topic="cache")["trace"]
+def test_a_correction_bypasses_the_threshold(dev, fake_embedder, thought_factory):
+    wrong = thought_factory("The cache uses LFU eviction.", topic="cache")
+    trace = memory(
+        dev,
+        prompt="Cache is LRU.",
+        thought_category="correction",
+        topic="cache",
+        corrected_fact="The cache uses LFU.",
+        correct_fact="The cache uses LRU.",
+        supersedes=[str(wrong.id)],
+    )["trace"]
     assert trace["thoughts_contributed"] == 1 and "threshold:bypassed(correction)" in trace["operations"]
     assert Thought.objects.get(pk=trace["thought_id"]).thought_category == "correction"
+    assert Thought.objects.get(pk=wrong.pk).superseded_by_id == uuid.UUID(trace["thought_id"])
 
 
 # --- contribute, embed once, retrieve -------------------------------------------------------------
@@ -465,14 +475,16 @@ def test_pending_corrections_for_this_agent_or_session(agent_factory, fake_embed
 
     body = memory(me, prompt="cache?", session_id="s-1")
     pending = body["result"]["pending_corrections"]
-    assert {p["id"] for p in pending} == {str(mine.id), str(session_one.id)}
-    item = next(p for p in pending if p["id"] == str(mine.id))
-    assert set(item) == {"id", "thought_id", "statement", "draft", "reason", "created_at"}
+    assert {p["suggestion_id"] for p in pending} == {str(mine.id), str(session_one.id)}
+    item = next(p for p in pending if p["suggestion_id"] == str(mine.id))
+    assert set(item) == {
+        "suggestion_id", "thought_id", "thought_preview", "statement", "confidence", "reason", "origin", "draft",
+        "created_at", "accept", "dismiss",
+    }  # fmt: skip
     assert item["thought_id"] == str(thought.id) and item["draft"]["thought_category"] == "correction"
+    assert item["accept"] == f"/api/v1/corrections/{mine.id}/accept"
     assert "pending correction" in body["result"]["guidance"]
-    assert memory(me, prompt="cache?", session_id="s-2")["result"]["pending_corrections"] == [
-        next(p for p in pending if p["id"] == str(mine.id))
-    ]
+    assert memory(me, prompt="cache?", session_id="s-2")["result"]["pending_corrections"] == [item]
 
 
 # --- query log ------------------------------------------------------------------------------------
@@ -520,8 +532,9 @@ def test_any_text_is_a_valid_query(dev, fake_embedder, thought_factory, prompt):
 
 
 def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, thought_factory):
-    """validate → session → threshold → embed → contribute → retrieve (+ reinforce) → disambiguation
-    → onboarding → near-duplicate → implicit feedback → highways → pending corrections."""
+    """validate → session → threshold → embed → flags → contribute (+ contradiction check scheduled) →
+    retrieve (+ reinforce) → disambiguation → onboarding → near-duplicate → implicit feedback → highways
+    → pending corrections."""
     agent = agent_factory("dev")
     for i in range(10):
         thought_factory(f"retry policy for the queue consumer variant {i}", tags=[f"tag{i % 3}"])
@@ -541,8 +554,9 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, though
     body = memory(agent, prompt="retry policy queue consumer " * 3, session_id=session, limit=10)
     operations = [op.split(":")[0] for op in body["trace"]["operations"]]
     assert operations == [
-        "validate", "session", "threshold", "embed", "contribute", "retrieve", "reinforce", "disambiguation",
-        "onboarding", "near_duplicate", "implicit_feedback", "highways", "pending_corrections",
+        "validate", "session", "threshold", "embed", "flags", "contribute", "contradiction_check", "retrieve",
+        "reinforce", "disambiguation", "onboarding", "near_duplicate", "implicit_feedback", "highways",
+        "pending_corrections",
     ]  # fmt: skip
     guidance = body["result"]["guidance"].splitlines()
     assert guidance[0].startswith("Welcome") and guidance[1].startswith("Near-duplicate")
@@ -550,15 +564,33 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, though
 
 
 def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypatch, thought_factory):
-    """35 closer neighbours fill the vector side's pool of 30; the correction containing every query
-    word comes in through full text and, boosted ×1.3, ranks first."""
+    """35 closer neighbours fill the vector side's pool of 30 (flagged, so they score 0.9 × 0.8); the
+    thought containing every query word comes in through full text and, at 0.75, ranks first."""
+    for i in range(35):
+        thought_factory(
+            f"Filler neighbour {i} about something close in meaning.",
+            embedding=_unit(0.9),
+            quality_flags=["keyword_echo"],
+        )
+    exact = thought_factory("Invoice ERR4711 means the VAT id is missing.", embedding=_unit(0.75))
+    monkeypatch.setattr(embedding, "embed_many", lambda texts, batch_size=64: [_unit(1.0) for _ in texts])
+    sources = memory(dev, prompt="invoice ERR4711 VAT", limit=10)["result"]["sources"]
+    assert sources[0]["thought_id"] == str(exact.id)
+    assert sources[0]["matching_reason"] == "full-text match, similarity 0.75"
+    assert sources[0]["score"] == pytest.approx(0.75, abs=1e-3)
+    assert sources[1]["score"] == pytest.approx(0.9 * 0.8, abs=1e-3)
+
+
+def test_a_correction_beyond_the_vector_pool_is_found_exactly_and_ranks_first(dev, monkeypatch, thought_factory):
+    """Corrections don't depend on the approximate index or on wording: 35 closer neighbours fill the
+    vector side's pool, the correction shares no query word, and it still comes first (×1.3)."""
     for i in range(35):
         thought_factory(f"Filler neighbour {i} about something close in meaning.", embedding=_unit(0.9))
     correction = thought_factory(
-        "Correction: invoice ERR4711 means the VAT id is missing.", embedding=_unit(0.75), thought_category="correction"
+        "Correction: the VAT id check happens at checkout.", embedding=_unit(0.75), thought_category="correction"
     )
     monkeypatch.setattr(embedding, "embed_many", lambda texts, batch_size=64: [_unit(1.0) for _ in texts])
-    sources = memory(dev, prompt="invoice ERR4711 VAT", limit=10)["result"]["sources"]
+    sources = memory(dev, prompt="invoice ERR4711 rejected", limit=10)["result"]["sources"]
     assert sources[0]["thought_id"] == str(correction.id)
-    assert sources[0]["matching_reason"].startswith("full-text match, similarity 0.75")
+    assert sources[0]["matching_reason"] == "similarity 0.75, correction boost ×1.3"
     assert sources[0]["score"] == pytest.approx(0.75 * 1.3, abs=1e-3)

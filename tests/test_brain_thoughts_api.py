@@ -26,6 +26,7 @@ def test_every_field(dev, thought_factory):
         related_thoughts=[other.id],
     )
     Thought.objects.filter(pk=thought.pk).update(superseded=True, superseded_by=correction, usage_score=0.4)
+    Thought.objects.filter(pk=correction.pk).update(supersedes=[thought.id], correct_fact="Right.")
     body = dev.get(f"/api/v1/thoughts/{thought.id}").json()
     expected = {
         "id", "space", "content", "context_metadata", "agent", "contributor_id", "contributor_name", "created_at",
@@ -33,11 +34,24 @@ def test_every_field(dev, thought_factory):
         "source_ref", "alternatives_considered", "corrected_fact", "correct_fact", "supersedes", "related_thoughts",
         "quality_flags", "superseded", "superseded_at", "superseded_by", "contradicted_by", "embedding_model",
         "has_embedding", "pheromone_weight", "access_count", "last_accessed", "accessed_by", "co_retrieved_with",
-        "usage_score", "contradiction_score", "effective_confidence",
+        "usage_score", "contradiction_score", "effective_confidence", "corrected_by", "corrects",
     }  # fmt: skip
     assert set(body) == expected
     assert body["id"] == str(thought.id) and body["space"] == "default"
     assert body["related_thoughts"] == [str(other.id)]
+    assert dev.get(f"/api/v1/thoughts/{other.id}").json()["related_thoughts"] == [str(thought.id)]  # both ways
+    assert [(c["thought_id"], c["correct_fact"]) for c in body["corrected_by"]] == [(str(correction.id), "Right.")]
+    assert body["corrects"] == []
+    made = dev.get(f"/api/v1/thoughts/{correction.id}").json()
+    assert made["corrects"] == [
+        {
+            "thought_id": str(thought.id),
+            "content_preview": "The thought.",
+            "superseded": True,
+            "superseded_by": str(correction.id),
+        }
+    ]
+    assert made["corrected_by"] == []
     assert body["superseded"] is True and body["superseded_by"] == str(correction.id)
     assert body["temporal_scope"] == "2026-02-01" and body["quality_flags"] == ["stale"]
     assert body["has_embedding"] is True and body["usage_score"] == 0.4 and body["effective_confidence"] == 1.0

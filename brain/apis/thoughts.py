@@ -8,7 +8,25 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from brain.models import Thought
-from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, thought_get, thought_lineage
+from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
+
+
+class CorrectedBySerializer(serializers.Serializer):
+    thought_id = serializers.UUIDField(source="id")
+    correct_fact = serializers.CharField()
+    corrected_fact = serializers.CharField()
+    contributor = serializers.CharField(source="contributor_name")
+    created_at = serializers.DateTimeField()
+
+
+class CorrectsSerializer(serializers.Serializer):
+    thought_id = serializers.UUIDField(source="id")
+    content_preview = serializers.SerializerMethodField()
+    superseded = serializers.BooleanField()
+    superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
+
+    def get_content_preview(self, thought: Thought) -> str:
+        return thought.content[:PREVIEW_CHARS]
 
 
 class ThoughtOutputSerializer(serializers.ModelSerializer):
@@ -16,6 +34,8 @@ class ThoughtOutputSerializer(serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="name", read_only=True)
     related_thoughts = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
     has_embedding = serializers.SerializerMethodField()
+    corrected_by = CorrectedBySerializer(many=True, read_only=True, help_text="Corrections that supersede it.")
+    corrects = CorrectsSerializer(many=True, read_only=True, help_text="For a correction: what it superseded.")
 
     class Meta:
         model = Thought
@@ -26,11 +46,12 @@ class ThoughtOutputSerializer(serializers.ModelSerializer):
 
 
 class ThoughtDetailApi(APIView):
-    """One thought of the caller's space with every field (the vector itself is left out)."""
+    """One thought of the caller's space with every field (the vector itself is left out), its related
+    thoughts (both ways) and its correction history: ``corrected_by`` and, for a correction, ``corrects``."""
 
     @extend_schema(responses={200: ThoughtOutputSerializer})
     def get(self, request, thought_id: str):
-        thought = thought_get(space=request.user.space, thought_id=thought_id)
+        thought = thought_detail(space=request.user.space, thought_id=thought_id)
         return Response(ThoughtOutputSerializer(thought).data)
 
 

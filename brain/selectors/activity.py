@@ -1,12 +1,13 @@
-"""Reads about how the brain is used: highways, sessions, first calls, pending corrections (SPEC 2.6, 4.5)."""
+"""Reads about how the brain is used: highways, sessions, first calls (SPEC 2.6).
+
+Pending correction suggestions are read in ``brain.services.suggestions``, their one home."""
 
 from __future__ import annotations
 
-from django.db.models import F, Func, IntegerField, Q
+from django.db.models import F, Func, IntegerField
 from pgvector.django import CosineDistance
 
-from brain.choices import SuggestionStatus
-from brain.models import CorrectionSuggestion, QueryLog, Thought
+from brain.models import QueryLog, Thought
 from core.models import Agent, Space
 
 #: A highway: a thought at least this often accessed ...
@@ -19,7 +20,6 @@ HIGHWAY_MIN_AGENTS = 2
 HIGHWAY_CANDIDATES = 200
 HIGHWAY_MIN_SIMILARITY = 0.3
 HIGHWAYS_RETURNED = 5
-PENDING_CORRECTIONS_RETURNED = 20
 
 
 def _agents_count():
@@ -82,23 +82,3 @@ def session_shown_ids(*, space: Space, session_id: str, before_id: int | None = 
     if before_id is not None:
         logs = logs.filter(pk__lt=before_id)
     return {item["id"] for results in logs.values_list("results", flat=True) for item in results or [] if "id" in item}
-
-
-def suggestion_pending_list(*, space: Space, agent: Agent, session_id: str) -> list[dict]:
-    """Pending correction suggestions addressed to this agent or this session, newest first."""
-    rows = (
-        CorrectionSuggestion.objects.filter(space=space, status=SuggestionStatus.PENDING)
-        .filter(Q(agent=agent) | Q(session_id=session_id))
-        .order_by("-created_at")[:PENDING_CORRECTIONS_RETURNED]
-    )
-    return [
-        {
-            "id": str(s.id),
-            "thought_id": str(s.thought_id),
-            "statement": s.statement,
-            "draft": s.draft,
-            "reason": s.reason,
-            "created_at": s.created_at.isoformat(),
-        }
-        for s in rows
-    ]

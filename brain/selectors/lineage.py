@@ -12,7 +12,7 @@ import uuid
 
 from django.db import connection
 
-from brain.choices import ThoughtType
+from brain.choices import ThoughtCategory, ThoughtType
 from brain.models import Thought
 from core.errors import NotFound
 from core.models import Space
@@ -35,6 +35,33 @@ def thought_get(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
     )
     if thought is None:
         raise NotFound(f"No thought {key} in this space.", code="THOUGHT_NOT_FOUND")
+    return thought
+
+
+def thought_detail(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
+    """One thought (as :func:`thought_get`) with its correction history attached, for the thought page.
+
+    ``corrected_by``: every correction of the space that names it in ``supersedes``, newest first
+    (``superseded_by`` holds only the latest one). ``corrects``: for a correction, the thoughts it
+    superseded, with where each one stands now (a later correction may have taken over).
+    """
+    thought = thought_get(space=space, thought_id=thought_id)
+    thought.corrected_by = list(
+        Thought.objects.filter(
+            space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
+        )
+        .only("id", "correct_fact", "corrected_fact", "contributor_name", "created_at")
+        .order_by("-created_at")
+    )
+    thought.corrects = []
+    if thought.thought_category == ThoughtCategory.CORRECTION and thought.supersedes:
+        by_id = {
+            t.id: t
+            for t in Thought.objects.filter(space=space, id__in=thought.supersedes).only(
+                "id", "content", "superseded", "superseded_by"
+            )
+        }
+        thought.corrects = [by_id[i] for i in thought.supersedes if i in by_id]
     return thought
 
 

@@ -1,8 +1,10 @@
 """Retrieval (SPEC 2.3): HNSW candidates unioned with full-text candidates, ranked by brain.ranking.
 
 The vector side finds what is similar in meaning; the full-text side finds thoughts whose
-embedding is still being computed (markers, imports) and exact wording the model blurs. Both are
-restricted to one space and the same filters, and the union is ranked once.
+embedding is still being computed (markers, imports) and exact wording the model blurs; live
+corrections are also compared exactly, without the approximate index (see
+:func:`_correction_candidates`). All are restricted to one space and the same filters, and the
+union is ranked once.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from django.db.models import F, Func, QuerySet
 from pgvector.django import CosineDistance
 
 from brain import ranking
+from brain.choices import ThoughtCategory
 from brain.models import Thought
 from core.models import Space
 
@@ -85,6 +88,25 @@ def _vector_candidates(qs: QuerySet[Thought], *, vector: list[float], pool: int)
     return [ranking.Candidate(thought=t, similarity=1.0 - t.distance, via_vector=True) for t in rows]
 
 
+def _correction_candidates(qs: QuerySet[Thought], *, vector: list[float], pool: int) -> list[ranking.Candidate]:
+    """The space's live corrections, compared EXACTLY (the HNSW index is approximate).
+
+    A correction must win at once (issue 4), so its retrieval can't depend on index recall. HNSW
+    recall is not guaranteed: with the seed's case (five thoughts reinforced and superseded many
+    times, then a correction inserted) pgvector 0.8's scan missed the new correction even at
+    ef_search 1000, while a rebuilt index found it. Corrections are few, so reading them through
+    the (space, category) index and sorting by exact distance is cheap; ``distance + 0`` keeps the
+    planner off HNSW.
+    """
+    rows = (
+        qs.filter(thought_category=ThoughtCategory.CORRECTION, superseded=False, embedding__isnull=False)
+        .annotate(distance=CosineDistance("embedding", vector))
+        .filter(distance__lt=1.0 - ranking.MIN_SIMILARITY)
+        .order_by(F("distance") + 0)[:pool]
+    )
+    return [ranking.Candidate(thought=t, similarity=1.0 - t.distance, via_vector=True) for t in rows]
+
+
 def _fulltext_candidates(
     qs: QuerySet[Thought], *, vector: list[float], lexemes: list[str], pool: int
 ) -> list[ranking.Candidate]:
@@ -125,11 +147,11 @@ def _fulltext_candidates(
     return candidates
 
 
-def _union(vector_side: list[ranking.Candidate], text_side: list[ranking.Candidate]) -> list[ranking.Candidate]:
+def _union(vector_side: list[ranking.Candidate], *others: list[ranking.Candidate]) -> list[ranking.Candidate]:
     by_id: dict[str, ranking.Candidate] = {c.id: c for c in vector_side}
-    for candidate in text_side:
+    for candidate in (c for side in others for c in side):
         if candidate.id in by_id:
-            by_id[candidate.id].via_fulltext = True
+            by_id[candidate.id].via_fulltext |= candidate.via_fulltext
         else:
             by_id[candidate.id] = candidate
     return list(by_id.values())
@@ -171,6 +193,7 @@ def _round(
     with transaction.atomic():
         candidates = _union(
             _vector_candidates(qs, vector=vector, pool=pool),
+            _correction_candidates(qs, vector=vector, pool=pool),
             _fulltext_candidates(qs, vector=vector, lexemes=lexemes, pool=pool),
         )
     for candidate in candidates:

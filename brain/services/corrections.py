@@ -4,7 +4,6 @@
   transaction: all or nothing.
 - :func:`correction_guard` is the re-contamination guard: a new contribution that looks like a
   corrected (wrong) fact is found in SQL by the corrections' ``corrected_fact_embedding``.
-- :func:`thought_link_related` stores ``related_thoughts`` links (both ways).
 """
 
 from __future__ import annotations
@@ -21,45 +20,15 @@ from pgvector.django import CosineDistance
 from brain import embedding as embedder
 from brain.choices import ThoughtCategory
 from brain.models import Thought
+from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
-from brain.services.thoughts import thought_create
-from core.errors import NotFound, ServiceFailure, ValidationFailed
+from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
+from core.errors import ServiceFailure
 from core.models import Agent, Space
 
 CORRECTION_GUARD_MIN_SIMILARITY = 0.85
 """A contribution more similar than this to a correction's ``corrected_fact`` repeats the wrong
 fact (SPEC 2.5, seeds/000 7c). all-MiniLM-L6-v2 scores paraphrases of one statement 0.90–0.99."""
-
-
-def parse_thought_ids(values: Iterable[Any], *, field: str) -> list[uuid.UUID]:
-    """UUIDs from the wire, in order, without duplicates; 400 VALIDATION_ERROR for a malformed one."""
-    out: list[uuid.UUID] = []
-    for value in values:
-        try:
-            parsed = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-        except (TypeError, ValueError, AttributeError):
-            raise ValidationFailed(
-                f"{field}: {value!r} is not a thought id (UUID).", extra={"fields": {field: [str(value)]}}
-            )
-        if parsed not in out:
-            out.append(parsed)
-    return out
-
-
-def _lock_thoughts_in_space(*, space_id: int, ids: list[uuid.UUID], field: str) -> list[Thought]:
-    """Lock the rows (in id order, so concurrent correctors can't deadlock) or 404 naming the missing.
-
-    A thought of another space is reported exactly like an unknown one: spaces don't leak.
-    """
-    found = list(Thought.objects.select_for_update().filter(space_id=space_id, pk__in=ids).order_by("pk"))
-    missing = [str(i) for i in ids if i not in {t.pk for t in found}]
-    if missing:
-        raise NotFound(
-            f"{field}: no thought {', '.join(missing)} in this space; nothing was changed.",
-            code="THOUGHT_NOT_FOUND",
-            extra={"missing": missing},
-        )
-    return found
 
 
 def correction_default_content(*, corrected_fact: str, correct_fact: str) -> str:
@@ -122,7 +91,7 @@ def thought_correct(
 
     name = agent.name if agent is not None else "colony"
     with transaction.atomic():
-        _lock_thoughts_in_space(space_id=space.pk, ids=supersede_ids, field="supersedes")
+        thoughts_lock_in_space(space_id=space.pk, ids=supersede_ids, field="supersedes")
         correction = thought_create(
             space=space,
             content=content,
@@ -140,14 +109,13 @@ def thought_correct(
             context_metadata=context_metadata or {},
             tags=tags or [],
             quality_flags=quality_flags or [],
+            related_thoughts=related_ids,
         )
         count = Thought.objects.filter(space=space, pk__in=supersede_ids).update(
             superseded=True,
             superseded_by=correction,
             superseded_at=Coalesce(F("superseded_at"), Now()),
         )
-        if related_ids:
-            thought_link_related(thought=correction, related_ids=related_ids)
     return correction, count
 
 
@@ -168,9 +136,7 @@ def thought_correct_by_id(
     Defaults come from the thought: the wrong fact is its content, the topic its topic ("general"
     when it has none). ``extra_supersedes`` adds more wrong copies of the same fact.
     """
-    target = Thought.objects.filter(space=space, pk=thought_id).only("id", "content", "topic").first()
-    if target is None:
-        raise NotFound(f"No thought {thought_id} in this space.", code="THOUGHT_NOT_FOUND")
+    target = thought_get(space=space, thought_id=thought_id)  # unknown, malformed, other space: 404
     return thought_correct(
         space=space,
         agent=agent,
@@ -235,21 +201,3 @@ def correction_supersede_guidance(*, count: int) -> str:
     """What the response of a correction says (seeds/000 7b.4)."""
     noun = "thought" if count == 1 else "thoughts"
     return f"This correction supersedes {count} previous {noun}; they stay for audit but rank below it."
-
-
-def thought_link_related(*, thought: Thought, related_ids: Iterable[Any]) -> int:
-    """Link ``thought`` with each of ``related_ids`` both ways; returns how many links it now has added.
-
-    Every id must be a thought of the same space (404 THOUGHT_NOT_FOUND otherwise, nothing linked);
-    a thought can't be related to itself (400). ``related_thoughts`` is a symmetrical many-to-many,
-    so one insert per pair is visible from both ends.
-    """
-    ids = parse_thought_ids(related_ids, field="related_thoughts")
-    if thought.pk in ids:
-        raise ValidationFailed("related_thoughts: a thought can't be related to itself.")
-    if not ids:
-        return 0
-    with transaction.atomic():
-        others = _lock_thoughts_in_space(space_id=thought.space_id, ids=ids, field="related_thoughts")
-        thought.related_thoughts.add(*others)
-    return len(others)

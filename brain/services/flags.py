@@ -136,6 +136,8 @@ def querylog_recent_queries(
     """The texts of this agent's latest queries in ``space``, newest first, for the keyword-echo rule.
 
     "Recent" = the last RECENT_QUERIES_LIMIT queries that are also within RECENT_QUERIES_WINDOW.
+    Memory calls that stored a thought don't count: their text was knowledge, not search terms, and
+    an agent restating its own earlier contribution is a near-duplicate, not a keyword echo.
     The agent is the authenticated one (``agent``) when known, else the wire ``agent_id``
     (``agent_ref``); with neither there is no "same agent" and the result is empty. Call it BEFORE
     this request's own query is logged, or every contribution would echo itself.
@@ -143,7 +145,7 @@ def querylog_recent_queries(
     if agent is None and not agent_ref:
         return []
     since = (now or timezone.now()) - RECENT_QUERIES_WINDOW
-    logs = QueryLog.objects.filter(space=space, created_at__gte=since)
+    logs = QueryLog.objects.filter(space=space, created_at__gte=since, stored_thought__isnull=True)
     logs = logs.filter(agent=agent) if agent is not None else logs.filter(agent_ref=agent_ref)
     return list(logs.order_by("-created_at").values_list("query_text", flat=True)[:RECENT_QUERIES_LIMIT])
 

@@ -2,8 +2,15 @@
 
 :func:`memory_run` runs :data:`MEMORY_STEPS` in order over one :class:`MemoryCall`, then renders
 the wire response of the seed brain. A step reads and writes the call object only; guidance is a
-list of messages joined at the end. Adding a step (category checks, quality flags, corrections,
-contradiction detection) means writing one function and putting it at its place in the list.
+list of messages joined at the end. Adding a step means writing one function and putting it at its
+place in the list.
+
+Knowledge evolution (issue 4, SPEC 2.5) lives in the steps too: ``step_validate`` applies the
+category table (400 MISSING_CATEGORY_FIELDS), ``step_flags`` computes every advisory flag of the
+contribution BEFORE it is stored (so the flags are part of the insert, and the keyword-echo rule
+reads the agent's recent queries before this call's own query is logged) and runs the
+re-contamination guard, ``step_contribute`` stores a correction through ``thought_correct`` (which
+supersedes in the same transaction) and schedules contradiction detection for everything else.
 
 Transactions are per step and short: the contribution (insert + superseding its sources) is one
 transaction, the reinforcement of what was returned another, each locking its rows in id order, so
@@ -22,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import CharField, F, Func, Value
 
 from brain import embedding as embedder
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
@@ -30,9 +36,17 @@ from brain.models import QueryLog, Thought
 from brain.ranking import Candidate
 from brain.selectors import activity, search
 from brain.selectors.lineage import PREVIEW_CHARS, lineage_summary
-from brain.services import lineage, pheromones
+from brain.services import flags, lineage, pheromones
+from brain.services.categories import STRUCTURED_FIELDS, category_validate
+from brain.services.corrections import (
+    correction_guard,
+    correction_guidance,
+    correction_supersede_guidance,
+    thought_correct,
+)
+from brain.services.suggestions import suggestion_as_pending, suggestions_pending_for
 from brain.services.thoughts import thought_create
-from core.errors import ServiceFailure
+from core.errors import ServiceFailure, ValidationFailed
 from core.models import Agent, Space
 
 logger = logging.getLogger("colony.brain")
@@ -44,9 +58,10 @@ FOLLOW_UP_PREFIXES = ("based on", "you said", "you told me", "regarding your", "
 
 # --- guidance -------------------------------------------------------------------------------------
 NEAR_DUPLICATE_REFINE = 0.85  # top hit above this: suggest refining it
-NEAR_DUPLICATE_FLAG = 0.90  # above this: flag near_duplicate and suggest consolidating
+# Above flags.NEAR_DUPLICATE_MIN_SIMILARITY (0.90): flag near_duplicate and suggest consolidating.
 DISAMBIGUATION_MIN_RESULTS = 10
 DISAMBIGUATION_MIN_TAGS = 3
+PENDING_CORRECTIONS_RETURNED = 20  # newest first; the rest stay listed by GET /api/v1/corrections
 
 DEFAULT_LIMIT = 10
 
@@ -79,6 +94,10 @@ class MemoryCall:
     contribute: bool = False
     bypass: str | None = None  # why the threshold did not apply: refines | consolidates | correction
     vector: list[float] | None = None
+    flags: list[str] = field(default_factory=list)  # advisory quality flags of the contribution
+    nearest: tuple[Thought, float] | None = None  # the most similar existing thought, before storing
+    contradicted_by: Thought | None = None  # the correction whose wrong fact the contribution repeats
+    superseded_count: int | None = None  # set when the contribution is a correction
     thought: Thought | None = None
     search: search.SearchResult | None = None
     query_log: QueryLog | None = None
@@ -109,14 +128,32 @@ class MemoryCall:
     def agent_ref(self) -> str:
         return self.request.get("agent_id") or self.agent.name
 
+    @property
+    def category(self) -> str:
+        return self.request.get("thought_category") or ThoughtCategory.UNCATEGORIZED
+
+    @property
+    def is_correction(self) -> bool:
+        return self.category == ThoughtCategory.CORRECTION
+
 
 # --- the steps, in SPEC 2.2 order -----------------------------------------------------------------
 def step_validate(call: MemoryCall) -> None:
-    """Lineage rules and every referenced id, before anything is written (types are the serializer's)."""
+    """Category fields, lineage rules and every referenced id, before anything is written.
+
+    (Types are the serializer's.) A categorized contribution without its required fields is refused
+    with 400 MISSING_CATEGORY_FIELDS naming them; an uncategorized one needs none, as before.
+    """
     request = call.request
+    category_validate(category=call.category, fields={name: request.get(name) for name in STRUCTURED_FIELDS})
     call.lineage_ids = lineage.lineage_validate(
         refines=request.get("refines"), consolidates=request.get("consolidates")
     )
+    if call.is_correction and call.lineage_ids:
+        raise ValidationFailed(
+            "A correction supersedes the thoughts listed in 'supersedes'; it can't also refine or consolidate.",
+            code="MUTUAL_EXCLUSION",
+        )
     lineage_field = "refines" if request.get("refines") is not None else "consolidates"
     lineage.thoughts_require(space=call.space, ids=call.lineage_ids, field=lineage_field)
     lineage.thoughts_require(space=call.space, ids=request.get("related_thoughts") or [], field="related_thoughts")
@@ -157,6 +194,37 @@ def step_embed(call: MemoryCall) -> None:
     call.operations.append("embed")
 
 
+def step_flags(call: MemoryCall) -> None:
+    """The contribution's advisory flags, decided before it is stored (never blocking).
+
+    keyword_echo / orphaned_reference / stale by the rules of ``brain.services.flags``; the agent's
+    recent queries are read here, before ``step_reinforce`` logs this call's own query.
+    near_duplicate compares with the nearest existing thought (not the ones being refined or
+    consolidated). contradicts_correction is the re-contamination guard: the contribution repeats a
+    correction's corrected (wrong) fact; the warning quoting the correct fact goes out at once.
+    A correction is not checked for either: it resembles the wrong fact on purpose.
+    """
+    if not call.contribute:
+        return
+    recent = flags.querylog_recent_queries(space=call.space, agent=call.agent, agent_ref=call.agent_ref)
+    call.flags = flags.contribution_flags(
+        text=call.prompt,
+        recent_queries=recent,
+        category=call.category,
+        temporal_scope=call.request.get("temporal_scope"),
+    )
+    if not call.is_correction:
+        nearest = search.thought_nearest(space=call.space, vector=call.vector, exclude_ids=call.lineage_ids, limit=1)
+        call.nearest = nearest[0] if nearest else None
+        if call.nearest is not None and flags.is_near_duplicate(call.nearest[1]):
+            call.flags.append(QualityFlag.NEAR_DUPLICATE.value)
+        call.contradicted_by = correction_guard(space=call.space, vector=call.vector, text=call.prompt)
+        if call.contradicted_by is not None:
+            call.flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
+            call.guidance.append(correction_guidance(call.contradicted_by))
+    call.operations.append(f"flags:{','.join(call.flags) or 'none'}")
+
+
 def _thought_fields(call: MemoryCall) -> dict[str, Any]:
     request = call.request
     metadata: dict[str, Any] = {"session_id": call.session_id}
@@ -164,7 +232,7 @@ def _thought_fields(call: MemoryCall) -> dict[str, Any]:
         metadata["context"] = request["context"]
     return {
         "context_metadata": metadata,
-        "thought_category": request.get("thought_category") or ThoughtCategory.UNCATEGORIZED,
+        "thought_category": call.category,
         "topic": request.get("topic") or "",
         "temporal_scope": request.get("temporal_scope"),
         "source_ref": request.get("source_ref"),
@@ -173,12 +241,22 @@ def _thought_fields(call: MemoryCall) -> dict[str, Any]:
         "correct_fact": request.get("correct_fact") or "",
         "supersedes": list(request.get("supersedes") or []),
         "tags": list(dict.fromkeys(request.get("tags") or [])),
+        "quality_flags": list(call.flags),
+        "contradicted_by": call.contradicted_by,
     }
 
 
 def step_contribute(call: MemoryCall) -> None:
-    """Store the prompt as a thought; for refines/consolidates inherit weight and supersede the sources."""
+    """Store the prompt as a thought.
+
+    refines/consolidates inherit weight and supersede their sources; a correction supersedes every
+    id of ``supersedes`` in the same transaction (all or nothing). Any other thought is checked for
+    contradictions with existing facts by a Celery job after commit (off the request path).
+    """
     if not call.contribute:
+        return
+    if call.is_correction:
+        _contribute_correction(call)
         return
     with transaction.atomic():
         sources = lineage.lineage_lock_sources(space=call.space, source_ids=call.lineage_ids)
@@ -196,11 +274,38 @@ def step_contribute(call: MemoryCall) -> None:
             source_ids=list(call.lineage_ids),
             pheromone_weight=weight,
             related_thoughts=list(call.request.get("related_thoughts") or []),
+            detect_contradictions=True,
             **_thought_fields(call),
         )
         if call.lineage_ids:
             lineage.lineage_supersede(thought=call.thought, source_ids=call.lineage_ids)
     call.operations.append(f"contribute:{call.thought_type}")
+    call.operations.append("contradiction_check:scheduled")
+
+
+def _contribute_correction(call: MemoryCall) -> None:
+    request = call.request
+    fields = _thought_fields(call)
+    call.thought, call.superseded_count = thought_correct(
+        space=call.space,
+        agent=call.agent,
+        content=call.prompt,
+        topic=request["topic"],
+        corrected_fact=request["corrected_fact"],
+        correct_fact=request["correct_fact"],
+        supersedes=list(request["supersedes"]),
+        source_ref=request.get("source_ref"),
+        vector=call.vector,
+        contributor_id=call.agent_ref,
+        contributor_name=request.get("agent_name") or call.agent_ref,
+        context_metadata=fields["context_metadata"],
+        tags=fields["tags"],
+        related_thoughts=list(request.get("related_thoughts") or []),
+        quality_flags=list(call.flags),
+    )
+    call.guidance.append(correction_supersede_guidance(count=call.superseded_count))
+    call.operations.append("contribute:correction")
+    call.operations.append(f"supersede:{call.superseded_count}")
 
 
 def step_retrieve(call: MemoryCall) -> None:
@@ -228,6 +333,7 @@ def step_reinforce(call: MemoryCall) -> None:
         agent_ref=call.agent_ref,
         session_id=call.session_id,
         query_text=call.prompt,
+        stored_thought=call.thought,
         results=[{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources],
     )
     call.operations.append(f"reinforce:{len(ids)}")
@@ -266,16 +372,12 @@ def step_onboarding(call: MemoryCall) -> None:
 
 
 def step_near_duplicate(call: MemoryCall) -> None:
-    """A new thought very close to an existing one: suggest refining it, or flag it and suggest merging."""
-    if call.thought is None:
+    """A new thought very close to an existing one: suggest refining it, or (flagged near_duplicate
+    in ``step_flags``) suggest merging them."""
+    if call.thought is None or call.nearest is None:
         return
-    exclude = [call.thought.id, *call.lineage_ids]
-    nearest = search.thought_nearest(space=call.space, vector=call.vector, exclude_ids=exclude, limit=1)
-    if not nearest:
-        return
-    other, similarity = nearest[0]
-    if similarity > NEAR_DUPLICATE_FLAG:
-        _add_flag(call.thought, QualityFlag.NEAR_DUPLICATE)
+    other, similarity = call.nearest
+    if flags.is_near_duplicate(similarity):
         call.guidance.append(
             f"Near-duplicate: thought {other.id} says almost the same (similarity {similarity:.2f}): "
             f'"{other.content[:PREVIEW_CHARS]}". Yours is flagged near_duplicate; merge them with '
@@ -288,16 +390,6 @@ def step_near_duplicate(call: MemoryCall) -> None:
             f'"{other.content[:PREVIEW_CHARS]}". If yours updates it, send it with "refines": "{other.id}".'
         )
         call.operations.append("near_duplicate:refine")
-
-
-def _add_flag(thought: Thought, flag: str) -> None:
-    """Append a quality flag in the database (idempotent, no read-modify-write)."""
-    if flag in thought.quality_flags:
-        return
-    Thought.objects.filter(pk=thought.pk).exclude(quality_flags__contains=[flag]).update(
-        quality_flags=Func(F("quality_flags"), Value(flag, output_field=CharField()), function="array_append")
-    )
-    thought.quality_flags = [*thought.quality_flags, flag]
 
 
 def step_implicit_feedback(call: MemoryCall) -> None:
@@ -317,9 +409,9 @@ def step_highways(call: MemoryCall) -> None:
 
 
 def step_pending_corrections(call: MemoryCall) -> None:
-    call.pending_corrections = activity.suggestion_pending_list(
-        space=call.space, agent=call.agent, session_id=call.session_id
-    )
+    """Correction suggestions addressed to this agent or this session (SPEC 4.5), newest first."""
+    pending = suggestions_pending_for(space=call.space, agent=call.agent, session_id=call.session_id)
+    call.pending_corrections = [suggestion_as_pending(s) for s in pending[:PENDING_CORRECTIONS_RETURNED]]
     if call.pending_corrections:
         call.guidance.append(
             f"{len(call.pending_corrections)} pending correction suggestion(s) concern your work: "
@@ -345,6 +437,7 @@ MEMORY_STEPS = [
     step_session,
     step_threshold,
     step_embed,
+    step_flags,
     step_contribute,
     step_retrieve,
     step_reinforce,
@@ -379,7 +472,10 @@ def source_render(candidate: Candidate) -> dict[str, Any]:
 
 def _response_text(call: MemoryCall) -> str:
     parts = []
-    if call.thought is not None:
+    if call.thought is not None and call.superseded_count is not None:
+        noun = "thought" if call.superseded_count == 1 else "thoughts"
+        parts.append(f"Stored your correction as {call.thought.id}; it supersedes {call.superseded_count} {noun}.")
+    elif call.thought is not None:
         kind = {ThoughtType.ORIGINAL: "thought"}.get(call.thought_type, call.thought_type)
         parts.append(f"Stored your {kind} as {call.thought.id}.")
     if call.sources:

@@ -141,10 +141,14 @@ def suggestion_dismiss(*, suggestion: CorrectionSuggestion, resolved_by: str, re
 
 
 def suggestion_get(*, space: Space, suggestion_id: uuid.UUID | str) -> CorrectionSuggestion:
-    """One suggestion of ``space``; 404 for an unknown id or one of another space alike."""
-    suggestion = (
-        CorrectionSuggestion.objects.select_related("thought", "space").filter(space=space, pk=suggestion_id).first()
-    )
+    """One suggestion of ``space``; 404 for an unknown, malformed or other-space id alike."""
+    try:
+        key = uuid.UUID(str(suggestion_id))
+    except ValueError:
+        raise NotFound(
+            f"No correction suggestion {suggestion_id!r}: not a suggestion id (UUID).", code="SUGGESTION_NOT_FOUND"
+        ) from None
+    suggestion = CorrectionSuggestion.objects.select_related("thought", "space").filter(space=space, pk=key).first()
     if suggestion is None:
         raise NotFound(f"No correction suggestion {suggestion_id} in this space.", code="SUGGESTION_NOT_FOUND")
     return suggestion

@@ -3,12 +3,18 @@
 ``thought_create`` is the one low-level write every other path uses (the memory endpoint,
 transition markers, imports, corrections). A thought stored without a request-time vector gets
 its embedding from ``brain.jobs.embed_thought``, enqueued on commit; full-text search finds it
-meanwhile.
+meanwhile. A thought that asks for contradiction detection gets it after commit, or, when it has no
+vector yet, chained after its embedding job (the detector compares vectors).
+
+``related_thoughts`` links are written by :func:`thought_link_related` only, whichever path stores
+the thought.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -16,6 +22,7 @@ from django.db import transaction
 from brain import embedding as embedder
 from brain.choices import ThoughtCategory, ThoughtType
 from brain.models import Thought
+from core.errors import NotFound, ValidationFailed
 from core.models import Agent, Space
 
 logger = logging.getLogger("colony.brain")
@@ -32,12 +39,15 @@ def thought_create(
     thought_category: str = ThoughtCategory.UNCATEGORIZED,
     thought_type: str = ThoughtType.ORIGINAL,
     embedding: list[float] | None = None,
-    related_thoughts: list | None = None,
+    related_thoughts: Iterable[Any] = (),
+    detect_contradictions: bool = False,
     **fields: Any,
 ) -> Thought:
     """Insert one thought. Without ``embedding`` the vector is computed by a Celery job after commit.
 
-    ``related_thoughts`` (ids of the same space) become bidirectional links.
+    ``related_thoughts`` (ids of the same space) become bidirectional links, all or nothing.
+    ``detect_contradictions`` runs ``brain.jobs.detect_contradictions`` after commit — chained after
+    the embedding job when there is no vector yet, so the check never waits on a retry.
     """
     thought = Thought.objects.create(
         space=space,
@@ -51,47 +61,120 @@ def thought_create(
         embedding_model=embedder.current_model_label() if embedding is not None else "",
         **fields,
     )
-    if related_thoughts:
-        thought.related_thoughts.add(*related_thoughts)
+    related = list(related_thoughts or ())
+    if related:
+        thought_link_related(thought=thought, related_ids=related)
     if embedding is None:
-        thought_enqueue_embedding(thought_id=str(thought.id))
+        thought_enqueue_embedding(thought_id=str(thought.id), then_detect_contradictions=detect_contradictions)
+    elif detect_contradictions:
+        from brain.services.contradictions import thought_schedule_contradiction_check
+
+        thought_schedule_contradiction_check(thought_id=str(thought.id))
     return thought
 
 
-def thought_enqueue_embedding(*, thought_id: str) -> None:
+def thought_enqueue_embedding(*, thought_id: str, then_detect_contradictions: bool = False) -> None:
+    """Embed after commit; with ``then_detect_contradictions`` the contradiction check follows as a
+    Celery chain (it runs only once the vector is stored, and not at all if embedding fails for good)."""
+    from celery import chain
+
     from brain import jobs
 
-    transaction.on_commit(lambda: jobs.embed_thought.delay(thought_id))
+    if then_detect_contradictions:
+        # The worker that finishes the embedding sends the check; pin it to the queue this chain is
+        # sent to (the sender's default queue), or it would go to the worker app's default instead.
+        queue = jobs.embed_thought.app.conf.task_default_queue
+        work = chain(jobs.embed_thought.si(thought_id), jobs.detect_contradictions.si(thought_id).set(queue=queue))
+        transaction.on_commit(lambda: work.delay())
+    else:
+        transaction.on_commit(lambda: jobs.embed_thought.delay(thought_id))
 
 
+# --- related thoughts -------------------------------------------------------------------------------
+def parse_thought_ids(values: Iterable[Any], *, field: str) -> list[uuid.UUID]:
+    """UUIDs from the wire, in order, without duplicates; 400 VALIDATION_ERROR for a malformed one."""
+    out: list[uuid.UUID] = []
+    for value in values:
+        try:
+            parsed = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+        except (TypeError, ValueError, AttributeError):
+            raise ValidationFailed(
+                f"{field}: {value!r} is not a thought id (UUID).", extra={"fields": {field: [str(value)]}}
+            )
+        if parsed not in out:
+            out.append(parsed)
+    return out
+
+
+def thoughts_lock_in_space(*, space_id: int, ids: list[uuid.UUID], field: str) -> list[Thought]:
+    """Lock the rows (in id order, so concurrent writers can't deadlock) or 404 naming the missing.
+
+    A thought of another space is reported exactly like an unknown one: spaces don't leak.
+    """
+    found = list(Thought.objects.select_for_update().filter(space_id=space_id, pk__in=ids).order_by("pk"))
+    missing = [str(i) for i in ids if i not in {t.pk for t in found}]
+    if missing:
+        raise NotFound(
+            f"{field}: no thought {', '.join(missing)} in this space; nothing was changed.",
+            code="THOUGHT_NOT_FOUND",
+            extra={"missing": missing},
+        )
+    return found
+
+
+def thought_link_related(*, thought: Thought, related_ids: Iterable[Any]) -> int:
+    """Link ``thought`` with each of ``related_ids`` both ways; returns how many thoughts it linked.
+
+    Every id must be a thought of the same space (404 THOUGHT_NOT_FOUND otherwise, nothing linked);
+    a thought can't be related to itself (400). ``related_thoughts`` is a symmetrical many-to-many,
+    so one insert per pair is visible from both ends.
+    """
+    ids = parse_thought_ids(related_ids, field="related_thoughts")
+    if thought.pk in ids:
+        raise ValidationFailed("related_thoughts: a thought can't be related to itself.")
+    if not ids:
+        return 0
+    with transaction.atomic():
+        others = thoughts_lock_in_space(space_id=thought.space_id, ids=ids, field="related_thoughts")
+        thought.related_thoughts.add(*others)
+    return len(others)
+
+
+# --- embeddings -----------------------------------------------------------------------------------
 def thought_embed(*, thought_id: str, force: bool = False) -> bool:
     """Compute and store the embedding of one thought; returns False when there was nothing to do."""
-    thought = Thought.objects.filter(pk=thought_id).only("id", "content", "embedding", "embedding_model").first()
+    thought = Thought.objects.filter(pk=thought_id).only("id", "embedding", "embedding_model").first()
     if thought is None:
         return False
-    label = embedder.current_model_label()
-    if thought.embedding is not None and thought.embedding_model == label and not force:
+    if thought.embedding is not None and thought.embedding_model == embedder.current_model_label() and not force:
         return False
-    vector = embedder.embed(thought.content)
-    Thought.objects.filter(pk=thought_id).update(embedding=vector, embedding_model=label)
-    return True
+    return thoughts_embed_batch(thought_ids=[thought_id]) == 1
 
 
 def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
     """Embed many thoughts in one model call (re-embedding); returns how many were written.
 
+    A correction's ``corrected_fact_embedding`` is recomputed in the same call: the re-contamination
+    guard compares new contributions with it, so it must come from the same model as they do.
     The model runs before the transaction opens; the writes are one bulk update.
     """
-    thoughts = list(Thought.objects.filter(pk__in=thought_ids).only("id", "content"))
+    thoughts = list(
+        Thought.objects.filter(pk__in=thought_ids).only("id", "content", "thought_category", "corrected_fact")
+    )
     if not thoughts:
         return 0
-    vectors = embedder.embed_many([t.content for t in thoughts])
+    with_fact = [t for t in thoughts if t.thought_category == ThoughtCategory.CORRECTION and t.corrected_fact.strip()]
+    vectors = embedder.embed_many([t.content for t in thoughts] + [t.corrected_fact for t in with_fact])
     label = embedder.current_model_label()
-    for thought, vector in zip(thoughts, vectors, strict=True):
+    for thought, vector in zip(thoughts, vectors[: len(thoughts)], strict=True):
         thought.embedding = vector
         thought.embedding_model = label
+    for thought, vector in zip(with_fact, vectors[len(thoughts) :], strict=True):
+        thought.corrected_fact_embedding = vector
     with transaction.atomic():
         Thought.objects.bulk_update(thoughts, ["embedding", "embedding_model"])
+        if with_fact:
+            Thought.objects.bulk_update(with_fact, ["corrected_fact_embedding"])
     return len(thoughts)
 
 

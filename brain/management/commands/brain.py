@@ -1,9 +1,10 @@
-"""manage.py brain query|contribute|refine|consolidate|history|highways — the brain from a terminal.
+"""manage.py brain query|contribute|refine|consolidate|correct|history|highways — the brain from a terminal.
 
 Each subcommand is a small class in :data:`SUBCOMMANDS`: its ``name``, ``help``,
 ``add_arguments(parser)`` and ``run(command, options)``. Adding one (e.g. ``brain correct``) is
 one class and one entry in that list. The memory subcommands run the same orchestration as the
-API (``memory_run``) as the agent named by ``--agent``, after the API's own input validation.
+API (``memory_run``) as the agent named by ``--agent``, after the API's own input validation;
+``correct`` runs the service behind ``POST /api/v1/thoughts/{id}/correct``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from brain.apis.memory import MemoryInputSerializer
+from brain.apis.memory import MemoryInputSerializer, SourceRefSerializer
 from brain.choices import ThoughtCategory
 from brain.selectors.activity import thought_highways
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, thought_lineage
+from brain.services.corrections import correction_supersede_guidance, thought_correct_by_id
 from brain.services.memory import memory_run
 from core import selectors, services
 from core.choices import DEFAULT_SPACE_SLUG
@@ -89,7 +91,10 @@ def print_memory(command: BaseCommand, response: dict[str, Any]) -> None:
         for line in result["guidance"].splitlines():
             out(textwrap.indent(textwrap.fill(line, 100), "  "))
     for suggestion in result["pending_corrections"]:
-        out(f"pending correction {suggestion['id']} on {suggestion['thought_id']}: {suggestion['statement']}")
+        out(
+            f"pending correction {suggestion['suggestion_id']} on {suggestion['thought_id']}: "
+            f"{suggestion['statement']}  (accept: {suggestion['accept']})"
+        )
 
 
 class Query(MemorySubcommand):
@@ -118,18 +123,19 @@ class Contribute(MemorySubcommand):
         parser.add_argument("--topic", default="")
         parser.add_argument("--temporal-scope", dest="temporal_scope", default="", help="ISO date")
         parser.add_argument("--tags", default="", help="comma-separated")
+        parser.add_argument("--related", default="", help="ids of related thoughts, comma-separated (linked both ways)")
+        parser.add_argument("--alternatives", dest="alternatives_considered", default="", help="for decision_record")
         parser.add_argument(
             "--source-ref", dest="source_ref", default="", help='JSON, e.g. {"type":"task","value":"x"}'
         )
 
     def payload(self, options):
-        payload = {k: options[k] for k in ("prompt", "thought_category", "topic", "temporal_scope")}
+        fields = ("prompt", "thought_category", "topic", "temporal_scope", "alternatives_considered")
+        payload = {k: options[k] for k in fields}
         payload["tags"] = [t.strip() for t in options["tags"].split(",") if t.strip()] or None
+        payload["related_thoughts"] = [i.strip() for i in options["related"].split(",") if i.strip()] or None
         if options["source_ref"]:
-            try:
-                payload["source_ref"] = json.loads(options["source_ref"])
-            except ValueError:
-                raise CommandError("--source-ref must be JSON.") from None
+            payload["source_ref"] = _source_ref(options["source_ref"])
         return payload
 
     def run(self, command, options):
@@ -166,6 +172,57 @@ class Consolidate(MemorySubcommand):
     def payload(self, options):
         ids = [i.strip() for i in options["thought_ids"].split(",") if i.strip()]
         return {"prompt": options["prompt"], "consolidates": ids}
+
+
+def _source_ref(raw: str) -> dict | None:
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise CommandError("--source-ref must be JSON.") from None
+    serializer = SourceRefSerializer(data=value)
+    if not serializer.is_valid():
+        raise CommandError(f'--source-ref: {serializer.errors} (e.g. {{"type":"url","value":"human-correction"}}).')
+    return dict(serializer.validated_data)
+
+
+class Correct(Subcommand):
+    name = "correct"
+    help = "correct a wrong thought: store a correction that supersedes it (and any --supersedes)"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("thought_id")
+        parser.add_argument("correct_fact", help="what is right")
+        super().add_arguments(parser)
+        parser.add_argument("--agent", required=True, help="name of the agent to act as (manage.py agent list)")
+        parser.add_argument("--corrected-fact", default="", help="what was wrong (default: the thought's content)")
+        parser.add_argument("--content", default="", help="text of the correction (default: written from the facts)")
+        parser.add_argument("--topic", default="", help="default: the thought's topic")
+        parser.add_argument("--supersedes", default="", help="more wrong copies of the fact: id1,id2,...")
+        parser.add_argument("--source-ref", dest="source_ref", default="", help='JSON, e.g. {"type":"url","value":"x"}')
+
+    def run(self, command, options):
+        space = services.space_get(slug=options["space"])
+        agent = selectors.agent_get(space=space, name=options["agent"])
+        if not options["correct_fact"].strip():
+            raise CommandError("Say what the correct fact is.")
+        correction, count = thought_correct_by_id(
+            space=space,
+            agent=agent,
+            thought_id=options["thought_id"],
+            correct_fact=options["correct_fact"],
+            corrected_fact=options["corrected_fact"] or None,
+            content=options["content"] or None,
+            topic=options["topic"] or None,
+            extra_supersedes=[i.strip() for i in options["supersedes"].split(",") if i.strip()],
+            source_ref=_source_ref(options["source_ref"]),
+        )
+        command.stdout.write(f"Stored correction {correction.id} (topic {correction.topic}).")
+        command.stdout.write(correction_supersede_guidance(count=count))
+        for thought_id in correction.supersedes:
+            command.stdout.write(f"  superseded: {thought_id}")
+        return correction
 
 
 class History(Subcommand):
@@ -220,11 +277,11 @@ class Highways(Subcommand):
             )
 
 
-SUBCOMMANDS: list[type[Subcommand]] = [Query, Contribute, Refine, Consolidate, History, Highways]
+SUBCOMMANDS: list[type[Subcommand]] = [Query, Contribute, Refine, Consolidate, Correct, History, Highways]
 
 
 class Command(BaseCommand):
-    help = "The shared brain from a terminal: query, contribute, refine, consolidate, history."
+    help = "The shared brain from a terminal: query, contribute, refine, consolidate, correct, history, highways."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="subcommand", required=True)
