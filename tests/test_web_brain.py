@@ -231,8 +231,9 @@ def test_explorer_search_and_thought_page_query_counts_are_fixed(
     # session, user, spaces, topics, newest thoughts
     with django_assert_max_num_queries(5):
         assert client.get("/brain/").status_code == 200
-    # ... + lexemes, savepoint, 2 settings, vector and full-text candidates (one round), release
-    with django_assert_max_num_queries(12):
+    # ... + lexemes, savepoint, 2 settings, vector, exact live corrections and full-text candidates
+    # (one round), release
+    with django_assert_max_num_queries(13):
         assert client.get("/brain/", {"q": "caching thought"}).status_code == 200
     # session, user, spaces, thought (x2), ancestors, descendants, corrections, related, suggestions
     with django_assert_max_num_queries(10):
