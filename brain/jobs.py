@@ -27,10 +27,7 @@ def embed_thought(thought_id: str) -> bool:
 @shared_task(name="brain.jobs.embed_missing", time_limit=600)
 def embed_missing(batch_size: int = 64) -> int:
     """Safety net: embed thoughts whose job was lost (e.g. no worker when they were stored)."""
-    from brain.models import Thought
-
-    ids = [str(i) for i in Thought.objects.filter(embedding__isnull=True).values_list("id", flat=True)[:batch_size]]
-    return thought_services.thoughts_embed_batch(thought_ids=ids) if ids else 0
+    return thought_services.thoughts_embed_missing(batch_size=batch_size)
 
 
 @shared_task(

@@ -244,3 +244,24 @@ def test_judge_failure_keeps_what_was_found_and_the_job_retries(space, monkeypat
         celery_app.conf.task_eager_propagates = True
     assert FlakyJudge.failures == 0
     assert Thought.objects.get(pk=new.pk).superseded is False  # the detector never changes a thought
+
+
+def test_embed_missing_also_runs_the_check_its_lost_job_would_have_chained(
+    space, dev, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A thought whose embedding job was lost gets its vector from the safety net, and its check too."""
+    from brain.services import thoughts as thought_services
+
+    old = store(space, "The staging cluster runs Kubernetes 1.29", topic="infra")
+    monkeypatch.setattr(thought_services, "thought_enqueue_embedding", lambda **kwargs: None)  # the job is lost
+    new = store(space, "The staging cluster runs Kubernetes 1.30", vector=None, agent=dev.agent, topic="infra")
+    marker = store(space, "TASK ready→active: DEV infra-up (ops)", vector=None, thought_category="transition_marker")
+    assert not CorrectionSuggestion.objects.exists()
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        assert jobs.embed_missing() == 2
+    assert len(callbacks) == 1  # the marker is not checked
+
+    assert Thought.objects.filter(pk__in=[new.pk, marker.pk], embedding__isnull=False).count() == 2
+    suggestion = CorrectionSuggestion.objects.get()
+    assert (suggestion.thought_id, suggestion.contradicting_thought_id) == (old.id, new.id)

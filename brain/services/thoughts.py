@@ -151,6 +151,25 @@ def thought_embed(*, thought_id: str, force: bool = False) -> bool:
     return thoughts_embed_batch(thought_ids=[thought_id]) == 1
 
 
+def thoughts_embed_missing(*, batch_size: int = 64) -> int:
+    """Embed up to ``batch_size`` thoughts that still have no vector, then check them for contradictions.
+
+    Their own embedding job was lost (no worker when they were stored, a broker outage), and with it
+    the contradiction check chained after it; the check is idempotent (one pending suggestion per
+    thought and statement), so running it for a thought whose job was only late is harmless.
+    """
+    from brain.services.contradictions import SKIPPED_CATEGORIES, thought_schedule_contradiction_check
+
+    rows = list(Thought.objects.filter(embedding__isnull=True).values_list("id", "thought_category")[:batch_size])
+    if not rows:
+        return 0
+    written = thoughts_embed_batch(thought_ids=[str(pk) for pk, _ in rows])
+    for pk, category in rows:
+        if category not in SKIPPED_CATEGORIES:
+            thought_schedule_contradiction_check(thought_id=str(pk))
+    return written
+
+
 def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
     """Embed many thoughts in one model call (re-embedding); returns how many were written.
 
