@@ -53,6 +53,16 @@ of a query from last month that happens to share words."""
 _EDGE_PUNCTUATION = "\"'`.,;:!?()[]{}<>«»“”‘’"
 
 
+def flag_appended(flag: str) -> Func:
+    """SQL for ``quality_flags`` with ``flag`` appended, for an ``.update()`` over rows that are
+    filtered with ``.exclude(quality_flags__contains=[flag])`` (so the flag is never doubled)."""
+    return Func(
+        F("quality_flags"),
+        Value(str(flag)),
+        function="array_append",
+        output_field=ArrayField(models.CharField(max_length=40)),
+    )
+
 def _words(text: str) -> set[str]:
     """Distinct lower-cased words, split on whitespace as the seed does, with edge punctuation
     stripped so that "patterns," and "patterns" are one word (inner dots stay: "PageIndex.ai")."""
@@ -163,12 +173,5 @@ def thoughts_flag_stale(*, today: dt.date, days: int | None = None) -> int:
             temporal_scope__lt=stale_cutoff(today=today, days=days),
         )
         .exclude(quality_flags__contains=[QualityFlag.STALE.value])
-        .update(
-            quality_flags=Func(
-                F("quality_flags"),
-                Value(QualityFlag.STALE.value),
-                function="array_append",
-                output_field=ArrayField(models.CharField(max_length=40)),
-            )
-        )
+        .update(quality_flags=flag_appended(QualityFlag.STALE))
     )

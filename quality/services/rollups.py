@@ -32,13 +32,13 @@ import datetime as dt
 from collections import Counter, defaultdict
 
 from django.conf import settings
-from django.contrib.postgres.fields import ArrayField
-from django.db import connection, models, transaction
-from django.db.models import Count, Exists, F, Func, Min, OuterRef, Q, Value
+from django.db import connection, transaction
+from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.utils import timezone
 
 from brain.choices import QualityFlag, SuggestionStatus
 from brain.models import CorrectionSuggestion, Thought
+from brain.services.flags import flag_appended
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
 from quality.models import ConfidenceChange, QualityRollup, TurnItem, TurnLog
@@ -245,12 +245,5 @@ def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
     return (
         Thought.objects.filter(Exists(unresolved), superseded=False)
         .exclude(quality_flags__contains=[QualityFlag.UNVERIFIED.value])
-        .update(
-            quality_flags=Func(
-                F("quality_flags"),
-                Value(QualityFlag.UNVERIFIED.value),
-                function="array_append",
-                output_field=ArrayField(models.CharField(max_length=40)),
-            )
-        )
+        .update(quality_flags=flag_appended(QualityFlag.UNVERIFIED))
     )
