@@ -166,3 +166,14 @@ def test_reembed_recomputes_the_corrected_fact_embedding_of_corrections(fake_emb
 def test_reembed_needs_a_mode():
     with pytest.raises(CommandError):
         call_command("reembed", stdout=StringIO(), stderr=StringIO())
+
+
+@pytest.mark.django_db
+def test_thought_table_keeps_room_for_hot_updates_and_vacuums_early():
+    """Retrieval updates thoughts constantly; see brain/migrations/0005 for why these matter."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'brain_thought'")
+        (options,) = cursor.fetchone()
+    assert set(options) >= {"fillfactor=70", "autovacuum_vacuum_scale_factor=0.02"}
