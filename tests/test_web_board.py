@@ -6,17 +6,12 @@ from __future__ import annotations
 import pytest
 
 from tasks.models import HumanConfirmation, Task, TransitionLog
+from tests import web_support
 from tests.tasks_helpers import make_project, make_task
-from tests.web_support import make_human
+
+ada = web_support.ada  # the logged-in human fixture, defined once for the web tests
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def ada(client, space):
-    user = make_human("ada", spaces=(space,))
-    client.force_login(user)
-    return user
 
 
 @pytest.fixture

@@ -8,17 +8,12 @@ from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory, T
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.suggestions import suggestion_create
 from brain.services.thoughts import thought_create
+from tests import web_support
 from tests.conftest import fake_vector
-from tests.web_support import make_human
+
+ada = web_support.ada  # the logged-in human fixture, defined once for the web tests
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def ada(client, space):
-    user = make_human("ada", spaces=(space,))
-    client.force_login(user)
-    return user
 
 
 def store(space, content, **fields):

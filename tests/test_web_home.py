@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.web_support import make_human, make_marker
+from tests import web_support
+from tests.web_support import make_marker
 
-
-@pytest.fixture
-def ada(client, space):
-    user = make_human("ada", spaces=(space,))
-    client.force_login(user)
-    return user
+ada = web_support.ada  # the logged-in human fixture, defined once for the web tests
 
 
 @pytest.mark.django_db

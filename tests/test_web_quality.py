@@ -11,16 +11,12 @@ from django.utils import timezone
 from brain.choices import SuggestionOrigin
 from brain.services.suggestions import suggestion_create
 from quality.models import JudgeValidation, QualityRollup, TurnItem, TurnLog
-from tests.web_support import make_human, make_marker
+from tests import web_support
+from tests.web_support import make_marker
+
+ada = web_support.ada  # the logged-in human fixture, defined once for the web tests
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def ada(client, space):
-    user = make_human("ada", spaces=(space,))
-    client.force_login(user)
-    return user
 
 
 def rollup(space, days_ago: int, *, agent: str = "", items=10, on_topic=9, used=6, contradicted=0):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from django.contrib.auth import get_user_model
 
 from brain.choices import ThoughtCategory
@@ -20,6 +21,17 @@ def make_human(username: str = "ada", *, spaces: tuple[Space, ...] = (), superus
         user = User.objects.create_user(username=username, password=PASSWORD)
     for space in spaces:
         space.members.add(user)
+    return user
+
+
+@pytest.fixture
+def ada(client, space):
+    """Ada, a member of ``space``, logged in on the test client: the human most web tests act as.
+
+    Web test modules bind it with ``ada = web_support.ada``: defined once here, not copied into each module.
+    """
+    user = make_human("ada", spaces=(space,))
+    client.force_login(user)
     return user
 
 
