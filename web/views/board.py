@@ -123,16 +123,27 @@ def _after_post(request, *, task_ref: str | None, next_value: str | None):
     return redirect(_safe_next(request, next_value, default))
 
 
+def _task_and_valid_form(request, ref: str, form, *, refusal: str):
+    """The task a post acts on, and the response that ends the post early (None when it may go on).
+
+    An unknown task or an invalid form changes nothing: the human gets the reason as a message.
+    """
+    task = _task_or_none(request, ref)
+    if task is None:
+        return None, _after_post(request, task_ref=None, next_value=None)
+    if not form.is_valid():
+        messages.error(request, f"{refusal} — {form_error_text(form)}")
+        return task, _after_post(request, task_ref=task.slug, next_value=None)
+    return task, None
+
+
 @require_POST
 @space_required
 def task_transition_post(request, ref: str):
     form = TransitionForm(request.POST)
-    task = _task_or_none(request, ref)
-    if task is None:
-        return _after_post(request, task_ref=None, next_value=None)
-    if not form.is_valid():
-        messages.error(request, f"Transition refused — {form_error_text(form)}")
-        return _after_post(request, task_ref=task.slug, next_value=None)
+    task, refused = _task_and_valid_form(request, ref, form, refusal="Transition refused")
+    if refused is not None:
+        return refused
     try:
         log = task_transition(
             task=task, to=form.cleaned_data["to"], summary=form.cleaned_data["summary"], actor_user=request.user
@@ -150,12 +161,9 @@ def task_transition_post(request, ref: str):
 @space_required
 def task_confirm_post(request, ref: str):
     form = ConfirmForm(request.POST)
-    task = _task_or_none(request, ref)
-    if task is None:
-        return _after_post(request, task_ref=None, next_value=None)
-    if not form.is_valid():
-        messages.error(request, f"Confirmation refused — {form_error_text(form)}")
-        return _after_post(request, task_ref=task.slug, next_value=None)
+    task, refused = _task_and_valid_form(request, ref, form, refusal="Confirmation refused")
+    if refused is not None:
+        return refused
     try:
         confirmation = task_confirm_human(task=task, to_status=form.cleaned_data["to_status"], user=request.user)
     except ApplicationError as exc:
