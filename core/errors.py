@@ -119,10 +119,6 @@ def api_exception_handler(exc, context) -> Response:
     )
 
 
-def _is_api(request) -> bool:
-    return request.path.startswith("/api/")
-
-
 def json_404(request, exception=None):
     return JsonResponse(error_body("NOT_FOUND", f"No endpoint at {request.path}."), status=404)
 
