@@ -14,7 +14,6 @@ import os
 import random
 import statistics
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -25,20 +24,12 @@ def unit(rng: random.Random) -> list[float]:
     return [x / n for x in v]
 
 
-def timed(fn, calls: int) -> list[float]:
-    samples = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples
-
-
 def run(*, corrections: int = 2000, thoughts: int = 20000, calls: int = 200, verbose: bool = False) -> list:
     """Returns [(label, samples in ms), ...] (the shape ``benchmarks.run`` tables); prints if verbose.
 
     Needs Django set up (``benchmarks.run`` does it for its database, :func:`main` for the configured one).
     """
+    from benchmarks.brain import percentile, timed
     from brain.models import CorrectionSuggestion, Thought
     from brain.services import contradictions
     from brain.services.corrections import correction_guard
@@ -80,21 +71,17 @@ def run(*, corrections: int = 2000, thoughts: int = 20000, calls: int = 200, ver
 
         queries = [unit(rng) for _ in range(calls)]
         it = iter(queries * 2)
-        guard = timed(lambda: correction_guard(space=space, vector=next(it)), calls)
+        guard = timed(lambda _i: correction_guard(space=space, vector=next(it)), calls)
         rows.append((f"correction_guard ({corrections} corrections)", guard))
 
         probe = thoughts_rows[0]
-        candidates = timed(lambda: contradictions._candidates(probe), min(calls, 100))
+        candidates = timed(lambda _i: contradictions._candidates(probe), min(calls, 100))
         rows.append(
             (f"contradiction candidates (topic + {contradictions.NEIGHBOUR_CANDIDATES_LIMIT} HNSW)", candidates)
         )
         if verbose:
             for label, samples in rows:
-                ordered = sorted(samples)
-                print(
-                    f"{label}: median {statistics.median(ordered):.1f} ms, "
-                    f"p95 {ordered[int(0.95 * (len(ordered) - 1))]:.1f} ms"
-                )
+                print(f"{label}: median {statistics.median(samples):.1f} ms, p95 {percentile(samples, 0.95):.1f} ms")
     finally:
         CorrectionSuggestion.objects.filter(space=space).delete()
         Thought.objects.filter(space=space).delete()

@@ -17,11 +17,6 @@ import time
 import uuid
 
 
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
 class _Verdict:
     def __init__(self, verdict: bool):
         self.verdict, self.confidence, self.reason = verdict, 0.9, "benchmark"
@@ -70,6 +65,7 @@ def run(*, turns: int = 1000, items: int = 10, scored: int = 200, verbose: bool 
     from django.utils import timezone
     from rest_framework.test import APIClient
 
+    from benchmarks.brain import percentile
     from brain.models import CorrectionSuggestion, QueryLog, Thought
     from core import services
     from core.models import Agent, Space

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
 from brain.models import CorrectionSuggestion, QueryLog, Thought
-from brain.selectors.lineage import thought_lineage
+from brain.selectors.lineage import thought_lineage_of
 from brain.services.thoughts import thought_content_changed
 
 
@@ -32,7 +32,7 @@ class ThoughtAdmin(admin.ModelAdmin):
     def lineage(self, thought: Thought) -> str:
         if thought.pk is None:
             return "-"
-        chain = thought_lineage(space=thought.space, thought_id=thought.pk)["chain"]
+        chain = thought_lineage_of(space=thought.space, root=thought)["chain"]
         return format_html(
             "<ol>{}</ol>",
             format_html_join(

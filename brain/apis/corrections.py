@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from brain.apis.memory import SourceRefSerializer
+from brain.apis.memory import SourceRefSerializer, thought_ids_field
 from brain.choices import SuggestionStatus
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.corrections import correction_supersede_guidance, thought_correct_by_id
@@ -175,7 +175,7 @@ class ThoughtCorrectApi(APIView):
         topic = serializers.CharField(
             max_length=200, required=False, allow_blank=True, help_text="Default: the thought's topic."
         )
-        supersedes = serializers.ListField(child=serializers.UUIDField(), required=False, max_length=100)
+        supersedes = thought_ids_field()
         source_ref = SourceRefSerializer(required=False)
 
         def validate_correct_fact(self, value: str) -> str:

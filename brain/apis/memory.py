@@ -36,7 +36,8 @@ class SourceRefSerializer(serializers.Serializer):
     project = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
 
-def _ids(**kwargs) -> serializers.ListField:
+def thought_ids_field(**kwargs) -> serializers.ListField:
+    """A list of at most MAX_ID_LIST thought ids (UUIDs), optional; shared by every endpoint that takes one."""
     return serializers.ListField(child=serializers.UUIDField(), required=False, max_length=MAX_ID_LIST, **kwargs)
 
 
@@ -48,7 +49,7 @@ class MemoryInputSerializer(serializers.Serializer):
     session_id = serializers.CharField(max_length=100, required=False, allow_blank=True)
     refines = serializers.UUIDField(required=False, allow_null=True)
     # No min length here: fewer than two ids is MIN_CONSOLIDATION, raised by the service.
-    consolidates = _ids(allow_null=True)
+    consolidates = thought_ids_field(allow_null=True)
     thought_category = serializers.ChoiceField(choices=CONTRIBUTABLE_CATEGORIES, required=False)
     topic = serializers.CharField(max_length=200, required=False, allow_blank=True)
     temporal_scope = serializers.DateField(required=False, allow_null=True, input_formats=["iso-8601"])
@@ -56,8 +57,8 @@ class MemoryInputSerializer(serializers.Serializer):
     alternatives_considered = TextOrListField(max_length=5000, required=False, allow_blank=True)
     corrected_fact = serializers.CharField(max_length=5000, required=False, allow_blank=True)
     correct_fact = serializers.CharField(max_length=5000, required=False, allow_blank=True)
-    supersedes = _ids()
-    related_thoughts = _ids()
+    supersedes = thought_ids_field()
+    related_thoughts = thought_ids_field()
     tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=MAX_TAGS)
     filter_topic = serializers.CharField(max_length=200, required=False, allow_blank=True)
     filter_category = serializers.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)

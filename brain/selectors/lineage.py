@@ -116,6 +116,11 @@ def thought_lineage(*, space: Space, thought_id: str | uuid.UUID, max_depth: int
     ``truncated`` says that the chain goes on beyond ``max_depth`` in at least one direction.
     """
     root = thought_get(space=space, thought_id=thought_id)
+    return thought_lineage_of(space=space, root=root, max_depth=max_depth)
+
+
+def thought_lineage_of(*, space: Space, root: Thought, max_depth: int = DEFAULT_MAX_DEPTH) -> dict:
+    """:func:`thought_lineage` for a thought of ``space`` the caller already holds, so the row isn't read twice."""
     up = _depths(_ANCESTORS_SQL, space=space, root=root.id, max_depth=max_depth)
     up.pop(root.id, None)
     down = _depths(_DESCENDANTS_SQL, space=space, root=root.id, max_depth=max_depth)
@@ -134,7 +139,7 @@ def thought_lineage(*, space: Space, thought_id: str | uuid.UUID, max_depth: int
 
 def lineage_summary(*, space: Space, thought: Thought) -> dict | None:
     """trace.lineage_summary (seeds/001): None when the thought has neither ancestors nor descendants."""
-    lineage = thought_lineage(space=space, thought_id=thought.id)
+    lineage = thought_lineage_of(space=space, root=thought)
     chain = lineage["chain"]
     if len(chain) < 2:
         return None
