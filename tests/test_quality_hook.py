@@ -191,6 +191,11 @@ def test_a_hanging_colony_is_abandoned_at_the_timeout(fake):
         "r",
         env={"COLONY_URL": server.url, "COLONY_TOKEN": "t", "COLONY_HOOK_TIMEOUT": "1"},
     )
+    # The server thread records the request on its own schedule; on a loaded machine that can
+    # come after the hook has already given up, so wait for it rather than race it.
+    deadline = time.monotonic() + 10
+    while not server.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert done.returncode == 0 and len(server.requests) == 1
     assert "gave up after 1s" in done.stderr
     assert elapsed < 1 + SLACK
