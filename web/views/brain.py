@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from brain import embedding as embedder
 from brain.choices import ThoughtCategory
-from brain.selectors.lineage import thought_get, thought_lineage
+from brain.selectors.lineage import thought_get, thought_lineage_of
 from brain.selectors.search import thought_search
 from brain.services.corrections import thought_correct
 from brain.services.suggestions import suggestion_accept, suggestion_dismiss, suggestion_get
@@ -75,7 +75,7 @@ def thought_detail(request, thought_id):
     space = request.colony_space
     try:
         thought = thought_get(space=space, thought_id=thought_id)
-        lineage = thought_lineage(space=space, thought_id=thought.id, max_depth=LINEAGE_DEPTH)
+        lineage = thought_lineage_of(space=space, root=thought, max_depth=LINEAGE_DEPTH)
     except NotFound:
         return render(request, "web/not_found.html", {"back": reverse("web:brain")}, status=404)
     ancestors, descendants = lineage_trees(lineage["chain"], str(thought.id))
