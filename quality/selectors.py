@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Max
 from django.utils import timezone
 
 from core.models import Space
@@ -91,8 +90,11 @@ def quality_metrics(*, space: Space, agent_name: str | None = None, days: int = 
         space=space, agent_name=agent_name or "", day__gte=first_day - dt.timedelta(days=window - 1), day__lte=today
     )
     per_day: dict[dt.date, Counter] = {}
+    computed_at = None  # the rows are read once: their newest computed_at is taken here, not by a second query
     for row in rows:
         per_day[row.day] = Counter({field: getattr(row, field) for field in COUNT_FIELDS})
+        if computed_at is None or row.computed_at > computed_at:
+            computed_at = row.computed_at
 
     def window_counts(end: dt.date) -> Counter:
         total: Counter = Counter({field: 0 for field in COUNT_FIELDS})
@@ -140,7 +142,6 @@ def quality_metrics(*, space: Space, agent_name: str | None = None, days: int = 
         )
     trust = judge_trust(judge_name=settings.QUALITY_JUDGE)
     validation = trust.validation
-    computed_at = rows.aggregate(at=Max("computed_at"))["at"]
     return {
         "space": space.slug,
         "agent": agent_name,

@@ -101,6 +101,12 @@ class InFlightOutput(serializers.Serializer):
     tasks = InFlightTaskOutput(many=True)
 
 
+def task_detail_data(task) -> dict:
+    """A task with its last transitions: the one shape the API and ``manage.py task get`` both show."""
+    recent = selectors.transitions_recent(task_ids=[task.id], per_task=DETAIL_TRANSITIONS)[task.id]
+    return {**TaskOutput(task).data, "transitions": TransitionOutput(recent, many=True).data}
+
+
 class ProjectListCreateApi(APIView):
     class ProjectCreateInput(serializers.Serializer):
         slug = serializers.SlugField(max_length=100)
@@ -163,8 +169,7 @@ class TaskDetailApi(APIView):
     @extend_schema(responses=TaskOutput)
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
-        recent = selectors.transitions_recent(task_ids=[task.id], per_task=DETAIL_TRANSITIONS)[task.id]
-        return Response({**TaskOutput(task).data, "transitions": TransitionOutput(recent, many=True).data})
+        return Response(task_detail_data(task))
 
 
 class TaskDnaApi(APIView):

@@ -9,9 +9,8 @@ from django.db.models.functions import RowNumber
 
 from core.errors import NotFound, ValidationFailed
 from core.models import Space
-from tasks.choices import TaskStatus, TaskType
+from tasks.choices import ROLE_ACTORS, TaskStatus, TaskType
 from tasks.models import Project, Task, TransitionLog
-from tasks.workflow import AGENT_ROLES
 
 IN_FLIGHT_STATUSES = (TaskStatus.ACTIVE, TaskStatus.BLOCKED)
 
@@ -51,7 +50,7 @@ def task_list(
     """Tasks of ``space``, newest change first, with project and links loaded in a fixed number of queries."""
     for name, value, allowed in (
         ("status", status, TaskStatus.values),
-        ("role", role, [*AGENT_ROLES, "orchestrator"]),
+        ("role", role, ROLE_ACTORS),
         ("type", type, TaskType.values),
     ):
         if value and value not in allowed:
@@ -89,8 +88,8 @@ def transitions_recent(*, task_ids: list, per_task: int) -> dict:
 
 def task_in_flight(*, space: Space, role: str, markers_per_task: int = 3) -> list[tuple[Task, list[TransitionLog]]]:
     """The recovery question (SPEC 3.3): tasks active or blocked for ``role``, each with its last markers."""
-    if role not in [*AGENT_ROLES, "orchestrator"]:
-        raise ValidationFailed(f"Unknown role {role!r}; use one of {', '.join([*AGENT_ROLES, 'orchestrator'])}.")
+    if role not in ROLE_ACTORS:
+        raise ValidationFailed(f"Unknown role {role!r}; use one of {', '.join(ROLE_ACTORS)}.")
     tasks = list(
         _with_links(Task.objects.filter(space=space, role=role, status__in=IN_FLIGHT_STATUSES)).order_by(
             "-updated_at", "slug"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tasks.choices import HUMAN, RESTORE, SYSTEM, ApprovalMode, TaskStatus, TaskType
+from tasks.choices import ACTORS, HUMAN, RESTORE, SYSTEM, ApprovalMode, TaskStatus, TaskType
 
 MQS = "memory_query_session"
 MCI = "memory_contribution_id"
@@ -254,7 +254,7 @@ def workflow_as_data() -> dict:
         "any_excludes_from": sorted(ANY_EXCLUDES_FROM),
         "statuses": list(TaskStatus.values),
         "restore": RESTORE,
-        "actors": [*AGENT_ROLES, "orchestrator", SYSTEM, HUMAN],
+        "actors": list(ACTORS),
         "types": {
             task_type: {key: rule.as_data() for key, rule in rules.items()} for task_type, rules in WORKFLOW.items()
         },

@@ -271,3 +271,11 @@ def test_feedback_only_items_count_for_discovery_not_for_the_rates(space, dev, n
     row = QualityRollup.objects.get(day=(now - DAY).date(), agent_name="")
     assert (row.items, row.on_topic, row.used, row.contradicted) == (1, 1, 1, 0)
     assert (row.contradictions_raised, row.contradictions_pending) == (1, 1)
+
+
+def test_rolled_up_at_is_the_newest_computation_among_the_rows_read(space, now):
+    assert quality_metrics(space=space, days=3, now=now)["rolled_up_at"] is None
+    QualityRollup.objects.create(space=space, day=(now - DAY).date(), items=1, computed_at=now - 2 * DAY)
+    # the older day was recomputed later: the newest computation wins, not the newest day
+    QualityRollup.objects.create(space=space, day=(now - 2 * DAY).date(), items=1, computed_at=now - DAY)
+    assert quality_metrics(space=space, days=3, now=now)["rolled_up_at"] == (now - DAY).isoformat()

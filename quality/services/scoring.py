@@ -262,14 +262,16 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
         .order_by("pk")
         .values_list("pk", "usage_score", "contradiction_score", "effective_confidence")
     )
-    changes = []
+    changes, stepped = [], []
     for thought_id, usage_score, contradiction_score, old_confidence in rows:
         item = by_thought[thought_id]
         usage = formulas.ema(usage_score, 1.0 if item.used else 0.0)
         contradiction = formulas.ema(contradiction_score, 1.0 if item.contradicted else 0.0)
         confidence = formulas.effective_confidence(usage, contradiction)
-        Thought.objects.filter(pk=thought_id).update(
-            usage_score=usage, contradiction_score=contradiction, effective_confidence=confidence
+        stepped.append(
+            Thought(
+                pk=thought_id, usage_score=usage, contradiction_score=contradiction, effective_confidence=confidence
+            )
         )
         changes.append(
             ConfidenceChange(
@@ -286,6 +288,8 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
                 changed_at=at,
             )
         )
+    # One UPDATE for all the turn's thoughts (still under the locks taken above), not one per thought.
+    Thought.objects.bulk_update(stepped, ["usage_score", "contradiction_score", "effective_confidence"])
     return ConfidenceChange.objects.bulk_create(changes)
 
 

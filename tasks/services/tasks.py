@@ -13,7 +13,7 @@ from django.utils.text import slugify
 from core.errors import Conflict, Forbidden, ValidationFailed
 from core.models import Agent, Space
 from tasks import workflow
-from tasks.choices import ApprovalMode, TaskStatus, TaskType
+from tasks.choices import ROLE_ACTORS, ApprovalMode, TaskStatus, TaskType
 from tasks.models import Project, Task
 
 DNA_MAX_CHARS = 100_000
@@ -118,7 +118,7 @@ def task_create(
             f"A task starts in {' or '.join(CREATE_STATUSES)}; later states are reached by transitions.",
             code="INVALID_STATUS",
         )
-    if role and role not in workflow.AGENT_ROLES + ("orchestrator",):
+    if role and role not in ROLE_ACTORS:
         raise ValidationFailed(f"Unknown role {role!r}.")
     if not slug or slugify(slug) != slug:
         raise ValidationFailed(f"Task slug {slug!r} must be a slug (lower-case letters, digits, hyphens).")

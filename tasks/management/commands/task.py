@@ -17,7 +17,7 @@ from core import services as core_services
 from core.choices import DEFAULT_SPACE_SLUG
 from core.errors import ApplicationError
 from tasks import selectors
-from tasks.apis import TaskOutput, TransitionOutput
+from tasks.apis import TaskOutput, TransitionOutput, task_detail_data
 from tasks.choices import TaskStatus, TaskType
 from tasks.services import tasks as task_services
 from tasks.services import transitions as transition_services
@@ -129,9 +129,7 @@ class Command(BaseCommand):
             )
 
     def _get(self, space, task, **_):
-        obj = selectors.task_get(space=space, id_or_slug=task)
-        recent = selectors.transitions_recent(task_ids=[obj.id], per_task=10)[obj.id]
-        self._out({**TaskOutput(obj).data, "transitions": TransitionOutput(recent, many=True).data})
+        self._out(task_detail_data(selectors.task_get(space=space, id_or_slug=task)))
 
     def _transition(self, space, task, to, summary, **options):
         obj = selectors.task_get(space=space, id_or_slug=task)
