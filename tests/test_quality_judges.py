@@ -183,7 +183,6 @@ def test_sentence_number_mismatch(item, sentence, whole, expected):
     assert sentence_number_mismatch(item, sentence, whole) is expected
 
 
-
 @pytest.mark.parametrize(
     "a,b,expected",
     [

@@ -63,6 +63,7 @@ def flag_appended(flag: str) -> Func:
         output_field=ArrayField(models.CharField(max_length=40)),
     )
 
+
 def _words(text: str) -> set[str]:
     """Distinct lower-cased words, split on whitespace as the seed does, with edge punctuation
     stripped so that "patterns," and "patterns" are one word (inner dots stay: "PageIndex.ai")."""
