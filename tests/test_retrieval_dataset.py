@@ -19,7 +19,7 @@ MIN_QUESTIONS = 216
 MIN_PER_TYPE = {"single": 60, "paraphrase": 52, "multihop": 36, "temporal": 34, "correction": 34}
 MIN_PER_TYPE_PER_SPLIT = 5
 MIN_CHATTER = 25
-MIN_CORRECTIONS = 30
+MIN_CORRECTIONS = 29
 
 
 @pytest.fixture(scope="module")
