@@ -56,8 +56,8 @@ def flag_stale_snapshots() -> int:
 
 
 def _contradiction_retry_errors() -> tuple[type[BaseException], ...]:
+    from brain.judging import JudgeUnavailable
     from brain.services.contradictions import EmbeddingPending
-    from quality.judges import JudgeUnavailable
 
     return (OperationalError, EmbeddingError, EmbeddingPending, JudgeUnavailable)
 

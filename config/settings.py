@@ -172,7 +172,7 @@ STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
 # --- quality loop ---------------------------------------------------------------------------------
 QUALITY_RANKING_ENABLED = env("QUALITY_RANKING_ENABLED", True)
 QUALITY_JUDGE = env("QUALITY_JUDGE", "embedding")  # embedding | llm
-# Dotted path to a callable(name) -> Judge that replaces quality.judges.get_judge (a custom judge;
+# Dotted path to a callable(name) -> Judge that replaces brain.judging.get_judge (a custom judge;
 # deterministic judges in tests and benchmarks). Empty = the built-in judges.
 QUALITY_JUDGE_FACTORY = env("QUALITY_JUDGE_FACTORY", "")
 QUALITY_LLM_PROVIDER = env("QUALITY_LLM_PROVIDER", "openai")  # openai (compatible) | anthropic

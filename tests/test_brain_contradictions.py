@@ -6,6 +6,7 @@ import pytest
 
 from brain import embedding, jobs
 from brain.choices import SuggestionStatus
+from brain.judging import EmbeddingJudge, JudgeUnavailable, Verdict
 from brain.models import CorrectionSuggestion, Thought
 from brain.services import contradictions
 from brain.services.contradictions import (
@@ -16,7 +17,6 @@ from brain.services.contradictions import (
 from brain.services.suggestions import suggestion_accept
 from brain.services.thoughts import thought_create
 from config.celery import app as celery_app
-from quality.judges import EmbeddingJudge, JudgeUnavailable, Verdict
 
 pytestmark = pytest.mark.django_db
 

@@ -19,6 +19,7 @@ from pgvector.django import CosineDistance
 
 from brain import embedding as embedder
 from brain.choices import ThoughtCategory
+from brain.judging.cues import negation_cue
 from brain.models import Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
@@ -165,8 +166,6 @@ def correction_guard(*, space: Space, vector: list[float], text: str | None = No
     the certified coach" scores 0.96 against "Thomas is the certified coach". When the text negates
     the corrected fact (the judges' negation cue), it agrees with the correction and is not flagged.
     """
-    from quality.judges import negation_cue
-
     max_distance = 1.0 - CORRECTION_GUARD_MIN_SIMILARITY
     candidates = (
         Thought.objects.filter(
