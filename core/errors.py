@@ -9,12 +9,8 @@ from __future__ import annotations
 import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-<<<<<<< HEAD
 from django.http import Http404, HttpResponse, JsonResponse
-=======
-from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
->>>>>>> main
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
