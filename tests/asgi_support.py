@@ -11,8 +11,6 @@ import socket
 import threading
 import time
 
-import pytest
-
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -49,10 +47,3 @@ class AsgiServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
-
-
-@pytest.fixture
-def asgi_server(transactional_db):
-    server = AsgiServer().start()
-    yield server
-    server.stop()

@@ -15,7 +15,6 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from brain.models import QueryLog, Thought
 from tasks.models import Task
-from tests.asgi_support import asgi_server  # noqa: F401  (fixture)
 from tests.tasks_helpers import make_project, make_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
