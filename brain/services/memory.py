@@ -44,6 +44,7 @@ from brain.services.corrections import (
     correction_supersede_guidance,
     thought_correct,
 )
+from brain.services.pipeline import thought_schedule_followups
 from brain.services.suggestions import suggestion_as_pending, suggestions_pending_for
 from brain.services.thoughts import thought_create
 from core.errors import ServiceFailure, ValidationFailed
@@ -279,9 +280,9 @@ def step_contribute(call: MemoryCall) -> None:
             source_ids=list(call.lineage_ids),
             pheromone_weight=weight,
             related_thoughts=list(call.request.get("related_thoughts") or []),
-            detect_contradictions=True,
             **_thought_fields(call),
         )
+        thought_schedule_followups(thought=call.thought, detect_contradictions=True)
         if call.lineage_ids:
             lineage.lineage_supersede(thought=call.thought, source_ids=call.lineage_ids)
     call.operations.append(f"contribute:{call.thought_type}")
