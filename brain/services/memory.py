@@ -185,6 +185,11 @@ def step_threshold(call: MemoryCall) -> None:
     elif call.request.get("thought_category") == ThoughtCategory.CORRECTION:
         call.bypass = "correction"
     call.contribute = call.threshold_met or call.bypass is not None
+    if call.request.get("contribute") is False:
+        # Retrieve-only (SPEC 2.2): never store, whatever the prompt or the bypass.
+        call.contribute = False
+        call.operations.append("contribute:false")
+        return
     if call.bypass:
         call.operations.append(f"threshold:bypassed({call.bypass})")
     else:
