@@ -58,6 +58,7 @@ def health_summary() -> dict:
     from brain.embedding import current_model_label
 
     pgvector = health_pgvector()
+    embedding = health_embedding() if pgvector is not None else None
     parts = {"database": pgvector is not None, "broker": health_broker(), "worker": health_worker()}
     return {
         "status": "ok" if all(parts.values()) else "error",
@@ -66,4 +67,18 @@ def health_summary() -> dict:
         "broker": parts["broker"],
         "worker": parts["worker"],
         "embedding_model": current_model_label(),
+        # Advisory (never makes the status an error): stored vectors from another embedder.
+        "embedding": embedding,
     }
+
+
+def health_embedding() -> dict | None:
+    """Which embedder this process uses and whether stored vectors need ``manage.py reembed``."""
+    from brain.embedding import stored_vectors_notice
+
+    try:
+        notice = stored_vectors_notice()
+    except Exception as exc:
+        logger.warning("health: embedding label check failed: %s", exc)
+        return None
+    return {key: notice[key] for key in ("embedder", "reembed_needed", "message")}
