@@ -496,3 +496,13 @@ def _loaded_once() -> None:
         notice = stored_vectors_notice()
         if notice["message"]:
             logger.warning(notice["message"])
+
+
+def health_embedding() -> dict | None:
+    """The health body's ``embedding`` part: the embedder, and whether stored vectors need reembed."""
+    try:
+        notice = stored_vectors_notice()
+    except Exception as exc:  # a health probe reports, it does not raise
+        logger.warning("health: embedding label check failed: %s", exc)
+        return None
+    return {key: notice[key] for key in ("embedder", "reembed_needed", "message")}

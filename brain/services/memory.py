@@ -44,6 +44,7 @@ from brain.services.corrections import (
     correction_supersede_guidance,
     thought_correct,
 )
+from brain.services.pipeline import thought_schedule_followups
 from brain.services.suggestions import suggestion_as_pending, suggestions_pending_for
 from brain.services.thoughts import thought_create
 from core.errors import ServiceFailure, ValidationFailed
@@ -178,6 +179,11 @@ def step_threshold(call: MemoryCall) -> None:
     elif call.request.get("thought_category") == ThoughtCategory.CORRECTION:
         call.bypass = "correction"
     call.contribute = call.threshold_met or call.bypass is not None
+    if call.request.get("contribute") is False:
+        # Retrieve-only (SPEC 2.2): never store, whatever the prompt or the bypass.
+        call.contribute = False
+        call.operations.append("contribute:false")
+        return
     if call.bypass:
         call.operations.append(f"threshold:bypassed({call.bypass})")
     else:
@@ -274,9 +280,9 @@ def step_contribute(call: MemoryCall) -> None:
             source_ids=list(call.lineage_ids),
             pheromone_weight=weight,
             related_thoughts=list(call.request.get("related_thoughts") or []),
-            detect_contradictions=True,
             **_thought_fields(call),
         )
+        thought_schedule_followups(thought=call.thought, detect_contradictions=True)
         if call.lineage_ids:
             lineage.lineage_supersede(thought=call.thought, source_ids=call.lineage_ids)
     call.operations.append(f"contribute:{call.thought_type}")
