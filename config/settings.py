@@ -146,6 +146,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Shared brain and task workflow for teams of AI agents.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every category (the import accepts transition markers too); the memory endpoint's subset gets its own name.
+    "ENUM_NAME_OVERRIDES": {"ThoughtCategoryEnum": "brain.choices.ThoughtCategory"},
 }
 
 # --- Celery ---------------------------------------------------------------------------------------
@@ -162,6 +164,8 @@ EMBEDDING_DIMENSIONS = 384
 # torch threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
 EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
+# Items per POST /api/v1/thoughts/import request (one batch, all or nothing).
+IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
 
 # --- quality loop ---------------------------------------------------------------------------------
 QUALITY_RANKING_ENABLED = env("QUALITY_RANKING_ENABLED", True)
