@@ -7,9 +7,9 @@
 2. lineage — superseded thoughts lose, corrections and refinements of what they supersede win;
 3. quality flags — each flag multiplies by its own constant (several flags multiply);
 4. the quality loop's ``effective_confidence`` (only while ``settings.QUALITY_RANKING_ENABLED``), through
-   ``quality.formulas.quality_multiplier`` — the quality app owns that formula and its switch; its
-   ``formulas`` module is a leaf (constants and arithmetic, no models), so ranking imports nothing
-   heavy from the quality app at request time;
+   :func:`quality_multiplier` — the quality loop computes and stores ``Thought.effective_confidence``
+   (its EMA formula and ALPHA/BETA live in ``quality/formulas.py``); ranking owns the multiplier and
+   its switch;
 5. a bounded pheromone boost, never applied to a superseded thought;
 6. cap at 1.0, re-sort (ties: not superseded first, then newest);
 7. with a topic filter: among that topic's state snapshots, the newest ``temporal_scope`` first.
@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+from django.conf import settings
+
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
-from quality.formulas import quality_multiplier
 
 # --- lineage ---------------------------------------------------------------------------------------
 #: A thought refined or consolidated by a newer one (seeds/001: -30%).
@@ -55,6 +56,22 @@ QUALITY_FLAG_MULTIPLIERS: dict[str, float] = {
     # A raised contradiction nobody resolved in 14 days: doubt, not proof.
     QualityFlag.UNVERIFIED: 0.9,
 }
+
+# --- quality loop --------------------------------------------------------------------------------
+
+
+def quality_multiplier(effective_confidence: float | None) -> float:
+    """The factor ranking applies for the quality loop (SPEC 2.3, 4.4): the thought's effective
+    confidence (never below 0) while ``settings.QUALITY_RANKING_ENABLED``, else 1.0.
+
+    The one implementation of the switch: :func:`rank` calls it for every candidate. Nothing
+    else depends on the switch: the EMAs keep being maintained while it is off, so switching it
+    back on needs no recomputation, and switching it off needs nothing undone.
+    """
+    if not settings.QUALITY_RANKING_ENABLED or effective_confidence is None:
+        return 1.0
+    return max(0.0, effective_confidence)
+
 
 # --- pheromone ------------------------------------------------------------------------------------
 PHEROMONE_BASE = 1.0  # weight of a new thought
@@ -150,7 +167,7 @@ def _flag_factor(candidate: Candidate) -> float:
 
 
 def _quality_factor(candidate: Candidate) -> float:
-    """The quality loop's factor: ``quality.formulas.quality_multiplier`` is its one implementation
+    """The quality loop's factor: :func:`quality_multiplier` is its one implementation
     (switch included); ranking only records it in ``matching_reason`` when it changes the score."""
     factor = quality_multiplier(candidate.thought.effective_confidence)
     if factor != 1.0:

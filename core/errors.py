@@ -10,6 +10,7 @@ import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -120,7 +121,25 @@ def api_exception_handler(exc, context) -> Response:
 
 
 def json_404(request, exception=None):
-    return JsonResponse(error_body("NOT_FOUND", f"No endpoint at {request.path}."), status=404)
+    return JsonResponse(
+        error_body("NOT_FOUND", f"No endpoint at {request.path}. The endpoints are listed at /api/docs/."),
+        status=404,
+    )
+
+
+@csrf_exempt
+def api_not_found(request, *args, **kwargs):
+    """The last route under /api/: an unknown path answers the JSON 404 whatever the method."""
+    return json_404(request)
+
+
+def envelope_response(response: Response) -> JsonResponse:
+    """An error ``Response`` rendered as JSON whatever renderer its view uses (HTML or YAML views)."""
+    json_response = JsonResponse(response.data, status=response.status_code)
+    for header, value in response.headers.items():
+        if header.lower() != "content-type":
+            json_response[header] = value
+    return json_response
 
 
 def json_500(request):

@@ -1,10 +1,9 @@
 """The quality loop's numbers in one place (SPEC 4.3, 4.4; seeds/004 sections 2 and 4).
 
-Pure functions and constants (one of them reads the ranking switch), so the formulas the database
-updates implement can be tested on their own and read without the plumbing around them. This module
-imports nothing of the quality app's models or services on purpose: ``brain.ranking`` imports it on
-every memory request to apply :func:`quality_multiplier`, and must not pull the quality loop's
-heavier modules (judges, scoring, rollups) into the request path.
+Pure functions and constants, so the formulas the database updates implement can be tested on their
+own and read without the plumbing around them. The multiplier ranking applies to the stored
+``effective_confidence`` (and the ``QUALITY_RANKING_ENABLED`` switch) is
+``brain.ranking.quality_multiplier``, next to every other ranking multiplier.
 
 EMAs. Each injected item that *counts* (see ``quality.services.scoring``) contributes one
 per-injection outcome x in {0, 1} to two exponential moving averages on its thought:
@@ -25,8 +24,6 @@ with ALPHA = 0.5 and BETA = 2.0: a contradiction punishes four times harder than
 """
 
 from __future__ import annotations
-
-from django.conf import settings
 
 GAMMA = 0.3  # EMA smoothing factor
 ALPHA = 0.5  # reward per unit of usage EMA
@@ -54,19 +51,6 @@ def ema(previous: float | None, outcome: float, gamma: float = GAMMA) -> float:
 def effective_confidence(usage_score: float | None, contradiction_score: float | None) -> float:
     """The ranking multiplier; 1.0 for a thought with no history."""
     return max(0.0, 1.0 + ALPHA * (usage_score or 0.0) - BETA * (contradiction_score or 0.0))
-
-
-def quality_multiplier(effective_confidence: float | None) -> float:
-    """The factor ranking applies for the quality loop (SPEC 2.3, 4.4): the thought's effective
-    confidence (never below 0) while ``settings.QUALITY_RANKING_ENABLED``, else 1.0.
-
-    The one implementation of the switch: ``brain.ranking`` calls it for every candidate. Nothing
-    else depends on the switch: the EMAs keep being maintained while it is off, so switching it
-    back on needs no recomputation, and switching it off needs nothing undone.
-    """
-    if not settings.QUALITY_RANKING_ENABLED or effective_confidence is None:
-        return 1.0
-    return max(0.0, effective_confidence)
 
 
 def rate(numerator: int, denominator: int) -> float | None:

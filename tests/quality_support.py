@@ -1,6 +1,6 @@
 """Deterministic judges and builders for the quality-loop tests (not a test module).
 
-``LexicalJudge`` implements the ``quality.judges.Judge`` protocol with word overlap, so its verdicts
+``LexicalJudge`` implements the ``brain.judging.Judge`` protocol with word overlap, so its verdicts
 can be worked out by hand; ``ScriptedJudge`` answers from marker words. ``lexical_judge_factory``
 is a ``QUALITY_JUDGE_FACTORY`` for processes (a real Celery worker) that can't be handed an object.
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from brain import ranking
 from quality import formulas
 
 
@@ -63,9 +64,9 @@ def test_rates_and_targets():
 
 def test_quality_multiplier_is_the_confidence_only_while_the_switch_is_on(settings):
     settings.QUALITY_RANKING_ENABLED = True
-    assert formulas.quality_multiplier(0.4) == 0.4
-    assert formulas.quality_multiplier(1.3) == 1.3
-    assert formulas.quality_multiplier(-0.2) == 0.0  # never a negative score
-    assert formulas.quality_multiplier(None) == 1.0  # no history
+    assert ranking.quality_multiplier(0.4) == 0.4
+    assert ranking.quality_multiplier(1.3) == 1.3
+    assert ranking.quality_multiplier(-0.2) == 0.0  # never a negative score
+    assert ranking.quality_multiplier(None) == 1.0  # no history
     settings.QUALITY_RANKING_ENABLED = False
-    assert formulas.quality_multiplier(0.4) == formulas.quality_multiplier(1.3) == 1.0
+    assert ranking.quality_multiplier(0.4) == ranking.quality_multiplier(1.3) == 1.0

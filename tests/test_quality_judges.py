@@ -13,24 +13,19 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from quality.judges import (
-    EmbeddingJudge,
-    Judge,
-    JudgeUnavailable,
-    LLMJudge,
-    Verdict,
+from brain.judging import EmbeddingJudge, Judge, JudgeUnavailable, LLMJudge, Verdict, get_judge
+from brain.judging.cues import (
     antonym_cue,
-    get_judge,
     negation_cue,
     number_cue,
     opposition_cue,
-    parse_verdict,
-    sentence_match,
     sentence_negation_cue,
     sentence_number_mismatch,
     sentences,
     word_overlap,
 )
+from brain.judging.embedding import sentence_match
+from brain.judging.llm import parse_verdict
 
 # --- offline judge, real model --------------------------------------------------------------------
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 import threading
-import types
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -12,9 +10,10 @@ from django.db import connection
 from django.test import override_settings
 
 from brain import ranking
+from brain.judging import JudgeUnavailable
 from brain.models import CorrectionSuggestion, Thought
+from brain.ranking import quality_multiplier
 from quality.choices import TurnStatus
-from quality.formulas import quality_multiplier
 from quality.models import ConfidenceChange, JudgeValidation, TurnItem, TurnLog
 from quality.selectors import judge_trust
 from quality.services.scoring import JudgeRetry, judge_resolve, turn_response_text, turn_score
@@ -215,15 +214,7 @@ def test_judge_sees_tool_calls_as_part_of_the_response(dev, space):
     assert turn_response_text(assistant_response="", tool_calls=["ls -la"]) == "ls -la"
 
 
-def test_an_unavailable_judge_makes_the_job_retry_and_changes_nothing(dev, space, monkeypatch):
-    class JudgeUnavailable(RuntimeError):
-        pass
-
-    # The contract of quality.judges (merged from another branch): only what this test needs.
-    fake = types.ModuleType("quality.judges")
-    fake.JudgeUnavailable = JudgeUnavailable
-    monkeypatch.setitem(sys.modules, "quality.judges", fake)
-
+def test_an_unavailable_judge_makes_the_job_retry_and_changes_nothing(dev, space):
     class Down(ScriptedJudge):
         def used(self, response, item):
             raise JudgeUnavailable("LLM endpoint timed out")

@@ -2,7 +2,7 @@
 
 After a thought is stored, ``brain.jobs.detect_contradictions`` compares it with the existing facts
 it could contradict — the other live thoughts of its topic plus its nearest neighbours by embedding
-— through a judge (``quality.judges``). Every contradiction found becomes a pending correction
+— through a judge (``brain.judging``). Every contradiction found becomes a pending correction
 suggestion on the OLD thought, addressed to the agent that contributed the new one; the agent sees
 it in its next memory response and accepts it (one call creates the correction) or dismisses it.
 
@@ -18,9 +18,9 @@ from django.db import connection, transaction
 from pgvector.django import CosineDistance
 
 from brain.choices import SuggestionOrigin, ThoughtCategory
+from brain.judging import Judge, get_judge
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.suggestions import suggestion_create
-from quality.judges import Judge, get_judge
 
 logger = logging.getLogger("colony.brain")
 
@@ -110,10 +110,3 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
         )
         raised.append(suggestion)
     return raised
-
-
-def thought_schedule_contradiction_check(*, thought_id: str) -> None:
-    """Enqueue ``brain.jobs.detect_contradictions`` once the current transaction commits."""
-    from brain import jobs
-
-    transaction.on_commit(lambda: jobs.detect_contradictions.delay(str(thought_id)))

@@ -1,6 +1,6 @@
 """Scoring a logged turn: judge every item, feed the outcomes into the thoughts' EMAs (SPEC 4.2, 4.4).
 
-Per item without explicit feedback the judge (``quality.judges``, the same interface as the
+Per item without explicit feedback the judge (``brain.judging``, the same interface as the
 brain's contradiction detector) answers three questions, all recorded raw in ``TurnItem.judge_*``:
 
 - on topic: ``judge.on_topic(user_prompt, excerpt)``
@@ -52,6 +52,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from brain.choices import SuggestionOrigin, SuggestionStatus
+from brain.judging import JudgeUnavailable, get_judge
 from brain.models import CorrectionSuggestion, Thought
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
@@ -59,7 +60,7 @@ from quality.models import ConfidenceChange, TurnItem, TurnLog
 
 
 class JudgeLike(Protocol):
-    """The part of ``quality.judges.Judge`` scoring uses (kept here so tests can pass their own)."""
+    """The part of ``brain.judging.Judge`` scoring uses (kept here so tests can pass their own)."""
 
     name: str
 
@@ -71,7 +72,7 @@ class JudgeLike(Protocol):
 
 
 class JudgeRetry(Exception):
-    """The judge is temporarily unavailable (``quality.judges.JudgeUnavailable``): retry the job."""
+    """The judge is temporarily unavailable (``brain.judging.JudgeUnavailable``): retry the job."""
 
 
 def judge_resolve(name: str | None = None) -> JudgeLike:
@@ -83,17 +84,7 @@ def judge_resolve(name: str | None = None) -> JudgeLike:
     factory_path = settings.QUALITY_JUDGE_FACTORY
     if factory_path:
         return import_string(factory_path)(name)
-    from quality.judges import get_judge
-
     return get_judge(name)
-
-
-def _is_judge_unavailable(exc: Exception) -> bool:
-    try:
-        from quality.judges import JudgeUnavailable
-    except ImportError:  # a custom judge without the module signals with JudgeRetry itself
-        return False
-    return isinstance(exc, JudgeUnavailable)
 
 
 def judge_ask(method, *args: str) -> dict:
@@ -102,7 +93,7 @@ def judge_ask(method, *args: str) -> dict:
     except JudgeRetry:
         raise
     except Exception as exc:
-        if _is_judge_unavailable(exc):
+        if isinstance(exc, JudgeUnavailable):
             raise JudgeRetry(str(exc)) from exc
         raise
     return {

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from brain.choices import ThoughtCategory
 from brain.models import QueryLog, Thought
+from brain.services.pipeline import thought_schedule_followups
 from brain.services.thoughts import thought_create
 from core.errors import ApplicationError, Conflict, Forbidden, ValidationFailed
 from core.models import Agent
@@ -331,7 +332,7 @@ def marker_content(*, from_status: str, to_status: str, actor: Actor, task: Task
 def marker_write(*, task: Task, actor: Actor, content: str, rule_key: str, from_status: str, to_status: str) -> Thought:
     """The brain marker of a transition. Its embedding is computed by Celery after the commit."""
     contributor_id, contributor_name = actor.contributor
-    return thought_create(
+    marker = thought_create(
         space=task.space,
         content=content,
         contributor_id=contributor_id,
@@ -348,6 +349,8 @@ def marker_write(*, task: Task, actor: Actor, content: str, rule_key: str, from_
             "actor": actor.kind,
         },
     )
+    thought_schedule_followups(thought=marker)
+    return marker
 
 
 def _lock(task_id) -> Task:

@@ -16,8 +16,8 @@ from brain import embedding as embedder
 from brain.choices import ThoughtCategory
 from brain.selectors.lineage import thought_get, thought_lineage_of
 from brain.selectors.search import thought_search
-from brain.services.corrections import thought_correct
-from brain.services.suggestions import suggestion_accept, suggestion_dismiss, suggestion_get
+from brain.services.corrections import suggestion_accept, thought_correct
+from brain.services.suggestions import suggestion_dismiss, suggestion_get
 from core.errors import ApplicationError, NotFound
 from web.forms import BrainSearchForm, CorrectionForm, SuggestionResolveForm, form_error_text
 from web.lineage import lineage_trees
