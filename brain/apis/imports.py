@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.services.transfer import LineError, import_batch_max, thoughts_import
 from core.errors import ValidationFailed
+from core.schema import error_responses
 
 
 class RawBodyParser(BaseParser):
@@ -123,35 +124,6 @@ class ImportResultSerializer(serializers.Serializer):
     seconds = serializers.FloatField()
 
 
-_line_error = inline_serializer(
-    "ImportLineError",
-    fields={"line": serializers.IntegerField(), "field": serializers.CharField(), "message": serializers.CharField()},
-)
-_import_error = inline_serializer(
-    "ImportError",
-    fields={
-        "error": inline_serializer(
-            "ImportErrorBody",
-            fields={
-                "code": serializers.CharField(),
-                "message": serializers.CharField(),
-                "lines": serializers.ListField(child=_line_error, required=False),
-                "error_count": serializers.IntegerField(required=False),
-                "max_items": serializers.IntegerField(required=False),
-            },
-        )
-    },
-)
-_plain_error = inline_serializer(
-    "ImportPlainError",
-    fields={
-        "error": inline_serializer(
-            "ImportPlainErrorBody", fields={"code": serializers.CharField(), "message": serializers.CharField()}
-        )
-    },
-)
-
-
 class ThoughtImportApi(APIView):
     """Import a batch of thoughts into the caller's space, all or nothing (at most
     ``IMPORT_BATCH_MAX_ITEMS`` per request, default 1000). Items without ``embedding`` are embedded in
@@ -171,12 +143,17 @@ class ThoughtImportApi(APIView):
         },
         responses={
             201: ImportResultSerializer,
-            400: OpenApiResponse(_import_error, description="IMPORT_INVALID (error.lines), PARSE_ERROR"),
-            401: OpenApiResponse(_plain_error, description="UNAUTHENTICATED"),
-            413: OpenApiResponse(_import_error, description="IMPORT_TOO_LARGE: more than the batch maximum"),
-            415: OpenApiResponse(_plain_error, description="UNSUPPORTED_MEDIA_TYPE"),
-            429: OpenApiResponse(_plain_error, description="THROTTLED (Retry-After)"),
-            500: OpenApiResponse(_plain_error, description="EMBEDDING_FAILED, INTERNAL_ERROR"),
+            **error_responses(
+                400,
+                413,
+                415,
+                500,
+                e400="`IMPORT_INVALID`: `error.lines` lists every bad line ({line, field, message}), nothing stored; "
+                "`PARSE_ERROR`: the body is not JSON.",
+                e413="`IMPORT_TOO_LARGE`: more items than `IMPORT_BATCH_MAX_ITEMS` (`error.max_items`).",
+                e415="`UNSUPPORTED_MEDIA_TYPE`: send application/json, application/x-ndjson or application/jsonl.",
+                e500="`EMBEDDING_FAILED` or `INTERNAL_ERROR`; nothing stored.",
+            ),
         },
         examples=[
             OpenApiExample(
