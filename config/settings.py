@@ -46,12 +46,16 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (admin, pages, API docs) from the web process itself, under any server.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Innermost: sees a view's "database unreachable" first and answers 503 + Retry-After.
+    "core.errors.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -117,6 +121,8 @@ if EMBEDDED_DATABASE:
     os.environ.setdefault("COLONY_DATA_DIR", str(COLONY_DATA_DIR))
     DATABASE_URL = embedded_db.ensure_running()
 DATABASES = {"default": database_from_url(DATABASE_URL)}
+# A request never waits long for an unreachable database: it gets 503 DATABASE_UNAVAILABLE instead.
+DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env("DATABASE_CONNECT_TIMEOUT", 3))
 # Test database name; parallel test runs on one server each use their own.
 DATABASES["default"]["TEST"] = {"NAME": env("COLONY_TEST_DB", "test_colony")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -134,6 +140,11 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = COLONY_DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing folder before collectstatic
+# WhiteNoise serves STATIC_ROOT (filled by `collectstatic`, which `make run` runs); in DEBUG it also
+# finds files in the apps directly, so a checkout serves its static files without collectstatic.
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = False
 
 # --- API ------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
