@@ -66,7 +66,8 @@ WITH locked AS (
     WHERE t.id IN (SELECT id FROM locked)
     RETURNING 1
 ), logged AS (
-    INSERT INTO brain_querylog (space_id, agent_id, agent_ref, session_id, query_text, results, stored_thought_id, created_at)
+    INSERT INTO brain_querylog
+        (space_id, agent_id, agent_ref, session_id, query_text, results, stored_thought_id, created_at)
     VALUES (%(space)s, %(agent_id)s, %(agent_ref)s, %(session_id)s, %(query_text)s, %(results)s::jsonb,
             %(stored_thought_id)s, %(now)s)
     RETURNING id
