@@ -102,6 +102,7 @@ class MemoryCall:
     thought: Thought | None = None
     search: search.SearchResult | None = None
     query_log: QueryLog | None = None
+    first_query: bool = False  # the agent's first memory call in this space (onboarding)
     disambiguation: dict | None = None
     highways: list[dict] = field(default_factory=list)
     pending_corrections: list[dict] = field(default_factory=list)
@@ -128,6 +129,12 @@ class MemoryCall:
     @property
     def agent_ref(self) -> str:
         return self.request.get("agent_id") or self.agent.name
+
+    @property
+    def contributor(self) -> dict[str, str]:
+        """Who others see as the contributor: always the token's agent, by its registered name. The
+        body's ``agent_id``/``agent_name`` are only kept as metadata (an agent can't pose as another)."""
+        return {"contributor_id": self.agent.name, "contributor_name": self.agent.name}
 
     @property
     def category(self) -> str:
@@ -179,6 +186,11 @@ def step_threshold(call: MemoryCall) -> None:
     elif call.request.get("thought_category") == ThoughtCategory.CORRECTION:
         call.bypass = "correction"
     call.contribute = call.threshold_met or call.bypass is not None
+    if call.request.get("contribute") is False:
+        # Retrieve-only (SPEC 2.2): never store, whatever the prompt or the bypass.
+        call.contribute = False
+        call.operations.append("contribute:false")
+        return
     if call.bypass:
         call.operations.append(f"threshold:bypassed({call.bypass})")
     else:
@@ -231,6 +243,9 @@ def _thought_fields(call: MemoryCall) -> dict[str, Any]:
     metadata: dict[str, Any] = {"session_id": call.session_id}
     if request.get("context"):
         metadata["context"] = request["context"]
+    for wire, key in (("agent_id", "claimed_agent_id"), ("agent_name", "claimed_agent_name")):
+        if request.get(wire):
+            metadata[key] = request[wire]
     return {
         "context_metadata": metadata,
         "thought_category": call.category,
@@ -267,8 +282,7 @@ def step_contribute(call: MemoryCall) -> None:
         call.thought = thought_create(
             space=call.space,
             content=call.prompt,
-            contributor_id=call.agent_ref,
-            contributor_name=call.request.get("agent_name") or call.agent_ref,
+            **call.contributor,
             agent=call.agent,
             thought_type=call.thought_type,
             embedding=call.vector,
@@ -297,8 +311,7 @@ def _contribute_correction(call: MemoryCall) -> None:
         supersedes=list(request["supersedes"]),
         source_ref=request.get("source_ref"),
         vector=call.vector,
-        contributor_id=call.agent_ref,
-        contributor_name=request.get("agent_name") or call.agent_ref,
+        **call.contributor,
         context_metadata=fields["context_metadata"],
         tags=fields["tags"],
         related_thoughts=list(request.get("related_thoughts") or []),
@@ -325,19 +338,22 @@ def step_retrieve(call: MemoryCall) -> None:
 
 
 def step_reinforce(call: MemoryCall) -> None:
-    """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6)."""
-    ids = [candidate.id for candidate in call.sources]
-    pheromones.thoughts_reinforce(space=call.space, thought_ids=ids, agent_name=call.agent.name)
-    call.query_log = QueryLog.objects.create(
+    """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6): one
+    statement, which also tells whether this is the agent's first call (``step_onboarding``)."""
+    record = pheromones.retrieval_record(
         space=call.space,
         agent=call.agent,
         agent_ref=call.agent_ref,
         session_id=call.session_id,
         query_text=call.prompt,
-        stored_thought=call.thought,
+        stored_thought_id=call.thought.id if call.thought is not None else None,
         results=[{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources],
     )
-    call.operations.append(f"reinforce:{len(ids)}")
+    call.query_log = QueryLog(
+        pk=record.query_log_id, space=call.space, agent=call.agent, session_id=call.session_id, query_text=call.prompt
+    )
+    call.first_query = not record.queried_before
+    call.operations.append(f"reinforce:{record.reinforced}")
 
 
 def step_disambiguation(call: MemoryCall) -> None:
@@ -361,7 +377,7 @@ def step_disambiguation(call: MemoryCall) -> None:
 
 def step_onboarding(call: MemoryCall) -> None:
     """An agent's first memory call gets the house rules."""
-    if activity.agent_has_queried(space=call.space, agent=call.agent, before_id=call.query_log.pk):
+    if not call.first_query:
         return
     call.guidance.append(
         f"Welcome to the shared brain, {call.agent.name}. Query it before you start work; contribute what you "
