@@ -128,7 +128,11 @@ class ThoughtListQuerySerializer(serializers.Serializer):
 class ThoughtListApi(APIView):
     """The thoughts of the caller's space, newest first, with filters and offset paging."""
 
-    @extend_schema(parameters=[ThoughtListQuerySerializer], responses={200: ThoughtListPageSerializer})
+    @extend_schema(
+        operation_id="v1_thoughts_list",
+        parameters=[ThoughtListQuerySerializer],
+        responses={200: ThoughtListPageSerializer},
+    )
     def get(self, request):
         query = ThoughtListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
