@@ -130,6 +130,12 @@ class MemoryCall:
         return self.request.get("agent_id") or self.agent.name
 
     @property
+    def contributor(self) -> dict[str, str]:
+        """Who others see as the contributor: always the token's agent, by its registered name. The
+        body's ``agent_id``/``agent_name`` are only kept as metadata (an agent can't pose as another)."""
+        return {"contributor_id": self.agent.name, "contributor_name": self.agent.name}
+
+    @property
     def category(self) -> str:
         return self.request.get("thought_category") or ThoughtCategory.UNCATEGORIZED
 
@@ -236,6 +242,9 @@ def _thought_fields(call: MemoryCall) -> dict[str, Any]:
     metadata: dict[str, Any] = {"session_id": call.session_id}
     if request.get("context"):
         metadata["context"] = request["context"]
+    for wire, key in (("agent_id", "claimed_agent_id"), ("agent_name", "claimed_agent_name")):
+        if request.get(wire):
+            metadata[key] = request[wire]
     return {
         "context_metadata": metadata,
         "thought_category": call.category,
@@ -272,8 +281,7 @@ def step_contribute(call: MemoryCall) -> None:
         call.thought = thought_create(
             space=call.space,
             content=call.prompt,
-            contributor_id=call.agent_ref,
-            contributor_name=call.request.get("agent_name") or call.agent_ref,
+            **call.contributor,
             agent=call.agent,
             thought_type=call.thought_type,
             embedding=call.vector,
@@ -302,8 +310,7 @@ def _contribute_correction(call: MemoryCall) -> None:
         supersedes=list(request["supersedes"]),
         source_ref=request.get("source_ref"),
         vector=call.vector,
-        contributor_id=call.agent_ref,
-        contributor_name=request.get("agent_name") or call.agent_ref,
+        **call.contributor,
         context_metadata=fields["context_metadata"],
         tags=fields["tags"],
         related_thoughts=list(request.get("related_thoughts") or []),
