@@ -1,6 +1,7 @@
 from django.urls import path
 
 from brain.apis.corrections import CorrectionAcceptApi, CorrectionDismissApi, CorrectionListApi, ThoughtCorrectApi
+from brain.apis.imports import ThoughtImportApi
 from brain.apis.memory import MemoryApi
 from brain.apis.thoughts import ThoughtDetailApi, ThoughtLineageApi, ThoughtListApi, ThoughtRetractApi
 
@@ -10,6 +11,7 @@ urlpatterns = [
     path("memory", MemoryApi.as_view(), name="memory"),
     path("thoughts", ThoughtListApi.as_view(), name="thought-list"),
     path("thoughts/<str:thought_id>/retract", ThoughtRetractApi.as_view(), name="thought-retract"),
+    path("thoughts/import", ThoughtImportApi.as_view(), name="thought-import"),
     path("thoughts/<str:thought_id>", ThoughtDetailApi.as_view(), name="thought-detail"),
     path("thoughts/<str:thought_id>/lineage", ThoughtLineageApi.as_view(), name="thought-lineage"),
     path("thoughts/<str:thought_id>/correct", ThoughtCorrectApi.as_view(), name="thought-correct"),
