@@ -63,6 +63,9 @@ class MemoryInputSerializer(serializers.Serializer):
     filter_topic = serializers.CharField(max_length=200, required=False, allow_blank=True)
     filter_category = serializers.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
     limit = serializers.IntegerField(min_value=1, max_value=50, required=False)
+    contribute = serializers.BooleanField(
+        required=False, default=True, help_text="false: retrieve only, never store whatever the prompt."
+    )
 
 
 LIST_FIELDS = {"consolidates", "supersedes", "related_thoughts", "tags"}

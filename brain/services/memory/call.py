@@ -62,6 +62,12 @@ class MemoryCall:
         return self.request.get("agent_id") or self.agent.name
 
     @property
+    def contributor(self) -> dict[str, str]:
+        """Who others see as the contributor: always the token's agent, by its registered name. The
+        body's ``agent_id``/``agent_name`` are only kept as metadata (an agent can't pose as another)."""
+        return {"contributor_id": self.agent.name, "contributor_name": self.agent.name}
+
+    @property
     def category(self) -> str:
         return self.request.get("thought_category") or ThoughtCategory.UNCATEGORIZED
 

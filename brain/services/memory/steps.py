@@ -86,6 +86,11 @@ def step_threshold(call: MemoryCall) -> None:
     elif call.request.get("thought_category") == ThoughtCategory.CORRECTION:
         call.bypass = "correction"
     call.contribute = call.threshold_met or call.bypass is not None
+    if call.request.get("contribute") is False:
+        # Retrieve-only (SPEC 2.2): never store, whatever the prompt or the bypass.
+        call.contribute = False
+        call.operations.append("contribute:false")
+        return
     if call.bypass:
         call.operations.append(f"threshold:bypassed({call.bypass})")
     else:
@@ -138,6 +143,9 @@ def _thought_fields(call: MemoryCall) -> dict[str, Any]:
     metadata: dict[str, Any] = {"session_id": call.session_id}
     if request.get("context"):
         metadata["context"] = request["context"]
+    for wire, key in (("agent_id", "claimed_agent_id"), ("agent_name", "claimed_agent_name")):
+        if request.get(wire):
+            metadata[key] = request[wire]
     return {
         "context_metadata": metadata,
         "thought_category": call.category,
@@ -174,8 +182,7 @@ def step_contribute(call: MemoryCall) -> None:
         call.thought = thought_create(
             space=call.space,
             content=call.prompt,
-            contributor_id=call.agent_ref,
-            contributor_name=call.request.get("agent_name") or call.agent_ref,
+            **call.contributor,
             agent=call.agent,
             thought_type=call.thought_type,
             embedding=call.vector,
@@ -204,8 +211,7 @@ def _contribute_correction(call: MemoryCall) -> None:
         supersedes=list(request["supersedes"]),
         source_ref=request.get("source_ref"),
         vector=call.vector,
-        contributor_id=call.agent_ref,
-        contributor_name=request.get("agent_name") or call.agent_ref,
+        **call.contributor,
         context_metadata=fields["context_metadata"],
         tags=fields["tags"],
         related_thoughts=list(request.get("related_thoughts") or []),
