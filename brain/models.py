@@ -119,6 +119,10 @@ class Thought(models.Model):
             models.Index(fields=["space", "topic"], name="thought_space_topic"),
             models.Index(fields=["space", "thought_category"], name="thought_space_category"),
             models.Index(fields=["space", "-created_at"], name="thought_space_created"),
+            # Which embedder computed the stored vectors (brain.embedding.stored_vectors_notice).
+            models.Index(
+                fields=["embedding_model"], name="thought_embedding_model", condition=models.Q(embedding__isnull=False)
+            ),
             # Highway candidates (access_count >= 3, brain.selectors.activity), most accessed first.
             models.Index(
                 fields=["space", "-access_count"], name="thought_space_busy", condition=models.Q(access_count__gte=3)

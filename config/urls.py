@@ -31,6 +31,15 @@ def handler404(request, exception):
 
 
 def handler500(request):
+    import sys
+
+    from core.errors import database_unavailable_response, is_database_unavailable
+
+    # Called while the exception is being handled: a database outage outside a view (a middleware)
+    # is still a 503, not a 500.
+    exc = sys.exc_info()[1]
+    if exc is not None and is_database_unavailable(exc):
+        return database_unavailable_response(request)
     if request.path.startswith("/api/"):
         return json_500(request)
     return defaults.server_error(request)
