@@ -161,6 +161,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Shared brain and task workflow for teams of AI agents.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every category (the import accepts transition markers too); the memory endpoint's subset gets its own name.
+    "ENUM_NAME_OVERRIDES": {"ThoughtCategoryEnum": "brain.choices.ThoughtCategory"},
     # Swagger UI and ReDoc are served from the drf-spectacular-sidecar package: /api/docs/ works offline.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -192,6 +194,8 @@ if EMBEDDING_QUANTIZE not in {"none", "int8"}:
 # Query vectors kept per process (LRU); 0 turns the cache off.
 EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
+# Items per POST /api/v1/thoughts/import request (one batch, all or nothing).
+IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
 
 # --- quality loop ---------------------------------------------------------------------------------
 QUALITY_RANKING_ENABLED = env("QUALITY_RANKING_ENABLED", True)

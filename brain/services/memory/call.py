@@ -34,6 +34,7 @@ class MemoryCall:
     thought: Thought | None = None
     search: search.SearchResult | None = None
     query_log: QueryLog | None = None
+    first_query: bool = False  # the agent's first memory call in this space (onboarding)
     disambiguation: dict | None = None
     highways: list[dict] = field(default_factory=list)
     pending_corrections: list[dict] = field(default_factory=list)

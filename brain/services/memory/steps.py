@@ -238,19 +238,22 @@ def step_retrieve(call: MemoryCall) -> None:
 
 
 def step_reinforce(call: MemoryCall) -> None:
-    """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6)."""
-    ids = [candidate.id for candidate in call.sources]
-    pheromones.thoughts_reinforce(space=call.space, thought_ids=ids, agent_name=call.agent.name)
-    call.query_log = QueryLog.objects.create(
+    """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6): one
+    statement, which also tells whether this is the agent's first call (``step_onboarding``)."""
+    record = pheromones.retrieval_record(
         space=call.space,
         agent=call.agent,
         agent_ref=call.agent_ref,
         session_id=call.session_id,
         query_text=call.prompt,
-        stored_thought=call.thought,
+        stored_thought_id=call.thought.id if call.thought is not None else None,
         results=[{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources],
     )
-    call.operations.append(f"reinforce:{len(ids)}")
+    call.query_log = QueryLog(
+        pk=record.query_log_id, space=call.space, agent=call.agent, session_id=call.session_id, query_text=call.prompt
+    )
+    call.first_query = not record.queried_before
+    call.operations.append(f"reinforce:{record.reinforced}")
 
 
 def step_disambiguation(call: MemoryCall) -> None:
@@ -274,7 +277,7 @@ def step_disambiguation(call: MemoryCall) -> None:
 
 def step_onboarding(call: MemoryCall) -> None:
     """An agent's first memory call gets the house rules."""
-    if activity.agent_has_queried(space=call.space, agent=call.agent, before_id=call.query_log.pk):
+    if not call.first_query:
         return
     call.guidance.append(
         f"Welcome to the shared brain, {call.agent.name}. Query it before you start work; contribute what you "
