@@ -228,4 +228,7 @@ def rank(candidates: list[Candidate], *, filter_topic: str | None = None) -> lis
     ranked = sorted(candidates, key=_sort_key)
     if filter_topic:
         _newest_snapshots_first(ranked, filter_topic)
-    return ranked
+    # A retracted thought (superseded without a replacement) never ranks above a live one.
+    return [c for c in ranked if QualityFlag.RETRACTED not in c.thought.quality_flags] + [
+        c for c in ranked if QualityFlag.RETRACTED in c.thought.quality_flags
+    ]
