@@ -58,7 +58,7 @@ class SearchResult:
 
     @property
     def method(self) -> str:
-        method = "hybrid (hnsw + bm25)"
+        method = "hnsw+fulltext"  # wire value kept: dense (HNSW) + full text (BM25), fused
         return f"{method} (category filter relaxed)" if self.relaxed else method
 
 
