@@ -5,7 +5,7 @@ from django.utils.html import format_html, format_html_join
 
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.selectors.lineage import thought_lineage_of
-from brain.services.thoughts import thought_content_changed
+from brain.services.pipeline import thought_content_changed
 
 
 @admin.register(Thought)

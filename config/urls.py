@@ -1,9 +1,9 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views import defaults
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from core.errors import json_404, json_500
+from core.apis import ApiDocsRedocView, ApiDocsSwaggerView, ApiSchemaView
+from core.errors import api_not_found, json_404, json_500
 
 api_v1 = [
     path("", include("core.urls")),
@@ -15,8 +15,11 @@ api_v1 = [
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/schema/", ApiSchemaView.as_view(), name="schema"),
+    path("api/docs/", ApiDocsSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/redoc/", ApiDocsRedocView.as_view(url_name="schema"), name="api-redoc"),
+    # Any other path under /api/ is the JSON 404 envelope, never Django's HTML page (DEBUG or not).
+    re_path(r"^api(?:/.*)?$", api_not_found),
     path("", include("web.urls")),
 ]
 
@@ -28,6 +31,15 @@ def handler404(request, exception):
 
 
 def handler500(request):
+    import sys
+
+    from core.errors import database_unavailable_response, is_database_unavailable
+
+    # Called while the exception is being handled: a database outage outside a view (a middleware)
+    # is still a 503, not a 500.
+    exc = sys.exc_info()[1]
+    if exc is not None and is_database_unavailable(exc):
+        return database_unavailable_response(request)
     if request.path.startswith("/api/"):
         return json_500(request)
     return defaults.server_error(request)

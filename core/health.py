@@ -2,13 +2,19 @@
 
 The worker check reads the heartbeat rows workers write (``core.services.worker_heartbeat``), so
 ``GET /api/v1/health`` answers from the database alone and never waits on a worker.
+
+Core imports nothing above itself: the broker is Celery's current app (``config.celery`` makes its
+app current when Django loads ``config``), and apps above core add their own parts with
+:func:`health_register` from their ``AppConfig.ready`` (the brain adds ``embedding_model``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
+from celery import current_app
 from django.db import connection
 from django.utils import timezone
 
@@ -17,6 +23,14 @@ logger = logging.getLogger("colony.health")
 # A worker writes its heartbeat every HEARTBEAT_SECONDS; three missed beats make it absent.
 HEARTBEAT_SECONDS = 10
 HEARTBEAT_STALE_AFTER = timedelta(seconds=3 * HEARTBEAT_SECONDS)
+
+_EXTRA_PARTS: dict[str, Callable[[], dict]] = {}
+
+
+def health_register(name: str, part: Callable[[], dict]) -> None:
+    """Add ``part()``'s keys to every health body (an app's own facts, e.g. its model). Registering
+    the same ``name`` again replaces it, so a reloaded app does not add it twice."""
+    _EXTRA_PARTS[name] = part
 
 
 def health_pgvector() -> str | None:
@@ -32,19 +46,19 @@ def health_pgvector() -> str | None:
 
 
 def health_broker() -> bool:
-    from config.celery import app
-
+    app = current_app
     try:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=1)
         return True
     except Exception as exc:
-        logger.warning("health: broker %s unreachable: %s", app.colony_broker_description, exc)
+        description = getattr(app, "colony_broker_description", app.conf.broker_url)
+        logger.warning("health: broker %s unreachable: %s", description, exc)
         return False
 
 
 def health_worker() -> bool:
-    from core.models import WorkerHeartbeat
+    from core.models import WorkerHeartbeat  # models load after the app registry; the worker imports this early
 
     try:
         return WorkerHeartbeat.objects.filter(last_seen__gte=timezone.now() - HEARTBEAT_STALE_AFTER).exists()
@@ -55,15 +69,15 @@ def health_worker() -> bool:
 
 def health_summary() -> dict:
     """The body of ``GET /api/v1/health``; ``status`` is ok only when every part is."""
-    from brain.embedding import current_model_label
-
     pgvector = health_pgvector()
     parts = {"database": pgvector is not None, "broker": health_broker(), "worker": health_worker()}
-    return {
+    body = {
         "status": "ok" if all(parts.values()) else "error",
         "database": parts["database"],
         "pgvector": pgvector,
         "broker": parts["broker"],
         "worker": parts["worker"],
-        "embedding_model": current_model_label(),
     }
+    for part in _EXTRA_PARTS.values():
+        body.update(part())
+    return body

@@ -1,6 +1,91 @@
-"""OpenAPI: describe the agent token authentication as an HTTP bearer scheme."""
+"""OpenAPI for the agent API: the bearer scheme, the one error envelope, the errors every operation implies.
+
+Every error is ``{"error": {"code", "message", ...}}``; it is documented once, as the ``ErrorEnvelope``
+component. ``ColonyAutoSchema`` (``DEFAULT_SCHEMA_CLASS``) adds to every operation the errors its shape
+implies, so a new endpoint gets them without saying so:
+
+- 400 when it takes a request body or query parameters (``VALIDATION_ERROR``, ``PARSE_ERROR``);
+- 401 and 429 when it needs a token (``UNAUTHENTICATED``, ``THROTTLED``);
+- 404 when its path has parameters (an unknown or another space's id);
+- 503 always (a dependency such as the database is unavailable).
+
+Errors only some operations raise (403, 409, another 503 meaning) are declared on the view with
+:func:`error_responses`, merged with the success response::
+
+    @extend_schema(request=In, responses={201: Out, **error_responses(409)})
+"""
+
+from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+
+ERROR_DESCRIPTIONS = {
+    400: "Invalid request (`VALIDATION_ERROR` names each field in `fields`; `PARSE_ERROR` for malformed JSON).",
+    401: "No token, or an unknown or revoked one (`UNAUTHENTICATED`).",
+    403: "The token's agent may not do this (`FORBIDDEN` or a more specific code).",
+    404: "Nothing with this id in the caller's space (`NOT_FOUND` or a more specific code).",
+    405: "The path exists but does not take this method (`METHOD_NOT_ALLOWED`).",
+    409: "The request conflicts with the current state (`CONFLICT` or a more specific code).",
+    429: "Too many requests from this token (`THROTTLED`); retry after the `Retry-After` seconds.",
+    503: "A part Colony depends on is unavailable (database, broker); retry later.",
+}
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Machine-readable case, e.g. VALIDATION_ERROR, NOT_FOUND, CONFLICT.")
+    message = serializers.CharField(help_text="One sentence saying what went wrong and what to do next.")
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="VALIDATION_ERROR only: the messages per field (nested fields as `a.b`, list items as `a[0]`).",
+    )
+
+
+class ErrorEnvelopeSerializer(serializers.Serializer):
+    """Every API error: ``{"error": {"code", "message"}}``, plus case-specific keys such as ``fields``."""
+
+    error = ErrorDetailSerializer()
+
+
+def error_response(status: int, description: str | None = None) -> OpenApiResponse:
+    """One documented error response in the shared envelope."""
+    return OpenApiResponse(response=ErrorEnvelopeSerializer, description=description or ERROR_DESCRIPTIONS[status])
+
+
+def error_responses(*statuses: int, **descriptions: str) -> dict[int, OpenApiResponse]:
+    """``{status: error_response(status)}`` for ``extend_schema(responses=...)``; a description may be
+    given per status as ``e409="Task already exists."``."""
+    return {status: error_response(status, descriptions.get(f"e{status}")) for status in statuses}
+
+
+class ColonyAutoSchema(AutoSchema):
+    """drf-spectacular's AutoSchema plus the error responses each operation's shape implies."""
+
+    def get_operation(self, path, path_regex, path_prefix, method, registry):
+        operation = super().get_operation(path, path_regex, path_prefix, method, registry)
+        if operation is None:
+            return None
+        parameters = operation.get("parameters", [])
+        implied = {503}
+        if "requestBody" in operation or any(p.get("in") == "query" for p in parameters):
+            implied.add(400)
+        if any(p.get("in") == "path" for p in parameters):
+            implied.add(404)
+        if any(requirement for requirement in operation.get("security", [])):
+            implied.update({401, 429})
+        responses = operation.setdefault("responses", {})
+        ref = self.resolve_serializer(ErrorEnvelopeSerializer, "response").ref
+        for status in sorted(implied):
+            if str(status) not in responses:
+                responses[str(status)] = {
+                    "description": ERROR_DESCRIPTIONS[status],
+                    "content": {"application/json": {"schema": ref}},
+                }
+        operation["responses"] = dict(sorted(responses.items()))
+        return operation
 
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 
 from django.db import transaction
 from django.utils import timezone
 
 from core.choices import DEFAULT_SPACE_SLUG, AgentRole
-from core.errors import NotFound, ValidationFailed
+from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, AgentToken, Space, WorkerHeartbeat
 
 TOKEN_PREFIX = "col_"
+SPACE_SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
 
 
 def _hash(raw_token: str) -> str:
@@ -28,7 +30,27 @@ def space_get(*, slug: str) -> Space:
     try:
         return Space.objects.get(slug=slug)
     except Space.DoesNotExist:
-        raise NotFound(f"No space {slug!r}.", code="SPACE_NOT_FOUND") from None
+        raise NotFound(
+            f"No space {slug!r}. Create it with `manage.py space create {slug}` (see `manage.py space list`).",
+            code="SPACE_NOT_FOUND",
+        ) from None
+
+
+def space_create(*, slug: str, name: str = "") -> Space:
+    """A new space (tenant). The slug is lowercase letters, digits and hyphens; the name defaults to it."""
+    slug = slug.strip()
+    if not SPACE_SLUG_RE.fullmatch(slug):
+        raise ValidationFailed(
+            f"{slug!r} is not a space slug: use 1-64 lowercase letters, digits and hyphens, e.g. team-blue."
+        )
+    name = name.strip() or slug
+    if len(name) > 200:
+        raise ValidationFailed("A space name is at most 200 characters.")
+    with transaction.atomic():
+        space, created = Space.objects.get_or_create(slug=slug, defaults={"name": name})
+    if not created:
+        raise Conflict(f"Space {slug!r} already exists (see `manage.py space list`).", code="SPACE_EXISTS")
+    return space
 
 
 def token_create(*, agent: Agent, label: str = "") -> str:

@@ -131,3 +131,13 @@ def thought_factory(db, space):
         return thought_create(space=in_space or space, content=content, embedding=vector, **fields)
 
     return factory
+
+
+@pytest.fixture
+def asgi_server(transactional_db):
+    """Colony's production ASGI application (``/mcp`` included) served by uvicorn on a free port."""
+    from tests.asgi_support import AsgiServer
+
+    server = AsgiServer().start()
+    yield server
+    server.stop()

@@ -9,12 +9,9 @@ from brain.choices import SuggestionStatus
 from brain.judging import EmbeddingJudge, JudgeUnavailable, Verdict
 from brain.models import CorrectionSuggestion, Thought
 from brain.services import contradictions
-from brain.services.contradictions import (
-    EmbeddingPending,
-    thought_detect_contradictions,
-    thought_schedule_contradiction_check,
-)
-from brain.services.suggestions import suggestion_accept
+from brain.services.contradictions import EmbeddingPending, thought_detect_contradictions
+from brain.services.corrections import suggestion_accept
+from brain.services.pipeline import thought_schedule_contradiction_check, thought_schedule_followups
 from brain.services.thoughts import thought_create
 from config.celery import app as celery_app
 
@@ -31,8 +28,9 @@ def axis(i: int, j: int | None = None) -> list[float]:
     return v
 
 
-def store(space, content, *, vector="real", agent=None, **fields):
-    return thought_create(
+def store(space, content, *, vector="real", agent=None, detect_contradictions=False, **fields):
+    """Store a thought the way the memory service does: the write, then its follow-up jobs."""
+    thought = thought_create(
         space=space,
         content=content,
         contributor_id=agent.name if agent else "someone",
@@ -41,6 +39,8 @@ def store(space, content, *, vector="real", agent=None, **fields):
         embedding=embedding.embed(content) if vector == "real" else vector,
         **fields,
     )
+    thought_schedule_followups(thought=thought, detect_contradictions=detect_contradictions)
+    return thought
 
 
 class RecordingJudge:
@@ -118,7 +118,7 @@ def test_schedule_runs_the_check_after_commit(space, dev, django_capture_on_comm
     assert CorrectionSuggestion.objects.get().thought_id == old.id
 
 
-def test_thought_create_asks_for_the_check_after_commit(space, dev, django_capture_on_commit_callbacks):
+def test_storing_with_detection_asks_for_the_check_after_commit(space, dev, django_capture_on_commit_callbacks):
     old = store(space, "The nightly backup job is enabled on the database server", topic="ops")
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         store(
@@ -250,10 +250,10 @@ def test_embed_missing_also_runs_the_check_its_lost_job_would_have_chained(
     space, dev, monkeypatch, django_capture_on_commit_callbacks
 ):
     """A thought whose embedding job was lost gets its vector from the safety net, and its check too."""
-    from brain.services import thoughts as thought_services
+    from brain.services import pipeline
 
     old = store(space, "The staging cluster runs Kubernetes 1.29", topic="infra")
-    monkeypatch.setattr(thought_services, "thought_enqueue_embedding", lambda **kwargs: None)  # the job is lost
+    monkeypatch.setattr(pipeline, "thought_enqueue_embedding", lambda **kwargs: None)  # the job is lost
     new = store(space, "The staging cluster runs Kubernetes 1.30", vector=None, agent=dev.agent, topic="infra")
     marker = store(space, "TASK ready→active: DEV infra-up (ops)", vector=None, thought_category="transition_marker")
     assert not CorrectionSuggestion.objects.exists()

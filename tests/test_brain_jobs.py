@@ -68,12 +68,14 @@ def test_decay_is_scheduled_hourly():
 
 # --- embedding job --------------------------------------------------------------------------------
 def test_thought_without_vector_is_embedded_by_the_job(fake_embedder, django_capture_on_commit_callbacks, space):
+    from brain.services.pipeline import thought_schedule_followups
     from brain.services.thoughts import thought_create
 
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         thought = thought_create(
             space=space, content="A marker without vector.", contributor_id="s", contributor_name="S"
         )
+        thought_schedule_followups(thought=thought)
     assert len(callbacks) == 1  # enqueued on commit, not before
     thought.refresh_from_db()
     assert list(thought.embedding) == pytest.approx(fake_vector("A marker without vector."), abs=1e-6)

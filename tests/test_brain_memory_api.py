@@ -77,9 +77,15 @@ def test_response_has_exactly_the_fields_of_the_spec(dev, fake_embedder, thought
     assert trace["retrieval_method"] == "hnsw+fulltext"
     stored = Thought.objects.get(pk=trace["thought_id"])
     assert stored.content == STATEMENT
-    assert stored.contributor_id == "dev-1" and stored.contributor_name == "Dev One"
+    # The contributor is the token's agent; the body's agent_id/agent_name are kept as metadata only.
+    assert stored.contributor_id == "dev-1" and stored.contributor_name == "dev-1"
     assert stored.agent == dev.agent
-    assert stored.context_metadata == {"session_id": trace["session_id"], "context": "task: deploy"}
+    assert stored.context_metadata == {
+        "session_id": trace["session_id"],
+        "context": "task: deploy",
+        "claimed_agent_id": "dev-1",
+        "claimed_agent_name": "Dev One",
+    }
 
 
 def test_unauthenticated_and_bad_token_are_401(anon, fake_embedder):

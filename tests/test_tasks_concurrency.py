@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import connection
 
-from brain.services import thoughts as thought_services
+from brain.services import pipeline
 from tasks.models import Task, TransitionLog
 from tasks.services import transitions as transition_services
 from tests.tasks_helpers import make_project, make_task, marker_count
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def no_embedding(monkeypatch):
     # Markers are embedded by Celery after commit; that is not what these tests are about.
-    monkeypatch.setattr(thought_services, "thought_enqueue_embedding", lambda **kwargs: None)
+    monkeypatch.setattr(pipeline, "thought_enqueue_embedding", lambda **kwargs: None)
 
 
 def _in_thread(fn, results: list, index: int):

@@ -22,6 +22,7 @@ urlpatterns = [
     path("brain/", brain.explorer, name="brain"),
     path("brain/thoughts/<uuid:thought_id>/", brain.thought_detail, name="thought"),
     path("brain/thoughts/<uuid:thought_id>/correct/", brain.thought_correct_post, name="thought-correct"),
+    path("brain/thoughts/<uuid:thought_id>/retract/", brain.thought_retract_post, name="thought-retract"),
     path("brain/suggestions/<uuid:suggestion_id>/accept/", brain.suggestion_accept_post, name="suggestion-accept"),
     path("brain/suggestions/<uuid:suggestion_id>/dismiss/", brain.suggestion_dismiss_post, name="suggestion-dismiss"),
     # quality dashboard

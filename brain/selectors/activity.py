@@ -8,7 +8,7 @@ from django.db.models import F, Func, IntegerField
 from pgvector.django import CosineDistance
 
 from brain.models import QueryLog, Thought
-from core.models import Agent, Space
+from core.models import Space
 
 #: A highway: a thought at least this often accessed ...
 HIGHWAY_MIN_ACCESS = 3
@@ -66,14 +66,6 @@ def thought_highways_nearby(*, space: Space, vector: list[float], limit: int = H
 def thought_highways(*, space: Space, limit: int = 20) -> list[dict]:
     """The space's highways regardless of any query (CLI, pages)."""
     return [_highway(thought) for thought in _highways(space).order_by("-traffic", "-created_at")[:limit]]
-
-
-def agent_has_queried(*, space: Space, agent: Agent, before_id: int | None = None) -> bool:
-    """Whether the agent called the memory endpoint before (onboarding is for first calls)."""
-    logs = QueryLog.objects.filter(space=space, agent=agent)
-    if before_id is not None:
-        logs = logs.exclude(pk=before_id)
-    return logs.exists()
 
 
 def session_shown_ids(*, space: Space, session_id: str, before_id: int | None = None) -> set[str]:

@@ -110,10 +110,3 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
         )
         raised.append(suggestion)
     return raised
-
-
-def thought_schedule_contradiction_check(*, thought_id: str) -> None:
-    """Enqueue ``brain.jobs.detect_contradictions`` once the current transaction commits."""
-    from brain import jobs
-
-    transaction.on_commit(lambda: jobs.detect_contradictions.delay(str(thought_id)))

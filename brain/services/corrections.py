@@ -15,14 +15,16 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce, Now
+from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from brain import embedding as embedder
-from brain.choices import ThoughtCategory
+from brain.choices import SuggestionStatus, ThoughtCategory
 from brain.judging.cues import negation_cue
-from brain.models import Thought
+from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
+from brain.services.suggestions import suggestion_lock_pending
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
 from core.errors import ServiceFailure
 from core.models import Agent, Space
@@ -200,3 +202,45 @@ def correction_supersede_guidance(*, count: int) -> str:
     """What the response of a correction says (seeds/000 7b.4)."""
     noun = "thought" if count == 1 else "thoughts"
     return f"This correction supersedes {count} previous {noun}; they stay for audit but rank below it."
+
+
+@transaction.atomic
+def suggestion_accept(
+    *,
+    suggestion: CorrectionSuggestion,
+    resolved_by: str,
+    agent: Agent | None = None,
+    correct_fact: str | None = None,
+    content: str | None = None,
+) -> Thought:
+    """Accept a pending suggestion: create the correction its draft describes and supersede the old thought.
+
+    One transaction: the suggestion row is locked, the correction goes through ``thought_correct``
+    (which supersedes the draft's ``supersedes``), and the suggestion is marked accepted with a link
+    to the correction. ``correct_fact``/``content`` let the accepting agent word the correct fact
+    better than the contradicting statement did. A suggestion that is no longer pending: 409.
+    """
+    locked = suggestion_lock_pending(suggestion=suggestion, action="accepted")
+    draft = locked.draft or {}
+    fact = (correct_fact or "").strip() or draft.get("correct_fact") or locked.statement
+    corrected = draft.get("corrected_fact") or locked.thought.content
+    text = (content or "").strip() or (f"CORRECTION: {fact}" if correct_fact else draft.get("prompt", ""))
+    correction, _count = thought_correct(
+        space=locked.space,
+        agent=agent,
+        content=text,
+        topic=draft.get("topic") or locked.thought.topic or "general",
+        corrected_fact=corrected,
+        correct_fact=fact,
+        supersedes=draft.get("supersedes") or [str(locked.thought_id)],
+        contributor_id=resolved_by if agent is None else None,
+        contributor_name=resolved_by if agent is None else None,
+        context_metadata={"accepted_suggestion": str(locked.id)},
+    )
+    CorrectionSuggestion.objects.filter(pk=locked.pk).update(
+        status=SuggestionStatus.ACCEPTED,
+        resolved_at=timezone.now(),
+        resolved_by=resolved_by,
+        correction=correction,
+    )
+    return correction

@@ -67,7 +67,7 @@ def suggestion_create(
     return suggestion, True
 
 
-def _lock_pending(*, suggestion: CorrectionSuggestion, action: str) -> CorrectionSuggestion:
+def suggestion_lock_pending(*, suggestion: CorrectionSuggestion, action: str) -> CorrectionSuggestion:
     """Re-read and lock the row; 409 CONFLICT unless it is still pending (two callers can't both win)."""
     locked = CorrectionSuggestion.objects.select_for_update().get(pk=suggestion.pk)
     if locked.status != SuggestionStatus.PENDING:
@@ -79,53 +79,9 @@ def _lock_pending(*, suggestion: CorrectionSuggestion, action: str) -> Correctio
 
 
 @transaction.atomic
-def suggestion_accept(
-    *,
-    suggestion: CorrectionSuggestion,
-    resolved_by: str,
-    agent: Agent | None = None,
-    correct_fact: str | None = None,
-    content: str | None = None,
-) -> Thought:
-    """Accept a pending suggestion: create the correction its draft describes and supersede the old thought.
-
-    One transaction: the suggestion row is locked, the correction goes through ``thought_correct``
-    (which supersedes the draft's ``supersedes``), and the suggestion is marked accepted with a link
-    to the correction. ``correct_fact``/``content`` let the accepting agent word the correct fact
-    better than the contradicting statement did. A suggestion that is no longer pending: 409.
-    """
-    from brain.services.corrections import thought_correct
-
-    locked = _lock_pending(suggestion=suggestion, action="accepted")
-    draft = locked.draft or {}
-    fact = (correct_fact or "").strip() or draft.get("correct_fact") or locked.statement
-    corrected = draft.get("corrected_fact") or locked.thought.content
-    text = (content or "").strip() or (f"CORRECTION: {fact}" if correct_fact else draft.get("prompt", ""))
-    correction, _count = thought_correct(
-        space=locked.space,
-        agent=agent,
-        content=text,
-        topic=draft.get("topic") or locked.thought.topic or "general",
-        corrected_fact=corrected,
-        correct_fact=fact,
-        supersedes=draft.get("supersedes") or [str(locked.thought_id)],
-        contributor_id=resolved_by if agent is None else None,
-        contributor_name=resolved_by if agent is None else None,
-        context_metadata={"accepted_suggestion": str(locked.id)},
-    )
-    CorrectionSuggestion.objects.filter(pk=locked.pk).update(
-        status=SuggestionStatus.ACCEPTED,
-        resolved_at=timezone.now(),
-        resolved_by=resolved_by,
-        correction=correction,
-    )
-    return correction
-
-
-@transaction.atomic
 def suggestion_dismiss(*, suggestion: CorrectionSuggestion, resolved_by: str, reason: str = "") -> CorrectionSuggestion:
     """Close a pending suggestion without correcting anything (the old thought stands); 409 if not pending."""
-    locked = _lock_pending(suggestion=suggestion, action="dismissed")
+    locked = suggestion_lock_pending(suggestion=suggestion, action="dismissed")
     locked.status = SuggestionStatus.DISMISSED
     locked.resolved_at = timezone.now()
     locked.resolved_by = resolved_by

@@ -1,10 +1,8 @@
 """Storing thoughts and computing their embeddings.
 
 ``thought_create`` is the one low-level write every other path uses (the memory endpoint,
-transition markers, imports, corrections). A thought stored without a request-time vector gets
-its embedding from ``brain.jobs.embed_thought``, enqueued on commit; full-text search finds it
-meanwhile. A thought that asks for contradiction detection gets it after commit, or, when it has no
-vector yet, chained after its embedding job (the detector compares vectors).
+transition markers, imports, corrections). It schedules nothing: the follow-up jobs (embedding of
+a thought stored without a vector, contradiction detection) are ``brain.services.pipeline``'s.
 
 ``related_thoughts`` links are written by :func:`thought_link_related` only, whichever path stores
 the thought.
@@ -40,14 +38,12 @@ def thought_create(
     thought_type: str = ThoughtType.ORIGINAL,
     embedding: list[float] | None = None,
     related_thoughts: Iterable[Any] = (),
-    detect_contradictions: bool = False,
     **fields: Any,
 ) -> Thought:
-    """Insert one thought. Without ``embedding`` the vector is computed by a Celery job after commit.
+    """Insert one thought, a plain write: the caller schedules what follows (the embedding job when
+    ``embedding`` is None, contradiction detection) with ``brain.services.pipeline``.
 
     ``related_thoughts`` (ids of the same space) become bidirectional links, all or nothing.
-    ``detect_contradictions`` runs ``brain.jobs.detect_contradictions`` after commit — chained after
-    the embedding job when there is no vector yet, so the check never waits on a retry.
     """
     thought = Thought.objects.create(
         space=space,
@@ -64,30 +60,7 @@ def thought_create(
     related = list(related_thoughts or ())
     if related:
         thought_link_related(thought=thought, related_ids=related)
-    if embedding is None:
-        thought_enqueue_embedding(thought_id=str(thought.id), then_detect_contradictions=detect_contradictions)
-    elif detect_contradictions:
-        from brain.services.contradictions import thought_schedule_contradiction_check
-
-        thought_schedule_contradiction_check(thought_id=str(thought.id))
     return thought
-
-
-def thought_enqueue_embedding(*, thought_id: str, then_detect_contradictions: bool = False) -> None:
-    """Embed after commit; with ``then_detect_contradictions`` the contradiction check follows as a
-    Celery chain (it runs only once the vector is stored, and not at all if embedding fails for good)."""
-    from celery import chain
-
-    from brain import jobs
-
-    if then_detect_contradictions:
-        # The worker that finishes the embedding sends the check; pin it to the queue this chain is
-        # sent to (the sender's default queue), or it would go to the worker app's default instead.
-        queue = jobs.embed_thought.app.conf.task_default_queue
-        work = chain(jobs.embed_thought.si(thought_id), jobs.detect_contradictions.si(thought_id).set(queue=queue))
-        transaction.on_commit(lambda: work.delay())
-    else:
-        transaction.on_commit(lambda: jobs.embed_thought.delay(thought_id))
 
 
 # --- related thoughts -------------------------------------------------------------------------------
@@ -151,23 +124,11 @@ def thought_embed(*, thought_id: str, force: bool = False) -> bool:
     return thoughts_embed_batch(thought_ids=[thought_id]) == 1
 
 
-def thoughts_embed_missing(*, batch_size: int = 64) -> int:
-    """Embed up to ``batch_size`` thoughts that still have no vector, then check them for contradictions.
-
-    Their own embedding job was lost (no worker when they were stored, a broker outage), and with it
-    the contradiction check chained after it; the check is idempotent (one pending suggestion per
-    thought and statement), so running it for a thought whose job was only late is harmless.
-    """
-    from brain.services.contradictions import SKIPPED_CATEGORIES, thought_schedule_contradiction_check
-
-    rows = list(Thought.objects.filter(embedding__isnull=True).values_list("id", "thought_category")[:batch_size])
-    if not rows:
-        return 0
-    written = thoughts_embed_batch(thought_ids=[str(pk) for pk, _ in rows])
-    for pk, category in rows:
-        if category not in SKIPPED_CATEGORIES:
-            thought_schedule_contradiction_check(thought_id=str(pk))
-    return written
+def thoughts_missing_embedding(*, limit: int = 64) -> list[tuple[str, str]]:
+    """Ids and categories of up to ``limit`` thoughts that still have no vector (their embedding job
+    was lost: no worker when they were stored, a broker outage)."""
+    rows = Thought.objects.filter(embedding__isnull=True).values_list("id", "thought_category")[:limit]
+    return [(str(pk), category) for pk, category in rows]
 
 
 def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
@@ -195,10 +156,3 @@ def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
         if with_fact:
             Thought.objects.bulk_update(with_fact, ["corrected_fact_embedding"])
     return len(thoughts)
-
-
-def thought_content_changed(*, thought_id: str) -> None:
-    """The content was edited outside the memory endpoint (admin): drop the stale vector and embed
-    again after commit; full-text search finds the new wording meanwhile."""
-    Thought.objects.filter(pk=thought_id).update(embedding=None, embedding_model="")
-    thought_enqueue_embedding(thought_id=str(thought_id))

@@ -8,6 +8,7 @@ import pytest
 
 from brain import jobs
 from brain.models import Thought
+from brain.services.pipeline import thought_schedule_followups
 from brain.services.thoughts import thought_create
 from config.celery import app as celery_app
 
@@ -35,6 +36,7 @@ def test_worker_embeds_a_thought_enqueued_on_commit(worker_is_current, space):
         contributor_name="Colony",
         thought_category="transition_marker",
     )
+    thought_schedule_followups(thought=thought)
     assert Thought.objects.get(pk=thought.pk).embedding is None  # committed without a vector
 
     deadline = time.monotonic() + 120

@@ -13,6 +13,7 @@ import pytest
 
 from brain import embedding, jobs
 from brain.models import CorrectionSuggestion, Thought
+from brain.services.pipeline import thought_schedule_followups
 from brain.services.thoughts import thought_create
 from config.celery import app as celery_app
 
@@ -46,8 +47,8 @@ def test_unembedded_thought_is_embedded_then_checked_and_raises_a_suggestion(wor
         contributor_name=dev.agent.name,
         agent=dev.agent,
         topic="infra",
-        detect_contradictions=True,
     )
+    thought_schedule_followups(thought=new, detect_contradictions=True)
     assert Thought.objects.get(pk=new.pk).embedding is None  # committed without a vector
 
     deadline = time.monotonic() + 180

@@ -16,8 +16,9 @@ from brain import embedding as embedder
 from brain.choices import ThoughtCategory
 from brain.selectors.lineage import thought_get, thought_lineage_of
 from brain.selectors.search import thought_search
-from brain.services.corrections import thought_correct
-from brain.services.suggestions import suggestion_accept, suggestion_dismiss, suggestion_get
+from brain.services.corrections import suggestion_accept, thought_correct
+from brain.services.retraction import thought_retract
+from brain.services.suggestions import suggestion_dismiss, suggestion_get
 from core.errors import ApplicationError, NotFound
 from web.forms import BrainSearchForm, CorrectionForm, SuggestionResolveForm, form_error_text
 from web.lineage import lineage_trees
@@ -129,6 +130,26 @@ def thought_correct_post(request, thought_id):
         return redirect("web:thought", thought.id)
     messages.success(request, f"Correction stored; it supersedes {count} thought{'s' if count != 1 else ''}.")
     return redirect("web:thought", correction.id)
+
+
+@require_POST
+@space_required
+def thought_retract_post(request, thought_id):
+    """A human member of the space retracts a thought: superseded without a replacement, kept for audit."""
+    try:
+        thought_retract(
+            space=request.colony_space,
+            thought_id=thought_id,
+            reason=request.POST.get("reason", ""),
+            user_name=request.user.get_username(),
+        )
+    except ApplicationError as exc:
+        messages.error(request, f"Not retracted — {exc.message}")
+        return redirect("web:thought", thought_id)
+    messages.success(
+        request, "Retracted: kept for audit, superseded without a replacement, ranked below live thoughts."
+    )
+    return redirect("web:thought", thought_id)
 
 
 def _resolve(request, suggestion_id, *, accept: bool):

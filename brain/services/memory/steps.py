@@ -1,39 +1,22 @@
-"""The memory endpoint's orchestration (SPEC 2.2), one small step function per step.
+"""The steps of the memory endpoint (SPEC 2.2), in order: :data:`MEMORY_STEPS`.
 
-:func:`memory_run` runs :data:`MEMORY_STEPS` in order over one :class:`MemoryCall`, then renders
-the wire response of the seed brain. A step reads and writes the call object only; guidance is a
+A step reads and writes the :class:`~brain.services.memory.call.MemoryCall` only; guidance is a
 list of messages joined at the end. Adding a step means writing one function and putting it at its
 place in the list.
-
-Knowledge evolution (issue 4, SPEC 2.5) lives in the steps too: ``step_validate`` applies the
-category table (400 MISSING_CATEGORY_FIELDS), ``step_flags`` computes every advisory flag of the
-contribution BEFORE it is stored (so the flags are part of the insert, and the keyword-echo rule
-reads the agent's recent queries before this call's own query is logged) and runs the
-re-contamination guard, ``step_contribute`` stores a correction through ``thought_correct`` (which
-supersedes in the same transaction) and schedules contradiction detection for everything else.
-
-Transactions are per step and short: the contribution (insert + superseding its sources) is one
-transaction, the reinforcement of what was returned another, each locking its rows in id order, so
-concurrent calls neither lose updates nor deadlock, and the slow model call holds no lock at all.
-Everything that can refuse a request (validation, unknown ids, the embedding) runs before the
-first write, so a refused call changes nothing.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 
 from brain import embedding as embedder
-from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
-from brain.models import QueryLog, Thought
-from brain.ranking import Candidate
+from brain.choices import QualityFlag, ThoughtCategory
+from brain.models import QueryLog
 from brain.selectors import activity, search
 from brain.selectors.lineage import PREVIEW_CHARS, lineage_summary
 from brain.services import flags, lineage, pheromones
@@ -44,17 +27,14 @@ from brain.services.corrections import (
     correction_supersede_guidance,
     thought_correct,
 )
+from brain.services.memory.call import MemoryCall
+from brain.services.memory.threshold import contribution_threshold_met
+from brain.services.pipeline import thought_schedule_followups
 from brain.services.suggestions import suggestion_as_pending, suggestions_pending_for
 from brain.services.thoughts import thought_create
 from core.errors import ServiceFailure, ValidationFailed
-from core.models import Agent, Space
 
 logger = logging.getLogger("colony.brain")
-
-# --- contribution threshold (SPEC 2.2) ------------------------------------------------------------
-MIN_CONTRIBUTION_CHARS = 50  # a contribution is longer than this, trimmed
-LONE_QUESTION = re.compile(r"^[^.!]*\?$")
-FOLLOW_UP_PREFIXES = ("based on", "you said", "you told me", "regarding your", "about your response")
 
 # --- guidance -------------------------------------------------------------------------------------
 NEAR_DUPLICATE_REFINE = 0.85  # top hit above this: suggest refining it
@@ -66,78 +46,6 @@ PENDING_CORRECTIONS_RETURNED = 20  # newest first; the rest stay listed by GET /
 DEFAULT_LIMIT = 10
 
 
-def contribution_threshold_met(prompt: str) -> bool:
-    """Whether a prompt is knowledge worth storing rather than a question or a follow-up.
-
-    Longer than 50 characters once trimmed, not a lone question (``^[^.!]*\\?$``: one sentence
-    ending in "?"), and not a follow-up to an earlier answer ("based on", "you said", ...).
-    """
-    text = prompt.strip()
-    if len(text) <= MIN_CONTRIBUTION_CHARS:
-        return False
-    if LONE_QUESTION.match(text):
-        return False
-    return not text.lower().startswith(FOLLOW_UP_PREFIXES)
-
-
-@dataclass
-class MemoryCall:
-    """Everything one memory call knows, filled in step by step."""
-
-    agent: Agent
-    space: Space
-    request: dict[str, Any]
-    session_id: str = ""
-    new_session: bool = False
-    lineage_ids: list[uuid.UUID] = field(default_factory=list)
-    threshold_met: bool = False
-    contribute: bool = False
-    bypass: str | None = None  # why the threshold did not apply: refines | consolidates | correction
-    vector: list[float] | None = None
-    flags: list[str] = field(default_factory=list)  # advisory quality flags of the contribution
-    nearest: tuple[Thought, float] | None = None  # the most similar existing thought, before storing
-    contradicted_by: Thought | None = None  # the correction whose wrong fact the contribution repeats
-    superseded_count: int | None = None  # set when the contribution is a correction
-    thought: Thought | None = None
-    search: search.SearchResult | None = None
-    query_log: QueryLog | None = None
-    disambiguation: dict | None = None
-    highways: list[dict] = field(default_factory=list)
-    pending_corrections: list[dict] = field(default_factory=list)
-    lineage_summary: dict | None = None
-    guidance: list[str] = field(default_factory=list)
-    operations: list[str] = field(default_factory=list)
-
-    @property
-    def prompt(self) -> str:
-        return self.request["prompt"].strip()
-
-    @property
-    def sources(self) -> list[Candidate]:
-        return self.search.candidates if self.search else []
-
-    @property
-    def thought_type(self) -> str:
-        if self.request.get("refines") is not None:
-            return ThoughtType.REFINEMENT
-        if self.request.get("consolidates") is not None:
-            return ThoughtType.CONSOLIDATION
-        return ThoughtType.ORIGINAL
-
-    @property
-    def agent_ref(self) -> str:
-        return self.request.get("agent_id") or self.agent.name
-
-    @property
-    def category(self) -> str:
-        return self.request.get("thought_category") or ThoughtCategory.UNCATEGORIZED
-
-    @property
-    def is_correction(self) -> bool:
-        return self.category == ThoughtCategory.CORRECTION
-
-
-# --- the steps, in SPEC 2.2 order -----------------------------------------------------------------
 def step_validate(call: MemoryCall) -> None:
     """Category fields, lineage rules and every referenced id, before anything is written.
 
@@ -189,7 +97,7 @@ def step_threshold(call: MemoryCall) -> None:
     call.threshold_met = contribution_threshold_met(call.prompt)
     if request.get("contribute") is False or request.get("store") is False:
         call.contribute = False
-        call.operations.append("threshold:retrieve_only")
+        call.operations.append("contribute:false")
         return
     if request.get("refines") is not None:
         call.bypass = "refines"
@@ -254,6 +162,9 @@ def _thought_fields(call: MemoryCall) -> dict[str, Any]:
     metadata: dict[str, Any] = {"session_id": call.session_id}
     if request.get("context"):
         metadata["context"] = request["context"]
+    for wire, key in (("agent_id", "claimed_agent_id"), ("agent_name", "claimed_agent_name")):
+        if request.get(wire):
+            metadata[key] = request[wire]
     return {
         "context_metadata": metadata,
         "thought_category": call.category,
@@ -290,17 +201,16 @@ def step_contribute(call: MemoryCall) -> None:
         call.thought = thought_create(
             space=call.space,
             content=call.prompt,
-            contributor_id=call.agent_ref,
-            contributor_name=call.request.get("agent_name") or call.agent_ref,
+            **call.contributor,
             agent=call.agent,
             thought_type=call.thought_type,
             embedding=call.vector,
             source_ids=list(call.lineage_ids),
             pheromone_weight=weight,
             related_thoughts=list(call.request.get("related_thoughts") or []),
-            detect_contradictions=True,
             **_thought_fields(call),
         )
+        thought_schedule_followups(thought=call.thought, detect_contradictions=True)
         if call.lineage_ids:
             lineage.lineage_supersede(thought=call.thought, source_ids=call.lineage_ids)
     call.operations.append(f"contribute:{call.thought_type}")
@@ -320,8 +230,7 @@ def _contribute_correction(call: MemoryCall) -> None:
         supersedes=list(request["supersedes"]),
         source_ref=request.get("source_ref"),
         vector=call.vector,
-        contributor_id=call.agent_ref,
-        contributor_name=request.get("agent_name") or call.agent_ref,
+        **call.contributor,
         context_metadata=fields["context_metadata"],
         tags=fields["tags"],
         related_thoughts=list(request.get("related_thoughts") or []),
@@ -348,19 +257,22 @@ def step_retrieve(call: MemoryCall) -> None:
 
 
 def step_reinforce(call: MemoryCall) -> None:
-    """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6)."""
-    ids = [candidate.id for candidate in call.sources]
-    pheromones.thoughts_reinforce(space=call.space, thought_ids=ids, agent_name=call.agent.name)
-    call.query_log = QueryLog.objects.create(
+    """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6): one
+    statement, which also tells whether this is the agent's first call (``step_onboarding``)."""
+    record = pheromones.retrieval_record(
         space=call.space,
         agent=call.agent,
         agent_ref=call.agent_ref,
         session_id=call.session_id,
         query_text=call.prompt,
-        stored_thought=call.thought,
+        stored_thought_id=call.thought.id if call.thought is not None else None,
         results=[{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources],
     )
-    call.operations.append(f"reinforce:{len(ids)}")
+    call.query_log = QueryLog(
+        pk=record.query_log_id, space=call.space, agent=call.agent, session_id=call.session_id, query_text=call.prompt
+    )
+    call.first_query = not record.queried_before
+    call.operations.append(f"reinforce:{record.reinforced}")
 
 
 def step_disambiguation(call: MemoryCall) -> None:
@@ -384,7 +296,7 @@ def step_disambiguation(call: MemoryCall) -> None:
 
 def step_onboarding(call: MemoryCall) -> None:
     """An agent's first memory call gets the house rules."""
-    if activity.agent_has_queried(space=call.space, agent=call.agent, before_id=call.query_log.pk):
+    if not call.first_query:
         return
     call.guidance.append(
         f"Welcome to the shared brain, {call.agent.name}. Query it before you start work; contribute what you "
@@ -473,73 +385,3 @@ MEMORY_STEPS = [
     step_pending_corrections,
     step_lineage_summary,
 ]
-
-
-# --- the response ---------------------------------------------------------------------------------
-def source_render(candidate: Candidate) -> dict[str, Any]:
-    thought = candidate.thought
-    return {
-        "thought_id": candidate.id,
-        "contributor": thought.contributor_name,
-        "score": round(candidate.score, 4),
-        "content_preview": thought.content[:PREVIEW_CHARS],
-        "refined_by": str(thought.refined_by_id) if thought.refined_by_id else None,
-        "superseded": thought.superseded,
-        "thought_category": thought.thought_category,
-        "topic": thought.topic,
-        "temporal_scope": thought.temporal_scope.isoformat() if thought.temporal_scope else None,
-        "quality_flags": list(thought.quality_flags or []),
-        "matching_reason": candidate.matching_reason,
-        "effective_confidence": thought.effective_confidence,
-    }
-
-
-def _response_text(call: MemoryCall) -> str:
-    parts = []
-    if call.thought is not None and call.superseded_count is not None:
-        noun = "thought" if call.superseded_count == 1 else "thoughts"
-        parts.append(f"Stored your correction as {call.thought.id}; it supersedes {call.superseded_count} {noun}.")
-    elif call.thought is not None:
-        kind = {ThoughtType.ORIGINAL: "thought"}.get(call.thought_type, call.thought_type)
-        parts.append(f"Stored your {kind} as {call.thought.id}.")
-    if call.sources:
-        top = call.sources[0]
-        parts.append(
-            f"Found {len(call.sources)} relevant thought(s). Best ({top.score:.2f}, "
-            f"{top.thought.contributor_name}): {top.thought.content[:200]}"
-        )
-    else:
-        parts.append("No relevant thoughts found in the brain yet.")
-    return " ".join(parts)
-
-
-def memory_render(call: MemoryCall) -> dict[str, Any]:
-    return {
-        "result": {
-            "response": _response_text(call),
-            "sources": [source_render(candidate) for candidate in call.sources],
-            "highways_nearby": call.highways,
-            "disambiguation": call.disambiguation,
-            "guidance": "\n".join(call.guidance) if call.guidance else None,
-            "pending_corrections": call.pending_corrections,
-        },
-        "trace": {
-            "session_id": call.session_id,
-            "operations": call.operations,
-            "thoughts_retrieved": len(call.sources),
-            "thoughts_contributed": 1 if call.thought is not None else 0,
-            "contribution_threshold_met": call.threshold_met,
-            "context_used": bool(call.request.get("context")),
-            "retrieval_method": call.search.method if call.search else None,
-            "thought_id": str(call.thought.id) if call.thought is not None else None,
-            "lineage_summary": call.lineage_summary,
-        },
-    }
-
-
-def memory_run(*, agent: Agent, request: dict[str, Any]) -> dict[str, Any]:
-    """One memory call: the validated request (see brain.apis.memory) in, the wire response out."""
-    call = MemoryCall(agent=agent, space=agent.space, request=request)
-    for step in MEMORY_STEPS:
-        step(call)
-    return memory_render(call)

@@ -1,0 +1,55 @@
+"""What happens to a thought after it is stored: the follow-up jobs, scheduled on commit.
+
+``brain.services.thoughts.thought_create`` is a plain write. Whoever stores a thought (the memory
+orchestration, the transition service, the admin) calls :func:`thought_schedule_followups` after it:
+
+- a thought stored without a request-time vector gets ``brain.jobs.embed_thought`` after commit
+  (full-text search finds it meanwhile);
+- a thought that asks for contradiction detection gets ``brain.jobs.detect_contradictions`` after
+  commit, or, when it has no vector yet, chained after its embedding job (the detector compares
+  vectors), so the check never waits on a retry.
+
+This module sits above ``brain.jobs`` (which sits above every service a job calls), so scheduling
+never needs an import inside a function.
+"""
+
+from __future__ import annotations
+
+from celery import chain
+from django.db import transaction
+
+from brain import jobs
+from brain.models import Thought
+
+
+def thought_schedule_followups(*, thought: Thought, detect_contradictions: bool = False) -> None:
+    """Enqueue, on commit, what a freshly stored ``thought`` still needs (see the module docstring)."""
+    if thought.embedding is None:
+        thought_enqueue_embedding(thought_id=str(thought.id), then_detect_contradictions=detect_contradictions)
+    elif detect_contradictions:
+        thought_schedule_contradiction_check(thought_id=str(thought.id))
+
+
+def thought_enqueue_embedding(*, thought_id: str, then_detect_contradictions: bool = False) -> None:
+    """Embed after commit; with ``then_detect_contradictions`` the contradiction check follows as a
+    Celery chain (it runs only once the vector is stored, and not at all if embedding fails for good)."""
+    if then_detect_contradictions:
+        # The worker that finishes the embedding sends the check; pin it to the queue this chain is
+        # sent to (the sender's default queue), or it would go to the worker app's default instead.
+        queue = jobs.embed_thought.app.conf.task_default_queue
+        work = chain(jobs.embed_thought.si(thought_id), jobs.detect_contradictions.si(thought_id).set(queue=queue))
+        transaction.on_commit(lambda: work.delay())
+    else:
+        transaction.on_commit(lambda: jobs.embed_thought.delay(thought_id))
+
+
+def thought_schedule_contradiction_check(*, thought_id: str) -> None:
+    """Enqueue ``brain.jobs.detect_contradictions`` once the current transaction commits."""
+    transaction.on_commit(lambda: jobs.detect_contradictions.delay(str(thought_id)))
+
+
+def thought_content_changed(*, thought_id: str) -> None:
+    """The content was edited outside the memory endpoint (admin): drop the stale vector and embed
+    again after commit; full-text search finds the new wording meanwhile."""
+    Thought.objects.filter(pk=thought_id).update(embedding=None, embedding_model="")
+    thought_enqueue_embedding(thought_id=str(thought_id))

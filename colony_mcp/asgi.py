@@ -1,0 +1,183 @@
+"""Colony's ASGI application: ``/mcp`` goes to the MCP server, everything else to Django.
+
+Choices, and why:
+- **Stateless Streamable HTTP with JSON responses.** Every POST to ``/mcp`` is answered on its
+  own, with no server-side session, so any worker process of ``config.asgi`` (gunicorn/uvicorn
+  workers, several machines behind a proxy) can answer any request with no sticky sessions, and a
+  restarted worker loses nothing. Colony's tools are request/response calls; they never need to
+  push to the client, which is what server-side sessions and SSE streams would be for.
+- **The session manager's lifespan** is entered from the ASGI ``lifespan`` protocol (uvicorn,
+  gunicorn's uvicorn workers and granian all send it, once per worker process). A server that
+  does not send it still works: the first ``/mcp`` request starts the manager in the background.
+- **Authentication exactly as REST**: ``Authorization: Bearer <token>`` is looked up with the same
+  service (``core.services.token_lookup``); a missing, unknown or revoked token is a 401 in the
+  error envelope before any MCP message is read. Each tool call then runs the REST view with the
+  same header, so identity, role and space come from the token on every call. URL tokens
+  (``?token=``) only answer ``GET /api/v1/memory`` and are refused here.
+- **Host check** with Django's own ``ALLOWED_HOSTS`` (instead of the SDK's localhost-only default),
+  so ``/mcp`` is reachable under the same names as the rest of Colony and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+from django.http.request import split_domain_port, validate_host
+from mcp.server.transport_security import TransportSecuritySettings
+
+from colony_mcp.server import mcp
+from core.errors import error_body
+
+logger = logging.getLogger("colony.mcp")
+
+MCP_PATH = "/mcp"
+AUTH_HEADER = 'Bearer realm="colony"'
+
+
+def _lookup_agent(raw_token: str) -> dict | None:
+    from core import services
+
+    close_old_connections()
+    try:
+        token = services.token_lookup(raw_token=raw_token)
+        if token is None or not token.agent.active:
+            return None
+        agent = token.agent
+        return {"id": str(agent.id), "name": agent.name, "role": agent.role, "space": agent.space.slug}
+    finally:
+        close_old_connections()
+
+
+async def _send_json(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+            + (headers or []),
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+class McpEndpoint:
+    """``/mcp``: host check, bearer authentication, then the SDK's Streamable HTTP app."""
+
+    def __init__(self) -> None:
+        # The SDK's DNS-rebinding check is replaced by Django's ALLOWED_HOSTS check in __call__.
+        self.app = mcp.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self.session_manager = mcp.session_manager
+        self._running = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._start_lock: asyncio.Lock | None = None
+        self._background: asyncio.Task | None = None
+
+    # --- lifespan ----------------------------------------------------------------------------------
+    async def serve_lifespan(self, receive, send) -> None:
+        """The ASGI lifespan protocol: run the session manager from startup to shutdown."""
+        message = await receive()
+        if message["type"] != "lifespan.startup":  # pragma: no cover - protocol violation
+            return
+        try:
+            async with self.session_manager.run():
+                self._running.set()
+                await send({"type": "lifespan.startup.complete"})
+                while (await receive())["type"] != "lifespan.shutdown":
+                    pass
+        except Exception as exc:  # pragma: no cover - startup failure is reported to the server
+            logger.exception("MCP session manager failed")
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            return
+        finally:
+            self._running.clear()
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _ensure_running(self) -> None:
+        """For servers that never send lifespan: start the manager once, in the background."""
+        if self._running.is_set():
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._running.is_set():
+                return
+
+            async def run() -> None:
+                async with self.session_manager.run():
+                    self._running.set()
+                    await self._stop.wait()
+
+            self._background = asyncio.create_task(run())
+            await self._running.wait()
+
+    # --- requests ----------------------------------------------------------------------------------
+    async def __call__(self, scope, receive, send) -> None:
+        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        domain, port = split_domain_port(headers.get("host", ""))
+        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            await _send_json(
+                send, 400, error_body("BAD_HOST", "Host not allowed; add it to ALLOWED_HOSTS to serve /mcp under it.")
+            )
+            return
+        if "token" in parse_qs(scope.get("query_string", b"").decode("latin-1")):
+            await _send_json(
+                send,
+                403,
+                error_body(
+                    "URL_TOKEN_NOT_ALLOWED",
+                    "A URL token only answers GET /api/v1/memory. Use 'Authorization: Bearer <agent token>' for /mcp.",
+                ),
+            )
+            return
+        parts = headers.get("authorization", "").split()
+        if len(parts) != 2 or parts[0].lower() != "bearer":
+            await _send_json(
+                send,
+                401,
+                error_body("UNAUTHENTICATED", "Authentication required: send 'Authorization: Bearer <token>'."),
+                [(b"www-authenticate", AUTH_HEADER.encode())],
+            )
+            return
+        agent = await sync_to_async(_lookup_agent, thread_sensitive=True)(parts[1])
+        if agent is None:
+            await _send_json(
+                send,
+                401,
+                error_body(
+                    "UNAUTHENTICATED",
+                    "Unknown or revoked token. Ask an operator for a new one: manage.py agent create NAME --role ROLE.",
+                ),
+                [(b"www-authenticate", AUTH_HEADER.encode())],
+            )
+            return
+        await self._ensure_running()
+        await self.app({**scope, "colony.agent": agent}, receive, send)
+
+
+class ColonyAsgi:
+    """Routes ``/mcp`` to the MCP endpoint and everything else to Django; owns the lifespan."""
+
+    def __init__(self, django_app) -> None:
+        self.django_app = django_app
+        self.mcp = McpEndpoint()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            await self.mcp.serve_lifespan(receive, send)
+            return
+        if scope["type"] == "http" and (scope["path"] == MCP_PATH or scope["path"].startswith(MCP_PATH + "/")):
+            await self.mcp(scope, receive, send)
+            return
+        await self.django_app(scope, receive, send)

@@ -1,0 +1,88 @@
+"""Run one REST operation in-process for an MCP tool call.
+
+A tool is a named REST call: the view, its serializers, the service or selector behind it and the
+error envelope are exactly REST's, with no HTTP hop. The caller's ``Authorization`` header is passed
+through, so DRF authenticates the token again and ``request.user`` is the same agent as on REST.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db import close_old_connections
+from django.test import RequestFactory
+from django.urls import Resolver404, resolve
+
+from core.errors import error_body
+
+API_PREFIX = "/api/v1/"
+_factory = RequestFactory()
+
+
+@dataclass
+class RestResult:
+    status: int
+    body: Any
+
+    @property
+    def ok(self) -> bool:
+        return self.status < 400
+
+
+def _query(params: dict[str, Any] | None) -> str:
+    if not params:
+        return ""
+    pairs: list[tuple[str, str]] = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            pairs.append((key, "true" if value else "false"))
+        elif isinstance(value, (list, tuple)):
+            pairs.extend((key, str(item)) for item in value)
+        else:
+            pairs.append((key, str(value)))
+    return "?" + urlencode(pairs) if pairs else ""
+
+
+def rest_call(
+    *,
+    method: str,
+    path: str,
+    authorization: str,
+    host: str = "127.0.0.1",
+    query: dict[str, Any] | None = None,
+    body: dict[str, Any] | None = None,
+) -> RestResult:
+    """Call the view behind ``method API_PREFIX+path`` as REST would and return (status, JSON body).
+
+    Synchronous (the views use the ORM): run it with ``sync_to_async``. Database connections are
+    handled as Django's request cycle handles them (``close_old_connections`` before and after).
+    """
+    full_path = API_PREFIX + path
+    close_old_connections()
+    try:
+        try:
+            match = resolve(full_path)
+        except Resolver404:
+            return RestResult(404, error_body("NOT_FOUND", f"No endpoint at {full_path}."))
+        headers = {"HTTP_AUTHORIZATION": authorization, "HTTP_HOST": host, "HTTP_X_COLONY_VIA": "mcp"}
+        url = full_path + _query(query)
+        if body is None:
+            request = _factory.generic(method, url, **headers)
+        else:
+            request = _factory.generic(method, url, json.dumps(body), content_type="application/json", **headers)
+        request.resolver_match = match
+        response = match.func(request, *match.args, **match.kwargs)
+        if hasattr(response, "render"):
+            response.render()
+        try:
+            payload = json.loads(response.content or b"null")
+        except ValueError:
+            payload = error_body("INTERNAL_ERROR", "The server answered with something that is not JSON.")
+        return RestResult(response.status_code, payload)
+    finally:
+        close_old_connections()

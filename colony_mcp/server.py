@@ -1,0 +1,500 @@
+"""The MCP tools. Each one is a REST operation of SPEC 5 with a JSON schema and a description an LLM
+can act on; it runs the same DRF view (``colony_mcp.rest``), so a refusal carries REST's HTTP status,
+``code`` and ``message``.
+
+A tool result is the REST response body as JSON text (and as structured content when it is an
+object). A refused call is an error result (``isError``) whose text is REST's envelope plus the HTTP
+status: ``{"error": {"code": "...", "message": "..."}, "status": 404}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from asgiref.sync import sync_to_async
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from colony_mcp.rest import RestResult, rest_call
+
+INSTRUCTIONS = """\
+Colony is the shared brain and task workflow of your team of agents. Your token fixes who you are
+(name, role, space). The protocol:
+1. At task start call memory_search with what the task is about; keep trace.session_id.
+2. Put that session id into the task's DNA (task_update_dna {"memory_query_session": ...}), then
+   claim the task with task_transition to "active". task_moves says what you may do and why not.
+3. When you learned something, call memory_contribute with a self-contained statement (a category
+   such as state_snapshot or decision_record when it fits); put trace.thought_id into the DNA as
+   memory_contribution_id, then hand off with task_transition.
+4. After a crash or a new session, call in_flight: your active and blocked tasks with their markers.
+Wrong facts are corrected (memory_correct), never deleted; thought_retract withdraws your own mistake.
+"""
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+
+Uuid = Annotated[str, Field(description="A thought id (UUID) as returned in sources[].thought_id or trace.thought_id.")]
+TaskRef = Annotated[str, Field(description="The task's slug (or its UUID).", min_length=1, max_length=150)]
+Category = Literal["state_snapshot", "decision_record", "operational_learning", "task_outcome", "uncategorized"]
+AnyCategory = Literal[
+    "state_snapshot",
+    "decision_record",
+    "operational_learning",
+    "task_outcome",
+    "correction",
+    "transition_marker",
+    "uncategorized",
+]
+Role = Literal["pdsa", "dev", "qa", "liaison", "orchestrator"]
+Status = Literal[
+    "backlog",
+    "pending",
+    "ready",
+    "active",
+    "approval",
+    "approved",
+    "testing",
+    "review",
+    "rework",
+    "complete",
+    "blocked",
+    "cancelled",
+]
+
+
+SourceRefArg = Annotated[
+    dict[str, str] | None,
+    Field(
+        description='Where the knowledge comes from: {"type": "task"|"file"|"commit"|"url", "value": "...", '
+        '"project": "..."}. Required for state_snapshot, decision_record and task_outcome.'
+    ),
+]
+SessionArg = Annotated[
+    str | None,
+    Field(
+        description="Session id to continue (trace.session_id of an earlier call); omit to start a new one.",
+        max_length=100,
+    ),
+]
+
+mcp = MCPServer(
+    name="colony",
+    title="Colony shared brain and task workflow",
+    instructions=INSTRUCTIONS,
+    warn_on_duplicate_tools=True,
+)
+
+
+def _request_of(ctx: Context):
+    request = ctx.request_context.request
+    if request is None:  # pragma: no cover - only HTTP transports reach the tools (stdio goes through the bridge)
+        raise RuntimeError("Colony's MCP tools are served over HTTP only; use contrib/colony_mcp_stdio.py for stdio.")
+    return request
+
+
+def _agent_of(ctx: Context) -> dict[str, str]:
+    return _request_of(ctx).scope["colony.agent"]
+
+
+def _result(result: RestResult) -> CallToolResult:
+    if result.ok:
+        text = json.dumps(result.body, ensure_ascii=False)
+        structured = result.body if isinstance(result.body, dict) else None
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+    body = result.body if isinstance(result.body, dict) and "error" in result.body else {"error": result.body}
+    text = json.dumps({**body, "status": result.status}, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+async def _call(
+    ctx: Context, method: str, path: str, *, query: dict | None = None, body: dict | None = None
+) -> CallToolResult:
+    request = _request_of(ctx)
+    result = await sync_to_async(rest_call, thread_sensitive=True)(
+        method=method,
+        path=path,
+        authorization=request.headers.get("authorization", ""),
+        host=request.headers.get("host", "127.0.0.1"),
+        query=query,
+        body=body,
+    )
+    return _result(result)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The arguments the caller gave (None = not given), as a REST body."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+# --- brain --------------------------------------------------------------------------------------------
+
+
+@mcp.tool(
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+)
+async def memory_search(
+    ctx: Context,
+    query: Annotated[str, Field(description="What you want to know, in plain words.", min_length=1, max_length=10000)],
+    session_id: SessionArg = None,
+    filter_topic: Annotated[
+        str | None, Field(description="Only thoughts of this topic (e.g. 'billing-pipeline').", max_length=200)
+    ] = None,
+    filter_category: Annotated[AnyCategory | None, Field(description="Only thoughts of this category.")] = None,
+    limit: Annotated[int | None, Field(description="How many sources (1-50, default 10).", ge=1, le=50)] = None,
+) -> CallToolResult:
+    """Search the shared brain. Retrieve-only: this never stores anything, whatever the query says.
+
+    Call it at the start of every task (the workflow's memory_query_session gate needs the
+    trace.session_id it returns) and whenever you need what other agents know. Returns result.sources
+    (thought_id, contributor, score, content_preview, superseded, thought_category, topic,
+    matching_reason), result.guidance (what to do next, e.g. a ready consolidates call when a topic
+    is fragments without a current state snapshot), highways and pending_corrections. Read a full
+    thought with thought_get. The search is logged and reinforces what it returns."""
+    return await _call(
+        ctx,
+        "GET",
+        "memory",
+        query=_given(
+            prompt=query,
+            contribute=False,
+            session_id=session_id,
+            filter_topic=filter_topic,
+            filter_category=filter_category,
+            limit=limit,
+        ),
+    )
+
+
+@mcp.tool(annotations=WRITES)
+async def memory_contribute(
+    ctx: Context,
+    content: Annotated[
+        str,
+        Field(
+            description="One self-contained statement a colleague can act on without any other context "
+            "(more than 50 characters, not a question). Templates: state snapshot '{topic} state {date}: "
+            "{status}. {decisions}. Next: {next}.'; decision record 'Decision ({date}, {project}): {what}. "
+            "Context: {why now}. Chose {option} over {alternatives} because {reasoning}. Source: {ref}.'",
+            min_length=1,
+            max_length=10000,
+        ),
+    ],
+    session_id: SessionArg = None,
+    thought_category: Annotated[
+        Category | None,
+        Field(
+            description="state_snapshot needs topic, temporal_scope, source_ref; decision_record needs topic, "
+            "alternatives_considered, source_ref; operational_learning needs topic; task_outcome needs source_ref."
+        ),
+    ] = None,
+    topic: Annotated[str | None, Field(description="Topic id, e.g. 'billing-pipeline'.", max_length=200)] = None,
+    temporal_scope: Annotated[
+        str | None, Field(description="ISO date the knowledge is current for (YYYY-MM-DD).", max_length=10)
+    ] = None,
+    source_ref: SourceRefArg = None,
+    alternatives_considered: Annotated[
+        str | None, Field(description="For a decision_record: what else was considered.", max_length=5000)
+    ] = None,
+    refines: Annotated[
+        str | None, Field(description="Id of a thought this one updates; the old one becomes superseded.")
+    ] = None,
+    consolidates: Annotated[
+        list[str] | None,
+        Field(description="Ids (2 or more) of fragments this one merges into one map; they become superseded."),
+    ] = None,
+    related_thoughts: Annotated[list[str] | None, Field(description="Ids of thoughts to link both ways.")] = None,
+    tags: Annotated[list[str] | None, Field(description="Free tags.", max_length=20)] = None,
+    context: Annotated[str | None, Field(description="Where you are working (free text).", max_length=2000)] = None,
+) -> CallToolResult:
+    """Contribute knowledge to the shared brain and get the nearest existing thoughts back.
+
+    Returns trace.thought_id (the stored thought's id; null when the statement was too short or a
+    question: nothing was stored), result.guidance (near-duplicates to refine or consolidate instead,
+    a warning when it repeats a corrected fact) and result.sources. Put trace.thought_id into the
+    task DNA as memory_contribution_id before handing off. Use refines to update a thought,
+    consolidates to merge fragments into one state snapshot, memory_correct for a wrong fact.
+    A missing category field is a 400 MISSING_CATEGORY_FIELDS naming it."""
+    return await _call(
+        ctx,
+        "POST",
+        "memory",
+        body=_given(
+            prompt=content,
+            session_id=session_id,
+            thought_category=thought_category,
+            topic=topic,
+            temporal_scope=temporal_scope,
+            source_ref=source_ref,
+            alternatives_considered=alternatives_considered,
+            refines=refines,
+            consolidates=consolidates,
+            related_thoughts=related_thoughts,
+            tags=tags,
+            context=context,
+        ),
+    )
+
+
+@mcp.tool(annotations=WRITES)
+async def memory_correct(
+    ctx: Context,
+    thought_id: Uuid,
+    correct_fact: Annotated[str, Field(description="What is actually true.", min_length=1, max_length=10000)],
+    corrected_fact: Annotated[
+        str | None, Field(description="What was wrong (default: the thought's content).", max_length=10000)
+    ] = None,
+    supersedes: Annotated[
+        list[str] | None,
+        Field(description="Other thought ids that repeat the same wrong fact: find them all with memory_search."),
+    ] = None,
+    topic: Annotated[str | None, Field(description="Default: the thought's topic.", max_length=200)] = None,
+    content: Annotated[str | None, Field(description="Text of the correction thought.", max_length=10000)] = None,
+    source_ref: SourceRefArg = None,
+) -> CallToolResult:
+    """Correct a wrong fact: stores a correction that supersedes the thought (and every id in
+    supersedes) in one transaction. Superseded thoughts stay for audit but rank below the
+    correction, and later contributions repeating the wrong fact are flagged. Before calling it,
+    search for every thought that repeats the wrong fact and pass their ids in supersedes.
+    Returns the correction, superseded_count and guidance."""
+    return await _call(
+        ctx,
+        "POST",
+        f"thoughts/{thought_id}/correct",
+        body=_given(
+            correct_fact=correct_fact,
+            corrected_fact=corrected_fact,
+            supersedes=supersedes,
+            topic=topic,
+            content=content,
+            source_ref=source_ref,
+        ),
+    )
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def thought_get(ctx: Context, thought_id: Uuid) -> CallToolResult:
+    """Read one thought in full: content, category fields, quality flags, superseded/superseded_by,
+    corrected_by (corrections of it), related thoughts. Use it after a search to read a source whose
+    content_preview is cut. Unknown or other-space ids: 404 THOUGHT_NOT_FOUND."""
+    return await _call(ctx, "GET", f"thoughts/{thought_id}")
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def thought_lineage(
+    ctx: Context,
+    thought_id: Uuid,
+    max_depth: Annotated[int | None, Field(description="How far to walk (default 10).", ge=0, le=50)] = None,
+) -> CallToolResult:
+    """The lineage chain of a thought: what it refines or consolidates (negative depth) and what
+    refined or consolidated it (positive depth), with truncated when max_depth cut it. Use it to
+    find the newest version of a superseded thought."""
+    return await _call(ctx, "GET", f"thoughts/{thought_id}/lineage", query=_given(max_depth=max_depth))
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def thought_list(
+    ctx: Context,
+    topic: Annotated[str | None, Field(description="Only this topic.", max_length=200)] = None,
+    category: Annotated[AnyCategory | None, Field(description="Only this category.")] = None,
+    contributor: Annotated[str | None, Field(description="Only thoughts of this agent (its name).")] = None,
+    since: Annotated[str | None, Field(description="Only thoughts created at or after this ISO date/time.")] = None,
+    superseded: Annotated[
+        bool | None, Field(description="true: only superseded (incl. retracted); false: only live.")
+    ] = None,
+    limit: Annotated[int | None, Field(description="Page size (1-200, default 50).", ge=1, le=200)] = None,
+    offset: Annotated[int | None, Field(description="Skip this many (paging).", ge=0)] = None,
+) -> CallToolResult:
+    """List thoughts of your space, newest first, with filters and paging ({count, next_offset,
+    results}). Use it to see everything on a topic (e.g. the fragments to consolidate into a state
+    snapshot) or your own contributions; use memory_search to rank by meaning instead."""
+    return await _call(
+        ctx,
+        "GET",
+        "thoughts",
+        query=_given(
+            topic=topic,
+            category=category,
+            contributor=contributor,
+            since=since,
+            superseded=superseded,
+            limit=limit,
+            offset=offset,
+        ),
+    )
+
+
+@mcp.tool(annotations=WRITES)
+async def thought_retract(
+    ctx: Context,
+    thought_id: Uuid,
+    reason: Annotated[str, Field(description="Why it is withdrawn.", min_length=1, max_length=2000)],
+) -> CallToolResult:
+    """Withdraw a thought that should not have been stored (a mistake, a leaked secret, noise) when
+    there is nothing to replace it with. Nothing is deleted: it is marked superseded without a
+    replacement, flagged retracted and ranks below every live thought. For a wrong fact with a right
+    one, use memory_correct; for an outdated fact, memory_contribute with refines."""
+    return await _call(ctx, "POST", f"thoughts/{thought_id}/retract", body={"reason": reason})
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def corrections_pending(
+    ctx: Context,
+    mine: Annotated[bool, Field(description="Only suggestions addressed to you.")] = False,
+    limit: Annotated[int | None, Field(description="At most this many (1-200, default 50).", ge=1, le=200)] = None,
+) -> CallToolResult:
+    """Pending correction suggestions of your space (yours first): a thought that something
+    contradicts, the contradicting statement and a draft correction. Resolve each with
+    correction_accept (creates the correction) or correction_dismiss (the thought stands)."""
+    return await _call(ctx, "GET", "corrections", query=_given(status="pending", mine=mine, limit=limit))
+
+
+@mcp.tool(annotations=WRITES)
+async def correction_accept(
+    ctx: Context,
+    suggestion_id: Annotated[str, Field(description="suggestion_id from corrections_pending.")],
+    correct_fact: Annotated[
+        str | None, Field(description="Override the draft's correct fact.", max_length=10000)
+    ] = None,
+    content: Annotated[str | None, Field(description="Override the correction's text.", max_length=10000)] = None,
+) -> CallToolResult:
+    """Accept a pending correction suggestion: one call creates the correction, which supersedes
+    the contradicted thought. Returns the suggestion, the correction and superseded_count."""
+    return await _call(
+        ctx,
+        "POST",
+        f"corrections/{suggestion_id}/accept",
+        body=_given(correct_fact=correct_fact, content=content),
+    )
+
+
+@mcp.tool(annotations=WRITES)
+async def correction_dismiss(
+    ctx: Context,
+    suggestion_id: Annotated[str, Field(description="suggestion_id from corrections_pending.")],
+    reason: Annotated[str | None, Field(description="Why the thought stands.", max_length=2000)] = None,
+) -> CallToolResult:
+    """Dismiss a pending correction suggestion: the thought stands, nothing else changes."""
+    return await _call(ctx, "POST", f"corrections/{suggestion_id}/dismiss", body=_given(reason=reason))
+
+
+# --- tasks --------------------------------------------------------------------------------------------
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def task_list(
+    ctx: Context,
+    status: Annotated[Status | None, Field(description="Only tasks in this status.")] = None,
+    role: Annotated[Role | None, Field(description="Only tasks whose current role is this.")] = None,
+    project: Annotated[str | None, Field(description="Only this project (slug).", max_length=100)] = None,
+    type: Annotated[Literal["task", "bug"] | None, Field(description="task or bug.")] = None,
+    limit: Annotated[int | None, Field(description="Page size (1-500, default 100).", ge=1, le=500)] = None,
+    offset: Annotated[int | None, Field(description="Skip this many.", ge=0)] = None,
+) -> CallToolResult:
+    """List tasks of your space ({count, results}), e.g. status=ready and role=<your role> to find
+    work to claim."""
+    return await _call(
+        ctx,
+        "GET",
+        "tasks",
+        query=_given(status=status, role=role, project=project, type=type, limit=limit, offset=offset),
+    )
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def task_get(ctx: Context, task: TaskRef) -> CallToolResult:
+    """One task: title, description, status, role, DNA (the gate fields live here) and its last
+    transitions with their brain markers."""
+    return await _call(ctx, "GET", f"tasks/{task}")
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def task_moves(ctx: Context, task: TaskRef) -> CallToolResult:
+    """What you may do with this task now: allowed target statuses, and for every other rule the
+    reasons it refuses (wrong role, a missing DNA field such as memory_query_session, a human
+    confirmation still needed). Call it before task_transition."""
+    return await _call(ctx, "GET", f"tasks/{task}/transitions")
+
+
+@mcp.tool(annotations=WRITES)
+async def task_transition(
+    ctx: Context,
+    task: TaskRef,
+    to: Annotated[
+        str, Field(description="Target status (e.g. 'active', 'review'), or 'restore' to leave blocked.", max_length=20)
+    ],
+    summary: Annotated[
+        str | None, Field(description="One sentence: the outcome; it goes into the brain marker.", max_length=1000)
+    ] = None,
+) -> CallToolResult:
+    """Move a task (claim it with to='active', hand off with 'review'/'approval', block it with
+    'blocked' after setting blocked_reason in DNA). The workflow checks your role and the DNA gates
+    and writes the brain marker 'TASK from→to: ROLE slug (project) — summary' in the same
+    transaction. Refusals name what is missing (e.g. 400 with the DNA field to set)."""
+    return await _call(ctx, "POST", f"tasks/{task}/transition", body=_given(to=to, summary=summary))
+
+
+@mcp.tool(annotations=WRITES)
+async def task_update_dna(
+    ctx: Context,
+    task: TaskRef,
+    dna: Annotated[
+        dict[str, Any],
+        Field(
+            description='Fields to merge into the DNA, e.g. {"memory_query_session": "<trace.session_id>"} or '
+            '{"memory_contribution_id": "<trace.thought_id>"}; null removes a field. human_* fields are '
+            "for humans only."
+        ),
+    ],
+) -> CallToolResult:
+    """Shallow-merge fields into a task's DNA and return the task. This is how you satisfy the
+    memory gates before a transition."""
+    return await _call(ctx, "PATCH", f"tasks/{task}/dna", body=dna)
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def in_flight(
+    ctx: Context,
+    role: Annotated[Role | None, Field(description="Default: your own role.")] = None,
+    markers: Annotated[int | None, Field(description="Markers per task (1-20, default 3).", ge=1, le=20)] = None,
+) -> CallToolResult:
+    """Recovery after a crash, a compaction or a new session: the active and blocked tasks of your
+    role with their last brain markers. Call it first thing in a new session; then search the brain
+    for the task and continue where the markers say you stopped."""
+    role = role or _agent_of(ctx)["role"]
+    return await _call(ctx, "GET", f"agents/{role}/in-flight", query=_given(markers=markers))
+
+
+@mcp.tool(annotations=WRITES)
+async def turn_log(
+    ctx: Context,
+    session_id: Annotated[str, Field(description="The session whose memory call injected the sources.")],
+    turn_id: Annotated[str, Field(description="Unique per turn; a repeated (session, turn) is a no-op.")],
+    user_prompt: Annotated[str, Field(description="The turn's prompt.")],
+    assistant_response: Annotated[str, Field(description="What you answered and did.")],
+    tool_calls: Annotated[list[Any] | None, Field(description="The turn's tool calls (any JSON).")] = None,
+    used_ids: Annotated[list[str] | None, Field(description="Thought ids you actually used.")] = None,
+    contradicted_ids: Annotated[list[str] | None, Field(description="Thought ids you found wrong.")] = None,
+    injected_ids: Annotated[
+        list[str] | None, Field(description="Default: the sources of this session's last memory call.")
+    ] = None,
+) -> CallToolResult:
+    """Report a finished turn to the quality loop (scored in the background; 202 at once). Explicit
+    used_ids / contradicted_ids feed ranking directly: a contradicted thought drops and becomes a
+    correction suggestion."""
+    return await _call(
+        ctx,
+        "POST",
+        "turns",
+        body=_given(
+            session_id=session_id,
+            turn_id=turn_id,
+            user_prompt=user_prompt,
+            assistant_response=assistant_response,
+            tool_calls=tool_calls,
+            used_ids=used_ids,
+            contradicted_ids=contradicted_ids,
+            injected_ids=injected_ids,
+        ),
+    )

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Colony's MCP server for clients that only speak stdio: a bridge to Colony's ``/mcp``.
+
+    COLONY_URL=http://127.0.0.1:8000 COLONY_TOKEN=col_... python3 contrib/colony_mcp_stdio.py
+
+Standard library only (Python 3.9+), so it runs wherever the agent runs, with no Colony checkout,
+database or model. It reads newline-delimited JSON-RPC messages on stdin, posts each one to
+``$COLONY_URL/mcp`` with ``Authorization: Bearer $COLONY_TOKEN`` and writes the server's answers
+to stdout, one per line. Colony's ``/mcp`` is stateless, so every message is one independent POST.
+Tools, identity, role and space are exactly those of the HTTP server: there is one implementation.
+
+When Colony can't be reached or refuses the token, each request gets a JSON-RPC error saying so
+(the client shows it to the agent); the bridge itself keeps running. Diagnostics go to stderr.
+Env: ``COLONY_URL`` (default http://127.0.0.1:8000), ``COLONY_TOKEN`` (required),
+``COLONY_MCP_TIMEOUT`` seconds per call (default 60).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+SERVER_ERROR = -32000
+
+
+def log(message: str) -> None:
+    print(f"colony-mcp-stdio: {message}", file=sys.stderr, flush=True)
+
+
+def emit(message: dict) -> None:
+    sys.stdout.write(json.dumps(message, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def error_reply(request_id, message: str) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": SERVER_ERROR, "message": message}}
+
+
+def parse_sse(text: str) -> list[dict]:
+    """The JSON messages of an SSE body (``data:`` lines, events separated by blank lines)."""
+    messages, data = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip())
+        elif not line.strip() and data:
+            messages.append(json.loads("\n".join(data)))
+            data = []
+    return messages
+
+
+class Bridge:
+    def __init__(self, url: str, token: str, timeout: float):
+        self.endpoint = url.rstrip("/") + "/mcp"
+        self.token = token
+        self.timeout = timeout
+        self.protocol_version: str | None = None
+
+    def post(self, message: dict) -> list[dict]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {self.token}",
+        }
+        if self.protocol_version and message.get("method") != "initialize":
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        request = urllib.request.Request(self.endpoint, data=json.dumps(message).encode(), headers=headers)
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            body = response.read().decode("utf-8")
+            if response.status == 202 or not body.strip():
+                return []
+            if response.headers.get("Content-Type", "").startswith("text/event-stream"):
+                return parse_sse(body)
+            parsed = json.loads(body)
+            return parsed if isinstance(parsed, list) else [parsed]
+
+    def handle(self, message: dict) -> None:
+        request_id = message.get("id")
+        is_request = "method" in message and request_id is not None
+        try:
+            replies = self.post(message)
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")
+            try:
+                error = json.loads(detail)["error"]
+                detail = f"{error['code']}: {error['message']}"
+            except (ValueError, KeyError, TypeError):
+                detail = detail[:300]
+            log(f"HTTP {exc.code} from {self.endpoint}: {detail}")
+            if is_request:
+                emit(error_reply(request_id, f"Colony refused the call (HTTP {exc.code}): {detail}"))
+            return
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            log(f"Colony unreachable at {self.endpoint}: {reason}")
+            if is_request:
+                emit(
+                    error_reply(
+                        request_id,
+                        f"Colony is unreachable at {self.endpoint} ({reason}). Check COLONY_URL and that Colony runs.",
+                    )
+                )
+            return
+        for reply in replies:
+            if message.get("method") == "initialize" and isinstance(reply.get("result"), dict):
+                self.protocol_version = reply["result"].get("protocolVersion") or self.protocol_version
+            emit(reply)
+
+
+def main() -> int:
+    token = os.environ.get("COLONY_TOKEN", "")
+    if not token:
+        log("COLONY_TOKEN is not set: create one with `manage.py agent create NAME --role ROLE`.")
+        return 2
+    try:
+        timeout = float(os.environ.get("COLONY_MCP_TIMEOUT", "60"))
+    except ValueError:
+        timeout = 60.0
+    bridge = Bridge(os.environ.get("COLONY_URL", "http://127.0.0.1:8000"), token, timeout)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            log(f"not JSON, ignored: {line[:100]}")
+            continue
+        for item in message if isinstance(message, list) else [message]:
+            bridge.handle(item)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Every path under /api/ answers in the JSON error envelope (never an HTML page, DEBUG or not), the
+schema documents every error with one shared component, and the docs pages load nothing from a CDN."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+UNKNOWN = [
+    ("get", "/api/v1/thoughts"),
+    ("get", "/api/v1/thoughts/"),
+    ("get", "/api/v1/tasks/a/b/c"),
+    ("get", "/api/v1/"),
+    ("get", "/api/"),
+    ("get", "/api"),
+    ("get", "/api/v2/memory"),
+    ("post", "/api/v1/nowhere"),
+    ("put", "/api/v1/memory/"),
+    ("delete", "/api/nothing/here"),
+]
+
+
+def assert_envelope(response, status: int, code: str):
+    assert response.status_code == status, response.content[:300]
+    assert response["Content-Type"].startswith("application/json"), response["Content-Type"]
+    body = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert body["error"]["message"]
+
+
+@pytest.fixture(params=[True, False], ids=["debug", "production"])
+def debug(request, settings):
+    settings.DEBUG = request.param
+    return request.param
+
+
+@pytest.mark.parametrize(("method", "path"), UNKNOWN)
+def test_unknown_api_path_is_the_json_404(debug, dev, method, path):
+    response = getattr(dev, method)(path, {}, format="json") if method != "get" else dev.get(path)
+    assert_envelope(response, 404, "NOT_FOUND")
+    assert "/api/docs/" in response.json()["error"]["message"]
+
+
+def test_unknown_api_path_without_token_or_csrf_is_the_json_404(debug, client):
+    # A browser-style POST (session client, no CSRF token) is not turned into Django's HTML 403 page.
+    assert_envelope(client.post("/api/v1/nowhere", {"a": 1}), 404, "NOT_FOUND")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("delete", "/api/v1/memory"),
+        ("put", "/api/v1/tasks"),
+        ("post", "/api/v1/health"),
+        ("delete", "/api/schema/"),
+        ("post", "/api/docs/"),
+        ("put", "/api/redoc/"),
+    ],
+)
+def test_wrong_method_is_the_json_405_with_allow(debug, dev, method, path):
+    response = getattr(dev, method)(path, {}, format="json")
+    assert_envelope(response, 405, "METHOD_NOT_ALLOWED")
+    assert "GET" in response["Allow"]
+
+
+def test_unknown_path_outside_api_stays_a_page(settings, client):
+    settings.DEBUG = False
+    response = client.get("/no-such-page/")
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("path", ["/api/docs/", "/api/redoc/"])
+def test_docs_pages_load_their_scripts_from_colony_not_a_cdn(anon, path):
+    response = anon.get(path)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "/static/drf_spectacular_sidecar/" in html
+    for cdn in ("cdn.jsdelivr.net", "unpkg.com", "cdnjs", "fonts.googleapis"):
+        assert cdn not in html
+
+
+def test_every_error_response_in_the_schema_is_the_one_envelope_component(anon):
+    schema = anon.get("/api/schema/?format=json").json()
+    envelope = {"$ref": "#/components/schemas/ErrorEnvelope"}
+    assert schema["components"]["schemas"]["ErrorEnvelope"]["required"] == ["error"]
+    checked = 0
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            responses = operation["responses"]
+            has_path_params = "{" in path
+            if has_path_params:
+                assert "404" in responses, (method, path)
+            if operation.get("security") and any(operation["security"]):
+                assert {"401", "429"} <= set(responses), (method, path)
+            if "requestBody" in operation or any(p["in"] == "query" for p in operation.get("parameters", [])):
+                assert "400" in responses, (method, path)
+            for status, response in responses.items():
+                if status.startswith("4") or (status == "503" and path != "/api/v1/health"):
+                    assert response["content"]["application/json"]["schema"] == envelope, (method, path, status)
+                    checked += 1
+    assert checked > 50

@@ -1,0 +1,301 @@
+"""The MCP server at /mcp, driven by the official SDK's Streamable HTTP client against a live
+uvicorn serving ``config.asgi`` (lifespan included): tools, seed 002's protocol through MCP alone,
+authentication and space isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+from mcp.client import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from brain.models import QueryLog, Thought
+from tasks.models import Task
+from tests.tasks_helpers import make_project, make_task
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EXPECTED_TOOLS = {
+    "memory_search",
+    "memory_contribute",
+    "memory_correct",
+    "thought_get",
+    "thought_lineage",
+    "thought_list",
+    "thought_retract",
+    "corrections_pending",
+    "correction_accept",
+    "correction_dismiss",
+    "task_list",
+    "task_get",
+    "task_moves",
+    "task_transition",
+    "task_update_dna",
+    "in_flight",
+    "turn_log",
+}
+
+
+async def _with_session(url: str, token: str | None, body):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with create_mcp_http_client(headers=headers) as http:
+        async with streamable_http_client(f"{url}/mcp", http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await body(session)
+
+
+def in_session(url: str, token: str | None, body):
+    """Open one MCP session (initialize handshake included), run ``body(session)``, close it."""
+    return asyncio.run(_with_session(url, token, body))
+
+
+class Tools:
+    """Call tools and decode their JSON text; ``call`` fails the test on an error result."""
+
+    def __init__(self, session):
+        self.session = session
+
+    async def raw(self, name: str, **arguments):
+        result = await self.session.call_tool(name, arguments)
+        return result.is_error, json.loads(result.content[0].text)
+
+    async def call(self, name: str, **arguments) -> dict:
+        is_error, body = await self.raw(name, **arguments)
+        assert not is_error, (name, body)
+        return body
+
+
+def test_lists_every_tool_with_a_schema_and_a_description(asgi_server, agent_factory):
+    dev = agent_factory("dev")
+
+    async def body(session):
+        return (await session.list_tools()).tools
+
+    tools = {tool.name: tool for tool in in_session(asgi_server.url, dev.token, body)}
+    assert set(tools) == EXPECTED_TOOLS
+    for tool in tools.values():
+        assert tool.input_schema["type"] == "object"
+        assert len(tool.description) > 80, tool.name
+        assert "ctx" not in tool.input_schema.get("properties", {})
+    assert tools["memory_search"].input_schema["required"] == ["query"]
+    assert "never stores" in tools["memory_search"].description
+    assert set(tools["task_transition"].input_schema["required"]) == {"task", "to"}
+    assert tools["thought_retract"].input_schema["properties"]["reason"]["minLength"] == 1
+
+
+def test_seed_002_protocol_through_mcp_alone(asgi_server, agent_factory, fake_embedder, space):
+    dev = agent_factory("dev", name="dev-mcp")
+    project = make_project(space, "colony")
+    make_task(project, slug="fix-ci", status="ready", role="dev", dna={"pdsa_ref": "docs/fix-ci.md"})
+
+    async def first_session(session):
+        tools = Tools(session)
+        # Claiming without a query is refused by the gate, with REST's code.
+        is_error, refused = await tools.raw("task_transition", task="fix-ci", to="active", summary="claiming")
+        assert is_error and refused["status"] == 400 and refused["error"]["code"]
+        assert "memory_query_session" in refused["error"]["message"]
+
+        search = await tools.call(
+            "memory_search",
+            query="The CI pipeline fails on the migration step because the test database has no vector extension",
+        )
+        session_id = search["trace"]["session_id"]
+        assert search["trace"]["thought_id"] is None  # retrieve-only: nothing stored even over 50 chars
+        await tools.call("task_update_dna", task="fix-ci", dna={"memory_query_session": session_id})
+        moves = await tools.call("task_moves", task="fix-ci")
+        assert "active" in moves["allowed"]
+        claimed = await tools.call("task_transition", task="fix-ci", to="active", summary="claiming the CI fix")
+        assert claimed["task"]["status"] == "active"
+        assert claimed["transition"]["marker"].startswith("TASK ready→active: DEV fix-ci (colony)")
+        return session_id
+
+    session_id = in_session(asgi_server.url, dev.token, first_session)
+    assert not Thought.objects.exclude(thought_category="transition_marker").exists()
+    assert QueryLog.objects.filter(session_id=session_id, agent=dev.agent).count() == 1
+
+    # The first session is gone (a crash, a compaction): a new session recovers the task.
+    async def second_session(session):
+        tools = Tools(session)
+        flight = await tools.call("in_flight")
+        assert flight["role"] == "dev"
+        [task] = flight["tasks"]
+        assert task["slug"] == "fix-ci" and task["status"] == "active"
+        assert task["last_markers"][0]["marker"].startswith("TASK ready→active: DEV fix-ci")
+
+        contributed = await tools.call(
+            "memory_contribute",
+            content="fix-ci outcome 2026-11-23: the CI migration step failed because the test database lacked "
+            "the vector extension; the first brain migration now creates it, CI is green again.",
+            thought_category="task_outcome",
+            source_ref={"type": "task", "value": "fix-ci", "project": "colony"},
+            session_id=session_id,
+        )
+        thought_id = contributed["trace"]["thought_id"]
+        assert thought_id
+        await tools.call("task_update_dna", task="fix-ci", dna={"memory_contribution_id": thought_id})
+        handed = await tools.call("task_transition", task="fix-ci", to="review", summary="fixed, over to QA")
+        assert handed["task"]["status"] == "review" and handed["task"]["role"] == "qa"
+        read_back = await tools.call("thought_get", thought_id=thought_id)
+        assert read_back["thought_category"] == "task_outcome"
+        assert (await tools.call("in_flight"))["tasks"] == []
+        return thought_id
+
+    thought_id = in_session(asgi_server.url, dev.token, second_session)
+    task = Task.objects.get(slug="fix-ci")
+    assert task.dna["memory_contribution_id"] == thought_id
+    assert Thought.objects.get(id=thought_id).agent == dev.agent
+
+    # QA, in its own session, finds the handed-off task with its markers.
+    qa = agent_factory("qa", name="qa-mcp")
+
+    async def qa_session(session):
+        tools = Tools(session)
+        listed = await tools.call("task_list", status="review", role="qa")
+        assert [t["slug"] for t in listed["results"]] == ["fix-ci"]
+        detail = await tools.call("task_get", task="fix-ci")
+        return [t["marker"] for t in detail["transitions"]]
+
+    markers = in_session(asgi_server.url, qa.token, qa_session)
+    assert markers[0].startswith("TASK active→review: DEV fix-ci (colony) — fixed, over to QA")
+
+
+def test_tool_errors_carry_rest_codes_and_messages(asgi_server, agent_factory, fake_embedder):
+    dev = agent_factory("dev")
+    rest = httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Bearer {dev.token}"})
+    missing = "00000000-0000-0000-0000-000000000000"
+
+    async def body(session):
+        tools = Tools(session)
+        return (
+            await tools.raw("thought_get", thought_id=missing),
+            await tools.raw("memory_contribute", content="x" * 60, thought_category="decision_record"),
+            await tools.raw("task_get", task="no-such-task"),
+        )
+
+    (e1, not_found), (e2, missing_fields), (e3, no_task) = in_session(asgi_server.url, dev.token, body)
+    assert e1 and e2 and e3
+    rest_not_found = rest.get(f"/api/v1/thoughts/{missing}")
+    assert not_found == {**rest_not_found.json(), "status": rest_not_found.status_code}
+    assert not_found["error"]["code"] == "THOUGHT_NOT_FOUND"
+    rest_missing = rest.post("/api/v1/memory", json={"prompt": "x" * 60, "thought_category": "decision_record"})
+    assert missing_fields == {**rest_missing.json(), "status": 400}
+    assert missing_fields["error"]["code"] == "MISSING_CATEGORY_FIELDS"
+    assert no_task["status"] == 404 and no_task["error"] == rest.get("/api/v1/tasks/no-such-task").json()["error"]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer col_not-a-real-token"}, {"Authorization": "Token abc"}],
+    ids=["no-token", "unknown-token", "wrong-scheme"],
+)
+def test_refused_without_a_valid_token(asgi_server, headers):
+    init = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    response = httpx.post(
+        f"{asgi_server.url}/mcp",
+        json=init,
+        headers={**headers, "Accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "UNAUTHENTICATED"
+    assert response.headers["www-authenticate"] == 'Bearer realm="colony"'
+
+
+def test_sdk_client_without_token_cannot_connect(asgi_server):
+    async def body(session):  # pragma: no cover - never reached
+        return await session.list_tools()
+
+    with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces the 401 as its own error type
+        in_session(asgi_server.url, None, body)
+
+
+def test_revoked_token_is_refused(asgi_server, agent_factory):
+    from core.services import token_revoke
+
+    dev = agent_factory("dev")
+    token_revoke(agent=dev.agent)
+    response = httpx.post(
+        f"{asgi_server.url}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers={"Authorization": f"Bearer {dev.token}", "Accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 401
+
+
+def test_no_cross_space_access(asgi_server, agent_factory, other_space, fake_embedder, space, thought_factory):
+    mine = thought_factory("The staging database is restored from the nightly snapshot at 03:00 UTC every day.")
+    make_task(make_project(space, "home"), slug="home-task", status="ready", role="dev")
+    outsider = agent_factory("dev", name="outsider", in_space=other_space)
+
+    async def body(session):
+        tools = Tools(session)
+        return (
+            await tools.raw("thought_get", thought_id=str(mine.id)),
+            await tools.raw("task_get", task="home-task"),
+            await tools.call("memory_search", query="staging database nightly snapshot restore"),
+            await tools.call("task_list"),
+            await tools.raw("memory_correct", thought_id=str(mine.id), correct_fact="It is restored at 04:00."),
+        )
+
+    (e1, thought), (e2, task), search, tasks, (e3, correct) = in_session(asgi_server.url, outsider.token, body)
+    assert e1 and thought["status"] == 404
+    assert e2 and task["status"] == 404
+    assert search["result"]["sources"] == []
+    assert tasks["results"] == []
+    assert e3 and correct["status"] == 404
+    assert Thought.objects.filter(space=other_space).count() == 0
+    mine.refresh_from_db()
+    assert not mine.superseded
+
+
+def test_url_token_query_parameter_is_refused_on_mcp(asgi_server, agent_factory):
+    dev = agent_factory("dev")
+    response = httpx.post(
+        f"{asgi_server.url}/mcp?token=colr_anything",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers={"Authorization": f"Bearer {dev.token}", "Accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "URL_TOKEN_NOT_ALLOWED"
+
+
+def test_host_outside_allowed_hosts_is_refused(asgi_server, agent_factory):
+    dev = agent_factory("dev")
+    response = httpx.post(
+        f"{asgi_server.url}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers={
+            "Authorization": f"Bearer {dev.token}",
+            "Host": "evil.example",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "BAD_HOST"
+
+
+def test_thought_list_and_retract_through_mcp(asgi_server, agent_factory, fake_embedder):
+    dev = agent_factory("dev", name="retractor")
+
+    async def body(session):
+        tools = Tools(session)
+        stored = await tools.call(
+            "memory_contribute", content="The API key for the staging mail relay is abc123, pasted here by mistake."
+        )
+        thought_id = stored["trace"]["thought_id"]
+        listed = await tools.call("thought_list", contributor="retractor")
+        retracted = await tools.call("thought_retract", thought_id=thought_id, reason="contains a secret")
+        again = await tools.raw("thought_retract", thought_id=thought_id, reason="twice")
+        live = await tools.call("thought_list", superseded=False)
+        return thought_id, listed, retracted, again, live
+
+    thought_id, listed, retracted, (is_error, again), live = in_session(asgi_server.url, dev.token, body)
+    assert [t["thought_id"] for t in listed["results"]] == [thought_id]
+    assert retracted["thought"]["superseded"] is True and "retracted" in retracted["thought"]["quality_flags"]
+    assert is_error and again["status"] == 409 and again["error"]["code"] == "ALREADY_RETRACTED"
+    assert live["count"] == 0
+    assert Thought.objects.filter(id=thought_id).exists()
