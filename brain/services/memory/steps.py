@@ -22,7 +22,6 @@ from brain.selectors.lineage import PREVIEW_CHARS, lineage_summary
 from brain.services import flags, lineage, pheromones
 from brain.services.categories import STRUCTURED_FIELDS, category_validate
 from brain.services.corrections import (
-    correction_guard,
     correction_guidance,
     correction_supersede_guidance,
     thought_correct,
@@ -37,8 +36,7 @@ from core.errors import ServiceFailure, ValidationFailed
 logger = logging.getLogger("colony.brain")
 
 # --- guidance -------------------------------------------------------------------------------------
-NEAR_DUPLICATE_REFINE = 0.85  # top hit above this: suggest refining it
-# Above flags.NEAR_DUPLICATE_MIN_SIMILARITY (0.90): flag near_duplicate and suggest consolidating.
+# The near-duplicate and refine thresholds are flag rules: brain.services.flags.
 DISAMBIGUATION_MIN_RESULTS = 10
 DISAMBIGUATION_MIN_TAGS = 3
 PENDING_CORRECTIONS_RETURNED = 20  # newest first; the rest stay listed by GET /api/v1/corrections
@@ -150,7 +148,7 @@ def step_flags(call: MemoryCall) -> None:
         call.nearest = nearest[0] if nearest else None
         if call.nearest is not None and flags.is_near_duplicate(call.nearest[1]):
             call.flags.append(QualityFlag.NEAR_DUPLICATE.value)
-        call.contradicted_by = correction_guard(space=call.space, vector=call.vector, text=call.prompt)
+        call.contradicted_by = flags.correction_guard(space=call.space, vector=call.vector, text=call.prompt)
         if call.contradicted_by is not None:
             call.flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
             call.guidance.append(correction_guidance(call.contradicted_by))
@@ -320,7 +318,7 @@ def step_near_duplicate(call: MemoryCall) -> None:
             f'"consolidates": ["{other.id}", "{call.thought.id}"].'
         )
         call.operations.append("near_duplicate:consolidate")
-    elif similarity > NEAR_DUPLICATE_REFINE:
+    elif flags.is_refine_candidate(similarity):
         call.guidance.append(
             f"A similar thought exists: {other.id} (similarity {similarity:.2f}): "
             f'"{other.content[:PREVIEW_CHARS]}". If yours updates it, send it with "refines": "{other.id}".'
