@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint browser db-start db-stop bench clean
+.PHONY: run test install lint browser db-start db-stop bench bench-retrieval bench-retrieval-sweep clean
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,14 @@ db-stop: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
+
+# Recall@1/5/10 and MRR of dense-only, lexical-only and Colony's ranking on the retrieval benchmark
+# (benchmarks/retrieval/), dev and test; bench-retrieval-sweep is the dev-only sweep of the constants.
+bench-retrieval: $(STAMP)
+	$(BIN)/python -m benchmarks.retrieval.run
+
+bench-retrieval-sweep: $(STAMP)
+	$(BIN)/python -m benchmarks.retrieval.run --sweep
 
 clean:
 	-$(BIN)/python -m core.embedded_db stop

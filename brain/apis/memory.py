@@ -31,6 +31,13 @@ class TextOrListField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class OptionalBooleanField(serializers.BooleanField):
+    """A boolean that stays "not given" when absent, also in form-encoded bodies (DRF's default
+    reads a missing checkbox as false, which would make every form POST a pure search)."""
+
+    default_empty_html = serializers.empty
+
+
 class SourceRefSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=SourceRefType.values)
     value = serializers.CharField(max_length=500)
@@ -64,8 +71,14 @@ class MemoryInputSerializer(serializers.Serializer):
     filter_topic = serializers.CharField(max_length=200, required=False, allow_blank=True)
     filter_category = serializers.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
     limit = serializers.IntegerField(min_value=1, max_value=50, required=False)
-    contribute = serializers.BooleanField(
-        required=False, default=True, help_text="false: retrieve only, never store whatever the prompt."
+    contribute = OptionalBooleanField(
+        required=False,
+        help_text="false: a pure search. Retrieve, reinforce and log the query, never store the prompt.",
+    )
+    store = OptionalBooleanField(
+        required=False,
+        help_text="true: store the prompt even when it is below the contribution threshold (short facts, "
+        "imports); false: the same as contribute: false.",
     )
 
 

@@ -52,6 +52,14 @@ def step_validate(call: MemoryCall) -> None:
     """
     request = call.request
     category_validate(category=call.category, fields={name: request.get(name) for name in STRUCTURED_FIELDS})
+    writes = [name for name in ("refines", "consolidates", "supersedes", "thought_category") if request.get(name)]
+    if request.get("store") is True:
+        writes.append("store")
+    if (request.get("contribute") is False or request.get("store") is False) and writes:
+        raise ValidationFailed(
+            f"'contribute: false' stores nothing, but {', '.join(writes)} asks to store; drop one of them.",
+            code="MUTUAL_EXCLUSION",
+        )
     call.lineage_ids = lineage.lineage_validate(
         refines=request.get("refines"), consolidates=request.get("consolidates")
     )
@@ -75,20 +83,31 @@ def step_session(call: MemoryCall) -> None:
 
 
 def step_threshold(call: MemoryCall) -> None:
-    """Contribute when the threshold is met, or always for refines / consolidates / a correction."""
+    """Decide whether this call stores its prompt.
+
+    ``contribute: false`` (or ``store: false``) never stores: a pure search that still retrieves,
+    reinforces and logs. Otherwise the prompt is stored when the threshold is met, or whatever its
+    length when the caller means it: ``refines`` / ``consolidates`` / a correction, an explicit
+    ``store: true``, or a ``thought_category`` given (a categorized item is knowledge by intent). The
+    threshold keeps guarding free-form prompts, which is what it was made for.
+    """
+    request = call.request
     call.threshold_met = contribution_threshold_met(call.prompt)
-    if call.request.get("refines") is not None:
-        call.bypass = "refines"
-    elif call.request.get("consolidates") is not None:
-        call.bypass = "consolidates"
-    elif call.request.get("thought_category") == ThoughtCategory.CORRECTION:
-        call.bypass = "correction"
-    call.contribute = call.threshold_met or call.bypass is not None
-    if call.request.get("contribute") is False:
-        # Retrieve-only (SPEC 2.2): never store, whatever the prompt or the bypass.
+    if request.get("contribute") is False or request.get("store") is False:
         call.contribute = False
         call.operations.append("contribute:false")
         return
+    if request.get("refines") is not None:
+        call.bypass = "refines"
+    elif request.get("consolidates") is not None:
+        call.bypass = "consolidates"
+    elif request.get("thought_category") == ThoughtCategory.CORRECTION:
+        call.bypass = "correction"
+    elif request.get("store") is True:
+        call.bypass = "store"
+    elif request.get("thought_category"):
+        call.bypass = "category"
+    call.contribute = call.threshold_met or call.bypass is not None
     if call.bypass:
         call.operations.append(f"threshold:bypassed({call.bypass})")
     else:
