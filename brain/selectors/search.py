@@ -21,6 +21,7 @@ from pgvector.django import CosineDistance
 from brain import ranking
 from brain.choices import ThoughtCategory
 from brain.models import Thought
+from brain.selectors.hnsw import hnsw_filtered_scan
 from core.models import Space
 
 #: Candidates taken from each side before ranking, relative to the number of results asked for:
@@ -82,9 +83,7 @@ def _vector_candidates(qs: QuerySet[Thought], *, vector: list[float], pool: int)
     # Inside the caller's transaction: a filtered HNSW scan keeps scanning until it has ``pool``
     # rows that pass the filters, instead of returning the few of its first ef_search neighbours.
     ef_search = min(EF_SEARCH_MAX, max(40, pool * EF_SEARCH_FACTOR))
-    with connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    hnsw_filtered_scan(ef_search=ef_search)
     return [ranking.Candidate(thought=t, similarity=1.0 - t.distance, via_vector=True) for t in rows]
 
 
