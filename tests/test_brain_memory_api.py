@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from brain import embedding
+from brain import embedding, ranking
 from brain.choices import SuggestionOrigin, SuggestionStatus
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.suggestions import suggestion_create
@@ -570,8 +570,8 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, though
 
 
 def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypatch, thought_factory):
-    """35 closer neighbours fill the vector side's pool of 30 (flagged, so they score 0.9 × 0.8); the
-    thought containing every query word comes in through full text and, at 0.75, ranks first."""
+    """35 closer neighbours fill the vector side's pool of 30 (flagged, ×0.8, and sharing no query
+    word); the thought containing every query word comes in through the lexical side and ranks first."""
     for i in range(35):
         thought_factory(
             f"Filler neighbour {i} about something close in meaning.",
@@ -582,9 +582,10 @@ def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypa
     monkeypatch.setattr(embedding, "embed_many", lambda texts, batch_size=64: [_unit(1.0) for _ in texts])
     sources = memory(dev, prompt="invoice ERR4711 VAT", limit=10)["result"]["sources"]
     assert sources[0]["thought_id"] == str(exact.id)
-    assert sources[0]["matching_reason"] == "full-text match, similarity 0.75"
-    assert sources[0]["score"] == pytest.approx(0.75, abs=1e-3)
-    assert sources[1]["score"] == pytest.approx(0.9 * 0.8, abs=1e-3)
+    assert sources[0]["matching_reason"].startswith("similarity 0.75, full-text match (bm25 ")
+    lexical_weight = ranking.LEXICAL_WEIGHT
+    assert sources[1]["score"] == pytest.approx((1 - lexical_weight) * 0.9 * 0.8, abs=1e-3)
+    assert sources[0]["score"] > (1 - lexical_weight) * 0.75
 
 
 def test_a_correction_beyond_the_vector_pool_is_found_exactly_and_ranks_first(dev, monkeypatch, thought_factory):
@@ -599,4 +600,4 @@ def test_a_correction_beyond_the_vector_pool_is_found_exactly_and_ranks_first(de
     sources = memory(dev, prompt="invoice ERR4711 rejected", limit=10)["result"]["sources"]
     assert sources[0]["thought_id"] == str(correction.id)
     assert sources[0]["matching_reason"] == "similarity 0.75, correction boost ×1.3"
-    assert sources[0]["score"] == pytest.approx(0.75 * 1.3, abs=1e-3)
+    assert sources[0]["score"] == pytest.approx((1 - ranking.LEXICAL_WEIGHT) * 0.75 * 1.3, abs=1e-3)

@@ -7,12 +7,14 @@ place in the list.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections import Counter
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from brain import embedding as embedder
 from brain.choices import QualityFlag, ThoughtCategory
@@ -42,6 +44,9 @@ DISAMBIGUATION_MIN_TAGS = 3
 PENDING_CORRECTIONS_RETURNED = 20  # newest first; the rest stay listed by GET /api/v1/corrections
 
 DEFAULT_LIMIT = 10
+#: seeds/000 3c, "map, not breadcrumbs": a topic filter that finds at least this many live fragments
+#: of the topic and no live state snapshot gets a ready ``consolidates`` call in the guidance.
+MAP_MIN_FRAGMENTS = 3
 
 
 def step_validate(call: MemoryCall) -> None:
@@ -52,6 +57,14 @@ def step_validate(call: MemoryCall) -> None:
     """
     request = call.request
     category_validate(category=call.category, fields={name: request.get(name) for name in STRUCTURED_FIELDS})
+    writes = [name for name in ("refines", "consolidates", "supersedes", "thought_category") if request.get(name)]
+    if request.get("store") is True:
+        writes.append("store")
+    if (request.get("contribute") is False or request.get("store") is False) and writes:
+        raise ValidationFailed(
+            f"'contribute: false' stores nothing, but {', '.join(writes)} asks to store; drop one of them.",
+            code="MUTUAL_EXCLUSION",
+        )
     call.lineage_ids = lineage.lineage_validate(
         refines=request.get("refines"), consolidates=request.get("consolidates")
     )
@@ -75,20 +88,31 @@ def step_session(call: MemoryCall) -> None:
 
 
 def step_threshold(call: MemoryCall) -> None:
-    """Contribute when the threshold is met, or always for refines / consolidates / a correction."""
+    """Decide whether this call stores its prompt.
+
+    ``contribute: false`` (or ``store: false``) never stores: a pure search that still retrieves,
+    reinforces and logs. Otherwise the prompt is stored when the threshold is met, or whatever its
+    length when the caller means it: ``refines`` / ``consolidates`` / a correction, an explicit
+    ``store: true``, or a ``thought_category`` given (a categorized item is knowledge by intent). The
+    threshold keeps guarding free-form prompts, which is what it was made for.
+    """
+    request = call.request
     call.threshold_met = contribution_threshold_met(call.prompt)
-    if call.request.get("refines") is not None:
-        call.bypass = "refines"
-    elif call.request.get("consolidates") is not None:
-        call.bypass = "consolidates"
-    elif call.request.get("thought_category") == ThoughtCategory.CORRECTION:
-        call.bypass = "correction"
-    call.contribute = call.threshold_met or call.bypass is not None
-    if call.request.get("contribute") is False:
-        # Retrieve-only (SPEC 2.2): never store, whatever the prompt or the bypass.
+    if request.get("contribute") is False or request.get("store") is False:
         call.contribute = False
         call.operations.append("contribute:false")
         return
+    if request.get("refines") is not None:
+        call.bypass = "refines"
+    elif request.get("consolidates") is not None:
+        call.bypass = "consolidates"
+    elif request.get("thought_category") == ThoughtCategory.CORRECTION:
+        call.bypass = "correction"
+    elif request.get("store") is True:
+        call.bypass = "store"
+    elif request.get("thought_category"):
+        call.bypass = "category"
+    call.contribute = call.threshold_met or call.bypass is not None
     if call.bypass:
         call.operations.append(f"threshold:bypassed({call.bypass})")
     else:
@@ -307,6 +331,40 @@ def step_near_duplicate(call: MemoryCall) -> None:
         call.operations.append("near_duplicate:refine")
 
 
+def step_topic_map(call: MemoryCall) -> None:
+    """Map, not breadcrumbs (seeds/000 3c): a topic that is only fragments gets a ready consolidation.
+
+    When a ``filter_topic`` search returns MAP_MIN_FRAGMENTS or more live thoughts of that topic and
+    none of them is a live state snapshot, the guidance says so and carries the memory call that
+    merges them into one self-contained ``state_snapshot`` (fill in the text and the source).
+    """
+    topic = call.request.get("filter_topic")
+    if not topic:
+        return
+    live = [c.thought for c in call.sources if c.thought.topic == topic and not c.thought.superseded]
+    if any(t.thought_category == ThoughtCategory.STATE_SNAPSHOT for t in live):
+        return
+    skip = {ThoughtCategory.TRANSITION_MARKER, ThoughtCategory.CORRECTION}
+    fragments = [t for t in live if t.thought_category not in skip]
+    if len(fragments) < MAP_MIN_FRAGMENTS:
+        return
+    today = timezone.localdate().isoformat()
+    suggested = {
+        "prompt": f"{topic} state {today}: <current status>. <key decisions>. <blockers>. Next: <next actions>.",
+        "consolidates": [str(t.id) for t in fragments],
+        "thought_category": ThoughtCategory.STATE_SNAPSHOT.value,
+        "topic": topic,
+        "temporal_scope": today,
+        "source_ref": {"type": "task", "value": "<task slug>"},
+    }
+    call.guidance.append(
+        f"Topic {topic!r} is {len(fragments)} fragments and no current state snapshot: a map beats breadcrumbs. "
+        "Merge them into one self-contained snapshot (the fragments become superseded) with this memory call "
+        f"(MCP: memory_contribute with content=prompt and the same fields): {json.dumps(suggested)}"
+    )
+    call.operations.append(f"topic_map:{len(fragments)}")
+
+
 def step_implicit_feedback(call: MemoryCall) -> None:
     """A session that contributes after being shown thoughts probably used them: +0.02 each."""
     if call.thought is None or call.new_session:
@@ -359,6 +417,7 @@ MEMORY_STEPS = [
     step_disambiguation,
     step_onboarding,
     step_near_duplicate,
+    step_topic_map,
     step_implicit_feedback,
     step_highways,
     step_pending_corrections,
