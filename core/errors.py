@@ -180,6 +180,19 @@ def api_exception_handler(exc, context) -> Response:
         if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
             headers["WWW-Authenticate"] = 'Bearer realm="colony"'
             status = 401
+        elif isinstance(exc, drf.Throttled):
+            wait = max(1, int(exc.wait or 1) + (1 if exc.wait and exc.wait % 1 else 0))
+            headers["Retry-After"] = str(wait)
+            status = 429
+            return Response(
+                error_body(
+                    "THROTTLED",
+                    f"Too many requests from this token; retry in {wait} s (API_THROTTLE_RATE).",
+                    retry_after=wait,
+                ),
+                status=status,
+                headers=headers,
+            )
         else:
             status = exc.status_code
         message = str(exc.detail) if not isinstance(exc.detail, (list, dict)) else str(exc.detail)

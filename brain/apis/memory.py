@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from brain.choices import SourceRefType, ThoughtCategory
 from brain.services.memory import memory_run
 from core.errors import ValidationFailed
+from core.models import UrlToken
 
 #: Transition markers are written by the task workflow itself, never through the memory endpoint.
 CONTRIBUTABLE_CATEGORIES = [c for c in ThoughtCategory.values if c != ThoughtCategory.TRANSITION_MARKER]
@@ -28,6 +29,13 @@ class TextOrListField(serializers.CharField):
                 self.fail("invalid")
             data = "\n".join(item.strip() for item in data if item.strip())
         return super().to_internal_value(data)
+
+
+class OptionalBooleanField(serializers.BooleanField):
+    """A boolean that stays "not given" when absent, also in form-encoded bodies (DRF's default
+    reads a missing checkbox as false, which would make every form POST a pure search)."""
+
+    default_empty_html = serializers.empty
 
 
 class SourceRefSerializer(serializers.Serializer):
@@ -63,8 +71,14 @@ class MemoryInputSerializer(serializers.Serializer):
     filter_topic = serializers.CharField(max_length=200, required=False, allow_blank=True)
     filter_category = serializers.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
     limit = serializers.IntegerField(min_value=1, max_value=50, required=False)
-    contribute = serializers.BooleanField(
-        required=False, default=True, help_text="false: retrieve only, never store whatever the prompt."
+    contribute = OptionalBooleanField(
+        required=False,
+        help_text="false: a pure search. Retrieve, reinforce and log the query, never store the prompt.",
+    )
+    store = OptionalBooleanField(
+        required=False,
+        help_text="true: store the prompt even when it is below the contribution threshold (short facts, "
+        "imports); false: the same as contribute: false.",
     )
 
 
@@ -76,6 +90,8 @@ def memory_query_params(params) -> dict:
     ``source_ref`` is JSON, and an empty parameter counts as not given."""
     data: dict = {}
     for key in params:
+        if key == "token":  # a read-only URL token: authentication, not a memory field (core.auth)
+            continue
         values = params.getlist(key)
         if key in LIST_FIELDS:
             items = [part.strip() for value in values for part in value.split(",") if part.strip()]
@@ -96,6 +112,15 @@ def memory_query_params(params) -> dict:
     return data
 
 
+URL_TOKEN_PARAMETER = OpenApiParameter(
+    "token",
+    str,
+    required=False,
+    description="A read-only URL token (instead of the Authorization header) for clients that can only fetch "
+    "URLs: the call is then retrieve-only. Accepted on this operation only.",
+)
+
+
 class MemoryApi(APIView):
     """The shared brain: contribute what you learned, retrieve what others know, in one call."""
 
@@ -103,11 +128,14 @@ class MemoryApi(APIView):
     def post(self, request):
         return self._run(request, request.data)
 
-    @extend_schema(parameters=[MemoryInputSerializer], responses={200: dict})
+    @extend_schema(parameters=[MemoryInputSerializer, URL_TOKEN_PARAMETER], responses={200: dict})
     def get(self, request):
         return self._run(request, memory_query_params(request.query_params))
 
     def _run(self, request, data):
+        if isinstance(request.auth, UrlToken):
+            # A read-only URL token (seed 003 layer B) retrieves; it never stores, whatever it asks.
+            data = {**data, "contribute": False}
         serializer = MemoryInputSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         return Response(memory_run(agent=request.user, request=serializer.validated_data))
