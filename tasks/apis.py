@@ -14,62 +14,12 @@ from rest_framework.views import APIView
 from core.choices import AgentRole
 from tasks import selectors, workflow
 from tasks.choices import ApprovalMode, TaskStatus, TaskType
+from tasks.outputs import ProjectOutputSerializer, TaskOutputSerializer, TransitionOutputSerializer, task_detail_output
 from tasks.services import tasks as task_services
 from tasks.services import transitions as transition_services
 
 LIST_DEFAULT_LIMIT = 100
 LIST_MAX_LIMIT = 500
-DETAIL_TRANSITIONS = 10
-
-
-class ProjectOutputSerializer(serializers.Serializer):
-    slug = serializers.CharField()
-    name = serializers.CharField()
-    approval_mode = serializers.CharField()
-    created_at = serializers.DateTimeField()
-
-
-class TransitionOutputSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    rule = serializers.CharField(source="rule_key")
-    from_status = serializers.CharField()
-    to_status = serializers.CharField()
-    actor = serializers.CharField()
-    agent = serializers.CharField(source="agent.name", default=None)
-    user = serializers.CharField(source="user.username", default=None)
-    role_before = serializers.CharField()
-    role_after = serializers.CharField()
-    dna_diff = serializers.JSONField()
-    summary = serializers.CharField()
-    marker_id = serializers.UUIDField()
-    marker = serializers.CharField(source="marker.content")
-    created_at = serializers.DateTimeField()
-
-
-class TaskOutputSerializer(serializers.Serializer):
-    id = serializers.UUIDField()
-    slug = serializers.CharField()
-    title = serializers.CharField()
-    description = serializers.CharField()
-    type = serializers.CharField()
-    status = serializers.CharField()
-    role = serializers.CharField()
-    project = serializers.CharField(source="project.slug")
-    approval_mode = serializers.CharField(source="project.approval_mode")
-    dna = serializers.JSONField()
-    parent_ids = serializers.SerializerMethodField()
-    depends_on = serializers.SerializerMethodField()
-    status_changed_at = serializers.DateTimeField()
-    blocked_from_status = serializers.CharField()
-    blocked_from_role = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
-
-    def get_parent_ids(self, task) -> list[str]:
-        return sorted(t.slug for t in task.parents.all())
-
-    def get_depends_on(self, task) -> list[dict]:
-        return sorted(({"slug": t.slug, "status": t.status} for t in task.depends_on.all()), key=lambda d: d["slug"])
 
 
 class TransitionOptionOutputSerializer(serializers.Serializer):
@@ -92,19 +42,13 @@ class TransitionOptionsOutputSerializer(serializers.Serializer):
     transitions = TransitionOptionOutputSerializer(many=True)
 
 
-class InFlightTaskOutput(TaskOutputSerializer):
+class InFlightTaskOutputSerializer(TaskOutputSerializer):
     last_markers = TransitionOutputSerializer(many=True)
 
 
 class InFlightOutputSerializer(serializers.Serializer):
     role = serializers.CharField()
-    tasks = InFlightTaskOutput(many=True)
-
-
-def task_detail_data(task) -> dict:
-    """A task with its last transitions: the one shape the API and ``manage.py task get`` both show."""
-    recent = selectors.transitions_recent(task_ids=[task.id], per_task=DETAIL_TRANSITIONS)[task.id]
-    return {**TaskOutputSerializer(task).data, "transitions": TransitionOutputSerializer(recent, many=True).data}
+    tasks = InFlightTaskOutputSerializer(many=True)
 
 
 class ProjectListCreateApi(APIView):
@@ -171,7 +115,7 @@ class TaskDetailApi(APIView):
     @extend_schema(responses=TaskOutputSerializer)
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
-        return Response(task_detail_data(task))
+        return Response(task_detail_output(task))
 
 
 class TaskDnaApi(APIView):
