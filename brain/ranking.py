@@ -88,7 +88,7 @@ def quality_multiplier(effective_confidence: float | None) -> float:
 #: "weighted" (calibrated weighted sum of cosine and normalised BM25) or "rrf" (reciprocal-rank fusion).
 FUSION = "weighted"
 #: Share of the lexical side in the weighted sum; the dense (cosine) side gets the rest.
-LEXICAL_WEIGHT = 0.5
+LEXICAL_WEIGHT = 0.6
 #: RRF's rank offset (the customary 60): only used when FUSION == "rrf".
 RRF_K = 60
 
