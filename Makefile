@@ -20,13 +20,13 @@ run: $(STAMP)
 # Debian's Chromium for the browser tests (Playwright drives it; its own download can't be used here).
 # As root apt-get runs directly; otherwise through `sudo -n` (never prompts, so CI can't hang on it).
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  echo "installing Debian's chromium for the browser tests ..."; \
+	@command -v chromium >/dev/null 2>&1 && command -v jq >/dev/null 2>&1 && command -v curl >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium (browser tests), curl and jq (docs/agents.md examples) ..."; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; \
 	  elif command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
 	  else echo "chromium is missing and $$(id -un) can't install it: run 'apt-get install chromium' as root." >&2; exit 1; fi; \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-	    && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+	    && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium curl jq >/dev/null \
 	    || { echo "installing chromium failed: run 'apt-get install chromium' as root." >&2; exit 1; }; \
 	  command -v chromium >/dev/null 2>&1 || { echo "chromium is still not on PATH after installing it." >&2; exit 1; }; }
 
