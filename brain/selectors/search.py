@@ -112,11 +112,11 @@ dense AS (
     ) t
 ),
 lexical AS (
-    SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS rank FROM (
-        SELECT t.id, {bm25} AS bm25
+    SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, created_at DESC, id) AS rank FROM (
+        SELECT t.id, t.created_at, {bm25} AS bm25
         FROM brain_thought t, match m
         WHERE m.q IS NOT NULL AND t.space_id = %(space)s AND t.search_vector @@ m.q {filters}
-        ORDER BY 2 DESC, t.id LIMIT %(pool)s
+        ORDER BY 3 DESC, t.created_at DESC, t.id LIMIT %(pool)s
     ) x
 ),
 corrections AS (
