@@ -13,3 +13,14 @@ class BrainConfig(AppConfig):
         health_register("embedding_model", lambda: {"embedding_model": current_model_label()})
         # Advisory (never makes the status an error): stored vectors from another embedder.
         health_register("embedding", lambda: {"embedding": health_embedding()})
+        from core.metrics import metrics_register_gauge
+
+        metrics_register_gauge(
+            "colony_thoughts_waiting_embedding", "Thoughts stored without a vector yet.", _thoughts_waiting_embedding
+        )
+
+
+def _thoughts_waiting_embedding() -> int:
+    from brain.models import Thought
+
+    return Thought.objects.filter(embedding__isnull=True).count()

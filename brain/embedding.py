@@ -427,6 +427,7 @@ def embed_many(texts: list[str], *, batch_size: int = 64) -> list[list[float]]:
         cached = query_cache.get(texts[0])
         if cached is not None:
             return [cached]
+    started = time.perf_counter()
     try:
         if backend() == "torch":
             vectors = _torch_embed(texts, batch_size)
@@ -436,6 +437,9 @@ def embed_many(texts: list[str], *, batch_size: int = 64) -> list[list[float]]:
         raise
     except Exception as exc:
         raise EmbeddingError(f"Embedding failed: {exc}") from exc
+    from core.metrics import observe_embedding
+
+    observe_embedding("query" if single else "batch", time.perf_counter() - started)
     if single:
         query_cache.put(texts[0], vectors[0])
     return vectors

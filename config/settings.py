@@ -15,6 +15,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # --- core -----------------------------------------------------------------------------------------
 COLONY_DATA_DIR = Path(env("COLONY_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 ensure_writable_dir(COLONY_DATA_DIR, "COLONY_DATA_DIR")
+# prometheus_client's multiprocess mode (core/metrics.py): every web and worker process writes its
+# samples here, and /metrics adds them up. Must be set before prometheus_client is imported.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(COLONY_DATA_DIR / "metrics"))
+Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+# /metrics answers requests from a loopback address (false behind a reverse proxy on this host) and staff users.
+METRICS_ALLOW_LOCALHOST = env("METRICS_ALLOW_LOCALHOST", True)
 DEBUG = env("DEBUG", True)
 SECRET_KEY = env("SECRET_KEY", "")
 if not SECRET_KEY:
@@ -45,6 +51,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (admin, pages, API docs) from the web process itself, under any server.
     "whitenoise.middleware.WhiteNoiseMiddleware",

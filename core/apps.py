@@ -10,3 +10,6 @@ class CoreConfig(AppConfig):
         from core.logging import install_access_log_masking
 
         install_access_log_masking()
+        from core.metrics import connect_celery_signals
+
+        connect_celery_signals()

@@ -54,17 +54,14 @@ def test_get_memory_with_url_token_is_retrieve_only(dev, url_token, fake_embedde
     assert body["result"]["sources"][0]["content_preview"].startswith("The staging cluster")
     assert Thought.objects.count() == before  # over 50 characters, declarative: still not stored
     assert QueryLog.objects.filter(agent=dev.agent).count() == 2
-    # Even an explicit contribute=true or refines can't make it store.
+    # Even an explicit contribute=true or store=true can't make it store; refines is refused.
     forced = APIClient().get(
-        "/api/v1/memory",
-        {
-            "prompt": STATEMENT + " Forced.",
-            "token": url_token,
-            "contribute": "true",
-            "refines": body["result"]["sources"][0]["thought_id"],
-        },
+        "/api/v1/memory", {"prompt": STATEMENT + " Forced.", "token": url_token, "contribute": "true"}
     )
     assert forced.status_code == 200 and forced.json()["trace"]["thought_id"] is None
+    for extra in ({"store": "true"}, {"refines": body["result"]["sources"][0]["thought_id"]}):
+        refused = APIClient().get("/api/v1/memory", {"prompt": STATEMENT + " Forced.", "token": url_token, **extra})
+        assert refused.status_code == 400, refused.json()
     assert Thought.objects.count() == before
 
 

@@ -299,3 +299,21 @@ def test_thought_list_and_retract_through_mcp(asgi_server, agent_factory, fake_e
     assert is_error and again["status"] == 409 and again["error"]["code"] == "ALREADY_RETRACTED"
     assert live["count"] == 0
     assert Thought.objects.filter(id=thought_id).exists()
+
+
+def test_memory_search_carries_the_map_not_breadcrumbs_hint(asgi_server, agent_factory, fake_embedder):
+    from tests.test_brain_topic_map import FRAGMENTS
+
+    dev = agent_factory("dev")
+    ids = {
+        dev.post("/api/v1/memory", {"prompt": t, "topic": "gruendung"}, format="json").json()["trace"]["thought_id"]
+        for t in FRAGMENTS
+    }
+
+    async def body(session):
+        return await Tools(session).call("memory_search", query="gruendung state", filter_topic="gruendung")
+
+    guidance = in_session(asgi_server.url, dev.token, body)["result"]["guidance"]
+    assert "Topic 'gruendung' is 3 fragments and no current state snapshot" in guidance
+    offered = json.loads(guidance[guidance.index('{"prompt"') :])
+    assert set(offered["consolidates"]) == ids

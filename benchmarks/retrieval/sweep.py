@@ -12,14 +12,10 @@ import itertools
 from benchmarks.retrieval.run import KS, LIMIT, Score
 
 SETTINGS = [
-    *({"FUSION": "weighted", "LEXICAL_WEIGHT": w} for w in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8)),
-    *({"FUSION": "rrf", "RRF_K": k} for k in (5, 20, 60)),
-    *(
-        {"FUSION": "weighted", "LEXICAL_WEIGHT": w, "RECENCY_BOOST_MAX": r}
-        for w in (0.4, 0.5, 0.6)
-        for r in (0.05, 0.1, 0.2)
-    ),
-    *({"FUSION": "weighted", "LEXICAL_WEIGHT": 0.5, "PHEROMONE_BOOST_MAX": p} for p in (0.0, 0.1)),
+    *({"FUSION": "weighted", "LEXICAL_WEIGHT": w} for w in (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)),
+    *({"FUSION": "rrf", "RRF_K": k} for k in (5, 10, 60)),
+    *({"FUSION": "weighted", "LEXICAL_WEIGHT": 0.3, "RECENCY_BOOST_MAX": r} for r in (0.05, 0.1)),
+    *({"FUSION": "weighted", "LEXICAL_WEIGHT": 0.3, "PHEROMONE_BOOST_MAX": p} for p in (0.0, 0.1)),
 ]
 SWEPT = ("FUSION", "LEXICAL_WEIGHT", "RRF_K", "RECENCY_BOOST_MAX", "PHEROMONE_BOOST_MAX")
 

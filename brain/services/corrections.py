@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from brain import embedding as embedder
-from brain.choices import SuggestionStatus, ThoughtCategory
+from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
@@ -139,7 +139,7 @@ def thought_correct_by_id(
         space=space,
         agent=agent,
         content=content or "",
-        topic=(topic or "").strip() or target.topic or "general",
+        topic=(topic or "").strip() or target.topic or DEFAULT_TOPIC,
         corrected_fact=(corrected_fact or "").strip() or target.content,
         correct_fact=correct_fact,
         supersedes=[target.pk, *extra_supersedes],
@@ -188,7 +188,7 @@ def suggestion_accept(
         space=locked.space,
         agent=agent,
         content=text,
-        topic=draft.get("topic") or locked.thought.topic or "general",
+        topic=draft.get("topic") or locked.thought.topic or DEFAULT_TOPIC,
         corrected_fact=corrected,
         correct_fact=fact,
         supersedes=draft.get("supersedes") or [str(locked.thought_id)],

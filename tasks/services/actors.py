@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 
+from brain.services.thoughts import human_contributor
 from core.errors import Forbidden
 from core.models import Agent
 from tasks.choices import HUMAN, SYSTEM
@@ -33,7 +34,7 @@ class Actor:
         if self.agent is not None:
             return f"agent-{self.agent.name}", self.agent.name
         if self.user is not None:
-            return f"human-{self.user.get_username()}", self.user.get_full_name() or self.user.get_username()
+            return human_contributor(self.user)
         return SYSTEM, "System"
 
 

@@ -10,23 +10,13 @@ from core.errors import Forbidden, ValidationFailed
 from tasks import workflow
 from tasks.choices import HUMAN
 from tasks.models import HumanConfirmation, Task
+from tasks.selectors import confirmation_list_open
 from tasks.services.actors import human_may_act
 
 
 def confirmation_valid(*, task: Task, to_status: str) -> HumanConfirmation | None:
     """The oldest unconsumed confirmation of ``task``'s step to ``to_status`` given in its current state."""
-    return (
-        HumanConfirmation.objects.filter(
-            task=task,
-            from_status=task.status,
-            to_status=to_status,
-            consumed_at__isnull=True,
-            confirmed_at__gte=task.status_changed_at,
-        )
-        .select_related("user")
-        .order_by("confirmed_at")
-        .first()
-    )
+    return confirmation_list_open(task=task).filter(to_status=to_status).first()
 
 
 def task_confirm_human(*, task: Task, to_status: str, user: AbstractBaseUser) -> HumanConfirmation:

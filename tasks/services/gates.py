@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Protocol
 
 from brain.choices import ThoughtCategory
-from brain.models import QueryLog, Thought
+from brain.selectors.activity import agent_session_query_times, thought_contribution_get
 from tasks.models import Task
 from tasks.services.actors import Actor
 from tasks.workflow import MCI, MQS
@@ -33,10 +33,10 @@ def memory_query_check(ev: Refusals, *, task: Task, actor: Actor, value) -> None
         ev.refuse("MEMORY_NOT_VERIFIED", f"{MQS} can only be verified for an agent's own brain queries.")
         return
     session = str(value)
-    queries = QueryLog.objects.filter(space_id=task.space_id, agent=actor.agent, session_id=session)
-    if queries.filter(created_at__gte=since).exists():
+    queried, latest = agent_session_query_times(space_id=task.space_id, agent=actor.agent, session_id=session)
+    if queried and latest >= since:
         return
-    if queries.exists():
+    if queried:
         ev.refuse(
             "MEMORY_NOT_VERIFIED",
             f"{MQS} {session!r}: your queries in that session were made before this task entered "
@@ -65,11 +65,7 @@ def memory_contribution_check(ev: Refusals, *, task: Task, actor: Actor, value) 
             "trace.thought_id into DNA.",
         )
         return
-    thought = (
-        Thought.objects.filter(pk=thought_id, space_id=task.space_id)
-        .only("id", "agent_id", "created_at", "thought_category")
-        .first()
-    )
+    thought = thought_contribution_get(space_id=task.space_id, thought_id=thought_id)
     if thought is None:
         problem = f"{MCI} {value!r} is not a thought in this space."
     elif thought.agent_id != actor.agent.id:

@@ -13,12 +13,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from brain import embedding as embedder
-from brain.choices import ThoughtCategory
+from brain.choices import DEFAULT_TOPIC, ThoughtCategory
 from brain.selectors.lineage import thought_get, thought_lineage_of
 from brain.selectors.search import thought_search
 from brain.services.corrections import suggestion_accept, thought_correct
 from brain.services.retraction import thought_retract
 from brain.services.suggestions import suggestion_dismiss, suggestion_get
+from brain.services.thoughts import human_contributor
 from core.errors import ApplicationError, NotFound
 from web.forms import BrainSearchForm, CorrectionForm, SuggestionResolveForm, form_error_text
 from web.lineage import lineage_trees
@@ -33,11 +34,6 @@ from web.views.common import space_required
 
 SEARCH_LIMIT = 20
 LINEAGE_DEPTH = 10
-
-
-def human_contributor(user) -> tuple[str, str]:
-    """(contributor_id, contributor_name) of what a human writes to the brain, as task markers name them."""
-    return f"human-{user.get_username()}", user.get_full_name() or user.get_username()
 
 
 @require_GET
@@ -80,7 +76,7 @@ def thought_detail(request, thought_id):
     except NotFound:
         return render(request, "web/not_found.html", {"back": reverse("web:brain")}, status=404)
     ancestors, descendants = lineage_trees(lineage["chain"], str(thought.id))
-    form = CorrectionForm(initial={"corrected_fact": thought.content, "topic": thought.topic or "general"})
+    form = CorrectionForm(initial={"corrected_fact": thought.content, "topic": thought.topic or DEFAULT_TOPIC})
     context = {
         "nav": "brain",
         "thought": thought,

@@ -7,12 +7,14 @@ place in the list.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections import Counter
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from brain import embedding as embedder
 from brain.choices import QualityFlag, ThoughtCategory
@@ -42,6 +44,9 @@ DISAMBIGUATION_MIN_TAGS = 3
 PENDING_CORRECTIONS_RETURNED = 20  # newest first; the rest stay listed by GET /api/v1/corrections
 
 DEFAULT_LIMIT = 10
+#: seeds/000 3c, "map, not breadcrumbs": a topic filter that finds at least this many live fragments
+#: of the topic and no live state snapshot gets a ready ``consolidates`` call in the guidance.
+MAP_MIN_FRAGMENTS = 3
 
 
 def step_validate(call: MemoryCall) -> None:
@@ -326,6 +331,40 @@ def step_near_duplicate(call: MemoryCall) -> None:
         call.operations.append("near_duplicate:refine")
 
 
+def step_topic_map(call: MemoryCall) -> None:
+    """Map, not breadcrumbs (seeds/000 3c): a topic that is only fragments gets a ready consolidation.
+
+    When a ``filter_topic`` search returns MAP_MIN_FRAGMENTS or more live thoughts of that topic and
+    none of them is a live state snapshot, the guidance says so and carries the memory call that
+    merges them into one self-contained ``state_snapshot`` (fill in the text and the source).
+    """
+    topic = call.request.get("filter_topic")
+    if not topic:
+        return
+    live = [c.thought for c in call.sources if c.thought.topic == topic and not c.thought.superseded]
+    if any(t.thought_category == ThoughtCategory.STATE_SNAPSHOT for t in live):
+        return
+    skip = {ThoughtCategory.TRANSITION_MARKER, ThoughtCategory.CORRECTION}
+    fragments = [t for t in live if t.thought_category not in skip]
+    if len(fragments) < MAP_MIN_FRAGMENTS:
+        return
+    today = timezone.localdate().isoformat()
+    suggested = {
+        "prompt": f"{topic} state {today}: <current status>. <key decisions>. <blockers>. Next: <next actions>.",
+        "consolidates": [str(t.id) for t in fragments],
+        "thought_category": ThoughtCategory.STATE_SNAPSHOT.value,
+        "topic": topic,
+        "temporal_scope": today,
+        "source_ref": {"type": "task", "value": "<task slug>"},
+    }
+    call.guidance.append(
+        f"Topic {topic!r} is {len(fragments)} fragments and no current state snapshot: a map beats breadcrumbs. "
+        "Merge them into one self-contained snapshot (the fragments become superseded) with this memory call "
+        f"(MCP: memory_contribute with content=prompt and the same fields): {json.dumps(suggested)}"
+    )
+    call.operations.append(f"topic_map:{len(fragments)}")
+
+
 def step_implicit_feedback(call: MemoryCall) -> None:
     """A session that contributes after being shown thoughts probably used them: +0.02 each."""
     if call.thought is None or call.new_session:
@@ -378,6 +417,7 @@ MEMORY_STEPS = [
     step_disambiguation,
     step_onboarding,
     step_near_duplicate,
+    step_topic_map,
     step_implicit_feedback,
     step_highways,
     step_pending_corrections,
