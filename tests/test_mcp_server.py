@@ -4,7 +4,6 @@ authentication and space isolation."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import httpx
@@ -15,6 +14,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from brain.models import QueryLog, Thought
 from tasks.models import Task
+from tests.asgi_support import run_async
 from tests.tasks_helpers import make_project, make_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,7 +51,7 @@ async def _with_session(url: str, token: str | None, body):
 
 def in_session(url: str, token: str | None, body):
     """Open one MCP session (initialize handshake included), run ``body(session)``, close it."""
-    return asyncio.run(_with_session(url, token, body))
+    return run_async(lambda: _with_session(url, token, body))
 
 
 class Tools:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from brain.models import Thought
-from tests.asgi_support import free_port
+from tests.asgi_support import free_port, run_async
 
 BRIDGE = Path(settings.BASE_DIR) / "contrib" / "colony_mcp_stdio.py"
 
@@ -31,7 +30,7 @@ def run_stdio(url: str, token: str, body):
                 await session.initialize()
                 return await body(session)
 
-    return asyncio.run(go())
+    return run_async(go)
 
 
 def messages_of(exc: BaseException) -> str:
