@@ -62,6 +62,8 @@ def main() -> int:
     os.chdir(BASE_DIR)
     sys.path.insert(0, str(BASE_DIR))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # ASGI: a connection pool per worker, never persistent per-request connections (config/settings.py).
+    os.environ.setdefault("DATABASE_POOL", "true")
     import logging
 
     import uvicorn
