@@ -11,7 +11,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import fields as strict
 from core.choices import AgentRole
+from core.schema import error_responses
 from tasks import selectors, workflow
 from tasks.choices import ApprovalMode, TaskStatus, TaskType
 from tasks.services import tasks as task_services
@@ -23,45 +25,45 @@ DETAIL_TRANSITIONS = 10
 
 
 class ProjectOutput(serializers.Serializer):
-    slug = serializers.CharField()
-    name = serializers.CharField()
-    approval_mode = serializers.CharField()
+    slug = strict.CharField()
+    name = strict.CharField()
+    approval_mode = strict.CharField()
     created_at = serializers.DateTimeField()
 
 
 class TransitionOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    rule = serializers.CharField(source="rule_key")
-    from_status = serializers.CharField()
-    to_status = serializers.CharField()
-    actor = serializers.CharField()
-    agent = serializers.CharField(source="agent.name", default=None)
-    user = serializers.CharField(source="user.username", default=None)
-    role_before = serializers.CharField()
-    role_after = serializers.CharField()
+    id = strict.IntegerField()
+    rule = strict.CharField(source="rule_key")
+    from_status = strict.CharField()
+    to_status = strict.CharField()
+    actor = strict.CharField()
+    agent = strict.CharField(source="agent.name", default=None)
+    user = strict.CharField(source="user.username", default=None)
+    role_before = strict.CharField()
+    role_after = strict.CharField()
     dna_diff = serializers.JSONField()
-    summary = serializers.CharField()
-    marker_id = serializers.UUIDField()
-    marker = serializers.CharField(source="marker.content")
+    summary = strict.CharField()
+    marker_id = strict.UUIDField()
+    marker = strict.CharField(source="marker.content")
     created_at = serializers.DateTimeField()
 
 
 class TaskOutput(serializers.Serializer):
-    id = serializers.UUIDField()
-    slug = serializers.CharField()
-    title = serializers.CharField()
-    description = serializers.CharField()
-    type = serializers.CharField()
-    status = serializers.CharField()
-    role = serializers.CharField()
-    project = serializers.CharField(source="project.slug")
-    approval_mode = serializers.CharField(source="project.approval_mode")
+    id = strict.UUIDField()
+    slug = strict.CharField()
+    title = strict.CharField()
+    description = strict.CharField()
+    type = strict.CharField()
+    status = strict.CharField()
+    role = strict.CharField()
+    project = strict.CharField(source="project.slug")
+    approval_mode = strict.CharField(source="project.approval_mode")
     dna = serializers.JSONField()
     parent_ids = serializers.SerializerMethodField()
     depends_on = serializers.SerializerMethodField()
     status_changed_at = serializers.DateTimeField()
-    blocked_from_status = serializers.CharField()
-    blocked_from_role = serializers.CharField()
+    blocked_from_status = strict.CharField()
+    blocked_from_role = strict.CharField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -73,22 +75,22 @@ class TaskOutput(serializers.Serializer):
 
 
 class TransitionOptionOutput(serializers.Serializer):
-    to = serializers.CharField()
-    target_status = serializers.CharField()
-    rule = serializers.CharField()
-    allowed = serializers.BooleanField()
-    new_role = serializers.CharField()
-    human_confirmation_needed = serializers.BooleanField()
-    human_confirmed_by = serializers.CharField(allow_null=True)
+    to = strict.CharField()
+    target_status = strict.CharField()
+    rule = strict.CharField()
+    allowed = strict.BooleanField()
+    new_role = strict.CharField()
+    human_confirmation_needed = strict.BooleanField()
+    human_confirmed_by = strict.CharField(allow_null=True)
     reasons = serializers.ListField(child=serializers.DictField())
 
 
 class TransitionOptionsOutput(serializers.Serializer):
-    task = serializers.CharField()
-    status = serializers.CharField()
-    role = serializers.CharField()
-    actor = serializers.CharField()
-    allowed = serializers.ListField(child=serializers.CharField())
+    task = strict.CharField()
+    status = strict.CharField()
+    role = strict.CharField()
+    actor = strict.CharField()
+    allowed = serializers.ListField(child=strict.CharField())
     transitions = TransitionOptionOutput(many=True)
 
 
@@ -97,8 +99,26 @@ class InFlightTaskOutput(TaskOutput):
 
 
 class InFlightOutput(serializers.Serializer):
-    role = serializers.CharField()
+    role = strict.CharField()
     tasks = InFlightTaskOutput(many=True)
+
+
+class ProjectListOutput(serializers.Serializer):
+    results = ProjectOutput(many=True)
+
+
+class TaskListOutput(serializers.Serializer):
+    count = serializers.IntegerField(help_text="All tasks matching the filters (results is one page).")
+    results = TaskOutput(many=True)
+
+
+class TaskDetailOutput(TaskOutput):
+    transitions = TransitionOutput(many=True, help_text=f"The last {DETAIL_TRANSITIONS} transitions, newest first.")
+
+
+class TransitionResultOutput(serializers.Serializer):
+    task = TaskOutput()
+    transition = TransitionOutput()
 
 
 def task_detail_data(task) -> dict:
@@ -109,15 +129,15 @@ def task_detail_data(task) -> dict:
 
 class ProjectListCreateApi(APIView):
     class ProjectCreateInput(serializers.Serializer):
-        slug = serializers.SlugField(max_length=100)
-        name = serializers.CharField(max_length=200, required=False, default="")
-        approval_mode = serializers.ChoiceField(choices=ApprovalMode.values, default=ApprovalMode.MANUAL)
+        slug = strict.SlugField(max_length=100)
+        name = strict.CharField(max_length=200, required=False, default="")
+        approval_mode = strict.ChoiceField(choices=ApprovalMode.values, default=ApprovalMode.MANUAL)
 
-    @extend_schema(responses=ProjectOutput(many=True))
+    @extend_schema(operation_id="v1_projects_list", responses={200: ProjectListOutput})
     def get(self, request):
         return Response({"results": ProjectOutput(selectors.project_list(space=request.user.space), many=True).data})
 
-    @extend_schema(request=ProjectCreateInput, responses={201: ProjectOutput})
+    @extend_schema(request=ProjectCreateInput, responses={201: ProjectOutput, **error_responses(403, 409)})
     def post(self, request):
         data = self.ProjectCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -127,26 +147,26 @@ class ProjectListCreateApi(APIView):
 
 class TaskListCreateApi(APIView):
     class TaskFilterInput(serializers.Serializer):
-        status = serializers.ChoiceField(choices=TaskStatus.values, required=False)
-        role = serializers.ChoiceField(choices=AgentRole.values, required=False)
-        project = serializers.SlugField(required=False)
-        type = serializers.ChoiceField(choices=TaskType.values, required=False)
-        limit = serializers.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
-        offset = serializers.IntegerField(min_value=0, default=0)
+        status = strict.ChoiceField(choices=TaskStatus.values, required=False)
+        role = strict.ChoiceField(choices=AgentRole.values, required=False)
+        project = strict.SlugField(required=False)
+        type = strict.ChoiceField(choices=TaskType.values, required=False)
+        limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
+        offset = strict.IntegerField(min_value=0, max_value=1_000_000_000, default=0)
 
     class TaskCreateInput(serializers.Serializer):
-        project = serializers.SlugField(max_length=100)
-        slug = serializers.SlugField(max_length=150)
-        title = serializers.CharField(max_length=300)
-        description = serializers.CharField(required=False, default="", allow_blank=True)
-        type = serializers.ChoiceField(choices=TaskType.values, default=TaskType.TASK)
-        role = serializers.ChoiceField(choices=AgentRole.values, required=False, default="")
-        status = serializers.ChoiceField(choices=[TaskStatus.BACKLOG, TaskStatus.PENDING], default=TaskStatus.BACKLOG)
+        project = strict.SlugField(max_length=100)
+        slug = strict.SlugField(max_length=150)
+        title = strict.CharField(max_length=300)
+        description = strict.CharField(required=False, default="", allow_blank=True)
+        type = strict.ChoiceField(choices=TaskType.values, default=TaskType.TASK)
+        role = strict.ChoiceField(choices=AgentRole.values, required=False, default="")
+        status = strict.ChoiceField(choices=[TaskStatus.BACKLOG, TaskStatus.PENDING], default=TaskStatus.BACKLOG)
         dna = serializers.DictField(required=False, default=dict)
-        parent_ids = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
-        depends_on = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
+        parent_ids = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
+        depends_on = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
 
-    @extend_schema(parameters=[TaskFilterInput], responses=TaskOutput(many=True))
+    @extend_schema(operation_id="v1_tasks_list", parameters=[TaskFilterInput], responses={200: TaskListOutput})
     def get(self, request):
         filters = self.TaskFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
@@ -156,7 +176,7 @@ class TaskListCreateApi(APIView):
         page = list(qs[offset : offset + limit])
         return Response({"count": qs.count(), "results": TaskOutput(page, many=True).data})
 
-    @extend_schema(request=TaskCreateInput, responses={201: TaskOutput})
+    @extend_schema(request=TaskCreateInput, responses={201: TaskOutput, **error_responses(403, 404, 409)})
     def post(self, request):
         data = self.TaskCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -166,7 +186,7 @@ class TaskListCreateApi(APIView):
 
 
 class TaskDetailApi(APIView):
-    @extend_schema(responses=TaskOutput)
+    @extend_schema(responses={200: TaskDetailOutput})
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         return Response(task_detail_data(task))
@@ -175,7 +195,10 @@ class TaskDetailApi(APIView):
 class TaskDnaApi(APIView):
     """Shallow-merge the JSON object in the body into the task's DNA; ``null`` removes a key."""
 
-    @extend_schema(request={"application/json": OpenApiTypes.OBJECT}, responses=TaskOutput)
+    @extend_schema(
+        request={"application/json": {"type": "object", "minProperties": 1, "additionalProperties": True}},
+        responses={200: TaskOutput, **error_responses(403, 409)},
+    )
     def patch(self, request, id_or_slug: str):
         if not isinstance(request.data, dict) or not request.data:
             raise serializers.ValidationError({"dna": ["Send a non-empty JSON object of DNA fields to merge."]})
@@ -186,10 +209,18 @@ class TaskDnaApi(APIView):
 
 class TaskTransitionApi(APIView):
     class TransitionInput(serializers.Serializer):
-        to = serializers.CharField(max_length=20)
-        summary = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+        to = strict.CharField(max_length=20)
+        summary = strict.CharField(max_length=1000, required=False, default="", allow_blank=True)
 
-    @extend_schema(request=TransitionInput, responses=TransitionOutput)
+    @extend_schema(
+        request=TransitionInput,
+        responses={
+            200: TransitionResultOutput,
+            **error_responses(
+                403, 409, 503, e503="The brain marker could not be written (`MARKER_FAILED`); nothing changed."
+            ),
+        },
+    )
     def post(self, request, id_or_slug: str):
         data = self.TransitionInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -228,15 +259,17 @@ class WorkflowApi(APIView):
 class InFlightApi(APIView):
     """Recovery: the active and blocked tasks of a role in the caller's space, with their last markers."""
 
+    class InFlightQuery(serializers.Serializer):
+        markers = strict.IntegerField(min_value=1, max_value=20, default=3, help_text="markers per task")
+
     @extend_schema(
-        parameters=[OpenApiParameter("markers", int, description="markers per task (1-20, default 3)")],
-        responses=InFlightOutput,
+        parameters=[InFlightQuery, OpenApiParameter("role", str, OpenApiParameter.PATH, enum=list(AgentRole.values))],
+        responses={200: InFlightOutput, **error_responses(400, e400="Unknown role or bad markers.")},
     )
     def get(self, request, role: str):
-        try:
-            per_task = min(20, max(1, int(request.query_params.get("markers", 3))))
-        except ValueError:
-            raise serializers.ValidationError({"markers": ["A whole number."]}) from None
+        query = self.InFlightQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        per_task = query.validated_data["markers"]
         rows = selectors.task_in_flight(space=request.user.space, role=role, markers_per_task=per_task)
         return Response(
             {

@@ -9,21 +9,22 @@ from rest_framework.views import APIView
 
 from brain.models import Thought
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
+from core import fields as strict
 
 
 class CorrectedBySerializer(serializers.Serializer):
-    thought_id = serializers.UUIDField(source="id")
-    correct_fact = serializers.CharField()
-    corrected_fact = serializers.CharField()
-    contributor = serializers.CharField(source="contributor_name")
+    thought_id = strict.UUIDField(source="id")
+    correct_fact = strict.CharField()
+    corrected_fact = strict.CharField()
+    contributor = strict.CharField(source="contributor_name")
     created_at = serializers.DateTimeField()
 
 
 class CorrectsSerializer(serializers.Serializer):
-    thought_id = serializers.UUIDField(source="id")
+    thought_id = strict.UUIDField(source="id")
     content_preview = serializers.SerializerMethodField()
-    superseded = serializers.BooleanField()
-    superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
+    superseded = strict.BooleanField()
+    superseded_by = strict.UUIDField(source="superseded_by_id", allow_null=True)
 
     def get_content_preview(self, thought: Thought) -> str:
         return thought.content[:PREVIEW_CHARS]
@@ -56,7 +57,7 @@ class ThoughtDetailApi(APIView):
 
 
 class LineageQuerySerializer(serializers.Serializer):
-    max_depth = serializers.IntegerField(min_value=0, max_value=MAX_MAX_DEPTH, default=DEFAULT_MAX_DEPTH)
+    max_depth = strict.IntegerField(min_value=0, max_value=MAX_MAX_DEPTH, default=DEFAULT_MAX_DEPTH)
 
 
 class ThoughtLineageApi(APIView):
