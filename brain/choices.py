@@ -24,6 +24,7 @@ class QualityFlag(models.TextChoices):
     NEAR_DUPLICATE = "near_duplicate"
     CONTRADICTS_CORRECTION = "contradicts_correction"
     UNVERIFIED = "unverified"
+    RETRACTED = "retracted"  # withdrawn by its contributor or a human, superseded without a replacement
 
 
 class SourceRefType(models.TextChoices):
@@ -42,3 +43,7 @@ class SuggestionStatus(models.TextChoices):
 class SuggestionOrigin(models.TextChoices):
     CONTRADICTION_DETECTOR = "contradiction_detector"  # brain: new thought vs existing facts
     QUALITY_JUDGE = "quality_judge"  # quality loop: a response contradicted an injected item
+
+
+DEFAULT_TOPIC = "general"
+"""The topic a correction gets when neither the caller nor the corrected thought names one."""

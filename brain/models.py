@@ -8,6 +8,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
+from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
@@ -27,7 +28,8 @@ class Thought(models.Model):
     agent = models.ForeignKey("core.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="thoughts")
     contributor_id = models.CharField(max_length=100)
     contributor_name = models.CharField(max_length=200)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # A default, not auto_now_add: imports keep the original time (brain.services.transfer).
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
     # Lineage (seeds/001)
     thought_type = models.CharField(max_length=20, choices=ThoughtType.choices, default=ThoughtType.ORIGINAL)
@@ -119,6 +121,10 @@ class Thought(models.Model):
             models.Index(fields=["space", "topic"], name="thought_space_topic"),
             models.Index(fields=["space", "thought_category"], name="thought_space_category"),
             models.Index(fields=["space", "-created_at"], name="thought_space_created"),
+            # Which embedder computed the stored vectors (brain.embedding.stored_vectors_notice).
+            models.Index(
+                fields=["embedding_model"], name="thought_embedding_model", condition=models.Q(embedding__isnull=False)
+            ),
             # Highway candidates (access_count >= 3, brain.selectors.activity), most accessed first.
             models.Index(
                 fields=["space", "-access_count"], name="thought_space_busy", condition=models.Q(access_count__gte=3)
@@ -141,7 +147,7 @@ class QueryLog(models.Model):
     # The thought this same call stored, if any: its text was a contribution, not a search, so the
     # keyword-echo rule does not compare later contributions with it.
     stored_thought = models.ForeignKey(Thought, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -172,7 +178,7 @@ class CorrectionSuggestion(models.Model):
     agent = models.ForeignKey("core.Agent", null=True, blank=True, on_delete=models.SET_NULL)
     session_id = models.CharField(max_length=100, blank=True, default="")
     status = models.CharField(max_length=20, choices=SuggestionStatus.choices, default=SuggestionStatus.PENDING)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
     resolved_at = models.DateTimeField(null=True, blank=True)
     resolved_by = models.CharField(max_length=200, blank=True, default="")
     correction = models.ForeignKey(Thought, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -1,22 +1,33 @@
-"""How retrieval candidates are scored (SPEC 2.3). Every multiplier is a named constant here.
+"""How retrieval candidates are scored (SPEC 2.3, issue 13). Every constant is named here.
 
 :func:`rank` is the only place a score is computed. It applies, in this order:
 
-1. similarity — cosine similarity of the query and the thought (or, for a thought whose embedding
-   is still pending, a full-text stand-in, see :data:`FULLTEXT_ONLY_BASE`);
+1. relevance — the fusion of the two retrieval sides (``brain.selectors.search`` brings both in one
+   SQL statement): :data:`FUSION` ``"weighted"`` is ``(1 − LEXICAL_WEIGHT)·cosine +
+   LEXICAL_WEIGHT·lexical``, where ``lexical`` is the candidate's BM25 divided by the summed IDF of
+   the query's lexemes (the IDF-weighted share of the query it contains, ≤ 1); ``"rrf"`` is
+   reciprocal-rank fusion ``Σ 1/(RRF_K + rank)`` over the sides that found it, scaled so that first
+   on both sides is 1. A thought whose embedding is still pending has no cosine: its stand-in is
+   ``FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN · lexical``;
 2. lineage — superseded thoughts lose, corrections and refinements of what they supersede win;
 3. quality flags — each flag multiplies by its own constant (several flags multiply);
 4. the quality loop's ``effective_confidence`` (only while ``settings.QUALITY_RANKING_ENABLED``), through
-   :func:`quality_multiplier` — the quality loop computes and stores ``Thought.effective_confidence``
-   (its EMA formula and ALPHA/BETA live in ``quality/formulas.py``); ranking owns the multiplier and
-   its switch;
-5. a bounded pheromone boost, never applied to a superseded thought;
-6. cap at 1.0, re-sort (ties: not superseded first, then newest);
-7. with a topic filter: among that topic's state snapshots, the newest ``temporal_scope`` first.
+   ``quality.formulas.quality_multiplier``;
+5. recency: the newest candidate ×(1 + RECENCY_BOOST_MAX), the oldest ×1, linear in creation order
+   between them (never for a superseded thought);
+6. reinforcement as a bounded tie-break: the pheromone weight multiplies by at most
+   ``1 + PHEROMONE_BOOST_MAX`` (never for a superseded thought), so traffic can only reorder
+   thoughts whose scores are within that share of each other; co-retrieval counts are not used;
+7. cap at 1.0, sort (ties: not superseded first, then newest);
+8. replacement rule (issue 12): a superseded thought never ranks above its live replacement. The
+   search fetches the replacement by id when neither side found it; here the replacement takes at
+   least the superseded thought's score, the superseded one sorts right below it, and both
+   ``matching_reason`` say so;
+9. with a topic filter: among that topic's state snapshots, the newest ``temporal_scope`` first.
 
-Why the pheromone boost can never lift a superseded thought above its replacement: the boost is
-not applied to superseded thoughts at all, and it is ≥ 1 for everything else, so any pair whose
-order the lineage rules decided keeps that order.
+The fusion constants were chosen on the retrieval benchmark's dev split only
+(``make bench-retrieval``; the sweep is in benchmarks/retrieval/README.md). The test split was
+never used to choose anything.
 """
 
 from __future__ import annotations
@@ -73,23 +84,52 @@ def quality_multiplier(effective_confidence: float | None) -> float:
     return max(0.0, effective_confidence)
 
 
-# --- pheromone ------------------------------------------------------------------------------------
+# --- fusion (issue 13; values chosen on the benchmark's dev split) ---------------------------------
+#: "weighted" (calibrated weighted sum of cosine and normalised BM25) or "rrf" (reciprocal-rank fusion).
+FUSION = "weighted"
+#: Share of the lexical side in the weighted sum; the dense (cosine) side gets the rest.
+LEXICAL_WEIGHT = 0.5
+#: RRF's rank offset (the customary 60): only used when FUSION == "rrf".
+RRF_K = 60
+
+#: Newer knowledge first among near-equals: the candidates' creation order (newest 1, oldest 0)
+#: multiplies by ``1 + RECENCY_BOOST_MAX · share`` (never for a superseded thought). It makes "which
+#: is newer" questions find the later statement when nobody marked the older one superseded.
+RECENCY_BOOST_MAX = 0.0
+
+# --- BM25 (computed in SQL from the space's own term statistics) ------------------------------------
+#: Okapi BM25's term-frequency saturation and length normalisation (the textbook values).
+BM25_K1 = 1.2
+BM25_B = 0.75
+#: Document frequencies are counted through the GIN index up to this many rows per lexeme; a lexeme
+#: as frequent as this is left out of the OR match (it would match most of a large space and weighs
+#: almost nothing) and scores with this capped frequency. Keeps the statement bounded at any size.
+BM25_DF_CAP = 1000
+#: The space's size, as used in IDF, is counted up to this many thoughts.
+BM25_N_CAP = 10000
+#: The average document length (in lexemes) is taken over this many newest thoughts of the space.
+BM25_AVGDL_SAMPLE = 200
+
+# --- pheromone (reinforcement) --------------------------------------------------------------------
 PHEROMONE_BASE = 1.0  # weight of a new thought
 PHEROMONE_MAX = 10.0  # cap of reinforcement (SPEC 2.3)
 #: The boost at the maximum weight: ×(1 + PHEROMONE_BOOST_MAX). Linear in the weight between 1 and
-#: 10, none at or below 1: ``1 + 0.1 · clamp((w − 1) / 9, 0, 1)``. Small on purpose: traffic should
-#: break near-ties, not outvote similarity.
-PHEROMONE_BOOST_MAX = 0.1
+#: 10, none at or below 1: ``1 + PHEROMONE_BOOST_MAX · clamp((w − 1) / 9, 0, 1)``. A tie-break, not a
+#: vote: 200 searches about one subject can't move an unrelated question's answer unless the two
+#: thoughts were within 2% of each other anyway (tests/test_brain_reinforcement.py).
+PHEROMONE_BOOST_MAX = 0.02
 
 # --- full-text candidates whose embedding is still pending ----------------------------------------
-#: Their stand-in similarity is ``FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN · coverage``, coverage
-#: being the share of the query's lexemes the thought contains; at most 0.8, so a pending thought
-#: that contains every query word ranks like a good semantic match, not like an exact one.
+#: Their stand-in similarity is ``FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN · lexical`` (lexical: the
+#: IDF-weighted share of the query they contain); at most 0.8, so a pending thought containing every
+#: query word ranks like a good semantic match, not like an exact one.
 FULLTEXT_ONLY_BASE = 0.3
 FULLTEXT_ONLY_SPAN = 0.5
 
-#: Candidates less similar than this (before any multiplier) are not results at all: nearest
-#: neighbours always exist, but for all-MiniLM-L6-v2 unrelated sentences score about 0–0.15.
+#: A candidate less similar than this (cosine, before any multiplier) AND sharing no query word is
+#: not a result: nearest neighbours always exist, but for all-MiniLM-L6-v2 unrelated sentences score
+#: about 0–0.15. A thought that shares a query word stays (the lexical side vouches for it), and so
+#: does the live replacement of a superseded result.
 MIN_SIMILARITY = 0.2
 
 SCORE_CAP = 1.0
@@ -103,10 +143,17 @@ class Candidate:
     """One thought found for a query, with how it was found and what ranking did to it."""
 
     thought: Any  # brain.models.Thought, annotated with superseded_by_category
-    similarity: float
+    similarity: float | None  # cosine; None while the thought's embedding is pending
+    bm25: float = 0.0
+    idf_total: float = 0.0  # summed IDF of the query's lexemes (normalises bm25)
+    dense_rank: int | None = None  # 1-based rank on the dense side, None if it did not find it
+    lexical_rank: int | None = None
     via_vector: bool = False
     via_fulltext: bool = False
     embedding_pending: bool = False
+    live_replacement_id: str | None = None  # for a superseded thought: its live replacement
+    fetched_as_replacement: bool = False  # neither side found it; it came as a replacement
+    relevance: float = 0.0
     score: float = 0.0
     reasons: list[str] = field(default_factory=list)
 
@@ -118,6 +165,13 @@ class Candidate:
     def matching_reason(self) -> str:
         return ", ".join(self.reasons)
 
+    @property
+    def lexical(self) -> float:
+        """BM25 as the IDF-weighted share of the query this thought contains (0…1)."""
+        if self.idf_total <= 0.0:
+            return 0.0
+        return min(1.0, self.bm25 / self.idf_total)
+
 
 def pheromone_boost(weight: float) -> float:
     """The pheromone multiplier for a thought that is not superseded (see PHEROMONE_BOOST_MAX)."""
@@ -125,8 +179,26 @@ def pheromone_boost(weight: float) -> float:
     return 1.0 + PHEROMONE_BOOST_MAX * min(1.0, max(0.0, share))
 
 
-def fulltext_only_similarity(coverage: float) -> float:
-    return FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN * min(1.0, max(0.0, coverage))
+def fulltext_only_similarity(lexical: float) -> float:
+    return FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN * min(1.0, max(0.0, lexical))
+
+
+def relevance(candidate: Candidate) -> float:
+    """Step 1: the fused relevance of a candidate (see FUSION)."""
+    similarity = (
+        fulltext_only_similarity(candidate.lexical) if candidate.similarity is None else max(0.0, candidate.similarity)
+    )
+    if FUSION == "rrf":
+        total = sum(1.0 / (RRF_K + rank) for rank in (candidate.dense_rank, candidate.lexical_rank) if rank)
+        return total * (RRF_K + 1) / 2.0
+    return (1.0 - LEXICAL_WEIGHT) * similarity + LEXICAL_WEIGHT * candidate.lexical
+
+
+def is_match(candidate: Candidate) -> bool:
+    """Whether a candidate is a result at all (see MIN_SIMILARITY)."""
+    if candidate.fetched_as_replacement or candidate.bm25 > 0.0:
+        return True
+    return candidate.similarity is not None and candidate.similarity >= MIN_SIMILARITY
 
 
 def _superseded_by_correction(thought) -> bool:
@@ -184,6 +256,23 @@ def _pheromone_factor(candidate: Candidate) -> float:
     return boost
 
 
+def _recency_shares(candidates: list[Candidate]) -> dict[str, float]:
+    """Each candidate's place in creation order: the newest 1.0, the oldest 0.0."""
+    if RECENCY_BOOST_MAX == 0.0 or len(candidates) < 2:
+        return {}
+    ordered = sorted(candidates, key=lambda c: (c.thought.created_at, c.id))
+    return {c.id: index / (len(ordered) - 1) for index, c in enumerate(ordered)}
+
+
+def _recency_factor(candidate: Candidate, shares: dict[str, float]) -> float:
+    if candidate.thought.superseded or candidate.id not in shares:
+        return 1.0
+    factor = 1.0 + RECENCY_BOOST_MAX * shares[candidate.id]
+    if factor > 1.0:
+        candidate.reasons.append(f"recency ×{factor:.3f}")
+    return factor
+
+
 def _sort_key(candidate: Candidate):
     created: datetime | None = candidate.thought.created_at
     return (-candidate.score, candidate.thought.superseded, -(created.timestamp() if created else 0.0))
@@ -210,22 +299,47 @@ def _newest_snapshots_first(candidates: list[Candidate], topic: str) -> None:
         candidates[index] = candidate
 
 
-def rank(candidates: list[Candidate], *, filter_topic: str | None = None) -> list[Candidate]:
+def _replacements_above(ranked: list[Candidate]) -> bool:
+    """Step 8: lift each present live replacement to at least its superseded thought's score."""
+    by_id = {candidate.id: candidate for candidate in ranked}
+    moved = False
+    for candidate in ranked:
+        if not candidate.thought.superseded or candidate.live_replacement_id not in by_id:
+            continue
+        replacement = by_id[candidate.live_replacement_id]
+        candidate.reasons.append(f"superseded by {replacement.id}, ranked above it")
+        if replacement.score < candidate.score:
+            replacement.score = candidate.score
+            moved = True
+        replacement.reasons.append(f"replaces superseded {candidate.id}: ranked above it")
+    return moved
+
+
+def rank(candidates: list[Candidate], *, filter_topic: str | None = None, limit: int | None = None) -> list[Candidate]:
     """Score every candidate (see the module docstring for the order) and return them best first.
 
-    Candidates below MIN_SIMILARITY are dropped first: they are neighbours, not matches.
+    Candidates that are not matches (:func:`is_match`) are dropped first; ``limit`` cuts the result
+    after the replacement rule, so a superseded thought in the page has its replacement above it.
     """
-    candidates = [candidate for candidate in candidates if candidate.similarity >= MIN_SIMILARITY]
+    candidates = [candidate for candidate in candidates if is_match(candidate)]
     superseded_present = {candidate.id for candidate in candidates if candidate.thought.superseded}
+    recency = _recency_shares(candidates)
     for candidate in candidates:
-        similarity = max(0.0, candidate.similarity)
-        score = similarity
+        candidate.relevance = relevance(candidate)
+        score = candidate.relevance
         score *= _lineage_factor(candidate, superseded_present)
         score *= _flag_factor(candidate)
         score *= _quality_factor(candidate)
+        score *= _recency_factor(candidate, recency)
         score *= _pheromone_factor(candidate)
         candidate.score = min(SCORE_CAP, score)
     ranked = sorted(candidates, key=_sort_key)
+    if _replacements_above(ranked):
+        ranked.sort(key=_sort_key)
     if filter_topic:
         _newest_snapshots_first(ranked, filter_topic)
-    return ranked
+    # A retracted thought (superseded without a replacement) never ranks above a live one.
+    ranked = [c for c in ranked if QualityFlag.RETRACTED not in c.thought.quality_flags] + [
+        c for c in ranked if QualityFlag.RETRACTED in c.thought.quality_flags
+    ]
+    return ranked if limit is None else ranked[:limit]

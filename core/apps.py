@@ -7,3 +7,9 @@ class CoreConfig(AppConfig):
 
     def ready(self):
         from core import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from core.logging import install_access_log_masking
+
+        install_access_log_masking()
+        from core.metrics import connect_celery_signals
+
+        connect_celery_signals()

@@ -6,7 +6,22 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from core import services
+from core.errors import Forbidden, ValidationFailed
 from core.models import Agent
+
+URL_TOKEN_PARAM = "token"
+#: The only operation a read-only URL token may call (seed 003 layer B).
+URL_TOKEN_METHOD, URL_TOKEN_URL_NAME = "GET", "memory"
+URL_TOKEN_REFUSED = (
+    "A URL token only answers GET /api/v1/memory (retrieve-only). Use 'Authorization: Bearer <agent token>' "
+    "for anything else."
+)
+
+
+def url_token_allowed(request) -> bool:
+    """Whether this Django request is the one operation a URL token may call."""
+    match = getattr(request, "resolver_match", None)
+    return request.method == URL_TOKEN_METHOD and match is not None and match.url_name == URL_TOKEN_URL_NAME
 
 
 class AgentTokenAuthentication(authentication.BaseAuthentication):
@@ -14,6 +29,8 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate(self, request):
         header = authentication.get_authorization_header(request).decode("latin-1")
+        if URL_TOKEN_PARAM in request.query_params:
+            return self._authenticate_url_token(request, has_header=bool(header))
         if not header:
             return None
         parts = header.split()
@@ -32,6 +49,22 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
             type(token).objects.filter(pk=token.pk).update(last_used_at=now)
         return token.agent, token
 
+    def _authenticate_url_token(self, request, *, has_header: bool):
+        if not url_token_allowed(request._request):
+            raise Forbidden(URL_TOKEN_REFUSED, code="URL_TOKEN_NOT_ALLOWED")
+        if has_header:
+            raise ValidationFailed("Send either an Authorization header or a token parameter, not both.")
+        token = services.url_token_lookup(raw_token=request.query_params[URL_TOKEN_PARAM])
+        if token is None:
+            raise exceptions.AuthenticationFailed(
+                "Unknown, expired or revoked URL token. Ask a member of the space for a new one "
+                "(web UI: URL tokens, or manage.py agent url-token NAME)."
+            )
+        now = timezone.now()
+        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+            type(token).objects.filter(pk=token.pk).update(last_used_at=now)
+        return token.agent, token
+
     def authenticate_header(self, request):
         return 'Bearer realm="colony"'
 
@@ -41,3 +74,26 @@ class IsAgent(permissions.BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return isinstance(request.user, Agent)
+
+
+class UrlTokenGuard:
+    """Middleware: a ``token`` query parameter anywhere but ``GET /api/v1/memory`` is refused (403).
+
+    So a URL token can never store, correct, transition or read tasks, whatever path or method it
+    is sent to, API or not; and it is never silently ignored where it would leak into a page's links.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if URL_TOKEN_PARAM in request.GET and not url_token_allowed(request):
+            from django.http import JsonResponse
+
+            from core.errors import error_body
+
+            return JsonResponse(error_body("URL_TOKEN_NOT_ALLOWED", URL_TOKEN_REFUSED), status=403)
+        return None

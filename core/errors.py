@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -54,6 +54,70 @@ class ServiceFailure(ApplicationError):
     default_code = "INTERNAL_ERROR"
 
 
+#: Seconds a client is told to wait (``Retry-After``) while the database is unreachable.
+DATABASE_RETRY_AFTER = 5
+DATABASE_UNAVAILABLE_MESSAGE = (
+    "The database is unavailable right now (restarting or unreachable); nothing was changed by this "
+    "request. Retry after a few seconds; GET /api/v1/health says which part is down."
+)
+# SQLSTATEs meaning "the server is not there or is going away": connection exceptions (08xxx),
+# admin/crash shutdown and "the database system is starting up / shutting down" (57P01-57P03).
+_UNAVAILABLE_SQLSTATES = {"57P01", "57P02", "57P03"}
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    """True when ``exc`` says the database can't be reached (not a query's own error such as a
+    deadlock or a constraint): no connection could be made, or the server closed it."""
+    from django.db import utils as db_utils
+
+    if not isinstance(exc, (db_utils.OperationalError, db_utils.InterfaceError)):
+        return False
+    import psycopg
+
+    cause = exc.__cause__
+    if isinstance(cause, psycopg.errors.Error):
+        state = getattr(cause, "sqlstate", None)
+        if state is None:  # connection refused, timed out, closed by the server, no socket
+            return isinstance(cause, (psycopg.OperationalError, psycopg.InterfaceError))
+        return state.startswith("08") or state in _UNAVAILABLE_SQLSTATES
+    # Django's own "connection already closed" (InterfaceError) has no psycopg cause.
+    return isinstance(exc, db_utils.InterfaceError)
+
+
+def database_unavailable_response(request) -> HttpResponse:
+    """503 with Retry-After: the envelope for the API, a short readable page for humans."""
+    if request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", ""):
+        response = JsonResponse(error_body("DATABASE_UNAVAILABLE", DATABASE_UNAVAILABLE_MESSAGE), status=503)
+    else:
+        response = HttpResponse(
+            "<!doctype html><html><head><title>Colony: database unavailable</title></head><body>"
+            "<h1>The database is unavailable right now</h1>"
+            "<p>Colony can't reach its PostgreSQL server (it is restarting or down). Nothing was changed. "
+            f"This page will work again once the database is back: reload in {DATABASE_RETRY_AFTER} seconds.</p>"
+            "</body></html>",
+            status=503,
+            content_type="text/html; charset=utf-8",
+        )
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER)
+    return response
+
+
+class DatabaseUnavailableMiddleware:
+    """Turns "the database can't be reached" raised by a view into 503 + Retry-After at once."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if is_database_unavailable(exception):
+            logger.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
+            return database_unavailable_response(request)
+        return None
+
+
 def error_body(code: str, message: str, **extra) -> dict:
     return {"error": {"code": code, "message": message, **extra}}
 
@@ -95,6 +159,13 @@ def api_exception_handler(exc, context) -> Response:
         if exc.status_code >= 500:
             logger.error("%s: %s", exc.code, exc.message, exc_info=exc)
         return Response(error_body(exc.code, exc.message, **exc.extra), status=exc.status_code)
+    if is_database_unavailable(exc):
+        logger.warning("database unavailable: %s", exc)
+        return Response(
+            error_body("DATABASE_UNAVAILABLE", DATABASE_UNAVAILABLE_MESSAGE),
+            status=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
+        )
     if isinstance(exc, Http404):
         exc = drf.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -109,6 +180,19 @@ def api_exception_handler(exc, context) -> Response:
         if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
             headers["WWW-Authenticate"] = 'Bearer realm="colony"'
             status = 401
+        elif isinstance(exc, drf.Throttled):
+            wait = max(1, int(exc.wait or 1) + (1 if exc.wait and exc.wait % 1 else 0))
+            headers["Retry-After"] = str(wait)
+            status = 429
+            return Response(
+                error_body(
+                    "THROTTLED",
+                    f"Too many requests from this token; retry in {wait} s (API_THROTTLE_RATE).",
+                    retry_after=wait,
+                ),
+                status=status,
+                headers=headers,
+            )
         else:
             status = exc.status_code
         message = str(exc.detail) if not isinstance(exc.detail, (list, dict)) else str(exc.detail)

@@ -84,3 +84,28 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hostname} ({self.last_seen:%Y-%m-%d %H:%M:%S})"
+
+
+class UrlToken(models.Model):
+    """A read-only URL token (seed 003 layer B): ``GET /api/v1/memory?prompt=...&token=...`` only.
+
+    For clients that can only fetch URLs (a human's chat client). It answers retrieve-only memory
+    calls as ``agent`` (whose name the query log shows) in ``agent.space``, and nothing else: no
+    storing, correcting, transitions or tasks. Only its SHA-256 is stored; it expires and is revocable.
+    """
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="url_tokens")
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12, help_text="First characters of the token, to tell tokens apart.")
+    label = models.CharField(max_length=100, blank=True)
+    created_by = models.CharField(max_length=150, blank=True, help_text="Who created it (user or 'cli').")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… (URL, {self.agent.name})"

@@ -1,7 +1,9 @@
 """`make run`: start Colony with its embedded defaults, in the foreground, until Ctrl-C.
 
 Starts the embedded PostgreSQL (unless DATABASE_URL is set), migrates, runs the first-start
-bootstrap, then the web server, a Celery worker and Celery beat under honcho (see Procfile).
+bootstrap, collects the static files, then runs the web server (uvicorn with several workers,
+``core/serve.py``), a Celery worker and Celery beat under Colony's own supervisor
+(``core/supervisor.py``, Procfile): a process that dies is restarted while the others keep running.
 Ctrl-C stops them all, then the embedded database.
 """
 
@@ -37,6 +39,9 @@ def main() -> int:
         from django.conf import settings
 
         say(f"database: {settings.DATABASES['default']['HOST']} / {settings.DATABASES['default']['NAME']}")
+        if embedded:
+            # The processes connect to this server; none of them starts or stops it themselves.
+            env["DATABASE_URL"] = settings.DATABASE_URL
     except ImproperlyConfigured as exc:  # config.env.ImproperSetting: says what to fix
         say(str(exc))
         return 2
@@ -57,21 +62,20 @@ def main() -> int:
         say(f"broker: {description}")
         subprocess.run([python, "manage.py", "migrate", "--no-input"], env=env, check=True)
         subprocess.run([python, "manage.py", "colony_bootstrap"], env=env, check=True)
+        subprocess.run([python, "manage.py", "collectstatic", "--no-input", "-v", "0"], env=env, check=True)
         port = env.get("PORT", "8000")
         env["PORT"] = port
         say(f"web: http://127.0.0.1:{port}/  admin: /admin/  API docs: /api/docs/  (Ctrl-C stops everything)")
-        # Ctrl-C goes to the whole foreground group; honcho stops its processes, we wait for it.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        from core.supervisor import Supervisor, read_procfile
+
+        supervisor = Supervisor(read_procfile(BASE_DIR / "Procfile"), env=env, cwd=BASE_DIR)
+        # Every process runs in its own session: Ctrl-C reaches only us, and we stop them in order.
+        previous = {sig: signal.signal(sig, supervisor.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            honcho = subprocess.Popen(
-                [python, "-m", "honcho", "-f", "Procfile", "start"],
-                env=env,
-                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-            )
-            signal.signal(signal.SIGTERM, lambda *_: honcho.terminate())
-            return honcho.wait()
+            return supervisor.run()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     except subprocess.CalledProcessError as exc:
         say(f"start-up step failed: {' '.join(map(str, exc.cmd))} (exit {exc.returncode}); see the output above.")
         return exc.returncode or 1

@@ -5,15 +5,18 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from core.choices import DEFAULT_SPACE_SLUG, AgentRole
 from core.errors import Conflict, NotFound, ValidationFailed
-from core.models import Agent, AgentToken, Space, WorkerHeartbeat
+from core.models import Agent, AgentToken, Space, UrlToken, WorkerHeartbeat
 
 TOKEN_PREFIX = "col_"
+URL_TOKEN_PREFIX = "colr_"
+URL_TOKEN_MAX_DAYS = 365
 SPACE_SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
 
 
@@ -94,4 +97,39 @@ def worker_heartbeat(*, hostname: str, pid: int, started_at) -> None:
     now = timezone.now()
     WorkerHeartbeat.objects.update_or_create(
         hostname=hostname, defaults={"pid": pid, "started_at": started_at, "last_seen": now}
+    )
+
+
+def url_token_create(*, agent: Agent, days: int, label: str = "", created_by: str = "") -> tuple[UrlToken, str]:
+    """A read-only URL token for ``agent`` valid ``days`` days; returns (row, token). Shown once."""
+    if not 1 <= days <= URL_TOKEN_MAX_DAYS:
+        raise ValidationFailed(f"A URL token lives 1 to {URL_TOKEN_MAX_DAYS} days; got {days}.")
+    raw = URL_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = UrlToken.objects.create(
+        agent=agent,
+        key_hash=_hash(raw),
+        prefix=raw[:12],
+        label=label,
+        created_by=created_by,
+        expires_at=timezone.now() + timedelta(days=days),
+    )
+    return token, raw
+
+
+def url_token_lookup(*, raw_token: str) -> UrlToken | None:
+    """The live URL token (not revoked, not expired, agent active) for ``raw_token``, or None."""
+    token = (
+        UrlToken.objects.select_related("agent", "agent__space")
+        .filter(key_hash=_hash(raw_token), revoked_at__isnull=True, expires_at__gt=timezone.now())
+        .first()
+    )
+    if token is None or not token.agent.active:
+        return None
+    return token
+
+
+def url_token_revoke(*, space: Space, prefix: str) -> int:
+    """Revoke the URL tokens of ``space`` whose prefix matches; returns how many."""
+    return UrlToken.objects.filter(agent__space=space, prefix__startswith=prefix[:12], revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
     )

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from quality.models import ConfidenceChange, JudgeValidation, QualityRollup, TurnItem, TurnLog
+from quality.models import TURN_ITEM_VERDICT_FIELDS, ConfidenceChange, JudgeValidation, QualityRollup, TurnItem, TurnLog
 
 
 class TurnItemInline(admin.TabularInline):
@@ -12,14 +12,7 @@ class TurnItemInline(admin.TabularInline):
         "in_injection",
         "explicit_used",
         "explicit_contradicted",
-        "judge_on_topic",
-        "judge_used",
-        "judge_contradicted",
-        "on_topic",
-        "used",
-        "contradicted",
-        "verdict_source",
-        "fed_ema",
+        *TURN_ITEM_VERDICT_FIELDS,
     ]
     readonly_fields = fields
     extra = 0

@@ -25,6 +25,8 @@ with ALPHA = 0.5 and BETA = 2.0: a contradiction punishes four times harder than
 
 from __future__ import annotations
 
+import math
+
 GAMMA = 0.3  # EMA smoothing factor
 ALPHA = 0.5  # reward per unit of usage EMA
 BETA = 2.0  # penalty per unit of contradiction EMA
@@ -41,6 +43,25 @@ DISCOVERY_DAYS = 14  # a raised contradiction must be superseded within this man
 FALSE_DEMOTION_DAYS = 7  # a demotion undone within this many days was a false demotion
 JUDGE_MIN_AGREEMENT = 0.85  # a judge below this on any metric is not trusted for ranking
 JUDGE_METRICS = ("on_topic", "used", "contradicted")
+# Trust is decided on held-out labelled turns only (never on turns a judge was tuned on), and only
+# when there are enough of them for the agreement to mean something: a 95% interval of about
+# +-3 points at 85% needs a few hundred items, and contradictions are the rare class.
+JUDGE_MIN_HELDOUT_ITEMS = 300
+JUDGE_MIN_HELDOUT_CONTRADICTIONS = 40
+JUDGE_TRUST_RULE = "held-out-v1"  # recorded with a validation; older whole-file records confer no trust
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (95% for z = 1.96); ``(0.0, 1.0)`` when ``n`` is 0.
+
+    Unlike the normal approximation it stays inside [0, 1] and is honest near 0% and 100%."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def ema(previous: float | None, outcome: float, gamma: float = GAMMA) -> float:

@@ -61,6 +61,19 @@ class TurnLog(models.Model):
         return f"{self.session_id}/{self.turn_id}"
 
 
+TURN_ITEM_VERDICT_FIELDS = (
+    "judge_on_topic",
+    "judge_used",
+    "judge_contradicted",
+    "on_topic",
+    "used",
+    "contradicted",
+    "verdict_source",
+    "fed_ema",
+)
+"""The verdict columns of a TurnItem that scoring writes and the admin shows."""
+
+
 class TurnItem(models.Model):
     """One injected item of a turn: what was shown, and the verdicts on it.
 

@@ -34,12 +34,16 @@ class JudgeTrust:
 
 
 def judge_trust(*, judge_name: str) -> JudgeTrust:
-    """Trusted = the judge's latest validation reached 85% agreement on every metric.
+    """Trusted = the judge's latest validation passed the held-out trust rule
+    (``quality.services.validation.trust_decide``): 85% agreement on every metric over enough held-out
+    turns. A validation recorded under an older rule (whole file, tuning half included) confers no trust.
 
     A judge never validated is not trusted: ranking then learns from explicit feedback only.
     """
     latest = JudgeValidation.objects.filter(judge_name=judge_name).order_by("-created_at", "-id").first()
-    trusted = latest is not None and all(
+    trusted = (
+        latest is not None and latest.trusted and (latest.details or {}).get("trust_rule") == formulas.JUDGE_TRUST_RULE
+    ) and all(
         getattr(latest, f"{metric}_agreement") >= formulas.JUDGE_MIN_AGREEMENT for metric in formulas.JUDGE_METRICS
     )
     return JudgeTrust(judge_name=judge_name, trusted=trusted, validation=latest)

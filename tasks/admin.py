@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from core.errors import ApplicationError
 from tasks.choices import TaskStatus
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog
-from tasks.services.transitions import task_confirm_human
+from tasks.services.confirmations import task_confirm_human
 
 
 @admin.register(Project)

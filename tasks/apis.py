@@ -24,14 +24,14 @@ LIST_MAX_LIMIT = 500
 DETAIL_TRANSITIONS = 10
 
 
-class ProjectOutput(serializers.Serializer):
+class ProjectOutputSerializer(serializers.Serializer):
     slug = strict.CharField()
     name = strict.CharField()
     approval_mode = strict.CharField()
     created_at = serializers.DateTimeField()
 
 
-class TransitionOutput(serializers.Serializer):
+class TransitionOutputSerializer(serializers.Serializer):
     id = strict.IntegerField()
     rule = strict.CharField(source="rule_key")
     from_status = strict.CharField()
@@ -48,7 +48,7 @@ class TransitionOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class TaskOutput(serializers.Serializer):
+class TaskOutputSerializer(serializers.Serializer):
     id = strict.UUIDField()
     slug = strict.CharField()
     title = strict.CharField()
@@ -74,7 +74,7 @@ class TaskOutput(serializers.Serializer):
         return sorted(({"slug": t.slug, "status": t.status} for t in task.depends_on.all()), key=lambda d: d["slug"])
 
 
-class TransitionOptionOutput(serializers.Serializer):
+class TransitionOptionOutputSerializer(serializers.Serializer):
     to = strict.CharField()
     target_status = strict.CharField()
     rule = strict.CharField()
@@ -85,68 +85,74 @@ class TransitionOptionOutput(serializers.Serializer):
     reasons = serializers.ListField(child=serializers.DictField())
 
 
-class TransitionOptionsOutput(serializers.Serializer):
+class TransitionOptionsOutputSerializer(serializers.Serializer):
     task = strict.CharField()
     status = strict.CharField()
     role = strict.CharField()
     actor = strict.CharField()
     allowed = serializers.ListField(child=strict.CharField())
-    transitions = TransitionOptionOutput(many=True)
+    transitions = TransitionOptionOutputSerializer(many=True)
 
 
-class InFlightTaskOutput(TaskOutput):
-    last_markers = TransitionOutput(many=True)
+class InFlightTaskOutput(TaskOutputSerializer):
+    last_markers = TransitionOutputSerializer(many=True)
 
 
-class InFlightOutput(serializers.Serializer):
+class InFlightOutputSerializer(serializers.Serializer):
     role = strict.CharField()
     tasks = InFlightTaskOutput(many=True)
 
 
-class ProjectListOutput(serializers.Serializer):
-    results = ProjectOutput(many=True)
+class ProjectListOutputSerializer(serializers.Serializer):
+    results = ProjectOutputSerializer(many=True)
 
 
-class TaskListOutput(serializers.Serializer):
-    count = serializers.IntegerField(help_text="All tasks matching the filters (results is one page).")
-    results = TaskOutput(many=True)
+class TaskListOutputSerializer(serializers.Serializer):
+    count = strict.IntegerField(help_text="All tasks matching the filters (results is one page).")
+    results = TaskOutputSerializer(many=True)
 
 
-class TaskDetailOutput(TaskOutput):
-    transitions = TransitionOutput(many=True, help_text=f"The last {DETAIL_TRANSITIONS} transitions, newest first.")
+class TaskDetailOutputSerializer(TaskOutputSerializer):
+    transitions = TransitionOutputSerializer(
+        many=True, help_text=f"The last {DETAIL_TRANSITIONS} transitions, newest first."
+    )
 
 
-class TransitionResultOutput(serializers.Serializer):
-    task = TaskOutput()
-    transition = TransitionOutput()
+class TransitionResultOutputSerializer(serializers.Serializer):
+    task = TaskOutputSerializer()
+    transition = TransitionOutputSerializer()
 
 
 def task_detail_data(task) -> dict:
     """A task with its last transitions: the one shape the API and ``manage.py task get`` both show."""
     recent = selectors.transitions_recent(task_ids=[task.id], per_task=DETAIL_TRANSITIONS)[task.id]
-    return {**TaskOutput(task).data, "transitions": TransitionOutput(recent, many=True).data}
+    return {**TaskOutputSerializer(task).data, "transitions": TransitionOutputSerializer(recent, many=True).data}
 
 
 class ProjectListCreateApi(APIView):
-    class ProjectCreateInput(serializers.Serializer):
+    class ProjectCreateInputSerializer(serializers.Serializer):
         slug = strict.SlugField(max_length=100)
         name = strict.CharField(max_length=200, required=False, default="")
         approval_mode = strict.ChoiceField(choices=ApprovalMode.values, default=ApprovalMode.MANUAL)
 
-    @extend_schema(operation_id="v1_projects_list", responses={200: ProjectListOutput})
+    @extend_schema(operation_id="v1_projects_list", responses={200: ProjectListOutputSerializer})
     def get(self, request):
-        return Response({"results": ProjectOutput(selectors.project_list(space=request.user.space), many=True).data})
+        return Response(
+            {"results": ProjectOutputSerializer(selectors.project_list(space=request.user.space), many=True).data}
+        )
 
-    @extend_schema(request=ProjectCreateInput, responses={201: ProjectOutput, **error_responses(403, 409)})
+    @extend_schema(
+        request=ProjectCreateInputSerializer, responses={201: ProjectOutputSerializer, **error_responses(403, 409)}
+    )
     def post(self, request):
-        data = self.ProjectCreateInput(data=request.data)
+        data = self.ProjectCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         project = task_services.project_create(space=request.user.space, agent=request.user, **data.validated_data)
-        return Response(ProjectOutput(project).data, status=201)
+        return Response(ProjectOutputSerializer(project).data, status=201)
 
 
 class TaskListCreateApi(APIView):
-    class TaskFilterInput(serializers.Serializer):
+    class TaskFilterInputSerializer(serializers.Serializer):
         status = strict.ChoiceField(choices=TaskStatus.values, required=False)
         role = strict.ChoiceField(choices=AgentRole.values, required=False)
         project = strict.SlugField(required=False)
@@ -154,7 +160,7 @@ class TaskListCreateApi(APIView):
         limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
         offset = strict.IntegerField(min_value=0, max_value=1_000_000_000, default=0)
 
-    class TaskCreateInput(serializers.Serializer):
+    class TaskCreateInputSerializer(serializers.Serializer):
         project = strict.SlugField(max_length=100)
         slug = strict.SlugField(max_length=150)
         title = strict.CharField(max_length=300)
@@ -166,27 +172,31 @@ class TaskListCreateApi(APIView):
         parent_ids = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
         depends_on = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
 
-    @extend_schema(operation_id="v1_tasks_list", parameters=[TaskFilterInput], responses={200: TaskListOutput})
+    @extend_schema(
+        operation_id="v1_tasks_list", parameters=[TaskFilterInputSerializer], responses={200: TaskListOutputSerializer}
+    )
     def get(self, request):
-        filters = self.TaskFilterInput(data=request.query_params)
+        filters = self.TaskFilterInputSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         params = dict(filters.validated_data)
         limit, offset = params.pop("limit"), params.pop("offset")
         qs = selectors.task_list(space=request.user.space, **params)
         page = list(qs[offset : offset + limit])
-        return Response({"count": qs.count(), "results": TaskOutput(page, many=True).data})
+        return Response({"count": qs.count(), "results": TaskOutputSerializer(page, many=True).data})
 
-    @extend_schema(request=TaskCreateInput, responses={201: TaskOutput, **error_responses(403, 404, 409)})
+    @extend_schema(
+        request=TaskCreateInputSerializer, responses={201: TaskOutputSerializer, **error_responses(403, 404, 409)}
+    )
     def post(self, request):
-        data = self.TaskCreateInput(data=request.data)
+        data = self.TaskCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         task = task_services.task_create(space=request.user.space, created_by=request.user, **data.validated_data)
         task = selectors.task_get(space=request.user.space, id_or_slug=str(task.id))
-        return Response(TaskOutput(task).data, status=201)
+        return Response(TaskOutputSerializer(task).data, status=201)
 
 
 class TaskDetailApi(APIView):
-    @extend_schema(responses={200: TaskDetailOutput})
+    @extend_schema(responses={200: TaskDetailOutputSerializer})
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         return Response(task_detail_data(task))
@@ -197,42 +207,42 @@ class TaskDnaApi(APIView):
 
     @extend_schema(
         request={"application/json": {"type": "object", "minProperties": 1, "additionalProperties": True}},
-        responses={200: TaskOutput, **error_responses(403, 409)},
+        responses={200: TaskOutputSerializer, **error_responses(403, 409)},
     )
     def patch(self, request, id_or_slug: str):
         if not isinstance(request.data, dict) or not request.data:
             raise serializers.ValidationError({"dna": ["Send a non-empty JSON object of DNA fields to merge."]})
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         task_services.task_update_dna(task=task, patch=dict(request.data))
-        return Response(TaskOutput(task).data)
+        return Response(TaskOutputSerializer(task).data)
 
 
 class TaskTransitionApi(APIView):
-    class TransitionInput(serializers.Serializer):
+    class TransitionInputSerializer(serializers.Serializer):
         to = strict.CharField(max_length=20)
         summary = strict.CharField(max_length=1000, required=False, default="", allow_blank=True)
 
     @extend_schema(
-        request=TransitionInput,
+        request=TransitionInputSerializer,
         responses={
-            200: TransitionResultOutput,
+            200: TransitionResultOutputSerializer,
             **error_responses(
                 403, 409, 503, e503="The brain marker could not be written (`MARKER_FAILED`); nothing changed."
             ),
         },
     )
     def post(self, request, id_or_slug: str):
-        data = self.TransitionInput(data=request.data)
+        data = self.TransitionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         log = transition_services.task_transition(task=task, agent=request.user, **data.validated_data)
-        return Response({"task": TaskOutput(task).data, "transition": TransitionOutput(log).data})
+        return Response({"task": TaskOutputSerializer(task).data, "transition": TransitionOutputSerializer(log).data})
 
 
 class TaskTransitionsApi(APIView):
     """What the calling agent may do with this task now, and why each other rule refuses."""
 
-    @extend_schema(responses=TransitionOptionsOutput)
+    @extend_schema(responses=TransitionOptionsOutputSerializer)
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         options = transition_services.task_transition_options(task=task, agent=request.user)
@@ -259,15 +269,18 @@ class WorkflowApi(APIView):
 class InFlightApi(APIView):
     """Recovery: the active and blocked tasks of a role in the caller's space, with their last markers."""
 
-    class InFlightQuery(serializers.Serializer):
+    class InFlightQuerySerializer(serializers.Serializer):
         markers = strict.IntegerField(min_value=1, max_value=20, default=3, help_text="markers per task")
 
     @extend_schema(
-        parameters=[InFlightQuery, OpenApiParameter("role", str, OpenApiParameter.PATH, enum=list(AgentRole.values))],
-        responses={200: InFlightOutput, **error_responses(400, e400="Unknown role or bad markers.")},
+        parameters=[
+            InFlightQuerySerializer,
+            OpenApiParameter("role", str, OpenApiParameter.PATH, enum=list(AgentRole.values)),
+        ],
+        responses={200: InFlightOutputSerializer, **error_responses(400, e400="Unknown role or bad markers.")},
     )
     def get(self, request, role: str):
-        query = self.InFlightQuery(data=request.query_params)
+        query = self.InFlightQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         per_task = query.validated_data["markers"]
         rows = selectors.task_in_flight(space=request.user.space, role=role, markers_per_task=per_task)
@@ -275,7 +288,10 @@ class InFlightApi(APIView):
             {
                 "role": role,
                 "tasks": [
-                    {**TaskOutput(task).data, "last_markers": TransitionOutput(logs, many=True).data}
+                    {
+                        **TaskOutputSerializer(task).data,
+                        "last_markers": TransitionOutputSerializer(logs, many=True).data,
+                    }
                     for task, logs in rows
                 ],
             }

@@ -10,7 +10,7 @@ from django.db.models.functions import RowNumber
 from core.errors import NotFound, ValidationFailed
 from core.models import Space
 from tasks.choices import ROLE_ACTORS, TaskStatus, TaskType
-from tasks.models import Project, Task, TransitionLog
+from tasks.models import HumanConfirmation, Project, Task, TransitionLog
 
 IN_FLIGHT_STATUSES = (TaskStatus.ACTIVE, TaskStatus.BLOCKED)
 
@@ -97,3 +97,18 @@ def task_in_flight(*, space: Space, role: str, markers_per_task: int = 3) -> lis
     )
     recent = transitions_recent(task_ids=[t.id for t in tasks], per_task=markers_per_task)
     return [(task, recent.get(task.id, [])) for task in tasks]
+
+
+def confirmation_list_open(*, task: Task) -> QuerySet[HumanConfirmation]:
+    """Confirmations given for the state ``task`` is in now and not yet used by a transition, oldest
+    first: the one rule of which confirmation is valid (the transition consumes the first for its step)."""
+    return (
+        HumanConfirmation.objects.filter(
+            task=task,
+            from_status=task.status,
+            consumed_at__isnull=True,
+            confirmed_at__gte=task.status_changed_at,
+        )
+        .select_related("user")
+        .order_by("confirmed_at")
+    )

@@ -121,11 +121,17 @@ def fake_embedder(monkeypatch):
 
 @pytest.fixture
 def thought_factory(db, space):
-    """Store a thought through thought_create; the vector is fake_vector(content) unless given."""
+    """Store a thought through thought_create; the vector is fake_vector(content) unless given
+    (``embedding="real"``: the real model's vector of the content)."""
     from brain.services.thoughts import thought_create
 
     def factory(content: str, *, in_space: Space | None = None, embedding="fake", **fields):
-        vector = fake_vector(content) if embedding == "fake" else embedding
+        if embedding == "real":  # the real model's vector (tests that claim similarity behaviour)
+            from brain.embedding import embed
+
+            vector = embed(content)
+        else:
+            vector = fake_vector(content) if embedding == "fake" else embedding
         fields.setdefault("contributor_id", "tester")
         fields.setdefault("contributor_name", "Tester")
         return thought_create(space=in_space or space, content=content, embedding=vector, **fields)

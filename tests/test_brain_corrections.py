@@ -18,11 +18,11 @@ from brain import embedding
 from brain.models import Thought
 from brain.services import corrections
 from brain.services.corrections import (
-    correction_guard,
     correction_guidance,
     thought_correct,
     thought_correct_by_id,
 )
+from brain.services.flags import correction_guard
 from brain.services.thoughts import thought_create, thought_link_related
 from core.errors import NotFound, ServiceFailure, ValidationFailed
 

@@ -9,7 +9,7 @@ import pytest
 
 from brain import embedding
 from brain.models import CorrectionSuggestion, Thought
-from brain.services.corrections import correction_guard
+from brain.services.flags import correction_guard
 from brain.services.suggestions import suggestion_as_pending, suggestion_create, suggestions_pending_for
 from brain.services.thoughts import thought_create
 

@@ -105,7 +105,8 @@ def test_one_correction_beats_five_reinforced_copies_of_the_wrong_fact_at_once(f
     for source in rest.values():
         assert source["superseded"] is True
         assert f"superseded by correction {correction_id} ×0.5" in source["matching_reason"]
-        assert source["score"] < sources[0]["score"] / 2  # ×0.5 against ×1.3, not a near race
+        assert source["score"] < sources[0]["score"]  # ×0.5 against ×1.3, and below its replacement
+        assert f"superseded by {correction_id}, ranked above it" in source["matching_reason"]
     # The pheromone the wrong copies gathered does not help them any more.
     assert all("pheromone" not in s["matching_reason"] for s in rest.values())
 

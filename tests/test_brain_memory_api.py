@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from brain import embedding
+from brain import embedding, ranking
 from brain.choices import SuggestionOrigin, SuggestionStatus
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.suggestions import suggestion_create
@@ -237,30 +237,30 @@ def test_session_is_created_when_missing_and_kept_when_given(dev, fake_embedder)
         ("The pipeline, based on the runbook, runs migrations before restarting workers.", True),
     ],
 )
-def test_contribution_threshold(dev, fake_embedder, prompt, stored):
+def test_contribution_threshold(dev, prompt, stored):
     trace = memory(dev, prompt=prompt)["trace"]
     assert trace["contribution_threshold_met"] is stored
     assert (trace["thought_id"] is not None) is stored
     assert Thought.objects.count() == (1 if stored else 0)
 
 
-def test_refines_bypasses_the_threshold(dev, fake_embedder, thought_factory):
-    original = thought_factory("Original note about the cache layer and its eviction policy.")
+def test_refines_bypasses_the_threshold(dev, thought_factory):
+    original = thought_factory("Original note about the cache layer and its eviction policy.", embedding="real")
     trace = memory(dev, prompt="LRU, not LFU?", refines=str(original.id))["trace"]
     assert trace["contribution_threshold_met"] is False and trace["thoughts_contributed"] == 1
     assert "threshold:bypassed(refines)" in trace["operations"]
     assert Thought.objects.get(pk=trace["thought_id"]).thought_type == "refinement"
 
 
-def test_consolidates_bypasses_the_threshold(dev, fake_embedder, thought_factory):
-    a = thought_factory("Note one about the cache layer.")
-    b = thought_factory("Note two about the cache layer.")
+def test_consolidates_bypasses_the_threshold(dev, thought_factory):
+    a = thought_factory("Note one about the cache layer.", embedding="real")
+    b = thought_factory("Note two about the cache layer.", embedding="real")
     trace = memory(dev, prompt="Cache: LRU.", consolidates=[str(a.id), str(b.id)])["trace"]
     assert trace["thoughts_contributed"] == 1 and "threshold:bypassed(consolidates)" in trace["operations"]
 
 
-def test_a_correction_bypasses_the_threshold(dev, fake_embedder, thought_factory):
-    wrong = thought_factory("The cache uses LFU eviction.", topic="cache")
+def test_a_correction_bypasses_the_threshold(dev, thought_factory):
+    wrong = thought_factory("The cache uses LFU eviction.", topic="cache", embedding="real")
     trace = memory(
         dev,
         prompt="Cache is LRU.",
@@ -324,13 +324,18 @@ def test_every_structured_field_is_stored(dev, fake_embedder, thought_factory):
 
 
 # --- filters --------------------------------------------------------------------------------------
-def test_topic_and_category_filters_and_limit(dev, fake_embedder, thought_factory):
+def test_topic_and_category_filters_and_limit(dev, thought_factory):
     for i in range(6):
         thought_factory(
-            f"cache eviction note number {i} about LRU", topic="cache", thought_category="operational_learning"
+            f"cache eviction note number {i} about LRU",
+            topic="cache",
+            thought_category="operational_learning",
+            embedding="real",
         )
-    thought_factory("cache eviction note in another topic about LRU", topic="cdn")
-    thought_factory("cache eviction decision about LRU", topic="cache", thought_category="decision_record")
+    thought_factory("cache eviction note in another topic about LRU", topic="cdn", embedding="real")
+    thought_factory(
+        "cache eviction decision about LRU", topic="cache", thought_category="decision_record", embedding="real"
+    )
     body = memory(dev, prompt="cache eviction LRU", filter_topic="cache", limit=3)
     assert len(body["result"]["sources"]) == 3
     assert all(s["topic"] == "cache" and "topic match" in s["matching_reason"] for s in body["result"]["sources"])
@@ -339,9 +344,13 @@ def test_topic_and_category_filters_and_limit(dev, fake_embedder, thought_factor
     assert "category match" in body["result"]["sources"][0]["matching_reason"]
 
 
-def test_a_weak_category_filter_is_relaxed(dev, fake_embedder, thought_factory):
-    thought_factory("cache eviction uses LRU in the web tier", thought_category="operational_learning")
-    thought_factory("completely unrelated words about gardening tomatoes", thought_category="decision_record")
+def test_a_weak_category_filter_is_relaxed(dev, thought_factory):
+    thought_factory(
+        "cache eviction uses LRU in the web tier", thought_category="operational_learning", embedding="real"
+    )
+    thought_factory(
+        "completely unrelated words about gardening tomatoes", thought_category="decision_record", embedding="real"
+    )
     body = memory(dev, prompt="cache eviction uses LRU in the web tier", filter_category="decision_record")
     assert body["trace"]["retrieval_method"] == "hnsw+fulltext (category filter relaxed)"
     sources = body["result"]["sources"]
@@ -349,9 +358,11 @@ def test_a_weak_category_filter_is_relaxed(dev, fake_embedder, thought_factory):
     assert all("relaxed filter" in s["matching_reason"] for s in sources)
 
 
-def test_a_sufficient_category_filter_is_not_relaxed(dev, fake_embedder, thought_factory):
-    thought_factory("cache eviction uses LRU in the web tier", thought_category="decision_record")
-    thought_factory("cache eviction uses LRU in the web tier today", thought_category="operational_learning")
+def test_a_sufficient_category_filter_is_not_relaxed(dev, thought_factory):
+    thought_factory("cache eviction uses LRU in the web tier", thought_category="decision_record", embedding="real")
+    thought_factory(
+        "cache eviction uses LRU in the web tier today", thought_category="operational_learning", embedding="real"
+    )
     body = memory(dev, prompt="cache eviction uses LRU in the web tier", filter_category="decision_record")
     assert body["trace"]["retrieval_method"] == "hnsw+fulltext"
     assert [s["thought_category"] for s in body["result"]["sources"]] == ["decision_record"]
@@ -413,8 +424,8 @@ def test_near_duplicate_guidance(dev, monkeypatch, thought_factory, similarity, 
         assert guidance == ""
 
 
-def test_no_near_duplicate_advice_against_the_thought_being_refined(dev, fake_embedder, thought_factory):
-    original = thought_factory(STATEMENT)
+def test_no_near_duplicate_advice_against_the_thought_being_refined(dev, thought_factory):
+    original = thought_factory(STATEMENT, embedding="real")
     memory(dev, prompt="warm up")
     body = memory(dev, prompt=STATEMENT, refines=str(original.id))
     assert body["result"]["guidance"] is None
@@ -570,8 +581,8 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, though
 
 
 def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypatch, thought_factory):
-    """35 closer neighbours fill the vector side's pool of 30 (flagged, so they score 0.9 × 0.8); the
-    thought containing every query word comes in through full text and, at 0.75, ranks first."""
+    """35 closer neighbours fill the vector side's pool of 30 (flagged, ×0.8, and sharing no query
+    word); the thought containing every query word comes in through the lexical side and ranks first."""
     for i in range(35):
         thought_factory(
             f"Filler neighbour {i} about something close in meaning.",
@@ -582,9 +593,10 @@ def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypa
     monkeypatch.setattr(embedding, "embed_many", lambda texts, batch_size=64: [_unit(1.0) for _ in texts])
     sources = memory(dev, prompt="invoice ERR4711 VAT", limit=10)["result"]["sources"]
     assert sources[0]["thought_id"] == str(exact.id)
-    assert sources[0]["matching_reason"] == "full-text match, similarity 0.75"
-    assert sources[0]["score"] == pytest.approx(0.75, abs=1e-3)
-    assert sources[1]["score"] == pytest.approx(0.9 * 0.8, abs=1e-3)
+    assert sources[0]["matching_reason"].startswith("similarity 0.75, full-text match (bm25 ")
+    lexical_weight = ranking.LEXICAL_WEIGHT
+    assert sources[1]["score"] == pytest.approx((1 - lexical_weight) * 0.9 * 0.8, abs=1e-3)
+    assert sources[0]["score"] > (1 - lexical_weight) * 0.75
 
 
 def test_a_correction_beyond_the_vector_pool_is_found_exactly_and_ranks_first(dev, monkeypatch, thought_factory):
@@ -599,4 +611,4 @@ def test_a_correction_beyond_the_vector_pool_is_found_exactly_and_ranks_first(de
     sources = memory(dev, prompt="invoice ERR4711 rejected", limit=10)["result"]["sources"]
     assert sources[0]["thought_id"] == str(correction.id)
     assert sources[0]["matching_reason"] == "similarity 0.75, correction boost ×1.3"
-    assert sources[0]["score"] == pytest.approx(0.75 * 1.3, abs=1e-3)
+    assert sources[0]["score"] == pytest.approx((1 - ranking.LEXICAL_WEIGHT) * 0.75 * 1.3, abs=1e-3)

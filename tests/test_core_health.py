@@ -18,7 +18,7 @@ def test_health_without_a_worker_heartbeat_is_503(anon):
     response = anon.get("/api/v1/health")
     assert response.status_code == 503
     body = response.json()
-    assert set(body) == {"status", "database", "pgvector", "broker", "worker", "embedding_model"}
+    assert set(body) == {"status", "database", "pgvector", "broker", "worker", "embedding_model", "embedding"}
     assert body["status"] == "error"
     assert body["database"] is True and body["pgvector"].startswith("0.8")
     assert body["broker"] is True

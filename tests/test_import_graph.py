@@ -18,11 +18,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("config", "core", "brain", "quality", "tasks", "web", "contrib")
+EXCLUDED = {"tests", "benchmarks", "docs", "templates", "var"}
 
-LAYER = {"core": 0, "brain": 1, "quality": 2, "tasks": 2, "web": 3, "config": 4, "contrib": 0}
-"""An app may import apps of a lower layer only (same layer: not each other). ``contrib`` holds the
-agent-side hook, which imports nothing of Colony."""
+LAYER = {"core": 0, "brain": 1, "quality": 2, "tasks": 2, "web": 3, "colony_mcp": 3, "config": 4, "contrib": 0}
+"""An app may import apps of a lower layer only (same layer: not each other). ``colony_mcp`` is an
+interface like ``web``; ``contrib`` holds agent-side scripts, which import nothing of Colony."""
+
+
+LEAVES = {"config.env"}
+"""Modules every layer may import because they import nothing of the project themselves: the typed
+settings reader (``manage.py`` and the process launchers in ``core`` read the environment with it
+before Django's settings exist)."""
+
+
+def project_packages() -> list[str]:
+    """Every top-level folder of the project that holds Python code, except tests and benchmarks."""
+    return sorted(
+        path.name
+        for path in ROOT.iterdir()
+        if path.is_dir() and path.name not in EXCLUDED and not path.name.startswith(".") and any(path.rglob("*.py"))
+    )
 
 
 def _module_name(path: Path) -> str:
@@ -34,7 +49,7 @@ def _module_name(path: Path) -> str:
 
 def project_modules() -> dict[str, Path]:
     modules = {}
-    for package in PACKAGES:
+    for package in project_packages():
         for path in (ROOT / package).rglob("*.py"):
             if "migrations" in path.parts:
                 continue
@@ -146,11 +161,21 @@ def layer_violations(graph: dict[str, dict[str, int]]) -> list[str]:
         app = module.split(".")[0]
         for target, line in sorted(targets.items()):
             target_app = target.split(".")[0]
-            if target_app == app:
+            if target_app == app or target in LEAVES:
                 continue
             if LAYER[target_app] >= LAYER[app]:
                 bad.append(f"{module} (line {line}) imports {target}: {app} may not import {target_app}")
     return bad
+
+
+def test_every_package_has_a_layer():
+    """A new top-level package must say where it sits before the layer rule can check it."""
+    assert set(project_packages()) <= set(LAYER), f"give these a layer in LAYER: {set(project_packages()) - set(LAYER)}"
+
+
+def test_leaves_import_nothing_of_the_project():
+    graph = build_graph()
+    assert {leaf: graph[leaf] for leaf in LEAVES} == {leaf: {} for leaf in LEAVES}
 
 
 def test_the_graph_sees_function_level_imports_and_real_edges():

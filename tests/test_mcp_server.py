@@ -276,3 +276,44 @@ def test_host_outside_allowed_hosts_is_refused(asgi_server, agent_factory):
     )
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "BAD_HOST"
+
+
+def test_thought_list_and_retract_through_mcp(asgi_server, agent_factory, fake_embedder):
+    dev = agent_factory("dev", name="retractor")
+
+    async def body(session):
+        tools = Tools(session)
+        stored = await tools.call(
+            "memory_contribute", content="The API key for the staging mail relay is abc123, pasted here by mistake."
+        )
+        thought_id = stored["trace"]["thought_id"]
+        listed = await tools.call("thought_list", contributor="retractor")
+        retracted = await tools.call("thought_retract", thought_id=thought_id, reason="contains a secret")
+        again = await tools.raw("thought_retract", thought_id=thought_id, reason="twice")
+        live = await tools.call("thought_list", superseded=False)
+        return thought_id, listed, retracted, again, live
+
+    thought_id, listed, retracted, (is_error, again), live = in_session(asgi_server.url, dev.token, body)
+    assert [t["thought_id"] for t in listed["results"]] == [thought_id]
+    assert retracted["thought"]["superseded"] is True and "retracted" in retracted["thought"]["quality_flags"]
+    assert is_error and again["status"] == 409 and again["error"]["code"] == "ALREADY_RETRACTED"
+    assert live["count"] == 0
+    assert Thought.objects.filter(id=thought_id).exists()
+
+
+def test_memory_search_carries_the_map_not_breadcrumbs_hint(asgi_server, agent_factory, fake_embedder):
+    from tests.test_brain_topic_map import FRAGMENTS
+
+    dev = agent_factory("dev")
+    ids = {
+        dev.post("/api/v1/memory", {"prompt": t, "topic": "gruendung"}, format="json").json()["trace"]["thought_id"]
+        for t in FRAGMENTS
+    }
+
+    async def body(session):
+        return await Tools(session).call("memory_search", query="gruendung state", filter_topic="gruendung")
+
+    guidance = in_session(asgi_server.url, dev.token, body)["result"]["guidance"]
+    assert "Topic 'gruendung' is 3 fragments and no current state snapshot" in guidance
+    offered = json.loads(guidance[guidance.index('{"prompt"') :])
+    assert set(offered["consolidates"]) == ids

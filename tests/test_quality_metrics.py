@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from quality import formulas
 from quality.models import ConfidenceChange, JudgeValidation, QualityRollup, TurnItem
 from quality.selectors import quality_metrics
 from quality.services.rollups import quality_rollup_day, rollup_recompute_days
@@ -213,6 +214,7 @@ def test_metrics_endpoint_says_whether_the_judge_is_trusted(dev, space):
         used_agreement=0.88,
         contradicted_agreement=0.95,
         trusted=True,
+        details={"trust_rule": formulas.JUDGE_TRUST_RULE},
     )
     judge = dev.get("/api/v1/quality/metrics").json()["judge"]
     assert judge["trusted"] is True and judge["ranking_feedback"] == "judge_and_explicit"

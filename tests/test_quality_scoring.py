@@ -13,6 +13,7 @@ from brain import ranking
 from brain.judging import JudgeUnavailable
 from brain.models import CorrectionSuggestion, Thought
 from brain.ranking import quality_multiplier
+from quality import formulas
 from quality.choices import TurnStatus
 from quality.models import ConfidenceChange, JudgeValidation, TurnItem, TurnLog
 from quality.selectors import judge_trust
@@ -49,6 +50,7 @@ def trust(judge_name: str, on_topic=0.9, used=0.9, contradicted=0.9) -> JudgeVal
         used_agreement=used,
         contradicted_agreement=contradicted,
         trusted=min(on_topic, used, contradicted) >= 0.85,
+        details={"trust_rule": formulas.JUDGE_TRUST_RULE},
     )
 
 

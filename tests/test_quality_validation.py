@@ -11,12 +11,15 @@ from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from quality import formulas
 from quality.models import JudgeValidation
 from quality.selectors import judge_trust
 from quality.services.validation import judge_validation_load
 
 pytestmark = pytest.mark.django_db
 SHIPPED = Path(django_settings.BASE_DIR) / "quality" / "fixtures" / "judge_validation.jsonl"
+HELD_OUT = Path(django_settings.BASE_DIR) / "quality" / "fixtures" / "judge_heldout.jsonl"
+CI = r"{}\s+{}%\s+95% CI\s+[\d.]+-\s*[\d.]+%"  # metric, agreement, then its Wilson interval
 
 
 def write(tmp_path: Path, turns: list[dict]) -> Path:
@@ -58,9 +61,9 @@ def test_agreement_per_metric_is_printed_and_recorded(tmp_path, settings, capsys
     call_command("validate_judge", str(write(tmp_path, TURNS)), "--judge", "embedding")
     out = capsys.readouterr().out
     assert "Judge embedding on 2 turns, 4 items:" in out
-    assert re.search(r"on_topic\s+50\.0%\s+BELOW 85%", out)
-    assert re.search(r"used\s+75\.0%\s+BELOW 85%", out)
-    assert re.search(r"contradicted\s+100\.0%\s+ok", out)
+    assert re.search(CI.format("on_topic", "50\\.0") + r"\s+BELOW 85%", out)
+    assert re.search(CI.format("used", "75\\.0") + r"\s+BELOW 85%", out)
+    assert re.search(CI.format("contradicted", "100\\.0") + r"\s+ok", out)
     assert "NOT trusted" in out
     validation = JudgeValidation.objects.get()
     assert (validation.judge_name, validation.turns, validation.items) == ("embedding", 2, 4)
@@ -78,13 +81,124 @@ def test_agreement_per_metric_is_printed_and_recorded(tmp_path, settings, capsys
     assert judge_trust(judge_name="embedding").trusted is False
 
 
-def test_a_judge_agreeing_on_every_metric_becomes_trusted(tmp_path, settings, capsys):
+def held_out_turns(n: int, *, wrong_every: int = 0, start: int = 1) -> list[dict]:
+    """``n`` held-out turns of two items each (one used, one contradicted), which the marker judge gets
+    right, except every ``wrong_every``-th turn, whose labels say the opposite of what the judge says."""
+    turns = []
+    for k in range(start, start + n):
+        wrong = bool(wrong_every) and k % wrong_every == 0
+        turns.append(
+            {
+                "turn_id": f"h{k:04d}",
+                "split": "held-out",
+                "user_prompt": "p",
+                "assistant_response": "r",
+                "items": [
+                    item("[on] [used] fact", True, not wrong, False),
+                    item("[on] [contra] stale fact", True, False, not wrong),
+                ],
+            }
+        )
+    return turns
+
+
+def tune_turns(n: int) -> list[dict]:
+    """``n`` turns of the tuning half (odd turn numbers, no split field), all agreed by the marker judge."""
+    return [
+        {
+            "turn_id": f"v{2 * k + 1:04d}",
+            "user_prompt": "p",
+            "assistant_response": "r",
+            "items": [item("[on] [used] a", True, True, False), item("[on] [contra] b", True, False, True)],
+        }
+        for k in range(n)
+    ]
+
+
+def test_a_judge_agreeing_on_enough_held_out_turns_becomes_trusted(tmp_path, settings, capsys):
     settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
     settings.QUALITY_JUDGE = "llm"
-    call_command("validate_judge", str(write(tmp_path, TURNS[:1])))  # --judge defaults to QUALITY_JUDGE
-    assert "TRUSTED for ranking" in capsys.readouterr().out
+    call_command("validate_judge", str(write(tmp_path, held_out_turns(160))))  # --judge defaults to QUALITY_JUDGE
+    out = capsys.readouterr().out
+    assert "TRUSTED for ranking" in out and "over 320 items" in out
     assert judge_trust(judge_name="llm").trusted is True
     assert judge_trust(judge_name="embedding").trusted is False
+
+
+def test_agreeing_on_the_tuning_half_cannot_make_a_judge_trusted(tmp_path, settings, capsys):
+    """The gamed case of issue 12 item 8: perfect on the half the judge was tuned on, below the bar on
+    the held-out half, above the bar on the whole file (which the old rule read). It stays untrusted."""
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    turns = tune_turns(400) + held_out_turns(160, wrong_every=2)  # held-out: 80 of 160 turns disagree
+    call_command("validate_judge", str(write(tmp_path, turns)), "--judge", "embedding")
+    out = capsys.readouterr().out
+    validation = JudgeValidation.objects.get()
+    splits = validation.details["splits"]
+    assert splits["tune"]["used"]["agreement"] == 1.0
+    assert splits["all"]["used"]["agreement"] == pytest.approx(1 - 80 / 1120)  # 92.9%: the old rule trusted this
+    assert splits["held-out"]["used"]["agreement"] == pytest.approx(0.75)  # 240 of 320 items
+    assert (validation.used_agreement, validation.contradicted_agreement) == (0.75, 0.75)  # held-out figures
+    assert validation.on_topic_agreement == 1.0
+    assert validation.trusted is False
+    assert judge_trust(judge_name="embedding").trusted is False
+    assert "NOT trusted" in out and "held-out agreement below 85% on used, contradicted" in out
+    # every half is printed with its 95% Wilson interval; only the held-out one decides
+    assert "tune (400 turns, 800 items; tuning half: for reference, never decides trust):" in out
+    assert "held-out (160 turns, 320 items; decides trust):" in out
+    low, high = formulas.wilson_interval(240, 320)
+    assert re.search(CI.format("used", "75\\.0") + r"\s+BELOW 85%", out)
+    assert f"95% CI {low * 100:5.1f}-{high * 100:5.1f}%" in out  # 70.0-79.5%
+    assert validation.details["splits"]["held-out"]["used"]["ci95"] == [low, high]
+
+
+def test_a_small_or_contradiction_free_held_out_set_confers_no_trust(tmp_path, settings, capsys):
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    call_command("validate_judge", str(write(tmp_path, held_out_turns(40))), "--judge", "embedding")
+    assert "only 80 held-out items (needs 300)" in capsys.readouterr().out
+    assert judge_trust(judge_name="embedding").trusted is False
+    no_contradictions = [
+        {"turn_id": f"h{k:04d}", "split": "held-out", "user_prompt": "p", "assistant_response": "r",
+         "items": [item("[on] [used] a", True, True, False), item("off", False, False, False)]}
+        for k in range(200)
+    ]  # fmt: skip
+    call_command("validate_judge", str(write(tmp_path, no_contradictions)), "--judge", "embedding")
+    assert "only 0 held-out contradictions (needs 40)" in capsys.readouterr().out
+    assert judge_trust(judge_name="embedding").trusted is False
+
+
+def test_a_validation_recorded_under_the_old_whole_file_rule_confers_no_trust():
+    JudgeValidation.objects.create(
+        judge_name="embedding",
+        source="quality/fixtures/judge_validation.jsonl",
+        source_sha256="0" * 64,
+        turns=53,
+        items=148,
+        on_topic_agreement=0.905,
+        used_agreement=0.872,
+        contradicted_agreement=0.899,
+        trusted=True,
+    )
+    assert judge_trust(judge_name="embedding").trusted is False
+
+
+def test_wilson_interval():
+    assert formulas.wilson_interval(50, 100) == (pytest.approx(0.4038, abs=1e-4), pytest.approx(0.5962, abs=1e-4))
+    assert formulas.wilson_interval(0, 20)[0] == 0.0 and formulas.wilson_interval(20, 20)[1] == 1.0
+    assert formulas.wilson_interval(20, 20)[0] == pytest.approx(0.8389, abs=1e-4)
+    assert formulas.wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_several_files_are_one_set_and_turn_ids_must_not_repeat(tmp_path, settings, capsys):
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = write(tmp_path / "a", tune_turns(2))
+    second = write(tmp_path / "b", held_out_turns(3))
+    call_command("validate_judge", str(first), str(second), "--judge", "embedding")
+    out = capsys.readouterr().out
+    assert "on 5 turns, 10 items:" in out and "held-out (3 turns, 6 items" in out
+    with pytest.raises(CommandError, match="appears twice"):
+        call_command("validate_judge", str(first), str(first))
 
 
 @pytest.mark.parametrize(
@@ -136,7 +250,7 @@ def test_agreement_reached_by_always_answering_no_is_called_out(tmp_path, settin
     ]
     call_command("validate_judge", str(write(tmp_path, rare)))
     out = capsys.readouterr().out
-    assert re.search(r"contradicted\s+90\.0%\s+ok", out)
+    assert re.search(CI.format("contradicted", "90\\.0") + r"\s+ok", out)
     assert "found 0 of 1 labelled true" in out
     assert "warning: contradicted agreement comes from answering no" in out
 
@@ -156,3 +270,20 @@ def test_a_split_runs_one_half_and_records_nothing(tmp_path, settings, capsys):
     assert not JudgeValidation.objects.exists()  # trust is decided on the whole file only
     with pytest.raises(CommandError, match="No turn"):
         call_command("validate_judge", str(write(tmp_path, [{**TURNS[0], "turn_id": "v001"}])), "--split", "held-out")
+
+
+def test_shipped_held_out_file():
+    """200+ realistic held-out turns, 40+ contradictions, labelled by the written rules, never tuned on."""
+    turns, _ = judge_validation_load(path=HELD_OUT)
+    tuning, _ = judge_validation_load(path=SHIPPED)
+    assert len(turns) >= 200
+    assert {turn.split for turn in turns} == {"held-out"}
+    assert not {turn.turn_id for turn in turns} & {turn.turn_id for turn in tuning}
+    items = [item for turn in turns for item in turn.items]
+    assert sum(item.labels["contradicted"] for item in items) >= 40
+    assert 0 < sum(item.labels["used"] for item in items) < len(items)
+    assert 0 < sum(item.labels["on_topic"] for item in items) < len(items)
+    for item in items:  # the labelling rules of quality/fixtures/README.md
+        assert item.labels["on_topic"] or not (item.labels["used"] or item.labels["contradicted"]), item.id
+        assert not (item.labels["used"] and item.labels["contradicted"]), item.id  # rejected is not used
+    assert len({turn.assistant_response for turn in turns}) == len(turns)  # no copied responses

@@ -9,8 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from brain.models import Thought
 from tasks import workflow
 from tasks.models import Task, TransitionLog
-from tasks.services import transitions as transition_services
-from tasks.services.transitions import task_confirm_human, task_transition
+from tasks.services import markers
+from tasks.services.confirmations import task_confirm_human
+from tasks.services.transitions import task_transition
 from tests.tasks_helpers import contribute, make_member, make_project, make_task, query_brain
 
 pytestmark = pytest.mark.django_db
@@ -241,7 +242,7 @@ def test_marker_failure_is_a_503_and_changes_nothing(agent_factory, project, mon
     def brain_down(**kwargs):
         raise ConnectionError("brain unavailable")
 
-    monkeypatch.setattr(transition_services, "thought_create", brain_down)
+    monkeypatch.setattr(markers, "thought_create", brain_down)
     err = error(
         agent_factory("liaison").post("/api/v1/tasks/t/transition", {"to": "pending"}, format="json"),
         503,

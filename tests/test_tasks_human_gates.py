@@ -8,8 +8,9 @@ from django.urls import reverse
 
 from core.errors import ApplicationError
 from tasks.models import HumanConfirmation, Task
+from tasks.services.confirmations import task_confirm_human
 from tasks.services.tasks import task_update_dna
-from tasks.services.transitions import task_confirm_human, task_transition
+from tasks.services.transitions import task_transition
 from tests.tasks_helpers import contribute, make_agent, make_member, make_project, make_task, query_brain
 
 pytestmark = pytest.mark.django_db

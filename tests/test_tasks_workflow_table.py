@@ -9,7 +9,8 @@ from core.errors import ApplicationError
 from tasks import workflow
 from tasks.choices import HUMAN, RESTORE, SYSTEM
 from tasks.models import HumanConfirmation, TransitionLog
-from tasks.services.transitions import task_confirm_human, task_transition
+from tasks.services.confirmations import task_confirm_human
+from tasks.services.transitions import task_transition
 from tests.tasks_helpers import (
     actor_kwargs,
     expected_target,

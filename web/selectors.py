@@ -15,7 +15,7 @@ from quality import formulas
 from quality.models import QualityRollup, TurnItem
 from quality.selectors import metric_values
 from quality.services.rollups import COUNT_FIELDS
-from tasks.models import HumanConfirmation, Task, TransitionLog
+from tasks.models import Task, TransitionLog
 from tasks.selectors import IN_FLIGHT_STATUSES
 
 # Columns a list of thoughts shows; the 384-float embedding and the search vector stay in the database.
@@ -101,20 +101,6 @@ def transition_history(*, task: Task) -> QuerySet[TransitionLog]:
         .select_related("agent", "user", "confirmation__user", "marker")
         .defer("marker__embedding", "marker__corrected_fact_embedding", "marker__search_vector")
         .order_by("-created_at", "-id")
-    )
-
-
-def confirmation_list_open(*, task: Task) -> QuerySet[HumanConfirmation]:
-    """Confirmations given for the state ``task`` is in now and not yet used by a transition."""
-    return (
-        HumanConfirmation.objects.filter(
-            task=task,
-            from_status=task.status,
-            consumed_at__isnull=True,
-            confirmed_at__gte=task.status_changed_at,
-        )
-        .select_related("user")
-        .order_by("confirmed_at")
     )
 
 

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from web.views import board, brain, home, quality
+from web.views import board, brain, home, quality, tokens
 
 app_name = "web"
 
@@ -22,8 +22,12 @@ urlpatterns = [
     path("brain/", brain.explorer, name="brain"),
     path("brain/thoughts/<uuid:thought_id>/", brain.thought_detail, name="thought"),
     path("brain/thoughts/<uuid:thought_id>/correct/", brain.thought_correct_post, name="thought-correct"),
+    path("brain/thoughts/<uuid:thought_id>/retract/", brain.thought_retract_post, name="thought-retract"),
     path("brain/suggestions/<uuid:suggestion_id>/accept/", brain.suggestion_accept_post, name="suggestion-accept"),
     path("brain/suggestions/<uuid:suggestion_id>/dismiss/", brain.suggestion_dismiss_post, name="suggestion-dismiss"),
+    # read-only URL tokens (seed 003 layer B)
+    path("tokens/", tokens.url_tokens, name="url-tokens"),
+    path("tokens/<int:token_id>/revoke/", tokens.url_token_revoke, name="url-token-revoke"),
     # quality dashboard
     path("quality/", quality.dashboard, name="quality"),
 ]

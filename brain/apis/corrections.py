@@ -81,7 +81,7 @@ class SuggestionOutputSerializer(serializers.ModelSerializer):
 
 
 class SuggestionListOutputSerializer(serializers.Serializer):
-    count = serializers.IntegerField(help_text="How many suggestions are in results.")
+    count = strict.IntegerField(help_text="How many suggestions are in results.")
     results = SuggestionOutputSerializer(many=True)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,6 +14,7 @@ from brain.choices import SourceRefType, ThoughtCategory
 from brain.services.memory import memory_run
 from core import fields as strict
 from core.errors import ValidationFailed
+from core.models import UrlToken
 from core.schema import error_responses
 
 #: Transition markers are written by the task workflow itself, never through the memory endpoint.
@@ -31,6 +32,13 @@ class TextOrListField(strict.CharField):
                 self.fail("invalid")
             data = "\n".join(item.strip() for item in data if item.strip())
         return super().to_internal_value(data)
+
+
+class OptionalBooleanField(strict.BooleanField):
+    """A boolean that stays "not given" when absent, also in form-encoded bodies (DRF's default
+    reads a missing checkbox as false, which would make every form POST a pure search)."""
+
+    default_empty_html = serializers.empty
 
 
 class SourceRefSerializer(serializers.Serializer):
@@ -66,8 +74,14 @@ class MemoryInputSerializer(serializers.Serializer):
     filter_topic = strict.CharField(max_length=200, required=False, allow_blank=True)
     filter_category = strict.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
     limit = strict.IntegerField(min_value=1, max_value=50, required=False)
-    contribute = strict.BooleanField(
-        required=False, default=True, help_text="false: retrieve only, never store whatever the prompt."
+    contribute = OptionalBooleanField(
+        required=False,
+        help_text="false: a pure search. Retrieve, reinforce and log the query, never store the prompt.",
+    )
+    store = OptionalBooleanField(
+        required=False,
+        help_text="true: store the prompt even when it is below the contribution threshold (short facts, "
+        "imports); false: the same as contribute: false.",
     )
 
 
@@ -79,6 +93,8 @@ def memory_query_params(params) -> dict:
     ``source_ref`` is JSON, and an empty parameter counts as not given."""
     data: dict = {}
     for key in params:
+        if key == "token":  # a read-only URL token: authentication, not a memory field (core.auth)
+            continue
         values = params.getlist(key)
         if key in LIST_FIELDS:
             items = [part.strip() for value in values for part in value.split(",") if part.strip()]
@@ -99,6 +115,15 @@ def memory_query_params(params) -> dict:
     return data
 
 
+URL_TOKEN_PARAMETER = OpenApiParameter(
+    "token",
+    str,
+    required=False,
+    description="A read-only URL token (instead of the Authorization header) for clients that can only fetch "
+    "URLs: the call is then retrieve-only. Accepted on this operation only.",
+)
+
+
 MEMORY_ERRORS = error_responses(404, 409, e404="An id in refines/consolidates/supersedes/related_thoughts is unknown.")
 
 
@@ -109,13 +134,18 @@ class MemoryApi(APIView):
     def post(self, request):
         return self._run(request, request.data, query_string=False)
 
-    @extend_schema(parameters=[MemoryInputSerializer], responses={200: OpenApiTypes.OBJECT, **MEMORY_ERRORS})
+    @extend_schema(
+        parameters=[MemoryInputSerializer, URL_TOKEN_PARAMETER], responses={200: OpenApiTypes.OBJECT, **MEMORY_ERRORS}
+    )
     def get(self, request):
         return self._run(request, memory_query_params(request.query_params), query_string=True)
 
     def _run(self, request, data, *, query_string: bool):
-        if not isinstance(data, dict):
+        if not hasattr(data, "keys"):
             raise ValidationFailed('Send a JSON object of memory fields, e.g. {"prompt": "..."}.')
+        if isinstance(request.auth, UrlToken):
+            # A read-only URL token (seed 003 layer B) retrieves; it never stores, whatever it asks.
+            data = {**data, "contribute": False}
         serializer = MemoryInputSerializer(data=data, context={strict.QUERY_STRING: query_string})
         serializer.is_valid(raise_exception=True)
         return Response(memory_run(agent=request.user, request=serializer.validated_data))

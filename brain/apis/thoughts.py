@@ -7,9 +7,13 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from brain.choices import ThoughtCategory
 from brain.models import Thought
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
+from brain.selectors.listing import thought_list
+from brain.services.retraction import REASON_MAX_CHARS, thought_retract
 from core import fields as strict
+from core.schema import error_responses
 
 
 class CorrectedBySerializer(serializers.Serializer):
@@ -71,3 +75,121 @@ class ThoughtLineageApi(APIView):
             space=request.user.space, thought_id=thought_id, max_depth=query.validated_data["max_depth"]
         )
         return Response(lineage)
+
+
+# --- list and retract (SPEC 5) -------------------------------------------------------------------
+
+LIST_DEFAULT_LIMIT = 50
+LIST_MAX_LIMIT = 200
+
+
+class ThoughtListItemSerializer(serializers.Serializer):
+    thought_id = strict.UUIDField(source="id")
+    content = strict.CharField()
+    contributor = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    thought_type = strict.CharField()
+    thought_category = strict.CharField()
+    topic = strict.CharField()
+    temporal_scope = strict.DateField(allow_null=True)
+    tags = serializers.ListField(child=strict.CharField())
+    quality_flags = serializers.ListField(child=strict.CharField())
+    superseded = strict.BooleanField()
+    superseded_by = strict.UUIDField(source="superseded_by_id", allow_null=True)
+    refined_by = strict.UUIDField(source="refined_by_id", allow_null=True)
+    retraction = serializers.SerializerMethodField()
+
+    def get_contributor(self, thought: Thought) -> str:
+        return thought.agent.name if thought.agent_id else thought.contributor_name
+
+    def get_retraction(self, thought: Thought) -> dict | None:
+        return (thought.context_metadata or {}).get("retraction")
+
+
+class ThoughtListPageSerializer(serializers.Serializer):
+    count = strict.IntegerField(help_text="Thoughts matching the filters, all pages.")
+    limit = strict.IntegerField()
+    offset = strict.IntegerField()
+    next_offset = strict.IntegerField(allow_null=True, help_text="Offset of the next page; null on the last.")
+    results = ThoughtListItemSerializer(many=True)
+
+
+class ThoughtListQuerySerializer(serializers.Serializer):
+    topic = strict.CharField(max_length=200, required=False)
+    category = strict.ChoiceField(choices=ThoughtCategory.values, required=False)
+    contributor = strict.CharField(max_length=200, required=False, help_text="The agent's registered name.")
+    since = serializers.DateTimeField(required=False, help_text="ISO date or date-time; created at or after it.")
+    superseded = strict.BooleanField(
+        required=False, allow_null=True, default=None, help_text="true: superseded or retracted only; false: live."
+    )
+    limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
+    offset = strict.IntegerField(min_value=0, max_value=10**9, default=0)
+
+
+class ThoughtListApi(APIView):
+    """The thoughts of the caller's space, newest first, with filters and offset paging."""
+
+    @extend_schema(
+        operation_id="v1_thoughts_list",
+        parameters=[ThoughtListQuerySerializer],
+        responses={200: ThoughtListPageSerializer},
+    )
+    def get(self, request):
+        query = ThoughtListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = dict(query.validated_data)
+        limit, offset = params.pop("limit"), params.pop("offset")
+        qs = thought_list(space=request.user.space, **params)
+        count = qs.count()
+        page = list(qs[offset : offset + limit])
+        next_offset = offset + limit if offset + limit < count else None
+        return Response(
+            {
+                "count": count,
+                "limit": limit,
+                "offset": offset,
+                "next_offset": next_offset,
+                "results": ThoughtListItemSerializer(page, many=True).data,
+            }
+        )
+
+
+class ThoughtRetractInputSerializer(serializers.Serializer):
+    reason = strict.CharField(max_length=REASON_MAX_CHARS, help_text="Why it is withdrawn.")
+
+
+class ThoughtRetractOutputSerializer(serializers.Serializer):
+    thought = ThoughtListItemSerializer()
+    guidance = strict.CharField()
+
+
+class ThoughtRetractApi(APIView):
+    """Retract a thought you contributed: superseded without a replacement, flagged ``retracted``,
+    kept for audit (never deleted) and ranked below every live thought."""
+
+    @extend_schema(
+        request=ThoughtRetractInputSerializer,
+        responses={
+            200: ThoughtRetractOutputSerializer,
+            **error_responses(
+                403,
+                409,
+                e403="Not the thought's contributor (`NOT_CONTRIBUTOR`; correct it instead) or a transition marker "
+                "(`MARKER_NOT_RETRACTABLE`).",
+                e409="Already retracted (`ALREADY_RETRACTED`).",
+            ),
+        },
+    )
+    def post(self, request, thought_id: str):
+        body = ThoughtRetractInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        thought = thought_retract(
+            space=request.user.space, thought_id=thought_id, reason=body.validated_data["reason"], agent=request.user
+        )
+        return Response(
+            {
+                "thought": ThoughtListItemSerializer(thought).data,
+                "guidance": "Retracted: kept for audit, marked superseded without a replacement, ranked below every "
+                "live thought. If a right version exists, contribute it (refines) or correct the fact instead.",
+            }
+        )

@@ -4,6 +4,9 @@ Pending correction suggestions are read in ``brain.services.suggestions``, their
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
+
 from django.db.models import F, Func, IntegerField
 from pgvector.django import CosineDistance
 
@@ -68,17 +71,33 @@ def thought_highways(*, space: Space, limit: int = 20) -> list[dict]:
     return [_highway(thought) for thought in _highways(space).order_by("-traffic", "-created_at")[:limit]]
 
 
-def agent_has_queried(*, space: Space, agent: Agent, before_id: int | None = None) -> bool:
-    """Whether the agent called the memory endpoint before (onboarding is for first calls)."""
-    logs = QueryLog.objects.filter(space=space, agent=agent)
-    if before_id is not None:
-        logs = logs.exclude(pk=before_id)
-    return logs.exists()
-
-
 def session_shown_ids(*, space: Space, session_id: str, before_id: int | None = None) -> set[str]:
     """Every thought id an earlier memory call of this session returned."""
     logs = QueryLog.objects.filter(space=space, session_id=session_id)
     if before_id is not None:
         logs = logs.filter(pk__lt=before_id)
     return {item["id"] for results in logs.values_list("results", flat=True) for item in results or [] if "id" in item}
+
+
+# --- the brain as evidence for the task workflow's memory gates (tasks.services.gates) ---
+
+
+def agent_session_query_times(*, space_id: int, agent: Agent, session_id: str) -> tuple[bool, datetime | None]:
+    """Did ``agent`` query the brain in session ``session_id`` of the space at all, and when was the
+    latest of those queries? Returned as (queried, latest) for the caller to compare with a moment."""
+    latest = (
+        QueryLog.objects.filter(space_id=space_id, agent=agent, session_id=session_id)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    return latest is not None, latest
+
+
+def thought_contribution_get(*, space_id: int, thought_id: uuid.UUID) -> Thought | None:
+    """The few facts the memory gate checks about a claimed contribution (author, time, category)."""
+    return (
+        Thought.objects.filter(pk=thought_id, space_id=space_id)
+        .only("id", "agent_id", "created_at", "thought_category")
+        .first()
+    )

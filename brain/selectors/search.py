@@ -1,10 +1,26 @@
-"""Retrieval (SPEC 2.3): HNSW candidates unioned with full-text candidates, ranked by brain.ranking.
+"""Retrieval (SPEC 2.3): dense and lexical candidates in ONE SQL statement, fused by brain.ranking.
 
-The vector side finds what is similar in meaning; the full-text side finds thoughts whose
-embedding is still being computed (markers, imports) and exact wording the model blurs; live
-corrections are also compared exactly, without the approximate index (see
-:func:`_correction_candidates`). All are restricted to one space and the same filters, and the
-union is ranked once.
+One round trip (:data:`_SEARCH_SQL`) returns, for one space and the caller's filters:
+
+- dense candidates: the HNSW scan (cosine) for the ``pool`` nearest thoughts;
+- lexical candidates: full text with OR semantics (any query lexeme), ranked by BM25 computed in
+  the statement from the space's own term statistics (document frequency of each query lexeme,
+  counted through the GIN index and capped at :data:`ranking.BM25_DF_CAP`; the space's size capped at
+  :data:`ranking.BM25_N_CAP`; the average document length from the newest
+  :data:`ranking.BM25_AVGDL_SAMPLE` thoughts). Lexemes as frequent as the cap are left out of the OR
+  match (they would match most of a large space and carry almost no weight) but still score;
+- live corrections compared EXACTLY (not through the approximate index, see below);
+- for every superseded candidate, its live replacement (following superseded_by / refined_by up to
+  :data:`REPLACEMENT_DEPTH` hops), fetched by id even when neither side found it;
+
+and, for each of them, everything ranking needs: exact cosine similarity, BM25, the rank on each
+side, the category of what superseded it, flags, quality, pheromone weight. Fusion and the
+multipliers are then plain Python over at most a few dozen rows (``brain.ranking.rank``).
+
+Why live corrections are compared exactly: a correction must win at once (issue 4), so its
+retrieval can't depend on index recall; pgvector 0.8's filtered scan was seen missing a freshly
+inserted correction even at ef_search 1000. Corrections are few, and ``distance + 0`` keeps the
+planner off HNSW for that part.
 """
 
 from __future__ import annotations
@@ -12,14 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db import connection, models, transaction
-from django.db.models import F, Func, QuerySet
-from pgvector.django import CosineDistance
+from django.db import connection, transaction
 
 from brain import ranking
-from brain.choices import ThoughtCategory
 from brain.models import Thought
 from core.models import Space
 
@@ -27,11 +38,17 @@ from core.models import Space
 #: lineage and flags move scores by up to ×0.5…×1.3, so the pool must be deeper than the page.
 POOL_FACTOR = 3
 MIN_POOL = 30
-#: Most query lexemes turned into the OR full-text query (a 10 000-character prompt stays cheap).
+#: Most query lexemes used (a 10 000-character prompt stays cheap).
 MAX_QUERY_LEXEMES = 64
 #: hnsw.ef_search is raised to this multiple of the pool, within pgvector's allowed maximum.
 EF_SEARCH_FACTOR = 2
 EF_SEARCH_MAX = 1000
+#: How many superseded_by / refined_by hops are followed to find a superseded thought's live replacement.
+REPLACEMENT_DEPTH = 5
+
+#: The thought columns read back (the vectors and the tsvector stay in the database).
+_DEFERRED = {"embedding", "corrected_fact_embedding", "search_vector"}
+_COLUMNS = [f for f in Thought._meta.concrete_fields if f.name not in _DEFERRED]
 
 
 @dataclass
@@ -41,22 +58,8 @@ class SearchResult:
 
     @property
     def method(self) -> str:
-        method = "hnsw+fulltext"
+        method = "hnsw+fulltext"  # wire value kept: dense (HNSW) + full text (BM25), fused
         return f"{method} (category filter relaxed)" if self.relaxed else method
-
-
-def _base_queryset(
-    *, space: Space, filter_topic: str | None, filter_category: str | None, exclude_ids: Iterable[str]
-) -> QuerySet[Thought]:
-    qs = Thought.objects.filter(space=space).annotate(superseded_by_category=F("superseded_by__thought_category"))
-    if filter_topic:
-        qs = qs.filter(topic=filter_topic)
-    if filter_category:
-        qs = qs.filter(thought_category=filter_category)
-    exclude = [str(i) for i in exclude_ids]
-    if exclude:
-        qs = qs.exclude(id__in=exclude)
-    return qs.defer("embedding", "corrected_fact_embedding", "search_vector")
 
 
 def query_lexemes(text: str) -> list[str]:
@@ -67,108 +70,213 @@ def query_lexemes(text: str) -> list[str]:
     return list(lexemes or [])[:MAX_QUERY_LEXEMES]
 
 
-def _tsquery(lexemes: list[str], operator: str) -> SearchQuery:
-    """A tsquery joining the (already normalised) lexemes with ``|`` (any) or ``&`` (all)."""
-    quoted = ["'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes]
-    return SearchQuery(f" {operator} ".join(quoted), search_type="raw", config="simple")
+def _quote(lexeme: str) -> str:
+    """A normalised lexeme as a tsquery operand (already stemmed: no further parsing)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _vector_candidates(qs: QuerySet[Thought], *, vector: list[float], pool: int) -> list[ranking.Candidate]:
-    rows = (
-        qs.filter(embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", vector))
-        .order_by("distance")[:pool]
-    )
-    # Inside the caller's transaction: a filtered HNSW scan keeps scanning until it has ``pool``
-    # rows that pass the filters, instead of returning the few of its first ef_search neighbours.
-    ef_search = min(EF_SEARCH_MAX, max(40, pool * EF_SEARCH_FACTOR))
-    with connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    return [ranking.Candidate(thought=t, similarity=1.0 - t.distance, via_vector=True) for t in rows]
+_SEARCH_SQL = """
+SET LOCAL hnsw.ef_search = {ef_search};
+SET LOCAL hnsw.iterative_scan = relaxed_order;
+WITH RECURSIVE
+terms AS (
+    SELECT l.lexeme, l.q,
+           (SELECT count(*) FROM (SELECT 1 FROM brain_thought d
+                                  WHERE d.space_id = %(space)s AND d.search_vector @@ l.q LIMIT %(df_cap)s) s) AS df
+    FROM unnest(%(lexemes)s::text[], %(lexeme_queries)s::tsquery[]) AS l(lexeme, q)
+),
+stats AS (
+    SELECT (SELECT count(*) FROM (SELECT 1 FROM brain_thought d WHERE d.space_id = %(space)s LIMIT %(n_cap)s) s) AS n,
+           (SELECT COALESCE(avg(length(d.search_vector)), 1) FROM (
+                SELECT search_vector FROM brain_thought d WHERE d.space_id = %(space)s
+                ORDER BY d.created_at DESC LIMIT %(avgdl_sample)s) d) AS avgdl
+),
+idf AS (
+    SELECT t.lexeme, t.q, t.df,
+           ln(1 + (greatest(s.n, t.df) - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM terms t CROSS JOIN stats s
+),
+match AS (
+    SELECT string_agg(i.q::text, ' | ')::tsquery AS q FROM idf i WHERE i.df < %(df_cap)s
+),
+dense AS (
+    SELECT t.id, row_number() OVER () AS rank FROM (
+        SELECT t.id FROM brain_thought t
+        WHERE t.space_id = %(space)s AND t.embedding IS NOT NULL {filters}
+        ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(pool)s
+    ) t
+),
+lexical AS (
+    SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS rank FROM (
+        SELECT t.id, {bm25} AS bm25
+        FROM brain_thought t, match m
+        WHERE m.q IS NOT NULL AND t.space_id = %(space)s AND t.search_vector @@ m.q {filters}
+        ORDER BY 2 DESC, t.id LIMIT %(pool)s
+    ) x
+),
+corrections AS (
+    SELECT t.id FROM brain_thought t
+    WHERE t.space_id = %(space)s AND t.thought_category = 'correction' AND NOT t.superseded
+          AND t.embedding IS NOT NULL {filters}
+          AND (t.embedding <=> %(vector)s::vector) < %(max_distance)s
+    ORDER BY (t.embedding <=> %(vector)s::vector) + 0 LIMIT %(pool)s
+),
+found AS (
+    SELECT id FROM dense UNION SELECT id FROM lexical UNION SELECT id FROM corrections
+),
+chain(origin, id, depth) AS (
+    SELECT t.id, COALESCE(t.superseded_by_id, t.refined_by_id), 1
+    FROM found f JOIN brain_thought t ON t.id = f.id
+    WHERE t.superseded AND COALESCE(t.superseded_by_id, t.refined_by_id) IS NOT NULL
+    UNION ALL
+    SELECT c.origin, COALESCE(t.superseded_by_id, t.refined_by_id), c.depth + 1
+    FROM chain c JOIN brain_thought t ON t.id = c.id
+    WHERE t.superseded AND COALESCE(t.superseded_by_id, t.refined_by_id) IS NOT NULL AND c.depth < %(depth)s
+),
+live_replacement AS (
+    SELECT DISTINCT ON (c.origin) c.origin, c.id
+    FROM chain c JOIN brain_thought t ON t.id = c.id
+    WHERE NOT t.superseded AND t.space_id = %(space)s {exclude_t}
+    ORDER BY c.origin, c.depth
+),
+everything AS (
+    SELECT id FROM found UNION SELECT id FROM live_replacement
+)
+SELECT {columns},
+       sb.thought_category AS superseded_by_category,
+       CASE WHEN t.embedding IS NULL THEN NULL ELSE 1 - (t.embedding <=> %(vector)s::vector) END AS similarity,
+       {bm25} AS bm25,
+       (SELECT COALESCE(sum(i.idf), 0) FROM idf i) AS idf_total,
+       d.rank AS dense_rank, l.rank AS lexical_rank,
+       (c.id IS NOT NULL) AS via_correction_scan,
+       lr.id AS live_replacement_id,
+       (e.id NOT IN (SELECT id FROM found)) AS fetched_as_replacement
+FROM everything e
+JOIN brain_thought t ON t.id = e.id
+LEFT JOIN brain_thought sb ON sb.id = t.superseded_by_id
+LEFT JOIN dense d ON d.id = t.id
+LEFT JOIN lexical l ON l.id = t.id
+LEFT JOIN corrections c ON c.id = t.id
+LEFT JOIN live_replacement lr ON lr.origin = t.id
+"""
+
+#: BM25 of row ``t`` for the query's lexemes (tf from the tsvector's positions, dl its lexeme count).
+_BM25_SQL = """(SELECT COALESCE(sum(i.idf * u.tf * (%(k1)s + 1)
+        / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * length(t.search_vector) / (SELECT avgdl FROM stats)))), 0)
+    FROM (SELECT x.lexeme, COALESCE(array_length(x.positions, 1), 1) AS tf FROM unnest(t.search_vector) x) u
+    JOIN idf i ON i.lexeme = u.lexeme)"""
 
 
-def _correction_candidates(qs: QuerySet[Thought], *, vector: list[float], pool: int) -> list[ranking.Candidate]:
-    """The space's live corrections, compared EXACTLY (the HNSW index is approximate).
-
-    A correction must win at once (issue 4), so its retrieval can't depend on index recall. HNSW
-    recall is not guaranteed: with the seed's case (five thoughts reinforced and superseded many
-    times, then a correction inserted) pgvector 0.8's scan missed the new correction even at
-    ef_search 1000, while a rebuilt index found it. Corrections are few, so reading them through
-    the (space, category) index and sorting by exact distance is cheap; ``distance + 0`` keeps the
-    planner off HNSW.
-    """
-    rows = (
-        qs.filter(thought_category=ThoughtCategory.CORRECTION, superseded=False, embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", vector))
-        .filter(distance__lt=1.0 - ranking.MIN_SIMILARITY)
-        .order_by(F("distance") + 0)[:pool]
-    )
-    return [ranking.Candidate(thought=t, similarity=1.0 - t.distance, via_vector=True) for t in rows]
+def _filters(*, filter_topic: str | None, filter_category: str | None, exclude_ids: list[str]) -> tuple[str, str, dict]:
+    parts, params = [], {}
+    if filter_topic:
+        parts.append("AND t.topic = %(filter_topic)s")
+        params["filter_topic"] = filter_topic
+    if filter_category:
+        parts.append("AND t.thought_category = %(filter_category)s")
+        params["filter_category"] = filter_category
+    exclude = ""
+    if exclude_ids:
+        exclude = "AND t.id <> ALL(%(exclude)s::uuid[])"
+        parts.append(exclude)
+        params["exclude"] = exclude_ids
+    return " ".join(parts), exclude, params
 
 
-def _fulltext_candidates(
-    qs: QuerySet[Thought], *, vector: list[float], lexemes: list[str], pool: int
+def _fetch(
+    *,
+    space: Space,
+    vector: list[float],
+    lexemes: list[str],
+    pool: int,
+    filter_topic: str | None,
+    filter_category: str | None,
+    exclude_ids: list[str],
 ) -> list[ranking.Candidate]:
-    """Two full-text nets, each cheap at any corpus size.
-
-    Thoughts still waiting for their embedding match on *any* query word (a partial GIN index
-    holds only them, so this stays small); their stand-in similarity is the share of query words
-    they contain. Embedded thoughts match only on *all* query words: exact wording (an error code,
-    a name) the model may blur, scored by their real cosine similarity like every vector hit.
-    """
-    if not lexemes:
-        return []
-    any_word, all_words = _tsquery(lexemes, "|"), _tsquery(lexemes, "&")
-    pending = (
-        qs.filter(embedding__isnull=True, search_vector=any_word)
-        .annotate(
-            rank=SearchRank(F("search_vector"), any_word),
-            lexemes=Func(F("search_vector"), function="tsvector_to_array", output_field=ArrayField(models.TextField())),
-        )
-        .order_by("-rank")[:pool]
+    """The one statement; every row becomes a :class:`ranking.Candidate` carrying its ranking inputs."""
+    filters, exclude, params = _filters(
+        filter_topic=filter_topic, filter_category=filter_category, exclude_ids=exclude_ids
     )
-    exact = (
-        qs.filter(embedding__isnull=False, search_vector=all_words)
-        .annotate(rank=SearchRank(F("search_vector"), all_words), distance=CosineDistance("embedding", vector))
-        .order_by("-rank")[:pool]
+    ef_search = min(EF_SEARCH_MAX, max(40, pool * EF_SEARCH_FACTOR))
+    columns = ", ".join(f"t.{f.column}" for f in _COLUMNS)
+    sql = _SEARCH_SQL.format(
+        ef_search=int(ef_search),
+        filters=filters,
+        exclude_t=exclude,
+        bm25=_BM25_SQL,
+        columns=columns,
     )
-    wanted = set(lexemes)
-    candidates = [
-        ranking.Candidate(
-            thought=thought,
-            similarity=ranking.fulltext_only_similarity(len(wanted.intersection(thought.lexemes or [])) / len(wanted)),
-            via_fulltext=True,
-            embedding_pending=True,
+    params.update(
+        {
+            "space": space.pk,
+            "vector": "[" + ",".join(repr(float(x)) for x in vector) + "]",
+            "lexemes": lexemes,
+            "lexeme_queries": [_quote(lexeme) for lexeme in lexemes],
+            "pool": pool,
+            "df_cap": ranking.BM25_DF_CAP,
+            "n_cap": ranking.BM25_N_CAP,
+            "avgdl_sample": ranking.BM25_AVGDL_SAMPLE,
+            "k1": ranking.BM25_K1,
+            "b": ranking.BM25_B,
+            "max_distance": 1.0 - ranking.MIN_SIMILARITY,
+            "depth": REPLACEMENT_DEPTH,
+        }
+    )
+    attnames = [f.attname for f in _COLUMNS]
+    width = len(attnames)
+    candidates = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while cursor.description is None and cursor.nextset():
+            pass
+        rows = cursor.fetchall()
+    converters = [getattr(f, "from_db_value", None) for f in _COLUMNS]
+    for row in rows:
+        values = [
+            convert(value, None, connection) if convert else value
+            for convert, value in zip(converters, row[:width], strict=True)
+        ]
+        thought = Thought.from_db(connection.alias, attnames, values)
+        (
+            superseded_by_category,
+            similarity,
+            bm25,
+            idf_total,
+            dense_rank,
+            lexical_rank,
+            via_correction,
+            replacement,
+            fetched,
+        ) = row[width:]
+        thought.superseded_by_category = superseded_by_category
+        candidates.append(
+            ranking.Candidate(
+                thought=thought,
+                similarity=None if similarity is None else float(similarity),
+                bm25=float(bm25 or 0.0),
+                idf_total=float(idf_total or 0.0),
+                dense_rank=dense_rank,
+                lexical_rank=lexical_rank,
+                via_vector=dense_rank is not None or bool(via_correction),
+                via_fulltext=lexical_rank is not None,
+                embedding_pending=similarity is None,
+                live_replacement_id=str(replacement) if replacement else None,
+                fetched_as_replacement=bool(fetched),
+            )
         )
-        for thought in pending
-    ]
-    candidates += [ranking.Candidate(thought=t, similarity=1.0 - t.distance, via_fulltext=True) for t in exact]
     return candidates
-
-
-def _union(vector_side: list[ranking.Candidate], *others: list[ranking.Candidate]) -> list[ranking.Candidate]:
-    by_id: dict[str, ranking.Candidate] = {c.id: c for c in vector_side}
-    for candidate in (c for side in others for c in side):
-        if candidate.id in by_id:
-            by_id[candidate.id].via_fulltext |= candidate.via_fulltext
-        else:
-            by_id[candidate.id] = candidate
-    return list(by_id.values())
 
 
 def _explain(candidate: ranking.Candidate, *, filter_topic: str | None, filter_category: str | None) -> None:
     """The first words of matching_reason: how it was found, before ranking adds its multipliers."""
     reasons = []
-    if candidate.via_vector:
+    if candidate.similarity is not None:
         reasons.append(f"similarity {candidate.similarity:.2f}")
     if candidate.via_fulltext:
-        if candidate.via_vector:
-            reasons.append("full-text match")
-        elif candidate.embedding_pending:
-            reasons.append(f"full-text match, embedding pending ({candidate.similarity:.2f})")
-        else:
-            reasons.append(f"full-text match, similarity {candidate.similarity:.2f}")
+        words = "full-text match" + (", embedding pending" if candidate.embedding_pending else "")
+        reasons.append(f"{words} (bm25 {candidate.bm25:.2f})")
+    if candidate.fetched_as_replacement:
+        reasons.append("fetched as the live replacement of a superseded result")
     if filter_topic and candidate.thought.topic == filter_topic:
         reasons.append("topic match")
     if filter_category and candidate.thought.thought_category == filter_category:
@@ -184,21 +292,21 @@ def _round(
     limit: int,
     filter_topic: str | None,
     filter_category: str | None,
-    exclude_ids: Iterable[str],
+    exclude_ids: list[str],
 ) -> list[ranking.Candidate]:
     pool = max(MIN_POOL, limit * POOL_FACTOR)
-    qs = _base_queryset(
-        space=space, filter_topic=filter_topic, filter_category=filter_category, exclude_ids=exclude_ids
+    candidates = _fetch(
+        space=space,
+        vector=vector,
+        lexemes=lexemes,
+        pool=pool,
+        filter_topic=filter_topic,
+        filter_category=filter_category,
+        exclude_ids=exclude_ids,
     )
-    with transaction.atomic():
-        candidates = _union(
-            _vector_candidates(qs, vector=vector, pool=pool),
-            _correction_candidates(qs, vector=vector, pool=pool),
-            _fulltext_candidates(qs, vector=vector, lexemes=lexemes, pool=pool),
-        )
     for candidate in candidates:
         _explain(candidate, filter_topic=filter_topic, filter_category=filter_category)
-    return ranking.rank(candidates, filter_topic=filter_topic)
+    return ranking.rank(candidates, filter_topic=filter_topic, limit=limit)
 
 
 def thought_search(
@@ -215,7 +323,7 @@ def thought_search(
 
     ``exclude_ids`` keeps the thought this very call stored out of its own results.
     """
-    exclude_ids = list(exclude_ids)
+    exclude_ids = [str(i) for i in exclude_ids]
     lexemes = query_lexemes(query_text)
     kwargs = {"space": space, "vector": vector, "lexemes": lexemes, "limit": limit, "exclude_ids": exclude_ids}
     ranked = _round(filter_topic=filter_topic, filter_category=filter_category, **kwargs)
@@ -227,15 +335,23 @@ def thought_search(
             if candidate.thought.thought_category == filter_category:
                 candidate.reasons.append("category match")
             candidate.reasons.append(note)
-        return SearchResult(candidates=ranked[:limit], relaxed=True)
-    return SearchResult(candidates=ranked[:limit])
+        return SearchResult(candidates=ranked, relaxed=True)
+    return SearchResult(candidates=ranked)
 
 
 def thought_nearest(
     *, space: Space, vector: list[float], exclude_ids: Iterable[str] = (), limit: int = 1
 ) -> list[tuple[Thought, float]]:
     """The most similar thoughts of the space by cosine similarity alone (near-duplicate check)."""
-    qs = _base_queryset(space=space, filter_topic=None, filter_category=None, exclude_ids=exclude_ids)
+    from pgvector.django import CosineDistance
+
+    qs = Thought.objects.filter(space=space, embedding__isnull=False)
+    exclude = [str(i) for i in exclude_ids]
+    if exclude:
+        qs = qs.exclude(id__in=exclude)
+    rows = qs.defer(*_DEFERRED).annotate(distance=CosineDistance("embedding", vector)).order_by("distance")[:limit]
     with transaction.atomic():
-        candidates = _vector_candidates(qs, vector=vector, pool=limit)
-    return [(c.thought, c.similarity) for c in candidates]
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(40, limit * EF_SEARCH_FACTOR)}")
+            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        return [(t, 1.0 - t.distance) for t in rows]

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 
-from django.db import connection, transaction
+from django.db import transaction
 from pgvector.django import CosineDistance
 
 from brain.choices import SuggestionOrigin, ThoughtCategory
 from brain.judging import Judge, get_judge
 from brain.models import CorrectionSuggestion, Thought
+from brain.selectors.hnsw import hnsw_filtered_scan
 from brain.services.suggestions import suggestion_create
 
 logger = logging.getLogger("colony.brain")
@@ -61,10 +62,8 @@ def _candidates(thought: Thought) -> list[Thought]:
         for candidate in base.filter(topic=thought.topic).order_by("-created_at")[:TOPIC_CANDIDATES_LIMIT]:
             chosen[candidate.pk] = candidate
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            # Filters (space, superseded, category) apply after the index scan; let it keep scanning.
-            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute("SET LOCAL hnsw.ef_search = %s", [HNSW_EF_SEARCH])
+        # Filters (space, superseded, category) apply after the index scan; let it keep scanning.
+        hnsw_filtered_scan(ef_search=HNSW_EF_SEARCH)
         neighbours = list(
             base.filter(embedding__isnull=False)
             .annotate(distance=CosineDistance("embedding", thought.embedding))

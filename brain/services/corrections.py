@@ -2,8 +2,9 @@
 
 - :func:`thought_correct` stores a correction and supersedes every thought it names, in one
   transaction: all or nothing.
-- :func:`correction_guard` is the re-contamination guard: a new contribution that looks like a
-  corrected (wrong) fact is found in SQL by the corrections' ``corrected_fact_embedding``.
+- :func:`suggestion_accept` turns a pending correction suggestion into a correction.
+- The re-contamination guard (a new contribution that looks like a corrected, wrong, fact gets the
+  ``contradicts_correction`` flag) is a flag rule: ``brain.services.flags.correction_guard``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
-from pgvector.django import CosineDistance
 
 from brain import embedding as embedder
-from brain.choices import SuggestionStatus, ThoughtCategory
-from brain.judging.cues import negation_cue
+from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
@@ -28,10 +27,6 @@ from brain.services.suggestions import suggestion_lock_pending
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
 from core.errors import ServiceFailure
 from core.models import Agent, Space
-
-CORRECTION_GUARD_MIN_SIMILARITY = 0.85
-"""A contribution more similar than this to a correction's ``corrected_fact`` repeats the wrong
-fact (SPEC 2.5, seeds/000 7c). all-MiniLM-L6-v2 scores paraphrases of one statement 0.90–0.99."""
 
 
 def correction_default_content(*, corrected_fact: str, correct_fact: str) -> str:
@@ -67,7 +62,7 @@ def thought_correct(
     ``vector`` is the embedding of ``content`` when the caller already has it (the memory endpoint
     embeds the prompt once); otherwise both ``content`` and ``corrected_fact`` are embedded here, in
     one model call, before the transaction opens (no row lock is held while the model runs). The
-    ``corrected_fact`` embedding is stored with the correction so that :func:`correction_guard`
+    ``corrected_fact`` embedding is stored with the correction so that ``flags.correction_guard``
     catches the wrong fact from the very next contribution on.
     """
     supersede_ids = parse_thought_ids(supersedes, field="supersedes")
@@ -144,48 +139,12 @@ def thought_correct_by_id(
         space=space,
         agent=agent,
         content=content or "",
-        topic=(topic or "").strip() or target.topic or "general",
+        topic=(topic or "").strip() or target.topic or DEFAULT_TOPIC,
         corrected_fact=(corrected_fact or "").strip() or target.content,
         correct_fact=correct_fact,
         supersedes=[target.pk, *extra_supersedes],
         source_ref=source_ref,
     )
-
-
-GUARD_CANDIDATES = 5
-"""How many of the most similar corrections the guard reads before giving up (see ``text``)."""
-
-
-def correction_guard(*, space: Space, vector: list[float], text: str | None = None) -> Thought | None:
-    """The correction of ``space`` whose corrected (wrong) fact a new contribution repeats, or None.
-
-    The most similar correction above CORRECTION_GUARD_MIN_SIMILARITY, found in SQL by cosine
-    distance on ``corrected_fact_embedding``; the returned thought carries ``guard_similarity``.
-    A correction that was itself superseded (by a later correction) no longer guards: it is not the
-    authority on that fact any more. Don't call it for a contribution that IS a correction.
-
-    Pass the contribution's ``text`` too: a sentence embedding barely sees "not", so "Thomas is NOT
-    the certified coach" scores 0.96 against "Thomas is the certified coach". When the text negates
-    the corrected fact (the judges' negation cue), it agrees with the correction and is not flagged.
-    """
-    max_distance = 1.0 - CORRECTION_GUARD_MIN_SIMILARITY
-    candidates = (
-        Thought.objects.filter(
-            space=space,
-            thought_category=ThoughtCategory.CORRECTION,
-            superseded=False,
-            corrected_fact_embedding__isnull=False,
-        )
-        .annotate(guard_distance=CosineDistance("corrected_fact_embedding", vector))
-        .filter(guard_distance__lt=max_distance)
-        .order_by("guard_distance", "-created_at")[:GUARD_CANDIDATES]
-    )
-    for correction in candidates:
-        if text and negation_cue(correction.corrected_fact, text):
-            continue
-        correction.guard_similarity = 1.0 - correction.guard_distance
-        return correction
-    return None
 
 
 def correction_guidance(correction: Thought) -> str:
@@ -229,7 +188,7 @@ def suggestion_accept(
         space=locked.space,
         agent=agent,
         content=text,
-        topic=draft.get("topic") or locked.thought.topic or "general",
+        topic=draft.get("topic") or locked.thought.topic or DEFAULT_TOPIC,
         corrected_fact=corrected,
         correct_fact=fact,
         supersedes=draft.get("supersedes") or [str(locked.thought_id)],

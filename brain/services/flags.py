@@ -9,7 +9,15 @@ constant, so a rule can be read, tested and tuned on its own:
 - ``near_duplicate`` — :func:`is_near_duplicate`, set by the memory orchestration, which knows the
   best similarity of the contribution to the existing thoughts;
 - ``stale`` — :func:`is_stale`, set at contribution time for back-dated snapshots and every night by
-  the periodic job ``brain.jobs.flag_stale_snapshots`` (:func:`thoughts_flag_stale`).
+  the periodic job ``brain.jobs.flag_stale_snapshots`` (:func:`thoughts_flag_stale`);
+- ``contradicts_correction`` — :func:`correction_guard`, the re-contamination guard, set by the
+  memory orchestration (it needs the contribution's vector);
+- ``unverified`` — :func:`thoughts_flag_unverified`, daily (``quality.jobs.flag_unverified``): the
+  quality loop decides which contradictions are unresolved (its turn items), this module applies the
+  flag after UNVERIFIED_AFTER_DAYS.
+
+Every threshold of every flag is a named constant here; ranking's penalty per flag is in
+``brain/ranking.py`` (``QUALITY_FLAG_MULTIPLIERS``).
 """
 
 from __future__ import annotations
@@ -21,10 +29,12 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import F, Func, Value
+from django.db.models import Exists, F, Func, Value
 from django.utils import timezone
+from pgvector.django import CosineDistance
 
 from brain.choices import QualityFlag, ThoughtCategory
+from brain.judging.cues import negation_cue
 from brain.models import QueryLog, Thought
 from core.models import Agent, Space
 
@@ -42,6 +52,21 @@ is assumed to carry it (seeds/000 5b: ``prompt.length < 150``)."""
 NEAR_DUPLICATE_MIN_SIMILARITY = 0.90
 """Cosine similarity to an existing thought ABOVE which a contribution is flagged near_duplicate
 and the guidance suggests consolidating (seeds/000 2d; 0.85–0.90 only suggests a refinement)."""
+
+REFINE_SUGGESTION_MIN_SIMILARITY = 0.85
+"""Above this (and not a near duplicate) the contribution is not flagged, but the guidance suggests
+sending it as a refinement of the existing thought (seeds/000 2d)."""
+
+CORRECTION_GUARD_MIN_SIMILARITY = 0.85
+"""A contribution more similar than this to a correction's ``corrected_fact`` repeats the wrong
+fact (SPEC 2.5, seeds/000 7c). all-MiniLM-L6-v2 scores paraphrases of one statement 0.90–0.99."""
+
+GUARD_CANDIDATES = 5
+"""How many of the most similar corrections the guard reads before giving up (see ``text``)."""
+
+UNVERIFIED_AFTER_DAYS = 14
+"""A contradiction the quality loop raised and nobody resolved for this many days flags the thought
+``unverified`` (SPEC 4.5)."""
 
 RECENT_QUERIES_LIMIT = 20
 """At most this many of the agent's latest queries are compared (keeps the check O(1) per call)."""
@@ -114,6 +139,48 @@ def is_stale(category: str | None, temporal_scope: dt.date | None, today: dt.dat
     return temporal_scope < stale_cutoff(today=today, days=days)
 
 
+def is_refine_candidate(top_similarity: float | None) -> bool:
+    """True when the guidance should suggest a refinement: above REFINE_SUGGESTION_MIN_SIMILARITY but
+    not a near duplicate (that one suggests consolidating)."""
+    return (
+        top_similarity is not None
+        and top_similarity > REFINE_SUGGESTION_MIN_SIMILARITY
+        and not is_near_duplicate(top_similarity)
+    )
+
+
+def correction_guard(*, space: Space, vector: list[float], text: str | None = None) -> Thought | None:
+    """The correction of ``space`` whose corrected (wrong) fact a new contribution repeats, or None.
+
+    The most similar correction above CORRECTION_GUARD_MIN_SIMILARITY, found in SQL by cosine
+    distance on ``corrected_fact_embedding``; the returned thought carries ``guard_similarity``.
+    A correction that was itself superseded (by a later correction) no longer guards: it is not the
+    authority on that fact any more. Don't call it for a contribution that IS a correction.
+
+    Pass the contribution's ``text`` too: a sentence embedding barely sees "not", so "Thomas is NOT
+    the certified coach" scores 0.96 against "Thomas is the certified coach". When the text negates
+    the corrected fact (the judges' negation cue), it agrees with the correction and is not flagged.
+    """
+    max_distance = 1.0 - CORRECTION_GUARD_MIN_SIMILARITY
+    candidates = (
+        Thought.objects.filter(
+            space=space,
+            thought_category=ThoughtCategory.CORRECTION,
+            superseded=False,
+            corrected_fact_embedding__isnull=False,
+        )
+        .annotate(guard_distance=CosineDistance("corrected_fact_embedding", vector))
+        .filter(guard_distance__lt=max_distance)
+        .order_by("guard_distance", "-created_at")[:GUARD_CANDIDATES]
+    )
+    for correction in candidates:
+        if text and negation_cue(correction.corrected_fact, text):
+            continue
+        correction.guard_similarity = 1.0 - correction.guard_distance
+        return correction
+    return None
+
+
 def contribution_flags(
     *,
     text: str,
@@ -125,7 +192,7 @@ def contribution_flags(
     """The flags a new contribution gets before it is stored, in a stable order.
 
     near_duplicate and contradicts_correction need the contribution's vector and are added by the
-    orchestration (:func:`is_near_duplicate`, ``brain.services.corrections.correction_guard``).
+    orchestration (:func:`is_near_duplicate`, :func:`correction_guard`).
     """
     flags = []
     if is_keyword_echo(text, recent_queries):
@@ -175,4 +242,20 @@ def thoughts_flag_stale(*, today: dt.date, days: int | None = None) -> int:
         )
         .exclude(quality_flags__contains=[QualityFlag.STALE.value])
         .update(quality_flags=flag_appended(QualityFlag.STALE))
+    )
+
+
+def unverified_cutoff(*, now: dt.datetime) -> dt.datetime:
+    """Contradictions raised before this moment and still unresolved flag their thought."""
+    return now - dt.timedelta(days=UNVERIFIED_AFTER_DAYS)
+
+
+def thoughts_flag_unverified(*, unresolved_contradiction: Exists) -> int:
+    """Add ``unverified`` to every live (not superseded) thought for which ``unresolved_contradiction``
+    (a subquery over ``OuterRef("pk")``, raised before :func:`unverified_cutoff`) holds; returns how
+    many were newly flagged. One UPDATE, idempotent, never removes a flag."""
+    return (
+        Thought.objects.filter(unresolved_contradiction, superseded=False)
+        .exclude(quality_flags__contains=[QualityFlag.UNVERIFIED.value])
+        .update(quality_flags=flag_appended(QualityFlag.UNVERIFIED))
     )

@@ -7,8 +7,10 @@ locked in id order first, so two requests touching overlapping sets can't deadlo
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
@@ -18,7 +20,7 @@ from django.utils import timezone
 
 from brain.models import Thought
 from brain.ranking import PHEROMONE_MAX
-from core.models import Space
+from core.models import Agent, Space
 
 REINFORCE_STEP = 0.05  # per access, capped at PHEROMONE_MAX
 CO_RETRIEVAL_PARTNERS_MAX = 50  # partners kept per thought: the current ones, then the most frequent
@@ -27,8 +29,7 @@ DECAY_FACTOR = 0.995
 DECAY_FLOOR = 0.1
 DECAY_IDLE = timedelta(hours=1)
 
-_REINFORCE_SQL = """
-UPDATE brain_thought AS t SET
+_REINFORCE_SET = """
     access_count = t.access_count + 1,
     pheromone_weight = LEAST(%(max)s, t.pheromone_weight + %(step)s),
     last_accessed = %(now)s,
@@ -46,8 +47,41 @@ UPDATE brain_thought AS t SET
             LIMIT %(cap)s
         ) AS kept
     )
+"""
+_REINFORCE_SQL = f"""
+UPDATE brain_thought AS t SET {_REINFORCE_SET}
 WHERE t.space_id = %(space)s AND t.id = ANY(%(ids)s::uuid[])
 """
+# The memory call's whole write, one statement: lock the returned thoughts in id order (two calls
+# with overlapping results can't deadlock), reinforce them (computed from the current row, so no
+# increment is lost), log the query, and say whether the agent had queried before (the statement's
+# snapshot does not see its own insert).
+_RETRIEVAL_SQL = f"""
+WITH locked AS (
+    SELECT id FROM brain_thought
+    WHERE space_id = %(space)s AND id = ANY(%(ids)s::uuid[])
+    ORDER BY id FOR UPDATE
+), reinforced AS (
+    UPDATE brain_thought AS t SET {_REINFORCE_SET}
+    WHERE t.id IN (SELECT id FROM locked)
+    RETURNING 1
+), logged AS (
+    INSERT INTO brain_querylog
+        (space_id, agent_id, agent_ref, session_id, query_text, results, stored_thought_id, created_at)
+    VALUES (%(space)s, %(agent_id)s, %(agent_ref)s, %(session_id)s, %(query_text)s, %(results)s::jsonb,
+            %(stored_thought_id)s, %(now)s)
+    RETURNING id
+)
+SELECT (SELECT id FROM logged), (SELECT count(*) FROM reinforced),
+       EXISTS (SELECT 1 FROM brain_querylog WHERE space_id = %(space)s AND agent_id = %(agent_id)s)
+"""
+
+
+@dataclass(frozen=True)
+class RetrievalRecord:
+    query_log_id: int
+    reinforced: int
+    queried_before: bool  # the agent had called the memory endpoint of this space before
 
 
 def _lock_in_order(*, space: Space, ids: list[str]) -> None:
@@ -80,6 +114,42 @@ def thoughts_reinforce(*, space: Space, thought_ids: Iterable[str | uuid.UUID], 
                 },
             )
             return cursor.rowcount
+
+
+def retrieval_record(
+    *,
+    space: Space,
+    agent: Agent,
+    agent_ref: str,
+    session_id: str,
+    query_text: str,
+    results: list[dict],
+    stored_thought_id: uuid.UUID | None = None,
+) -> RetrievalRecord:
+    """One memory call's writes in one statement: reinforce every returned thought (as
+    :func:`thoughts_reinforce`), add the query-log row, and tell whether it is the agent's first call."""
+    ids = sorted(dict.fromkeys(str(item["id"]) for item in results))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _RETRIEVAL_SQL,
+            {
+                "max": PHEROMONE_MAX,
+                "step": REINFORCE_STEP,
+                "now": timezone.now(),
+                "agent": agent.name,
+                "ids": ids,
+                "cap": CO_RETRIEVAL_PARTNERS_MAX,
+                "space": space.pk,
+                "agent_id": agent.pk,
+                "agent_ref": agent_ref,
+                "session_id": session_id,
+                "query_text": query_text,
+                "results": json.dumps(results),
+                "stored_thought_id": stored_thought_id,
+            },
+        )
+        log_id, reinforced, queried_before = cursor.fetchone()
+    return RetrievalRecord(query_log_id=log_id, reinforced=reinforced, queried_before=queried_before)
 
 
 def thoughts_feedback(*, space: Space, thought_ids: Iterable[str | uuid.UUID], step: float = FEEDBACK_STEP) -> int:

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
-from brain.choices import SuggestionStatus, ThoughtCategory
+from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought
 from core.errors import Conflict, NotFound
 from core.models import Agent, Space
@@ -25,7 +25,7 @@ def suggestion_draft(*, thought: Thought, statement: str) -> dict:
     return {
         "prompt": f"CORRECTION: {statement}",
         "thought_category": ThoughtCategory.CORRECTION.value,
-        "topic": thought.topic or "general",
+        "topic": thought.topic or DEFAULT_TOPIC,
         "corrected_fact": thought.content,
         "correct_fact": statement,
         "supersedes": [str(thought.id)],

@@ -63,6 +63,12 @@ def thought_create(
     return thought
 
 
+def human_contributor(user) -> tuple[str, str]:
+    """(contributor_id, contributor_name) of what a human writes to the brain (a correction from the
+    web UI, the marker of a transition a human made): ``human-<username>`` and the full name."""
+    return f"human-{user.get_username()}", user.get_full_name() or user.get_username()
+
+
 # --- related thoughts -------------------------------------------------------------------------------
 def parse_thought_ids(values: Iterable[Any], *, field: str) -> list[uuid.UUID]:
     """UUIDs from the wire, in order, without duplicates; 400 VALIDATION_ERROR for a malformed one."""

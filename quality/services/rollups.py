@@ -36,9 +36,9 @@ from django.db import connection, transaction
 from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.utils import timezone
 
-from brain.choices import QualityFlag, SuggestionStatus
+from brain.choices import SuggestionStatus
 from brain.models import CorrectionSuggestion, Thought
-from brain.services.flags import flag_appended
+from brain.services import flags
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
 from quality.models import ConfidenceChange, QualityRollup, TurnItem, TurnLog
@@ -233,7 +233,7 @@ def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
     thoughts were newly flagged.
     """
     now = now or timezone.now()
-    cutoff = now - dt.timedelta(days=formulas.DISCOVERY_DAYS)
+    cutoff = flags.unverified_cutoff(now=now)
     dismissed_since = CorrectionSuggestion.objects.filter(
         thought_id=OuterRef("thought_id"),
         status=SuggestionStatus.DISMISSED,
@@ -242,8 +242,4 @@ def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
     unresolved = TurnItem.objects.filter(
         thought_id=OuterRef("pk"), contradicted=True, fed_ema=True, turn__created_at__lte=cutoff
     ).exclude(Exists(dismissed_since))
-    return (
-        Thought.objects.filter(Exists(unresolved), superseded=False)
-        .exclude(quality_flags__contains=[QualityFlag.UNVERIFIED.value])
-        .update(quality_flags=flag_appended(QualityFlag.UNVERIFIED))
-    )
+    return flags.thoughts_flag_unverified(unresolved_contradiction=Exists(unresolved))

@@ -56,7 +56,7 @@ from brain.judging import JudgeUnavailable, get_judge
 from brain.models import CorrectionSuggestion, Thought
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
-from quality.models import ConfidenceChange, TurnItem, TurnLog
+from quality.models import TURN_ITEM_VERDICT_FIELDS, ConfidenceChange, TurnItem, TurnLog
 
 
 class JudgeLike(Protocol):
@@ -206,17 +206,7 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
         now = timezone.now()
         TurnItem.objects.bulk_update(
             items,
-            [
-                "judge_details",
-                "judge_on_topic",
-                "judge_used",
-                "judge_contradicted",
-                "on_topic",
-                "used",
-                "contradicted",
-                "verdict_source",
-                "fed_ema",
-            ],
+            ["judge_details", *TURN_ITEM_VERDICT_FIELDS],
         )
         feeding = [item for item in items if item.fed_ema]
         thought_outcomes_apply(turn=locked, items=feeding, at=now)

@@ -10,9 +10,20 @@ combined exactly as scoring does (``quality.services.scoring.item_judge``: same 
 tool calls; an item found used or contradicted counts as on topic). The prompt-only on-topic answer's
 confusion counts are kept in ``details["on_topic_prompt_only"]`` for reference.
 
+Every turn belongs to one half: ``tune`` (a judge's thresholds may be chosen on it) or ``held-out``
+(never used for tuning). A line's ``"split"`` field says which; without it the fixed rule of
+:func:`turn_split` applies (odd turn number = tune). ``quality/fixtures/judge_heldout.jsonl`` is held
+out as a whole.
+
+Trust is decided on the held-out turns only (rule ``formulas.JUDGE_TRUST_RULE``): at least 85%
+agreement on each of on_topic, used and contradicted over at least ``JUDGE_MIN_HELDOUT_ITEMS`` held-out
+items with at least ``JUDGE_MIN_HELDOUT_CONTRADICTIONS`` labelled contradictions. Agreeing on the tune
+half therefore can't make a judge trusted, however well it does there, and neither can a small file.
+Agreement is reported per half with a 95% Wilson interval.
+
 The run is recorded as a ``JudgeValidation`` under the judge's configured name (``--judge`` or
-``QUALITY_JUDGE``), the name scoring looks trust up by; the latest one per judge name decides trust
-(``quality.selectors.judge_trust``): at least 85% on each of on_topic, used and contradicted.
+``QUALITY_JUDGE``), the name scoring looks trust up by; its agreement fields hold the held-out
+figures, and the latest record per judge name decides trust (``quality.selectors.judge_trust``).
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ class LabelledTurn:
     assistant_response: str
     tool_calls: list = field(default_factory=list)
     items: tuple[LabelledItem, ...] = ()
+    split: str = "held-out"
 
 
 def _require(condition: bool, line: int, message: str) -> None:
@@ -68,6 +80,9 @@ def judge_validation_load(*, path: Path) -> tuple[list[LabelledTurn], str]:
         for key in ("turn_id", "user_prompt", "assistant_response"):
             _require(isinstance(data.get(key), str), number, f"{key!r} must be a string")
         _require(isinstance(data.get("tool_calls", []), list), number, "'tool_calls' must be a list")
+        _require(
+            data.get("split", SPLITS[0]) in SPLITS, number, f"'split' must be one of {', '.join(SPLITS)} (or left out)"
+        )
         _require(isinstance(data.get("items"), list) and data["items"], number, "'items' must be a non-empty list")
         items = []
         for index, item in enumerate(data["items"]):
@@ -89,10 +104,30 @@ def judge_validation_load(*, path: Path) -> tuple[list[LabelledTurn], str]:
                 assistant_response=data["assistant_response"],
                 tool_calls=data.get("tool_calls", []),
                 items=tuple(items),
+                split=data.get("split") or turn_split(data["turn_id"]),
             )
         )
     _require(bool(turns), 0, "the file holds no turns")
     return turns, hashlib.sha256(raw).hexdigest()
+
+
+def judge_validation_load_many(*, paths: list[Path]) -> tuple[list[LabelledTurn], str]:
+    """Several labelled files as one set (turn ids must stay unique); the digest covers all of them."""
+    turns: list[LabelledTurn] = []
+    digests = []
+    for path in paths:
+        file_turns, digest = judge_validation_load(path=path)
+        turns.extend(file_turns)
+        digests.append(digest)
+    seen: set[str] = set()
+    for turn in turns:
+        if turn.turn_id in seen:
+            raise ValidationFailed(
+                f"turn_id {turn.turn_id!r} appears twice across the files.", code="BAD_LABELLED_FILE"
+            )
+        seen.add(turn.turn_id)
+    digest = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    return turns, digest
 
 
 SPLITS = ("tune", "held-out")
@@ -106,6 +141,47 @@ def turn_split(turn_id: str) -> str:
     return "tune" if digits and int(digits) % 2 else "held-out"
 
 
+def _empty_confusion() -> dict[str, dict[str, int]]:
+    return {metric: {"tp": 0, "fp": 0, "fn": 0, "tn": 0} for metric in formulas.JUDGE_METRICS}
+
+
+def agreement_summary(confusion: dict[str, dict[str, int]]) -> dict:
+    """Per metric: agreement, its 95% Wilson interval, items, and how many labelled-true cases were found."""
+    out = {}
+    for metric, counts in confusion.items():
+        n = sum(counts.values())
+        agreed = counts["tp"] + counts["tn"]
+        low, high = formulas.wilson_interval(agreed, n)
+        out[metric] = {
+            "agreement": agreed / n if n else 0.0,
+            "ci95": [low, high],
+            "items": n,
+            "labelled_true": counts["tp"] + counts["fn"],
+            "found": counts["tp"],
+        }
+    return out
+
+
+def trust_decide(confusion: dict[str, dict[str, int]]) -> tuple[bool, str]:
+    """The trust rule on the held-out confusion counts: (trusted, why)."""
+    summary = agreement_summary(confusion)
+    items = summary["on_topic"]["items"]
+    contradictions = summary["contradicted"]["labelled_true"]
+    if items < formulas.JUDGE_MIN_HELDOUT_ITEMS:
+        return False, (
+            f"only {items} held-out items (needs {formulas.JUDGE_MIN_HELDOUT_ITEMS}): "
+            "add held-out labelled turns, e.g. quality/fixtures/judge_heldout.jsonl"
+        )
+    if contradictions < formulas.JUDGE_MIN_HELDOUT_CONTRADICTIONS:
+        return False, (
+            f"only {contradictions} held-out contradictions (needs {formulas.JUDGE_MIN_HELDOUT_CONTRADICTIONS})"
+        )
+    below = [m for m in formulas.JUDGE_METRICS if summary[m]["agreement"] < formulas.JUDGE_MIN_AGREEMENT]
+    if below:
+        return False, f"held-out agreement below {formulas.JUDGE_MIN_AGREEMENT:.0%} on {', '.join(below)}"
+    return True, f"held-out agreement >= {formulas.JUDGE_MIN_AGREEMENT:.0%} on every metric over {items} items"
+
+
 def judge_validate(
     *,
     turns: Iterable[LabelledTurn],
@@ -116,14 +192,20 @@ def judge_validate(
     on_turn: Callable[[], None] | None = None,
     record: bool = True,
 ) -> JudgeValidation:
-    """Ask the judge about every labelled item and return the agreement per metric; ``record``
-    saves it (a run on part of a file, e.g. one split, is not recorded: trust needs the whole file)."""
-    confusion = {metric: {"tp": 0, "fp": 0, "fn": 0, "tn": 0} for metric in formulas.JUDGE_METRICS}
+    """Ask the judge about every labelled item and return the agreement per metric and per half.
+
+    The agreement fields of the result are the held-out half's (what trust is decided on); the
+    tune half and the whole set are in ``details["splits"]``. ``record`` saves it (a run on one
+    half, e.g. ``--split``, is not recorded)."""
+    by_split = {split: _empty_confusion() for split in SPLITS}
+    turns_by_split = dict.fromkeys(SPLITS, 0)
     confusion_raw_on_topic = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}  # the prompt-only answer, for reference
     disagreements = []
     n_turns = n_items = 0
     for turn in turns:
         n_turns += 1
+        turns_by_split[turn.split] += 1
+        confusion = by_split[turn.split]
         response = turn_response_text(assistant_response=turn.assistant_response, tool_calls=turn.tool_calls)
         for item in turn.items:
             n_items += 1
@@ -136,27 +218,51 @@ def judge_validate(
             for metric, verdict in verdicts.items():
                 label, said = item.labels[metric], outcome[metric]
                 confusion[metric][("t" if label == said else "f") + ("p" if said else "n")] += 1
-                if label != said and len(disagreements) < 200:
+                if label != said and len(disagreements) < 300:
                     disagreements.append(
-                        {"turn": turn.turn_id, "item": item.id, "metric": metric, "label": label, **verdict}
+                        {
+                            "turn": turn.turn_id,
+                            "split": turn.split,
+                            "item": item.id,
+                            "metric": metric,
+                            "label": label,
+                            **verdict,
+                        }
                     )
         if on_turn is not None:
             on_turn()
-    agreement = {
-        metric: (counts["tp"] + counts["tn"]) / n_items if n_items else 0.0 for metric, counts in confusion.items()
+    whole = {
+        metric: {key: sum(by_split[split][metric][key] for split in SPLITS) for key in ("tp", "fp", "fn", "tn")}
+        for metric in formulas.JUDGE_METRICS
     }
+    held_out = by_split["held-out"]
+    summary = agreement_summary(held_out)
+    trusted, why = trust_decide(held_out)
     validation = JudgeValidation(
         judge_name=judge_name or judge.name,
         source=source[:500],
         source_sha256=source_sha256,
         turns=n_turns,
         items=n_items,
-        on_topic_agreement=agreement["on_topic"],
-        used_agreement=agreement["used"],
-        contradicted_agreement=agreement["contradicted"],
-        trusted=all(value >= formulas.JUDGE_MIN_AGREEMENT for value in agreement.values()),
+        on_topic_agreement=summary["on_topic"]["agreement"],
+        used_agreement=summary["used"]["agreement"],
+        contradicted_agreement=summary["contradicted"]["agreement"],
+        trusted=trusted,
         details={
-            "confusion": confusion,
+            "trust_rule": formulas.JUDGE_TRUST_RULE,
+            "trust_reason": why,
+            "confusion": held_out,
+            "splits": {
+                **{
+                    split: {
+                        "turns": turns_by_split[split],
+                        "confusion": by_split[split],
+                        **agreement_summary(by_split[split]),
+                    }
+                    for split in SPLITS
+                },
+                "all": {"turns": n_turns, "confusion": whole, **agreement_summary(whole)},
+            },
             "on_topic_prompt_only": confusion_raw_on_topic,
             "disagreements": disagreements,
         },

@@ -19,12 +19,13 @@ from django.views.decorators.http import require_GET, require_POST
 from core.errors import ApplicationError, NotFound, ValidationFailed
 from tasks import workflow
 from tasks.choices import TaskType
-from tasks.selectors import project_list, task_get, task_list
+from tasks.selectors import confirmation_list_open, project_list, task_get, task_list
+from tasks.services.confirmations import task_confirm_human
 from tasks.services.tasks import task_update_dna
-from tasks.services.transitions import task_confirm_human, task_transition, task_transition_options
+from tasks.services.transitions import task_transition, task_transition_options
 from web.board import board_columns, confirmations_by_target, dna_split
 from web.forms import BoardFilterForm, ConfirmForm, DnaForm, TransitionForm, form_error_text
-from web.selectors import confirmation_list_open, transition_history
+from web.selectors import transition_history
 from web.views.common import is_htmx, space_required
 
 BOARD_REFRESH_SECONDS = 5

@@ -13,11 +13,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from brain import embedding as embedder
-from brain.choices import ThoughtCategory
+from brain.choices import DEFAULT_TOPIC, ThoughtCategory
 from brain.selectors.lineage import thought_get, thought_lineage_of
 from brain.selectors.search import thought_search
 from brain.services.corrections import suggestion_accept, thought_correct
+from brain.services.retraction import thought_retract
 from brain.services.suggestions import suggestion_dismiss, suggestion_get
+from brain.services.thoughts import human_contributor
 from core.errors import ApplicationError, NotFound
 from web.forms import BrainSearchForm, CorrectionForm, SuggestionResolveForm, form_error_text
 from web.lineage import lineage_trees
@@ -32,11 +34,6 @@ from web.views.common import space_required
 
 SEARCH_LIMIT = 20
 LINEAGE_DEPTH = 10
-
-
-def human_contributor(user) -> tuple[str, str]:
-    """(contributor_id, contributor_name) of what a human writes to the brain, as task markers name them."""
-    return f"human-{user.get_username()}", user.get_full_name() or user.get_username()
 
 
 @require_GET
@@ -79,7 +76,7 @@ def thought_detail(request, thought_id):
     except NotFound:
         return render(request, "web/not_found.html", {"back": reverse("web:brain")}, status=404)
     ancestors, descendants = lineage_trees(lineage["chain"], str(thought.id))
-    form = CorrectionForm(initial={"corrected_fact": thought.content, "topic": thought.topic or "general"})
+    form = CorrectionForm(initial={"corrected_fact": thought.content, "topic": thought.topic or DEFAULT_TOPIC})
     context = {
         "nav": "brain",
         "thought": thought,
@@ -129,6 +126,26 @@ def thought_correct_post(request, thought_id):
         return redirect("web:thought", thought.id)
     messages.success(request, f"Correction stored; it supersedes {count} thought{'s' if count != 1 else ''}.")
     return redirect("web:thought", correction.id)
+
+
+@require_POST
+@space_required
+def thought_retract_post(request, thought_id):
+    """A human member of the space retracts a thought: superseded without a replacement, kept for audit."""
+    try:
+        thought_retract(
+            space=request.colony_space,
+            thought_id=thought_id,
+            reason=request.POST.get("reason", ""),
+            user_name=request.user.get_username(),
+        )
+    except ApplicationError as exc:
+        messages.error(request, f"Not retracted — {exc.message}")
+        return redirect("web:thought", thought_id)
+    messages.success(
+        request, "Retracted: kept for audit, superseded without a replacement, ranked below live thoughts."
+    )
+    return redirect("web:thought", thought_id)
 
 
 def _resolve(request, suggestion_id, *, accept: bool):

@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from brain.apis.memory import MemoryInputSerializer, SourceRefSerializer
 from brain.choices import ThoughtCategory
+from brain.management.commands._transfer import Export, Import
 from brain.selectors.activity import thought_highways
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, thought_lineage
 from brain.services.corrections import correction_supersede_guidance, thought_correct_by_id
@@ -277,11 +278,24 @@ class Highways(Subcommand):
             )
 
 
-SUBCOMMANDS: list[type[Subcommand]] = [Query, Contribute, Refine, Consolidate, Correct, History, Highways]
+SUBCOMMANDS: list[type[Subcommand]] = [
+    Query,
+    Contribute,
+    Refine,
+    Consolidate,
+    Correct,
+    History,
+    Highways,
+    Import,  # type: ignore[list-item]  # same interface, in _transfer.py
+    Export,  # type: ignore[list-item]
+]
 
 
 class Command(BaseCommand):
-    help = "The shared brain from a terminal: query, contribute, refine, consolidate, correct, history, highways."
+    help = (
+        "The shared brain from a terminal: query, contribute, refine, consolidate, correct, history, highways, "
+        "import, export."
+    )
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="subcommand", required=True)

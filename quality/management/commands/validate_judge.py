@@ -1,6 +1,9 @@
-"""manage.py validate_judge FILE.jsonl [--judge embedding|llm] [--split tune|held-out]: agreement per
-metric with hand labels. ``--split`` runs one half of the file (``quality.services.validation.turn_split``)
-and does not record it: thresholds are tuned on one half and checked on the other."""
+"""manage.py validate_judge FILE.jsonl [FILE.jsonl ...] [--judge embedding|llm] [--split tune|held-out]:
+agreement per metric with hand labels, per half (tune / held-out) with a 95% Wilson interval.
+
+Trust is decided on the held-out turns only (``quality.services.validation.trust_decide``): the tune
+half, whose turns thresholds were chosen on, is printed for reference and can't make a judge trusted.
+``--split`` runs one half and does not record it."""
 
 from __future__ import annotations
 
@@ -13,32 +16,42 @@ from tqdm import tqdm
 from core.errors import ApplicationError
 from quality import formulas
 from quality.services.scoring import judge_resolve
-from quality.services.validation import SPLITS, judge_validate, judge_validation_load, turn_split
+from quality.services.validation import SPLITS, judge_validate, judge_validation_load_many
+
+DEFAULT_FILES = ("quality/fixtures/judge_validation.jsonl", "quality/fixtures/judge_heldout.jsonl")
 
 
 class Command(BaseCommand):
     help = (
-        "Ask a judge about every hand-labelled turn of FILE.jsonl, print its agreement per metric and record it. "
-        "Ranking uses a judge's verdicts only if its latest validation reached 85% on every metric."
+        "Ask a judge about every hand-labelled turn of the files, print its agreement per metric and half "
+        "(tune / held-out, 95% Wilson interval) and record it. Ranking uses a judge's verdicts only if its latest "
+        f"validation reached 85% on every metric on at least {formulas.JUDGE_MIN_HELDOUT_ITEMS} held-out items."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("file", type=Path, help="labelled turns, JSON Lines (see quality/fixtures/README.md)")
+        parser.add_argument(
+            "files",
+            type=Path,
+            nargs="*",
+            help=f"labelled turns, JSON Lines (see quality/fixtures/README.md); default: {' '.join(DEFAULT_FILES)}",
+        )
         parser.add_argument("--judge", choices=["embedding", "llm"], default=None, help="default: QUALITY_JUDGE")
         parser.add_argument(
             "--split",
             choices=SPLITS,
             default=None,
-            help="only the turns of this half (odd turn number = tune, even = held-out); printed, not recorded",
+            help="only the turns of this half (a line's 'split', else odd turn number = tune); printed, not recorded",
         )
 
-    def handle(self, *args, file: Path, judge: str | None, split: str | None = None, **options):
+    def handle(self, *args, files: list[Path], judge: str | None, split: str | None = None, **options):
+        if not files:
+            files = [Path(settings.BASE_DIR) / name for name in DEFAULT_FILES]
         try:
-            turns, sha256 = judge_validation_load(path=file)
+            turns, sha256 = judge_validation_load_many(paths=files)
             if split is not None:
-                turns = [turn for turn in turns if turn_split(turn.turn_id) == split]
+                turns = [turn for turn in turns if turn.split == split]
                 if not turns:
-                    raise CommandError(f"No turn of {file} falls in the {split} half.")
+                    raise CommandError(f"No turn of {' '.join(map(str, files))} falls in the {split} half.")
             name = judge or settings.QUALITY_JUDGE
             the_judge = judge_resolve(name)
             with tqdm(total=len(turns), desc=f"judging ({name})", unit="turn", disable=None) as bar:
@@ -46,7 +59,7 @@ class Command(BaseCommand):
                     turns=turns,
                     judge=the_judge,
                     judge_name=name,
-                    source=str(file),
+                    source=" + ".join(str(file) for file in files),
                     source_sha256=sha256,
                     on_turn=bar.update,
                     record=split is None,
@@ -56,28 +69,44 @@ class Command(BaseCommand):
         threshold = formulas.JUDGE_MIN_AGREEMENT
         half = f" ({split} half, not recorded)" if split else ""
         self.stdout.write(f"Judge {validation.judge_name} on {validation.turns} turns, {validation.items} items{half}:")
-        for metric in formulas.JUDGE_METRICS:
-            value = getattr(validation, f"{metric}_agreement")
-            counts = validation.details["confusion"][metric]
-            mark = "ok" if value >= threshold else "BELOW 85%"
-            positives = counts["tp"] + counts["fn"]
+        splits = validation.details["splits"]
+        for part in (*SPLITS, "all"):
+            if not splits[part]["on_topic"]["items"]:
+                continue
+            role = {
+                "tune": "tuning half: for reference, never decides trust",
+                "held-out": "decides trust",
+                "all": "whole set: for reference",
+            }[part]
             self.stdout.write(
-                f"  {metric:13} {value * 100:5.1f}%  {mark:10} "
-                f"(tp {counts['tp']}, fp {counts['fp']}, fn {counts['fn']}, tn {counts['tn']}; "
-                f"found {counts['tp']} of {positives} labelled true)"
+                f" {part} ({splits[part]['turns']} turns, {splits[part]['on_topic']['items']} items; {role}):"
             )
-            if value >= threshold and positives and counts["tp"] == 0:
-                # Agreement on a rare class can reach the threshold by always answering "no".
+            for metric in formulas.JUDGE_METRICS:
+                figures = splits[part][metric]
+                value, (low, high) = figures["agreement"], figures["ci95"]
+                counts = splits[part]["confusion"][metric]
+                mark = "ok" if value >= threshold else "BELOW 85%"
                 self.stdout.write(
-                    f"  warning: {metric} agreement comes from answering no: it found none of the {positives} cases."
+                    f"  {metric:13} {value * 100:5.1f}%  95% CI {low * 100:5.1f}-{high * 100:5.1f}%  {mark:10} "
+                    f"(tp {counts['tp']}, fp {counts['fp']}, fn {counts['fn']}, tn {counts['tn']}; "
+                    f"found {figures['found']} of {figures['labelled_true']} labelled true)"
                 )
+                if value >= threshold and figures["labelled_true"] and figures["found"] == 0:
+                    # Agreement on a rare class can reach the threshold by always answering "no".
+                    self.stdout.write(
+                        f"  warning: {metric} agreement comes from answering no: "
+                        f"it found none of the {figures['labelled_true']} cases."
+                    )
         prompt_only = validation.details["on_topic_prompt_only"]
         self.stdout.write(
-            f"  (on_topic from the prompt alone, before 'used or contradicted means on topic': "
+            f"  (on_topic from the prompt alone, before 'used or contradicted means on topic', all turns: "
             f"{(prompt_only['tp'] + prompt_only['tn']) / validation.items * 100:.1f}%)"
         )
         if split:
-            self.stdout.write("Result not recorded: trust is decided by a run on the whole file.")
+            self.stdout.write("Result not recorded: trust is decided by a run over the held-out turns.")
             return
-        verdict = "TRUSTED for ranking" if validation.trusted else "NOT trusted: ranking uses explicit feedback only"
-        self.stdout.write(f"Result: {verdict} (>= {threshold * 100:.0f}% on every metric: {validation.trusted}).")
+        if validation.trusted:
+            verdict = "TRUSTED for ranking"
+        else:
+            verdict = "NOT trusted: ranking uses explicit feedback only (and the LLM judge, if validated)"
+        self.stdout.write(f"Result: {verdict}: {validation.details['trust_reason']}.")

@@ -1,150 +1,54 @@
-"""The memory endpoint's orchestration (SPEC 2.2), one small step function per step.
+"""The steps of the memory endpoint (SPEC 2.2), in order: :data:`MEMORY_STEPS`.
 
-:func:`memory_run` runs :data:`MEMORY_STEPS` in order over one :class:`MemoryCall`, then renders
-the wire response of the seed brain. A step reads and writes the call object only; guidance is a
+A step reads and writes the :class:`~brain.services.memory.call.MemoryCall` only; guidance is a
 list of messages joined at the end. Adding a step means writing one function and putting it at its
 place in the list.
-
-Knowledge evolution (issue 4, SPEC 2.5) lives in the steps too: ``step_validate`` applies the
-category table (400 MISSING_CATEGORY_FIELDS), ``step_flags`` computes every advisory flag of the
-contribution BEFORE it is stored (so the flags are part of the insert, and the keyword-echo rule
-reads the agent's recent queries before this call's own query is logged) and runs the
-re-contamination guard, ``step_contribute`` stores a correction through ``thought_correct`` (which
-supersedes in the same transaction) and schedules contradiction detection for everything else.
-
-Transactions are per step and short: the contribution (insert + superseding its sources) is one
-transaction, the reinforcement of what was returned another, each locking its rows in id order, so
-concurrent calls neither lose updates nor deadlock, and the slow model call holds no lock at all.
-Everything that can refuse a request (validation, unknown ids, the embedding) runs before the
-first write, so a refused call changes nothing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import re
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from brain import embedding as embedder
-from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
-from brain.models import QueryLog, Thought
-from brain.ranking import Candidate
+from brain.choices import QualityFlag, ThoughtCategory
+from brain.models import QueryLog
 from brain.selectors import activity, search
 from brain.selectors.lineage import PREVIEW_CHARS, lineage_summary
 from brain.services import flags, lineage, pheromones
 from brain.services.categories import STRUCTURED_FIELDS, category_validate
 from brain.services.corrections import (
-    correction_guard,
     correction_guidance,
     correction_supersede_guidance,
     thought_correct,
 )
+from brain.services.memory.call import MemoryCall
+from brain.services.memory.threshold import contribution_threshold_met
 from brain.services.pipeline import thought_schedule_followups
 from brain.services.suggestions import suggestion_as_pending, suggestions_pending_for
 from brain.services.thoughts import thought_create
 from core.errors import ServiceFailure, ValidationFailed
-from core.models import Agent, Space
 
 logger = logging.getLogger("colony.brain")
 
-# --- contribution threshold (SPEC 2.2) ------------------------------------------------------------
-MIN_CONTRIBUTION_CHARS = 50  # a contribution is longer than this, trimmed
-LONE_QUESTION = re.compile(r"^[^.!]*\?$")
-FOLLOW_UP_PREFIXES = ("based on", "you said", "you told me", "regarding your", "about your response")
-
 # --- guidance -------------------------------------------------------------------------------------
-NEAR_DUPLICATE_REFINE = 0.85  # top hit above this: suggest refining it
-# Above flags.NEAR_DUPLICATE_MIN_SIMILARITY (0.90): flag near_duplicate and suggest consolidating.
+# The near-duplicate and refine thresholds are flag rules: brain.services.flags.
 DISAMBIGUATION_MIN_RESULTS = 10
 DISAMBIGUATION_MIN_TAGS = 3
 PENDING_CORRECTIONS_RETURNED = 20  # newest first; the rest stay listed by GET /api/v1/corrections
 
 DEFAULT_LIMIT = 10
+#: seeds/000 3c, "map, not breadcrumbs": a topic filter that finds at least this many live fragments
+#: of the topic and no live state snapshot gets a ready ``consolidates`` call in the guidance.
+MAP_MIN_FRAGMENTS = 3
 
 
-def contribution_threshold_met(prompt: str) -> bool:
-    """Whether a prompt is knowledge worth storing rather than a question or a follow-up.
-
-    Longer than 50 characters once trimmed, not a lone question (``^[^.!]*\\?$``: one sentence
-    ending in "?"), and not a follow-up to an earlier answer ("based on", "you said", ...).
-    """
-    text = prompt.strip()
-    if len(text) <= MIN_CONTRIBUTION_CHARS:
-        return False
-    if LONE_QUESTION.match(text):
-        return False
-    return not text.lower().startswith(FOLLOW_UP_PREFIXES)
-
-
-@dataclass
-class MemoryCall:
-    """Everything one memory call knows, filled in step by step."""
-
-    agent: Agent
-    space: Space
-    request: dict[str, Any]
-    session_id: str = ""
-    new_session: bool = False
-    lineage_ids: list[uuid.UUID] = field(default_factory=list)
-    threshold_met: bool = False
-    contribute: bool = False
-    bypass: str | None = None  # why the threshold did not apply: refines | consolidates | correction
-    vector: list[float] | None = None
-    flags: list[str] = field(default_factory=list)  # advisory quality flags of the contribution
-    nearest: tuple[Thought, float] | None = None  # the most similar existing thought, before storing
-    contradicted_by: Thought | None = None  # the correction whose wrong fact the contribution repeats
-    superseded_count: int | None = None  # set when the contribution is a correction
-    thought: Thought | None = None
-    search: search.SearchResult | None = None
-    query_log: QueryLog | None = None
-    disambiguation: dict | None = None
-    highways: list[dict] = field(default_factory=list)
-    pending_corrections: list[dict] = field(default_factory=list)
-    lineage_summary: dict | None = None
-    guidance: list[str] = field(default_factory=list)
-    operations: list[str] = field(default_factory=list)
-
-    @property
-    def prompt(self) -> str:
-        return self.request["prompt"].strip()
-
-    @property
-    def sources(self) -> list[Candidate]:
-        return self.search.candidates if self.search else []
-
-    @property
-    def thought_type(self) -> str:
-        if self.request.get("refines") is not None:
-            return ThoughtType.REFINEMENT
-        if self.request.get("consolidates") is not None:
-            return ThoughtType.CONSOLIDATION
-        return ThoughtType.ORIGINAL
-
-    @property
-    def agent_ref(self) -> str:
-        return self.request.get("agent_id") or self.agent.name
-
-    @property
-    def contributor(self) -> dict[str, str]:
-        """Who others see as the contributor: always the token's agent, by its registered name. The
-        body's ``agent_id``/``agent_name`` are only kept as metadata (an agent can't pose as another)."""
-        return {"contributor_id": self.agent.name, "contributor_name": self.agent.name}
-
-    @property
-    def category(self) -> str:
-        return self.request.get("thought_category") or ThoughtCategory.UNCATEGORIZED
-
-    @property
-    def is_correction(self) -> bool:
-        return self.category == ThoughtCategory.CORRECTION
-
-
-# --- the steps, in SPEC 2.2 order -----------------------------------------------------------------
 def step_validate(call: MemoryCall) -> None:
     """Category fields, lineage rules and every referenced id, before anything is written.
 
@@ -153,6 +57,14 @@ def step_validate(call: MemoryCall) -> None:
     """
     request = call.request
     category_validate(category=call.category, fields={name: request.get(name) for name in STRUCTURED_FIELDS})
+    writes = [name for name in ("refines", "consolidates", "supersedes", "thought_category") if request.get(name)]
+    if request.get("store") is True:
+        writes.append("store")
+    if (request.get("contribute") is False or request.get("store") is False) and writes:
+        raise ValidationFailed(
+            f"'contribute: false' stores nothing, but {', '.join(writes)} asks to store; drop one of them.",
+            code="MUTUAL_EXCLUSION",
+        )
     call.lineage_ids = lineage.lineage_validate(
         refines=request.get("refines"), consolidates=request.get("consolidates")
     )
@@ -176,20 +88,31 @@ def step_session(call: MemoryCall) -> None:
 
 
 def step_threshold(call: MemoryCall) -> None:
-    """Contribute when the threshold is met, or always for refines / consolidates / a correction."""
+    """Decide whether this call stores its prompt.
+
+    ``contribute: false`` (or ``store: false``) never stores: a pure search that still retrieves,
+    reinforces and logs. Otherwise the prompt is stored when the threshold is met, or whatever its
+    length when the caller means it: ``refines`` / ``consolidates`` / a correction, an explicit
+    ``store: true``, or a ``thought_category`` given (a categorized item is knowledge by intent). The
+    threshold keeps guarding free-form prompts, which is what it was made for.
+    """
+    request = call.request
     call.threshold_met = contribution_threshold_met(call.prompt)
-    if call.request.get("refines") is not None:
-        call.bypass = "refines"
-    elif call.request.get("consolidates") is not None:
-        call.bypass = "consolidates"
-    elif call.request.get("thought_category") == ThoughtCategory.CORRECTION:
-        call.bypass = "correction"
-    call.contribute = call.threshold_met or call.bypass is not None
-    if call.request.get("contribute") is False:
-        # Retrieve-only (SPEC 2.2): never store, whatever the prompt or the bypass.
+    if request.get("contribute") is False or request.get("store") is False:
         call.contribute = False
         call.operations.append("contribute:false")
         return
+    if request.get("refines") is not None:
+        call.bypass = "refines"
+    elif request.get("consolidates") is not None:
+        call.bypass = "consolidates"
+    elif request.get("thought_category") == ThoughtCategory.CORRECTION:
+        call.bypass = "correction"
+    elif request.get("store") is True:
+        call.bypass = "store"
+    elif request.get("thought_category"):
+        call.bypass = "category"
+    call.contribute = call.threshold_met or call.bypass is not None
     if call.bypass:
         call.operations.append(f"threshold:bypassed({call.bypass})")
     else:
@@ -230,7 +153,7 @@ def step_flags(call: MemoryCall) -> None:
         call.nearest = nearest[0] if nearest else None
         if call.nearest is not None and flags.is_near_duplicate(call.nearest[1]):
             call.flags.append(QualityFlag.NEAR_DUPLICATE.value)
-        call.contradicted_by = correction_guard(space=call.space, vector=call.vector, text=call.prompt)
+        call.contradicted_by = flags.correction_guard(space=call.space, vector=call.vector, text=call.prompt)
         if call.contradicted_by is not None:
             call.flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
             call.guidance.append(correction_guidance(call.contradicted_by))
@@ -337,19 +260,22 @@ def step_retrieve(call: MemoryCall) -> None:
 
 
 def step_reinforce(call: MemoryCall) -> None:
-    """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6)."""
-    ids = [candidate.id for candidate in call.sources]
-    pheromones.thoughts_reinforce(space=call.space, thought_ids=ids, agent_name=call.agent.name)
-    call.query_log = QueryLog.objects.create(
+    """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6): one
+    statement, which also tells whether this is the agent's first call (``step_onboarding``)."""
+    record = pheromones.retrieval_record(
         space=call.space,
         agent=call.agent,
         agent_ref=call.agent_ref,
         session_id=call.session_id,
         query_text=call.prompt,
-        stored_thought=call.thought,
+        stored_thought_id=call.thought.id if call.thought is not None else None,
         results=[{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources],
     )
-    call.operations.append(f"reinforce:{len(ids)}")
+    call.query_log = QueryLog(
+        pk=record.query_log_id, space=call.space, agent=call.agent, session_id=call.session_id, query_text=call.prompt
+    )
+    call.first_query = not record.queried_before
+    call.operations.append(f"reinforce:{record.reinforced}")
 
 
 def step_disambiguation(call: MemoryCall) -> None:
@@ -373,7 +299,7 @@ def step_disambiguation(call: MemoryCall) -> None:
 
 def step_onboarding(call: MemoryCall) -> None:
     """An agent's first memory call gets the house rules."""
-    if activity.agent_has_queried(space=call.space, agent=call.agent, before_id=call.query_log.pk):
+    if not call.first_query:
         return
     call.guidance.append(
         f"Welcome to the shared brain, {call.agent.name}. Query it before you start work; contribute what you "
@@ -397,12 +323,46 @@ def step_near_duplicate(call: MemoryCall) -> None:
             f'"consolidates": ["{other.id}", "{call.thought.id}"].'
         )
         call.operations.append("near_duplicate:consolidate")
-    elif similarity > NEAR_DUPLICATE_REFINE:
+    elif flags.is_refine_candidate(similarity):
         call.guidance.append(
             f"A similar thought exists: {other.id} (similarity {similarity:.2f}): "
             f'"{other.content[:PREVIEW_CHARS]}". If yours updates it, send it with "refines": "{other.id}".'
         )
         call.operations.append("near_duplicate:refine")
+
+
+def step_topic_map(call: MemoryCall) -> None:
+    """Map, not breadcrumbs (seeds/000 3c): a topic that is only fragments gets a ready consolidation.
+
+    When a ``filter_topic`` search returns MAP_MIN_FRAGMENTS or more live thoughts of that topic and
+    none of them is a live state snapshot, the guidance says so and carries the memory call that
+    merges them into one self-contained ``state_snapshot`` (fill in the text and the source).
+    """
+    topic = call.request.get("filter_topic")
+    if not topic:
+        return
+    live = [c.thought for c in call.sources if c.thought.topic == topic and not c.thought.superseded]
+    if any(t.thought_category == ThoughtCategory.STATE_SNAPSHOT for t in live):
+        return
+    skip = {ThoughtCategory.TRANSITION_MARKER, ThoughtCategory.CORRECTION}
+    fragments = [t for t in live if t.thought_category not in skip]
+    if len(fragments) < MAP_MIN_FRAGMENTS:
+        return
+    today = timezone.localdate().isoformat()
+    suggested = {
+        "prompt": f"{topic} state {today}: <current status>. <key decisions>. <blockers>. Next: <next actions>.",
+        "consolidates": [str(t.id) for t in fragments],
+        "thought_category": ThoughtCategory.STATE_SNAPSHOT.value,
+        "topic": topic,
+        "temporal_scope": today,
+        "source_ref": {"type": "task", "value": "<task slug>"},
+    }
+    call.guidance.append(
+        f"Topic {topic!r} is {len(fragments)} fragments and no current state snapshot: a map beats breadcrumbs. "
+        "Merge them into one self-contained snapshot (the fragments become superseded) with this memory call "
+        f"(MCP: memory_contribute with content=prompt and the same fields): {json.dumps(suggested)}"
+    )
+    call.operations.append(f"topic_map:{len(fragments)}")
 
 
 def step_implicit_feedback(call: MemoryCall) -> None:
@@ -457,78 +417,9 @@ MEMORY_STEPS = [
     step_disambiguation,
     step_onboarding,
     step_near_duplicate,
+    step_topic_map,
     step_implicit_feedback,
     step_highways,
     step_pending_corrections,
     step_lineage_summary,
 ]
-
-
-# --- the response ---------------------------------------------------------------------------------
-def source_render(candidate: Candidate) -> dict[str, Any]:
-    thought = candidate.thought
-    return {
-        "thought_id": candidate.id,
-        "contributor": thought.contributor_name,
-        "score": round(candidate.score, 4),
-        "content_preview": thought.content[:PREVIEW_CHARS],
-        "refined_by": str(thought.refined_by_id) if thought.refined_by_id else None,
-        "superseded": thought.superseded,
-        "thought_category": thought.thought_category,
-        "topic": thought.topic,
-        "temporal_scope": thought.temporal_scope.isoformat() if thought.temporal_scope else None,
-        "quality_flags": list(thought.quality_flags or []),
-        "matching_reason": candidate.matching_reason,
-        "effective_confidence": thought.effective_confidence,
-    }
-
-
-def _response_text(call: MemoryCall) -> str:
-    parts = []
-    if call.thought is not None and call.superseded_count is not None:
-        noun = "thought" if call.superseded_count == 1 else "thoughts"
-        parts.append(f"Stored your correction as {call.thought.id}; it supersedes {call.superseded_count} {noun}.")
-    elif call.thought is not None:
-        kind = {ThoughtType.ORIGINAL: "thought"}.get(call.thought_type, call.thought_type)
-        parts.append(f"Stored your {kind} as {call.thought.id}.")
-    if call.sources:
-        top = call.sources[0]
-        parts.append(
-            f"Found {len(call.sources)} relevant thought(s). Best ({top.score:.2f}, "
-            f"{top.thought.contributor_name}): {top.thought.content[:200]}"
-        )
-    else:
-        parts.append("No relevant thoughts found in the brain yet.")
-    return " ".join(parts)
-
-
-def memory_render(call: MemoryCall) -> dict[str, Any]:
-    return {
-        "result": {
-            "response": _response_text(call),
-            "sources": [source_render(candidate) for candidate in call.sources],
-            "highways_nearby": call.highways,
-            "disambiguation": call.disambiguation,
-            "guidance": "\n".join(call.guidance) if call.guidance else None,
-            "pending_corrections": call.pending_corrections,
-        },
-        "trace": {
-            "session_id": call.session_id,
-            "operations": call.operations,
-            "thoughts_retrieved": len(call.sources),
-            "thoughts_contributed": 1 if call.thought is not None else 0,
-            "contribution_threshold_met": call.threshold_met,
-            "context_used": bool(call.request.get("context")),
-            "retrieval_method": call.search.method if call.search else None,
-            "thought_id": str(call.thought.id) if call.thought is not None else None,
-            "lineage_summary": call.lineage_summary,
-        },
-    }
-
-
-def memory_run(*, agent: Agent, request: dict[str, Any]) -> dict[str, Any]:
-    """One memory call: the validated request (see brain.apis.memory) in, the wire response out."""
-    call = MemoryCall(agent=agent, space=agent.space, request=request)
-    for step in MEMORY_STEPS:
-        step(call)
-    return memory_render(call)

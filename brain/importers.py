@@ -1,0 +1,207 @@
+"""Readers for the dumps ``manage.py brain import`` understands, each giving import items with the
+thought fields of SPEC 2.1 (``brain.services.transfer.item_clean`` validates them):
+
+- ``colony``: Colony's own export (JSONL, first line ``{"kind": "header", "format": "colony-export"}``),
+  thoughts, query-log rows and correction suggestions, imported exactly as exported.
+- ``mem0``: the JSON of Mem0's ``Memory.get_all()`` (``{"results": [...]}`` or a bare list); each
+  memory becomes a thought: ``memory`` → ``content``, its ``id`` kept when it is a UUID,
+  ``agent_id``/``user_id`` → contributor, ``metadata``, ``hash``, ``run_id`` and ``updated_at`` kept
+  in ``context_metadata.mem0``, ``metadata.tags``/``categories`` → ``tags``.
+- ``seed``: the seed brain's Qdrant ``thought_space`` points as JSON (a list of points, the scroll
+  API's ``{"result": {"points": [...]}}``, or JSONL), each ``{"id", "vector", "payload"}``; the
+  payload's fields are the seed's names, the vector (all-MiniLM-L6-v2) is kept. Its SQLite
+  ``query_log`` (``--query-log FILE``: id, agent_id, query_text, context_text, returned_ids,
+  session_id, timestamp, result_count) becomes Colony query-log rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brain.services.transfer import EXPORT_FORMAT, ITEM_FIELDS
+
+FORMATS = ("auto", "colony", "mem0", "seed")
+
+
+@dataclass
+class Dump:
+    format: str
+    thoughts: list[Any]
+    query_logs: list[dict[str, Any]] = field(default_factory=list)
+    suggestions: list[dict[str, Any]] = field(default_factory=list)
+    header: dict[str, Any] | None = None
+
+
+def _load_json_or_lines(path: Path) -> Any:
+    text = path.read_text(encoding="utf-8")
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return json.loads(text)
+    if stripped.startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass  # JSONL: one object per line
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def detect_format(data: Any) -> str:
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        first = data[0]
+        if first.get("kind") == "header" and first.get("format") == EXPORT_FORMAT:
+            return "colony"
+        if "payload" in first:
+            return "seed"
+        if "memory" in first:
+            return "mem0"
+        if "content" in first:
+            return "colony"
+    if isinstance(data, dict):
+        if "results" in data:
+            return "mem0"
+        if "result" in data or "points" in data:
+            return "seed"
+    raise ValueError(
+        "Could not tell the dump's format; pass --format colony (Colony export), mem0 (Memory.get_all() JSON) "
+        "or seed (Qdrant thought_space points)."
+    )
+
+
+def read_dump(path: Path, *, fmt: str = "auto", query_log: Path | None = None) -> Dump:
+    data = _load_json_or_lines(path)
+    if fmt == "auto":
+        fmt = detect_format(data)
+    if fmt == "colony":
+        dump = _colony(data)
+    elif fmt == "mem0":
+        dump = Dump("mem0", list(_mem0(data)))
+    elif fmt == "seed":
+        dump = Dump("seed", list(_seed_points(data)))
+    else:
+        raise ValueError(f"Unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
+    if query_log is not None:
+        dump.query_logs.extend(read_seed_query_log(query_log))
+    return dump
+
+
+def _colony(data: Any) -> Dump:
+    rows = data if isinstance(data, list) else [data]
+    dump = Dump("colony", [])
+    for row in rows:
+        kind = row.get("kind", "thought") if isinstance(row, dict) else "thought"
+        if kind == "header":
+            dump.header = row
+        elif kind == "query_log":
+            dump.query_logs.append(row)
+        elif kind == "correction_suggestion":
+            dump.suggestions.append(row)
+        else:
+            dump.thoughts.append({k: v for k, v in row.items() if k != "kind"} if isinstance(row, dict) else row)
+    return dump
+
+
+def _is_uuid(value: Any) -> bool:
+    try:
+        uuid.UUID(str(value))
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _mem0(data: Any) -> Iterator[dict[str, Any]]:
+    memories = data.get("results", []) if isinstance(data, dict) else data
+    for memory in memories:
+        if not isinstance(memory, dict):
+            yield memory  # reported as a bad line
+            continue
+        metadata = memory.get("metadata") or {}
+        who = memory.get("agent_id") or memory.get("user_id") or memory.get("actor_id") or "mem0"
+        tags = metadata.get("tags") or memory.get("categories") or metadata.get("categories") or []
+        item = {
+            "content": memory.get("memory") or memory.get("text") or "",
+            "contributor_id": str(who)[:100],
+            "contributor_name": str(who)[:200],
+            "created_at": memory.get("created_at"),
+            "tags": [str(t)[:100] for t in tags] if isinstance(tags, list) else [],
+            "context_metadata": {
+                "mem0": {
+                    k: memory.get(k)
+                    for k in ("id", "hash", "user_id", "agent_id", "run_id", "updated_at", "metadata")
+                    if memory.get(k) is not None
+                }
+            },
+        }
+        if _is_uuid(memory.get("id")):
+            item["id"] = str(memory["id"])
+        for name in ("topic", "thought_category"):
+            if isinstance(metadata.get(name), str):
+                item[name] = metadata[name]
+        yield item
+
+
+#: Seed payload fields Colony stores under the same name; the rest go to context_metadata.seed.
+_SEED_DIRECT = ITEM_FIELDS - {"id", "agent", "embedding", "corrected_fact_embedding", "embedding_model"}
+
+
+def _seed_points(data: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(data, dict):
+        data = (data.get("result") or data).get("points", [])
+    for point in data:
+        if not isinstance(point, dict):
+            yield point
+            continue
+        payload = dict(point.get("payload") or {})
+        item = {k: payload.pop(k) for k in list(payload) if k in _SEED_DIRECT}
+        item["id"] = str(point.get("id"))
+        vector = point.get("vector")
+        if isinstance(vector, dict) and len(vector) == 1:
+            vector = next(iter(vector.values()))
+        if isinstance(vector, list):
+            item["embedding"] = vector
+            item["embedding_model"] = "all-MiniLM-L6-v2"
+        metadata = item.get("context_metadata")
+        if isinstance(metadata, str):
+            metadata = {"text": metadata}
+        metadata = dict(metadata or {})
+        if payload:  # access_log, knowledge_space_id, ...: kept for audit
+            metadata["seed"] = payload
+        item["context_metadata"] = metadata
+        # Seed-brain dumps set refined_by/superseded by reference; the importer derives lineage instead.
+        for name in ("refined_by", "superseded_by", "contradicted_by"):
+            item.pop(name, None)
+        yield item
+
+
+def read_seed_query_log(path: Path) -> list[dict[str, Any]]:
+    """Rows of the seed brain's SQLite ``query_log`` as Colony query-log rows (scores unknown: null)."""
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    connection.row_factory = sqlite3.Row
+    try:
+        rows = connection.execute("SELECT * FROM query_log ORDER BY timestamp").fetchall()
+    finally:
+        connection.close()
+    out = []
+    for row in rows:
+        try:
+            returned = json.loads(row["returned_ids"] or "[]")
+        except json.JSONDecodeError:
+            returned = []
+        timestamp = row["timestamp"]
+        if timestamp and "T" not in timestamp:
+            timestamp = timestamp.replace(" ", "T") + "+00:00"  # SQLite datetime('now') is UTC
+        out.append(
+            {
+                "agent_ref": row["agent_id"],
+                "session_id": row["session_id"],
+                "query_text": row["query_text"] or "",
+                "results": [{"id": str(i), "score": None} for i in returned],
+                "created_at": timestamp,
+            }
+        )
+    return out

@@ -1,0 +1,19 @@
+"""Filtered HNSW scans: the one place that sets pgvector's scan parameters.
+
+pgvector applies a query's filters (space, superseded, category...) after the index scan, so a
+filtered nearest-neighbour query can come back with fewer rows than asked for. Inside the caller's
+transaction, :func:`hnsw_filtered_scan` lets the scan keep going until enough rows pass
+(``iterative_scan = relaxed_order``) and widens its candidate list (``ef_search``). ``SET LOCAL``
+ends with the transaction, so call it inside ``transaction.atomic()``.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+
+def hnsw_filtered_scan(*, ef_search: int) -> None:
+    """Set ``hnsw.iterative_scan`` and ``hnsw.ef_search`` for the rest of the current transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cursor.execute("SET LOCAL hnsw.ef_search = %s", [int(ef_search)])

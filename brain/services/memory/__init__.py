@@ -1,0 +1,43 @@
+"""The memory endpoint's orchestration (SPEC 2.2), one small step function per step.
+
+:func:`memory_run` runs ``steps.MEMORY_STEPS`` in order over one ``call.MemoryCall``, then
+``response.memory_render`` renders the wire response of the seed brain. Where things are:
+
+- ``threshold.py`` the contribution threshold (what is worth storing);
+- ``call.py`` the state of one call;
+- ``steps.py`` every step, in order (``MEMORY_STEPS``), and the guidance limits;
+- ``response.py`` the response.
+
+A step reads and writes the call object only; guidance is a list of messages joined at the end.
+Adding a step means writing one function and putting it at its place in the list.
+
+Knowledge evolution (issue 4, SPEC 2.5) lives in the steps too: ``step_validate`` applies the
+category table (400 MISSING_CATEGORY_FIELDS), ``step_flags`` computes every advisory flag of the
+contribution BEFORE it is stored (so the flags are part of the insert, and the keyword-echo rule
+reads the agent's recent queries before this call's own query is logged) and runs the
+re-contamination guard, ``step_contribute`` stores a correction through ``thought_correct`` (which
+supersedes in the same transaction) and schedules contradiction detection for everything else.
+
+Transactions are per step and short: the contribution (insert + superseding its sources) is one
+transaction, the reinforcement of what was returned another, each locking its rows in id order, so
+concurrent calls neither lose updates nor deadlock, and the slow model call holds no lock at all.
+Everything that can refuse a request (validation, unknown ids, the embedding) runs before the
+first write, so a refused call changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brain.services.memory.call import MemoryCall
+from brain.services.memory.response import memory_render
+from brain.services.memory.steps import MEMORY_STEPS
+from core.models import Agent
+
+
+def memory_run(*, agent: Agent, request: dict[str, Any]) -> dict[str, Any]:
+    """One memory call: the validated request (see brain.apis.memory) in, the wire response out."""
+    call = MemoryCall(agent=agent, space=agent.space, request=request)
+    for step in MEMORY_STEPS:
+        step(call)
+    return memory_render(call)

@@ -1,0 +1,81 @@
+"""Retracting a thought: Colony's audit-safe answer to "forget this" (SPEC 5).
+
+A retracted thought is superseded without a replacement: ``superseded=True`` with no
+``superseded_by``/``refined_by``, flagged ``retracted``, and who, when and why are kept in
+``context_metadata["retraction"]``. It is never deleted (seeds: thoughts stay for audit) and it
+ranks below every live thought (``brain.ranking.rank``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import transaction
+from django.utils import timezone
+
+from brain.choices import QualityFlag, ThoughtCategory
+from brain.models import Thought
+from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from core.models import Agent, Space
+
+REASON_MAX_CHARS = 2000
+
+
+@transaction.atomic
+def thought_retract(
+    *,
+    space: Space,
+    thought_id: str | uuid.UUID,
+    reason: str,
+    agent: Agent | None = None,
+    user_name: str | None = None,
+) -> Thought:
+    """Retract a thought of ``space``; ``agent`` (its contributor) or a human (``user_name``) does it.
+
+    An agent may retract only what it contributed (another agent's wrong fact is corrected, not
+    retracted); a human member of the space may retract any thought. Transition markers are the
+    workflow's audit trail and can't be retracted. Retracting twice is a 409.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationFailed(
+            "Say why the thought is retracted (reason).", extra={"fields": {"reason": ["Required."]}}
+        )
+    if len(reason) > REASON_MAX_CHARS:
+        raise ValidationFailed(f"The reason is longer than {REASON_MAX_CHARS} characters.")
+    if (agent is None) == (user_name is None):
+        raise ValueError("thought_retract needs exactly one of agent or user_name")
+    try:
+        key = uuid.UUID(str(thought_id))
+    except ValueError:
+        raise NotFound(f"No thought {thought_id!r}: not a thought id (UUID).", code="THOUGHT_NOT_FOUND") from None
+    thought = Thought.objects.select_for_update().filter(space=space, pk=key).first()
+    if thought is None:
+        raise NotFound(f"No thought {key} in this space.", code="THOUGHT_NOT_FOUND")
+    if thought.thought_category == ThoughtCategory.TRANSITION_MARKER:
+        raise Forbidden(
+            "Transition markers are the workflow's audit trail and can't be retracted.", code="MARKER_NOT_RETRACTABLE"
+        )
+    if agent is not None and thought.agent_id != agent.id:
+        raise Forbidden(
+            f"Only the agent that contributed this thought can retract it; correct it instead "
+            f"(POST /api/v1/thoughts/{thought.id}/correct) if it is wrong.",
+            code="NOT_CONTRIBUTOR",
+        )
+    if QualityFlag.RETRACTED in thought.quality_flags:
+        raise Conflict("This thought is already retracted.", code="ALREADY_RETRACTED")
+    now = timezone.now()
+    thought.superseded = True
+    thought.superseded_at = thought.superseded_at or now
+    thought.quality_flags = [*thought.quality_flags, QualityFlag.RETRACTED]
+    thought.context_metadata = {
+        **(thought.context_metadata or {}),
+        "retraction": {
+            "reason": reason,
+            "by": agent.name if agent is not None else user_name,
+            "by_kind": "agent" if agent is not None else "human",
+            "at": now.isoformat(),
+        },
+    }
+    thought.save(update_fields=["superseded", "superseded_at", "quality_flags", "context_metadata"])
+    return thought

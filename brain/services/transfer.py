@@ -1,0 +1,660 @@
+"""Bulk import and export of a space's brain (issue 14 item 4).
+
+Imports restore knowledge, they are not contributions: every note is kept whatever its length (no
+contribution threshold), categories need not carry their required fields, and quality flags,
+pheromones and access counts are taken as given (nothing is computed from the agent's searches).
+
+- :func:`thoughts_import` stores one batch (at most ``settings.IMPORT_BATCH_MAX_ITEMS`` items) in
+  one transaction, all or nothing: every item is validated first and the per-line errors come back
+  together; then the items without a vector are embedded in one ``embed_many`` call (before the
+  transaction opens), and the rows are written with ``bulk_create``.
+- References (``source_ids``, ``supersedes``, ``refined_by``, ``superseded_by``, ``contradicted_by``,
+  ``related_thoughts``) must name a thought of the same batch or of the caller's space; an id of
+  another space is reported exactly like an unknown one. With ``derive_lineage`` (the API, Mem0 and
+  seed-brain dumps) an imported refinement/consolidation supersedes its sources and an imported
+  correction the thoughts it names, as a live contribution would. Colony's own export carries those
+  states explicitly and is imported as it is (``derive_lineage=False``, links applied after the
+  last batch by :func:`thoughts_import_links`).
+- :func:`space_export_rows` yields Colony's own export: a header, then every thought (vectors
+  included), query-log row and correction suggestion of the space. Importing it into an empty
+  space gives back the same export, row for row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import DataError, IntegrityError, transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from brain import embedding as embedder
+from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
+from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
+from core.errors import ApplicationError, ServiceFailure
+from core.models import Agent, Space
+
+EXPORT_FORMAT = "colony-export"
+EXPORT_VERSION = 1
+
+#: Plain (non-reference) thought fields an import item may carry, with Colony's own names (SPEC 2.1).
+VALUE_FIELDS = (
+    "content",
+    "context_metadata",
+    "contributor_id",
+    "contributor_name",
+    "created_at",
+    "thought_type",
+    "tags",
+    "thought_category",
+    "topic",
+    "temporal_scope",
+    "source_ref",
+    "alternatives_considered",
+    "corrected_fact",
+    "correct_fact",
+    "quality_flags",
+    "superseded",
+    "superseded_at",
+    "embedding_model",
+    "pheromone_weight",
+    "access_count",
+    "last_accessed",
+    "accessed_by",
+    "co_retrieved_with",
+    "usage_score",
+    "contradiction_score",
+    "effective_confidence",
+)
+#: Array references (stored as arrays of ids) and foreign-key references.
+ARRAY_REFS = ("source_ids", "supersedes")
+FK_REFS = ("refined_by", "superseded_by", "contradicted_by")
+VECTOR_FIELDS = ("embedding", "corrected_fact_embedding")
+ITEM_FIELDS = frozenset(("id", "agent", "related_thoughts", *VALUE_FIELDS, *ARRAY_REFS, *FK_REFS, *VECTOR_FIELDS))
+
+
+class ImportInvalid(ApplicationError):
+    """400: some lines of the batch are invalid; nothing of the batch was stored."""
+
+    default_code = "IMPORT_INVALID"
+
+
+class ImportTooLarge(ApplicationError):
+    status_code = 413
+    default_code = "IMPORT_TOO_LARGE"
+
+
+@dataclass
+class LineError:
+    line: int
+    message: str
+    field: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "field": self.field, "message": self.message}
+
+
+@dataclass
+class ImportResult:
+    ids: list[str] = field(default_factory=list)
+    embedded: int = 0
+    deferred_links: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+# --- validation -------------------------------------------------------------------------------------
+class _Bad(Exception):
+    def __init__(self, field_name: str, message: str):
+        super().__init__(message)
+        self.field = field_name
+        self.message = message
+
+
+def _uuid(value: Any, name: str) -> uuid.UUID:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        raise _Bad(name, f"{value!r} is not a thought id (UUID).")
+
+
+def _datetime(value: Any, name: str) -> dt.datetime | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, dt.datetime):
+        parsed = value
+    else:
+        try:
+            parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise _Bad(name, f"{value!r} is not an ISO 8601 date-time.")
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, dt.UTC)
+
+
+def _date(value: Any, name: str) -> dt.date | None:
+    if value in (None, ""):
+        return None
+    try:
+        return dt.date.fromisoformat(str(value)[:10])
+    except ValueError:
+        raise _Bad(name, f"{value!r} is not an ISO date (YYYY-MM-DD).")
+
+
+def _text(value: Any, name: str, max_length: int | None = None) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _Bad(name, "must be a string.")
+    if max_length is not None and len(value) > max_length:
+        raise _Bad(name, f"at most {max_length} characters (got {len(value)}).")
+    return value
+
+
+def _string_list(value: Any, name: str, max_length: int) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Bad(name, "must be a list of strings.")
+    for v in value:
+        if len(v) > max_length:
+            raise _Bad(name, f"each entry at most {max_length} characters.")
+    return value
+
+
+def _number(value: Any, name: str, *, nullable: bool = False, integer: bool = False, minimum: float | None = None):
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        raise _Bad(name, "must be an integer." if integer else "must be a number.")
+    if not math.isfinite(value):
+        raise _Bad(name, "must be a finite number.")
+    if minimum is not None and value < minimum:
+        raise _Bad(name, f"must be at least {minimum}.")
+    if integer and value > 2**31 - 1:
+        raise _Bad(name, "is too large.")
+    return value
+
+
+def _vector(value: Any, name: str) -> list[float] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != EMBEDDING_DIMENSIONS
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+    ):
+        raise _Bad(name, f"must be a list of {EMBEDDING_DIMENSIONS} numbers (or left out to embed on import).")
+    return [float(v) for v in value]
+
+
+def _choice(value: Any, name: str, choices: Iterable[str], default: str) -> str:
+    if value in (None, ""):
+        return default
+    if value not in set(choices):
+        raise _Bad(name, f"{value!r} is not one of: {', '.join(choices)}.")
+    return value
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def item_clean(item: Any) -> dict[str, Any]:
+    """One import item as model values; raises ``_Bad`` naming the first wrong field."""
+    if not isinstance(item, dict):
+        raise _Bad("", "each item must be a JSON object with the thought fields of SPEC 2.1.")
+    if any(_has_nul(v) for k, v in item.items() if k not in VECTOR_FIELDS):
+        raise _Bad("", "text can't contain the NUL character (\\u0000).")
+    unknown = sorted(set(item) - ITEM_FIELDS - {"kind"})
+    if unknown:
+        raise _Bad(unknown[0], f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(ITEM_FIELDS))}.")
+    content = item.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise _Bad("content", "is required: the text of the thought (any length).")
+    out: dict[str, Any] = {"content": content}
+    out["id"] = _uuid(item["id"], "id") if item.get("id") not in (None, "") else uuid.uuid4()
+    metadata = item.get("context_metadata")
+    if metadata is None:
+        metadata = {}
+    elif isinstance(metadata, str):
+        metadata = {"text": metadata}
+    elif not isinstance(metadata, dict):
+        raise _Bad("context_metadata", "must be an object (a string is kept as {'text': ...}).")
+    out["context_metadata"] = metadata
+    out["contributor_id"] = _text(item.get("contributor_id"), "contributor_id", 100)
+    out["contributor_name"] = _text(item.get("contributor_name"), "contributor_name", 200)
+    out["agent"] = _text(item.get("agent"), "agent", 100)
+    out["created_at"] = _datetime(item.get("created_at"), "created_at")
+    out["thought_type"] = _choice(item.get("thought_type"), "thought_type", ThoughtType.values, ThoughtType.ORIGINAL)
+    out["tags"] = _string_list(item.get("tags"), "tags", 100)
+    out["thought_category"] = _choice(
+        item.get("thought_category"), "thought_category", ThoughtCategory.values, ThoughtCategory.UNCATEGORIZED
+    )
+    out["topic"] = _text(item.get("topic"), "topic", 200)
+    out["temporal_scope"] = _date(item.get("temporal_scope"), "temporal_scope")
+    source_ref = item.get("source_ref")
+    if source_ref is not None and not isinstance(source_ref, dict):
+        raise _Bad("source_ref", "must be an object {type, value, project}.")
+    out["source_ref"] = source_ref
+    for name in ("alternatives_considered", "corrected_fact", "correct_fact"):
+        out[name] = _text(item.get(name), name)
+    flags = _string_list(item.get("quality_flags"), "quality_flags", 40)
+    for flag in flags:
+        _choice(flag, "quality_flags", QualityFlag.values, "")
+    out["quality_flags"] = flags
+    superseded = item.get("superseded", False)
+    if not isinstance(superseded, bool):
+        raise _Bad("superseded", "must be true or false.")
+    out["superseded"] = superseded
+    out["superseded_at"] = _datetime(item.get("superseded_at"), "superseded_at")
+    out["embedding_model"] = _text(item.get("embedding_model"), "embedding_model", 200)
+    out["pheromone_weight"] = _number(item.get("pheromone_weight", 1.0), "pheromone_weight", minimum=0)
+    out["access_count"] = _number(item.get("access_count", 0), "access_count", integer=True, minimum=0)
+    out["last_accessed"] = _datetime(item.get("last_accessed"), "last_accessed")
+    out["accessed_by"] = _string_list(item.get("accessed_by"), "accessed_by", 100)
+    co = item.get("co_retrieved_with") or {}
+    if isinstance(co, list):  # the seed brain's [{thought_id, count}]
+        try:
+            co = {str(entry["thought_id"]): int(entry["count"]) for entry in co}
+        except (TypeError, KeyError, ValueError):
+            raise _Bad("co_retrieved_with", "must be {id: count} or [{thought_id, count}].")
+    if not isinstance(co, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31 for v in co.values()
+    ):
+        raise _Bad("co_retrieved_with", "must be {id: count} or [{thought_id, count}].")
+    out["co_retrieved_with"] = co
+    out["usage_score"] = _number(item.get("usage_score"), "usage_score", nullable=True)
+    out["contradiction_score"] = _number(item.get("contradiction_score"), "contradiction_score", nullable=True)
+    out["effective_confidence"] = _number(item.get("effective_confidence", 1.0), "effective_confidence", minimum=0)
+    for name in ARRAY_REFS:
+        values = item.get(name) or []
+        if not isinstance(values, list):
+            raise _Bad(name, "must be a list of thought ids.")
+        out[name] = list(dict.fromkeys(_uuid(v, name) for v in values))
+    for name in FK_REFS:
+        out[name] = _uuid(item[name], name) if item.get(name) not in (None, "") else None
+    related = item.get("related_thoughts") or []
+    if not isinstance(related, list):
+        raise _Bad("related_thoughts", "must be a list of thought ids.")
+    out["related_thoughts"] = list(dict.fromkeys(_uuid(v, "related_thoughts") for v in related))
+    if out["id"] in out["related_thoughts"]:
+        raise _Bad("related_thoughts", "a thought can't be related to itself.")
+    for name in VECTOR_FIELDS:
+        out[name] = _vector(item.get(name), name)
+    return out
+
+
+# --- import -----------------------------------------------------------------------------------------
+def import_batch_max() -> int:
+    return settings.IMPORT_BATCH_MAX_ITEMS
+
+
+def thoughts_import(
+    *,
+    space: Space,
+    agent: Agent | None,
+    items: list[Any],
+    first_line: int = 1,
+    derive_lineage: bool = True,
+    defer_links: bool = False,
+    parse_errors: list[LineError] | None = None,
+) -> ImportResult:
+    """Store one batch of thoughts in ``space``, all or nothing; see the module docstring.
+
+    ``parse_errors`` are lines the caller could not even parse (JSONL); they fail the batch too.
+    With ``defer_links`` (the CLI's multi-batch Colony import) references to thoughts that are not
+    stored yet are returned in ``deferred_links`` for :func:`thoughts_import_links` instead of
+    being refused.
+    """
+    if len(items) > import_batch_max():
+        raise ImportTooLarge(
+            f"A batch holds at most {import_batch_max()} items (got {len(items)}); split the file and send "
+            "several requests (manage.py brain import does that for you).",
+            extra={"max_items": import_batch_max()},
+        )
+    errors = list(parse_errors or [])
+    cleaned: list[tuple[int, dict[str, Any]]] = []
+    for offset, item in enumerate(items):
+        if item is None:
+            continue  # a line that failed to parse; its error is in parse_errors
+        try:
+            cleaned.append((first_line + offset, item_clean(item)))
+        except _Bad as bad:
+            errors.append(LineError(first_line + offset, bad.message, bad.field))
+
+    batch_ids: dict[uuid.UUID, int] = {}
+    for line, row in cleaned:
+        if row["id"] in batch_ids:
+            errors.append(
+                LineError(
+                    line,
+                    f"id {row['id']} appears twice in this batch (first on line {batch_ids[row['id']]}).",
+                    "id",
+                )
+            )
+        batch_ids.setdefault(row["id"], line)
+
+    # One query for every id the batch names: its own (must be new) and its references.
+    referenced = {
+        ref
+        for _, row in cleaned
+        for ref in (*row["source_ids"], *row["supersedes"], *row["related_thoughts"], *(row[n] for n in FK_REFS))
+        if ref is not None
+    }
+    lookup = set(batch_ids) | referenced
+    taken = set(Thought.objects.filter(pk__in=lookup).values_list("pk", flat=True)) if lookup else set()
+    in_space = set(Thought.objects.filter(space=space, pk__in=taken).values_list("pk", flat=True)) if taken else set()
+    deferred: list[tuple[str, str, str]] = []
+    for line, row in cleaned:
+        if row["id"] in taken:
+            errors.append(
+                LineError(line, f"a thought with id {row['id']} already exists; leave 'id' out to get a new one.", "id")
+            )
+        for name in (*ARRAY_REFS, "related_thoughts", *FK_REFS):
+            values = row[name] if isinstance(row[name], list) else ([row[name]] if row[name] else [])
+            for ref in values:
+                if ref in batch_ids or ref in in_space:
+                    continue
+                if defer_links and name in (*FK_REFS, "related_thoughts"):
+                    deferred.append((str(row["id"]), name, str(ref)))
+                    continue
+                if defer_links and name in ARRAY_REFS:
+                    continue  # plain arrays of ids: kept as given, checked by the final link pass
+                errors.append(LineError(line, f"no thought {ref} in this import or in this space.", name))
+    if errors:
+        errors.sort(key=lambda e: e.line)
+        raise ImportInvalid(
+            f"{len(errors)} problem(s) in lines {first_line}-{first_line + len(items) - 1}; nothing of this batch "
+            "was stored. Fix the lines listed in error.lines and send the batch again.",
+            extra={"lines": [e.as_dict() for e in errors[:200]], "error_count": len(errors)},
+        )
+    deferred_keys = {(thought, name, ref) for thought, name, ref in deferred}
+
+    # Embed what has no vector, in one model call, before the transaction opens.
+    to_embed: list[tuple[dict[str, Any], str, str]] = []
+    for _, row in cleaned:
+        if row["embedding"] is None:
+            to_embed.append((row, "embedding", row["content"]))
+        if (
+            row["corrected_fact_embedding"] is None
+            and row["thought_category"] == ThoughtCategory.CORRECTION
+            and row["corrected_fact"].strip()
+        ):
+            to_embed.append((row, "corrected_fact_embedding", row["corrected_fact"]))
+    label = embedder.current_model_label()
+    if to_embed:
+        try:
+            vectors = embedder.embed_many([text for _, _, text in to_embed], batch_size=128)
+        except embedder.EmbeddingError as exc:
+            raise ServiceFailure(f"Could not embed the imported thoughts: {exc}", code="EMBEDDING_FAILED")
+        for (row, name, _), vector in zip(to_embed, vectors, strict=True):
+            row[name] = vector
+            if name == "embedding":
+                row["embedding_model"] = label
+    for _, row in cleaned:
+        if not row["embedding_model"]:
+            row["embedding_model"] = label
+
+    agents = {}
+    names = {row["agent"] for _, row in cleaned if row["agent"]}
+    if names:
+        agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)}
+    default_name = agent.name if agent is not None else "import"
+    now = timezone.now()
+    rows: list[Thought] = []
+    related_pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
+    for _, row in cleaned:
+        thought_id = row["id"]
+        fk_values = {
+            f"{name}_id": (None if (str(thought_id), name, str(row[name])) in deferred_keys else row[name])
+            for name in FK_REFS
+        }
+        values = {name: row[name] for name in VALUE_FIELDS}
+        values["contributor_id"] = row["contributor_id"] or default_name
+        values["contributor_name"] = row["contributor_name"] or row["contributor_id"] or default_name
+        values["created_at"] = row["created_at"] or now
+        rows.append(
+            Thought(
+                id=thought_id,
+                space=space,
+                agent=agents.get(row["agent"]),
+                source_ids=row["source_ids"],
+                supersedes=row["supersedes"],
+                embedding=row["embedding"],
+                corrected_fact_embedding=row["corrected_fact_embedding"],
+                **values,
+                **fk_values,
+            )
+        )
+        for other in row["related_thoughts"]:
+            if (str(thought_id), "related_thoughts", str(other)) not in deferred_keys:
+                related_pairs.append((thought_id, other))
+
+    try:
+        with transaction.atomic():
+            Thought.objects.bulk_create(rows, batch_size=500)
+            _link_related(related_pairs)
+            if derive_lineage:
+                _derive_lineage(space=space, rows=rows)
+    except (DataError, IntegrityError) as exc:
+        raise ImportInvalid(
+            f"The database refused the batch ({str(exc).splitlines()[0]}); nothing of it was stored. "
+            "Check the values of the lines and send it again.",
+            extra={"lines": [], "error_count": 1},
+        )
+    return ImportResult(
+        ids=[str(r.id) for r in rows],
+        embedded=sum(1 for _, n, _ in to_embed if n == "embedding"),
+        deferred_links=deferred,
+    )
+
+
+def _link_related(pairs: Iterable[tuple[uuid.UUID, uuid.UUID]]) -> None:
+    """Symmetrical many-to-many: both directions, once each (ignore_conflicts for the second end)."""
+    through = Thought.related_thoughts.through
+    links = {(a, b) for a, b in pairs} | {(b, a) for a, b in pairs}
+    if links:
+        through.objects.bulk_create(
+            [through(from_thought_id=a, to_thought_id=b) for a, b in links], ignore_conflicts=True, batch_size=1000
+        )
+
+
+def _derive_lineage(*, space: Space, rows: list[Thought]) -> None:
+    """What a live contribution does to the thoughts it builds on, oldest import first (so the newest
+    refiner ends as ``refined_by``): sources of a refinement/consolidation and the ``supersedes`` of a
+    correction become superseded; ``superseded_at`` keeps the first time (the import's created_at)."""
+    for row in sorted(rows, key=lambda r: r.created_at):
+        if row.thought_type in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION) and row.source_ids:
+            Thought.objects.filter(space=space, pk__in=row.source_ids).exclude(pk=row.pk).update(
+                superseded=True, refined_by=row.pk, superseded_at=Coalesce(F("superseded_at"), row.created_at)
+            )
+        if row.thought_category == ThoughtCategory.CORRECTION and row.supersedes:
+            Thought.objects.filter(space=space, pk__in=row.supersedes).exclude(pk=row.pk).update(
+                superseded=True, superseded_by=row.pk, superseded_at=Coalesce(F("superseded_at"), row.created_at)
+            )
+
+
+def thoughts_import_links(*, space: Space, links: list[tuple[str, str, str]]) -> list[str]:
+    """Apply the references deferred by multi-batch imports; returns the ones that named no thought
+    of ``space`` (reported, not applied)."""
+    if not links:
+        return []
+    targets = {uuid.UUID(ref) for _, _, ref in links}
+    existing = {str(pk) for pk in Thought.objects.filter(space=space, pk__in=targets).values_list("pk", flat=True)}
+    dangling = [f"{thought} {name} -> {ref}" for thought, name, ref in links if ref not in existing]
+    with transaction.atomic():
+        pairs = []
+        for thought, name, ref in links:
+            if ref not in existing:
+                continue
+            if name == "related_thoughts":
+                pairs.append((uuid.UUID(thought), uuid.UUID(ref)))
+            else:
+                Thought.objects.filter(space=space, pk=thought).update(**{f"{name}_id": ref})
+        _link_related(pairs)
+    return dangling
+
+
+# --- query log and suggestions ------------------------------------------------------------------------
+def querylogs_import(*, space: Space, rows: list[dict[str, Any]]) -> int:
+    """Bulk insert query-log rows ({agent, agent_ref, session_id, query_text, results, stored_thought,
+    created_at}); ``stored_thought`` must be a thought of the space or it is dropped."""
+    names = {r.get("agent") for r in rows if r.get("agent")}
+    agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)} if names else {}
+    stored = {r.get("stored_thought") for r in rows if r.get("stored_thought")}
+    known = (
+        {str(pk) for pk in Thought.objects.filter(space=space, pk__in=stored).values_list("pk", flat=True)}
+        if stored
+        else set()
+    )
+    objs = [
+        QueryLog(
+            space=space,
+            agent=agents.get(r.get("agent") or ""),
+            agent_ref=str(r.get("agent_ref") or "")[:100],
+            session_id=str(r.get("session_id") or "")[:100],
+            query_text=str(r.get("query_text") or ""),
+            results=r.get("results") or [],
+            stored_thought_id=r.get("stored_thought") if r.get("stored_thought") in known else None,
+            created_at=_datetime(r.get("created_at"), "created_at") or timezone.now(),
+        )
+        for r in rows
+    ]
+    QueryLog.objects.bulk_create(objs, batch_size=1000)
+    return len(objs)
+
+
+def suggestions_import(*, space: Space, rows: list[dict[str, Any]]) -> int:
+    names = {r.get("agent") for r in rows if r.get("agent")}
+    agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)} if names else {}
+    objs = [
+        CorrectionSuggestion(
+            id=r.get("id") or uuid.uuid4(),
+            space=space,
+            thought_id=r["thought"],
+            statement=r.get("statement") or "",
+            contradicting_thought_id=r.get("contradicting_thought"),
+            draft=r.get("draft") or {},
+            origin=r.get("origin") or SuggestionOrigin.CONTRADICTION_DETECTOR,
+            confidence=r.get("confidence") or 0.0,
+            reason=r.get("reason") or "",
+            agent=agents.get(r.get("agent") or ""),
+            session_id=r.get("session_id") or "",
+            status=r.get("status") or SuggestionStatus.PENDING,
+            created_at=_datetime(r.get("created_at"), "created_at") or timezone.now(),
+            resolved_at=_datetime(r.get("resolved_at"), "resolved_at"),
+            resolved_by=r.get("resolved_by") or "",
+            correction_id=r.get("correction"),
+        )
+        for r in rows
+    ]
+    CorrectionSuggestion.objects.bulk_create(objs, batch_size=1000)
+    return len(objs)
+
+
+# --- export -----------------------------------------------------------------------------------------
+def _iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, (dt.datetime, dt.date)) else value
+
+
+def thought_export_row(thought: Thought, related: list[str], *, embeddings: bool = True) -> dict[str, Any]:
+    row: dict[str, Any] = {"kind": "thought", "id": str(thought.id)}
+    row["agent"] = thought.agent.name if thought.agent_id else ""
+    for name in VALUE_FIELDS:
+        row[name] = _iso(getattr(thought, name))
+    for name in ARRAY_REFS:
+        row[name] = [str(v) for v in getattr(thought, name)]
+    for name in FK_REFS:
+        value = getattr(thought, f"{name}_id")
+        row[name] = str(value) if value else None
+    row["related_thoughts"] = sorted(related)
+    for name in VECTOR_FIELDS:
+        vector = getattr(thought, name)
+        row[name] = [float(v) for v in vector] if (embeddings and vector is not None) else None
+    if not embeddings:
+        row["embedding_model"] = ""
+    return row
+
+
+def space_export_counts(*, space: Space) -> dict[str, int]:
+    return {
+        "thoughts": Thought.objects.filter(space=space).count(),
+        "query_logs": QueryLog.objects.filter(space=space).count(),
+        "correction_suggestions": CorrectionSuggestion.objects.filter(space=space).count(),
+    }
+
+
+def space_export_rows(*, space: Space, embeddings: bool = True, chunk: int = 1000) -> Iterator[dict[str, Any]]:
+    """Colony's own export, oldest first: header, thoughts, query logs, correction suggestions."""
+    yield {
+        "kind": "header",
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "space": space.slug,
+        "exported_at": timezone.now().isoformat(),
+        "embedding_model": embedder.current_model_label(),
+        "counts": space_export_counts(space=space),
+    }
+    through = Thought.related_thoughts.through
+    thoughts = Thought.objects.filter(space=space).select_related("agent").order_by("created_at", "id")
+    if not embeddings:
+        thoughts = thoughts.defer("embedding", "corrected_fact_embedding")
+    batch: list[Thought] = []
+
+    def flush(batch: list[Thought]) -> Iterator[dict[str, Any]]:
+        related: dict[Any, list[str]] = {}
+        for a, b in through.objects.filter(from_thought_id__in=[t.id for t in batch]).values_list(
+            "from_thought_id", "to_thought_id"
+        ):
+            related.setdefault(a, []).append(str(b))
+        for thought in batch:
+            yield thought_export_row(thought, related.get(thought.id, []), embeddings=embeddings)
+
+    for thought in thoughts.iterator(chunk_size=chunk):
+        batch.append(thought)
+        if len(batch) >= chunk:
+            yield from flush(batch)
+            batch = []
+    if batch:
+        yield from flush(batch)
+    for log in QueryLog.objects.filter(space=space).select_related("agent").order_by("created_at", "id").iterator():
+        yield {
+            "kind": "query_log",
+            "agent": log.agent.name if log.agent_id else "",
+            "agent_ref": log.agent_ref,
+            "session_id": log.session_id,
+            "query_text": log.query_text,
+            "results": log.results,
+            "stored_thought": str(log.stored_thought_id) if log.stored_thought_id else None,
+            "created_at": log.created_at.isoformat(),
+        }
+    for s in CorrectionSuggestion.objects.filter(space=space).select_related("agent").order_by("created_at", "id"):
+        yield {
+            "kind": "correction_suggestion",
+            "id": str(s.id),
+            "thought": str(s.thought_id),
+            "statement": s.statement,
+            "contradicting_thought": str(s.contradicting_thought_id) if s.contradicting_thought_id else None,
+            "draft": s.draft,
+            "origin": s.origin,
+            "confidence": s.confidence,
+            "reason": s.reason,
+            "agent": s.agent.name if s.agent_id else "",
+            "session_id": s.session_id,
+            "status": s.status,
+            "created_at": s.created_at.isoformat(),
+            "resolved_at": _iso(s.resolved_at),
+            "resolved_by": s.resolved_by,
+            "correction": str(s.correction_id) if s.correction_id else None,
+        }

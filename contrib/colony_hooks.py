@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Claude Code hooks that put Colony's brain into the agent's context (standard library only).
+
+    python3 colony_hooks.py session-start    # SessionStart: in-flight tasks with their last markers, highways
+    python3 colony_hooks.py prompt-submit    # UserPromptSubmit: search the brain with the prompt (retrieve-only)
+    python3 colony_hooks.py pre-compact      # PreCompact: a state snapshot of each in-flight task
+
+Claude Code passes the event as JSON on stdin. SessionStart and UserPromptSubmit answer on stdout
+with ``{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": "..."}}``: that text is
+added to the agent's context. PreCompact writes nothing on stdout.
+
+Every hook **fails open**: whatever happens (Colony down, a refused token, a timeout, bad input) it
+exits 0 within ``COLONY_HOOK_TIMEOUT`` seconds and says so in one line (as the context for the
+first two, on stderr for PreCompact); the agent keeps working, and the workflow's memory gates
+still enforce the protocol on the server.
+
+The session id: ``COLONY_SESSION_ID`` if set, else Claude Code's ``session_id``. UserPromptSubmit
+searches under it, so it is a Colony session in which this agent queried the brain: put it into a
+task's DNA as ``memory_query_session``. ``colony_stop_hook.py`` reports the turn under the same id.
+
+Environment: ``COLONY_URL`` (default http://127.0.0.1:8000), ``COLONY_TOKEN`` (the agent's
+token), ``COLONY_SESSION_ID``, ``COLONY_HOOK_TIMEOUT`` (seconds, default 3), ``COLONY_HOOK_SOURCES``
+(sources injected per prompt, default 5).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import date
+
+PREVIEW = 300
+MIN_PROMPT_CHARS = 3
+
+
+class ColonyDown(Exception):
+    """Colony could not answer: the one line the hook reports."""
+
+
+class Colony:
+    def __init__(self) -> None:
+        self.url = os.environ.get("COLONY_URL", "http://127.0.0.1:8000").rstrip("/")
+        self.token = os.environ.get("COLONY_TOKEN", "")
+        try:
+            self.budget = float(os.environ.get("COLONY_HOOK_TIMEOUT", "3"))
+        except ValueError:
+            self.budget = 3.0
+        self.deadline = time.monotonic() + self.budget
+
+    def call(self, method: str, path: str, *, query: dict | None = None, body: dict | None = None) -> dict:
+        if not self.token:
+            raise ColonyDown("COLONY_TOKEN is not set")
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0.05:
+            raise ColonyDown(f"no answer within {self.budget:g}s")
+        url = f"{self.url}/api/v1/{path}"
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=remaining) as response:
+                return json.loads(response.read().decode("utf-8") or "{}")
+        except urllib.error.HTTPError as exc:
+            try:
+                error = json.loads(exc.read().decode("utf-8"))["error"]
+                raise ColonyDown(f"HTTP {exc.code} {error['code']}: {error['message']}") from None
+            except (ValueError, KeyError, TypeError):
+                raise ColonyDown(f"HTTP {exc.code} from {url.split('?')[0]}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ColonyDown(f"unreachable at {self.url} ({reason})") from None
+
+
+def session_of(event: dict) -> str:
+    return os.environ.get("COLONY_SESSION_ID") or str(event.get("session_id") or "")
+
+
+def down_line(reason: str) -> str:
+    return f"Colony brain unavailable ({reason}); continuing without it. The workflow gates still apply."
+
+
+def emit_context(event_name: str, text: str) -> None:
+    out = {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}
+    sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+
+
+def _marker_lines(task: dict, limit: int) -> list[str]:
+    return [f"    - {m.get('marker', '')}" for m in (task.get("last_markers") or [])[:limit]]
+
+
+def session_start(colony: Colony, event: dict) -> str:
+    me = colony.call("GET", "agents/me")
+    flight = colony.call("GET", f"agents/{me['role']}/in-flight", query={"markers": 2})
+    lines = [f"Colony: you are {me['name']} (role {me['role']}, space {me['space']})."]
+    tasks = flight.get("tasks") or []
+    if tasks:
+        lines.append(f"In-flight tasks of role {me['role']} (recover these first):")
+        for task in tasks:
+            lines.append(f"  - {task['slug']} [{task['status']}] {task.get('title', '')} (project {task['project']})")
+            lines.extend(_marker_lines(task, 2))
+    else:
+        lines.append(f"No in-flight tasks for role {me['role']}.")
+    brain = colony.call(
+        "GET",
+        "memory",
+        query={
+            "prompt": f"current state and in-flight work of the {me['role']} role",
+            "contribute": "false",
+            "session_id": session_of(event) or None,
+            "limit": 3,
+        },
+    )
+    highways = (brain.get("result") or {}).get("highways_nearby") or []
+    if highways:
+        lines.append("Highways (most used knowledge):")
+        for highway in highways[:5]:
+            preview = highway.get("content_preview") or highway.get("content") or ""
+            lines.append(f"  - [{highway.get('thought_id', '')}] {preview}")
+    lines.append(f"Colony session id: {(brain.get('trace') or {}).get('session_id', '')}")
+    return "\n".join(lines)
+
+
+def prompt_submit(colony: Colony, event: dict) -> str | None:
+    prompt = str(event.get("prompt") or "").strip()
+    if len(prompt) < MIN_PROMPT_CHARS:
+        return None
+    try:
+        limit = max(1, min(10, int(os.environ.get("COLONY_HOOK_SOURCES", "5"))))
+    except ValueError:
+        limit = 5
+    brain = colony.call(
+        "GET",
+        "memory",
+        query={
+            "prompt": prompt[:10000],
+            "contribute": "false",
+            "session_id": session_of(event) or None,
+            "limit": limit,
+        },
+    )
+    result, trace = brain.get("result") or {}, brain.get("trace") or {}
+    session_id = trace.get("session_id", "")
+    lines = [f"Colony session id: {session_id} (use it as memory_query_session in a task's DNA)."]
+    sources = result.get("sources") or []
+    if sources:
+        lines.append("From the shared brain (cite or check these ids; superseded ones are outdated):")
+        for source in sources:
+            flags = []
+            if source.get("superseded"):
+                flags.append("SUPERSEDED")
+            flags.extend(source.get("quality_flags") or [])
+            tag = f" ({', '.join(flags)})" if flags else ""
+            lines.append(
+                f"  - [{source['thought_id']}] {source.get('contributor', '?')}, score {source.get('score', 0):.2f}"
+                f"{tag}: {source.get('content_preview', '')}"
+            )
+    else:
+        lines.append("The shared brain has nothing on this yet.")
+    guidance = result.get("guidance")
+    if guidance:
+        lines.append(f"Guidance: {guidance}")
+    return "\n".join(lines)
+
+
+def pre_compact(colony: Colony, event: dict) -> str:
+    me = colony.call("GET", "agents/me")
+    flight = colony.call("GET", f"agents/{me['role']}/in-flight", query={"markers": 1})
+    stored = []
+    today = date.today().isoformat()
+    for task in flight.get("tasks") or []:
+        markers = task.get("last_markers") or []
+        last = markers[0]["marker"] if markers else "no marker yet"
+        dna_keys = ", ".join(sorted(task.get("dna") or {})) or "none"
+        content = (
+            f"{task['slug']} state {today}: {task['status']} with role {task['role']}, {me['name']} working on it "
+            f"when its context was compacted (session {session_of(event) or 'unknown'}). "
+            f"Title: {task.get('title', '')}. "
+            f"Last marker: {last}. DNA fields set: {dna_keys}. Next: continue from the last marker; "
+            f"recover with GET /api/v1/agents/{me['role']}/in-flight."
+        )
+        body = {
+            "prompt": content,
+            "thought_category": "state_snapshot",
+            "topic": task["slug"],
+            "temporal_scope": today,
+            "source_ref": {"type": "task", "value": task["slug"], "project": task["project"]},
+            "session_id": session_of(event) or None,
+        }
+        previous = colony.call(
+            "GET",
+            "thoughts",
+            query={"topic": task["slug"], "category": "state_snapshot", "superseded": "false", "limit": 1},
+        )
+        if previous.get("results"):
+            body["refines"] = previous["results"][0]["thought_id"]
+        response = colony.call("POST", "memory", body={k: v for k, v in body.items() if v is not None})
+        stored.append(f"{task['slug']}={(response.get('trace') or {}).get('thought_id')}")
+    return f"Colony: state snapshot stored for {', '.join(stored)}." if stored else "Colony: no in-flight task."
+
+
+HOOKS = {
+    "session-start": ("SessionStart", session_start),
+    "prompt-submit": ("UserPromptSubmit", prompt_submit),
+    "pre-compact": ("PreCompact", pre_compact),
+}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[1] not in HOOKS:
+        print(f"colony hook: usage: colony_hooks.py {'|'.join(HOOKS)}", file=sys.stderr)
+        return 0
+    event_name, hook = HOOKS[argv[1]]
+    try:
+        event = json.loads(sys.stdin.read() or "{}")
+        if not isinstance(event, dict):
+            event = {}
+    except ValueError:
+        event = {}
+    colony = Colony()
+    try:
+        text = hook(colony, event)
+    except ColonyDown as exc:
+        text = down_line(str(exc))
+    except Exception as exc:  # fail open: a hook must never break the agent's session
+        text = down_line(f"hook error: {type(exc).__name__}: {exc}")
+    if text is None:
+        return 0
+    if event_name == "PreCompact":
+        print(text, file=sys.stderr)
+    else:
+        emit_context(event_name, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,85 @@
+"""The web process: uvicorn serving ``config.asgi`` (the Django app, and what is mounted beside it)
+with several worker processes. ``make run`` starts it (Procfile ``web``); in production run
+``python -m core.serve`` behind a TLS proxy.
+
+Settings: ``HOST`` (127.0.0.1), ``PORT`` (8000), ``WEB_WORKERS`` (2 x cores, at most 4, at least 2),
+``WEB_TIMEOUT_KEEP_ALIVE`` (5 s). uvicorn's master process restarts a worker that dies.
+
+The access log goes through Python logging (logger ``uvicorn.access``, propagating to the root
+handler Django's ``LOGGING`` configures in each worker), so the same filters apply to it as to
+every other log line (e.g. the masking of ``token=`` query values).
+
+Why uvicorn (``benchmarks/web_server.py`` prints the comparison): Django's views are synchronous,
+and under both ASGI servers measured (uvicorn with uvloop + httptools, and granian) a memory GET
+costs the same within noise, because the time is spent in Django and the embedding, not in the
+server. uvicorn is already installed with the MCP SDK, logs through Python logging without an
+extra bridge, and its worker supervisor restarts a killed worker.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def default_workers() -> int:
+    return max(2, min(4, 2 * (os.cpu_count() or 1)))
+
+
+def server_options() -> dict:
+    """uvicorn.run keyword arguments from the environment (read with Colony's typed reader)."""
+    from config.env import env
+
+    workers = env("WEB_WORKERS", default_workers())
+    if workers < 1:
+        from config.env import ImproperSetting
+
+        raise ImproperSetting(f"WEB_WORKERS={workers} must be at least 1; unset it for the default.")
+    return {
+        "host": env("HOST", "127.0.0.1"),
+        "port": env("PORT", 8000),
+        "workers": workers,
+        "loop": "uvloop",
+        "http": "httptools",
+        # Django's ASGI handler answers http only; the lifespan protocol is used when the app
+        # mounted in config.asgi supports it (e.g. the MCP session manager), skipped otherwise.
+        "lifespan": "auto",
+        # No uvicorn logging config: its loggers propagate to the root handler that Django's
+        # LOGGING sets up in every worker, filters included.
+        "log_config": None,
+        "access_log": True,
+        "timeout_keep_alive": env("WEB_TIMEOUT_KEEP_ALIVE", 5),
+        "timeout_graceful_shutdown": 10,
+        "proxy_headers": True,
+        "forwarded_allow_ips": env("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+    }
+
+
+def main() -> int:
+    os.chdir(BASE_DIR)
+    sys.path.insert(0, str(BASE_DIR))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import logging
+
+    import uvicorn
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        options = server_options()
+    except ImproperlyConfigured as exc:
+        print(f"[colony] {exc}", file=sys.stderr, flush=True)
+        return 2
+    # The master process does not load Django; give its own messages (started, worker died,
+    # restarting) a plain handler until the workers configure theirs.
+    logging.basicConfig(
+        level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    uvicorn.run("config.asgi:application", **options)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

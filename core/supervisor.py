@@ -1,0 +1,159 @@
+"""A small process supervisor for ``make run`` (replaces honcho, which stops everything when one
+process dies).
+
+Each ``Procfile`` line is started in its own process group; its output is printed with a
+``name |`` prefix. A process that exits while the supervisor is running is restarted after a
+back-off (1 s, doubling up to 30 s; reset once it has stayed up 60 s), so a worker or beat killed
+with SIGKILL comes back while the web keeps serving. SIGINT/SIGTERM stop every process (SIGTERM
+to its group, SIGKILL after ``STOP_TIMEOUT`` seconds) and then return.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 30.0
+STABLE_AFTER = 60.0
+STOP_TIMEOUT = 15.0
+
+
+def read_procfile(path: Path) -> dict[str, str]:
+    """``name: command`` lines, in order; blank lines and ``#`` comments are skipped."""
+    entries: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, command = line.partition(":")
+        if not sep or not name.strip() or not command.strip():
+            raise ValueError(f"{path}:{number}: expected 'name: command', got {raw!r}")
+        entries[name.strip()] = command.strip()
+    return entries
+
+
+@dataclass
+class Child:
+    name: str
+    command: str
+    process: subprocess.Popen | None = None
+    started_at: float = 0.0
+    backoff: float = BACKOFF_FIRST
+    restart_at: float | None = None
+    restarts: int = 0
+    threads: list[threading.Thread] = field(default_factory=list)
+
+
+class Supervisor:
+    def __init__(self, procfile: dict[str, str], *, env: dict[str, str], cwd: Path, out=None):
+        self.children = [Child(name, command) for name, command in procfile.items()]
+        self.env = env
+        self.cwd = cwd
+        self.out = out or sys.stdout
+        self.width = max(len(name) for name in procfile) if procfile else 0
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    def say(self, name: str, line: str) -> None:
+        with self.lock:
+            self.out.write(f"{time.strftime('%H:%M:%S')} {name:<{self.width}} | {line}\n")
+            self.out.flush()
+
+    def _pump(self, child: Child, stream) -> None:
+        for raw in iter(stream.readline, b""):
+            self.say(child.name, raw.decode(errors="replace").rstrip("\n"))
+        stream.close()
+
+    def start(self, child: Child) -> None:
+        # `exec` so the shell is replaced and signals reach the program itself.
+        child.process = subprocess.Popen(
+            ["/bin/sh", "-c", f"exec {child.command}"],
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        child.started_at = time.monotonic()
+        child.restart_at = None
+        thread = threading.Thread(target=self._pump, args=(child, child.process.stdout), daemon=True)
+        thread.start()
+        child.threads = [thread]
+        self.say("supervisor", f"started {child.name} (pid {child.process.pid}): {child.command}")
+
+    def poll(self) -> None:
+        """One round: notice exits and schedule restarts, start what is due."""
+        now = time.monotonic()
+        for child in self.children:
+            if child.process is not None and child.restart_at is None:
+                code = child.process.poll()
+                if code is None:
+                    if now - child.started_at > STABLE_AFTER:
+                        child.backoff = BACKOFF_FIRST
+                    continue
+                how = f"signal {-code}" if code < 0 else f"exit code {code}"
+                child.restart_at = now + child.backoff
+                self.say(
+                    "supervisor",
+                    f"{child.name} (pid {child.process.pid}) ended with {how}; restarting in {child.backoff:.0f} s",
+                )
+                child.backoff = min(BACKOFF_MAX, child.backoff * 2)
+            if child.restart_at is not None and now >= child.restart_at and not self.stopping.is_set():
+                child.restarts += 1
+                self.start(child)
+
+    def run(self) -> int:
+        for child in self.children:
+            self.start(child)
+        while not self.stopping.is_set():
+            self.poll()
+            self.stopping.wait(0.2)
+        return self.stop_all()
+
+    def request_stop(self, *_args) -> None:
+        self.stopping.set()
+
+    def stop_all(self) -> int:
+        running = [c for c in self.children if c.process is not None and c.process.poll() is None]
+        for child in running:
+            self.say("supervisor", f"stopping {child.name} (pid {child.process.pid})")
+            try:
+                os.killpg(child.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + STOP_TIMEOUT
+        for child in running:
+            try:
+                child.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.say("supervisor", f"{child.name} did not stop in {STOP_TIMEOUT:.0f} s; killing it")
+                try:
+                    os.killpg(child.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                child.process.wait()
+        for child in self.children:
+            for thread in child.threads:
+                thread.join(2)
+        return 0
+
+
+def main(argv: list[str]) -> int:
+    """``python -m core.supervisor [Procfile]``: supervise the Procfile's processes until SIGINT/SIGTERM."""
+    path = Path(argv[1] if len(argv) > 1 else "Procfile")
+    supervisor = Supervisor(read_procfile(path), env=dict(os.environ), cwd=Path.cwd())
+    signal.signal(signal.SIGINT, supervisor.request_stop)
+    signal.signal(signal.SIGTERM, supervisor.request_stop)
+    return supervisor.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

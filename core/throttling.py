@@ -1,0 +1,37 @@
+"""Per-token request throttling (issue 16 item 7), shared by every web worker process.
+
+One DRF throttle, :class:`TokenRateThrottle`, counts the requests of each agent token (requests
+without a token are not throttled here: they are refused by authentication, or are the health
+check). The history lives in the ``throttle`` cache, which every process sees: Redis when it is the
+broker (``THROTTLE_CACHE=auto``), else the database cache table ``colony_cache`` (created by a
+migration). ``API_THROTTLE_RATE`` (``N/s``, ``N/min``, ``N/hour``; ``off`` disables) is read on each
+request. Over the rate: 429 ``THROTTLED`` in the envelope with ``Retry-After`` (seconds).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.cache import caches
+from rest_framework.throttling import SimpleRateThrottle
+
+
+class TokenRateThrottle(SimpleRateThrottle):
+    scope = "token"
+    cache_format = "throttle_%(scope)s_%(ident)s"
+
+    def __init__(self):
+        # SimpleRateThrottle reads its rate once per class from DRF settings; this one reads the Django
+        # setting on every request (tests and operators can change it without a restart of the class).
+        self.cache = caches[settings.THROTTLE_CACHE_ALIAS]
+        self.rate = self.get_rate()
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+
+    def get_rate(self):
+        rate = (settings.API_THROTTLE_RATE or "").strip().lower()
+        return None if rate in {"", "off", "0", "none"} else rate
+
+    def get_cache_key(self, request, view):
+        token = getattr(request, "auth", None)
+        if token is None or getattr(token, "pk", None) is None:
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": token.pk}

@@ -1,0 +1,159 @@
+"""Evaluating a requested transition against the table of ``tasks.workflow``: every gate, no writes.
+
+:func:`task_transition_evaluate` returns an :class:`Evaluation` listing every reason a transition
+is refused (empty = allowed); ``task_transition`` and the "what may I do" options both use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.errors import ApplicationError
+from tasks import workflow
+from tasks.choices import HUMAN, RESTORE, TaskStatus
+from tasks.models import HumanConfirmation, Task
+from tasks.services.actors import Actor
+from tasks.services.confirmations import confirmation_valid
+from tasks.services.gates import memory_contribution_check, memory_query_check
+from tasks.workflow import MCI, MQS, Rule
+
+
+class TransitionRefused(ApplicationError):
+    """A rule refused the transition. The HTTP status depends on why (see ``Problem``)."""
+
+    def __init__(self, message: str, *, code: str, status: int, extra: dict | None = None):
+        super().__init__(message, code=code, extra=extra)
+        self.status_code = status
+
+
+@dataclass
+class Problem:
+    code: str
+    message: str
+    status: int
+
+
+@dataclass
+class Evaluation:
+    """The verdict on one requested transition, with every reason it is refused (empty = allowed)."""
+
+    to: str
+    rule_key: str | None = None
+    rule: Rule | None = None
+    target_status: str = ""
+    new_role: str = ""
+    human_confirmation_needed: bool = False
+    confirmation: HumanConfirmation | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.problems
+
+    def refuse(self, code: str, message: str, status: int = 400) -> None:
+        self.problems.append(Problem(code=code, message=message, status=status))
+
+    def as_error(self) -> TransitionRefused:
+        first = self.problems[0]
+        message = " ".join(p.message for p in self.problems)
+        reasons = [{"code": p.code, "message": p.message} for p in self.problems]
+        return TransitionRefused(message, code=first.code, status=first.status, extra={"reasons": reasons})
+
+
+def _present(value) -> bool:
+    return value is not None and value != "" and value != [] and value != {}
+
+
+def task_transition_evaluate(*, task: Task, to: str, actor: Actor) -> Evaluation:
+    """Check every gate of ``task -> to`` for ``actor`` without changing anything."""
+    ev = Evaluation(to=to)
+    resolved = workflow.rule_lookup(
+        task_type=task.type, from_status=task.status, to=to, role=task.role, actor=actor.kind
+    )
+    if resolved is None:
+        keys = ", ".join(workflow.rule_keys(from_status=task.status, to=to, role=task.role, actor=actor.kind))
+        ev.refuse(
+            "TRANSITION_NOT_ALLOWED",
+            f"No rule lets a {task.type} go from '{task.status}' to '{to}' (looked up {keys}); "
+            "see GET /api/v1/workflow.",
+        )
+        return ev
+    rule = resolved.rule
+    ev.rule_key, ev.rule = resolved.key, rule
+    dna = task.dna or {}
+
+    if actor.kind not in rule.actors:
+        ev.refuse(
+            "ACTOR_NOT_ALLOWED",
+            f"Rule {resolved.key} is for {', '.join(rule.actors)}; you act as {actor.kind}.",
+            403,
+        )
+    if rule.require_role and task.role != rule.require_role:
+        ev.refuse(
+            "ROLE_MISMATCH",
+            f"Rule {resolved.key} needs the task's role to be {rule.require_role}; it is {task.role or 'unset'}.",
+            403,
+        )
+
+    # Where the task goes, and with which role.
+    if to == RESTORE:
+        ev.target_status = task.blocked_from_status
+        ev.new_role = task.blocked_from_role
+        if not task.blocked_from_status:
+            ev.refuse("RESTORE_UNKNOWN", "This task has no remembered state to restore.", 409)
+    else:
+        ev.target_status = to
+        ev.new_role = task.role
+        if rule.new_role == workflow.ACTOR_ROLE:
+            ev.new_role = actor.kind
+        elif rule.new_role == workflow.DNA_REWORK_TARGET:
+            target = dna.get("rework_target_role")
+            if _present(target) and target not in workflow.AGENT_ROLES:
+                ev.refuse(
+                    "INVALID_DNA",
+                    f"rework_target_role must be one of {', '.join(workflow.AGENT_ROLES)}, not {target!r}.",
+                )
+            ev.new_role = target if target in workflow.AGENT_ROLES else task.role
+        elif rule.new_role:
+            ev.new_role = rule.new_role
+
+    missing = [name for name in rule.requires_dna if not _present(dna.get(name))]
+    if missing:
+        ev.refuse(
+            "MISSING_DNA",
+            f"Rule {resolved.key} needs DNA {', '.join(missing)}; set them with PATCH /api/v1/tasks/{task.slug}/dna.",
+        )
+    if MQS in rule.requires_dna and _present(dna.get(MQS)):
+        memory_query_check(ev, task=task, actor=actor, value=dna[MQS])
+    if MCI in rule.requires_dna and _present(dna.get(MCI)):
+        memory_contribution_check(ev, task=task, actor=actor, value=dna[MCI])
+
+    if rule.requires_dependencies_complete:
+        open_deps = [d for d in task.depends_on.all() if d.status != TaskStatus.COMPLETE]
+        if open_deps:
+            listing = ", ".join(f"{d.slug} ({d.status})" for d in open_deps)
+            ev.refuse("DEPENDENCIES_INCOMPLETE", f"Depends on tasks that are not complete: {listing}.")
+    if rule.requires_parents and not task.parents.exists():
+        ev.refuse("MISSING_PARENT", "A bug must name the task(s) it was found in (parent_ids).")
+    if rule.requires_passing_tests:
+        passed, total = dna.get("test_pass_count"), dna.get("test_total_count")
+        if not (isinstance(total, int) and isinstance(passed, int) and total > 0 and passed == total):
+            ev.refuse(
+                "TESTS_NOT_PASSING",
+                f"Needs DNA test_pass_count == test_total_count > 0 (now {passed!r} of {total!r}).",
+            )
+
+    ev.human_confirmation_needed = workflow.human_confirmation_needed(
+        rule_key=resolved.key, rule=rule, approval_mode=task.project.approval_mode
+    )
+    if ev.human_confirmation_needed and actor.kind != HUMAN:
+        ev.confirmation = confirmation_valid(task=task, to_status=ev.target_status)
+        if ev.confirmation is None:
+            ev.refuse(
+                "HUMAN_CONFIRMATION_REQUIRED",
+                f"'{task.status}' -> '{ev.target_status}' needs a human's confirmation (project "
+                f"{task.project.slug} is in {task.project.approval_mode} mode); a member of the space confirms it "
+                "on the board or in the admin. DNA can't stand in for it.",
+                403,
+            )
+    return ev

@@ -1,0 +1,82 @@
+"""The memory gates (seeds/003), verified against the brain, not trusted.
+
+A ``memory_query_session`` must be a session in which the acting agent queried the brain after the
+task entered its current state, a ``memory_contribution_id`` a thought the agent contributed since
+then (markers don't count). :func:`~tasks.services.evaluation.task_transition_evaluate` calls them
+for a rule that requires those DNA keys.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Protocol
+
+from brain.choices import ThoughtCategory
+from brain.selectors.activity import agent_session_query_times, thought_contribution_get
+from tasks.models import Task
+from tasks.services.actors import Actor
+from tasks.workflow import MCI, MQS
+
+
+class Refusals(Protocol):
+    def refuse(self, code: str, message: str, status: int = 400) -> None: ...
+
+
+def _when(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds")
+
+
+def memory_query_check(ev: Refusals, *, task: Task, actor: Actor, value) -> None:
+    since = task.status_changed_at
+    if actor.agent is None:
+        ev.refuse("MEMORY_NOT_VERIFIED", f"{MQS} can only be verified for an agent's own brain queries.")
+        return
+    session = str(value)
+    queried, latest = agent_session_query_times(space_id=task.space_id, agent=actor.agent, session_id=session)
+    if queried and latest >= since:
+        return
+    if queried:
+        ev.refuse(
+            "MEMORY_NOT_VERIFIED",
+            f"{MQS} {session!r}: your queries in that session were made before this task entered "
+            f"'{task.status}' ({_when(since)}). Query the brain again (POST /api/v1/memory) and put the new "
+            f"trace.session_id into DNA.",
+        )
+    else:
+        ev.refuse(
+            "MEMORY_NOT_VERIFIED",
+            f"{MQS} {session!r} is not a session in which {actor.name} queried the brain. Query the brain "
+            "(POST /api/v1/memory) about this task and put trace.session_id into DNA.",
+        )
+
+
+def memory_contribution_check(ev: Refusals, *, task: Task, actor: Actor, value) -> None:
+    since = task.status_changed_at
+    if actor.agent is None:
+        ev.refuse("MEMORY_NOT_VERIFIED", f"{MCI} can only be verified for an agent's own contributions.")
+        return
+    try:
+        thought_id = uuid.UUID(str(value))
+    except ValueError:
+        ev.refuse(
+            "MEMORY_NOT_VERIFIED",
+            f"{MCI} {value!r} is not a thought id. Contribute what you learned (POST /api/v1/memory) and put "
+            "trace.thought_id into DNA.",
+        )
+        return
+    thought = thought_contribution_get(space_id=task.space_id, thought_id=thought_id)
+    if thought is None:
+        problem = f"{MCI} {value!r} is not a thought in this space."
+    elif thought.agent_id != actor.agent.id:
+        problem = f"{MCI} {value!r} was not contributed by {actor.name}."
+    elif thought.thought_category == ThoughtCategory.TRANSITION_MARKER:
+        problem = f"{MCI} {value!r} is a transition marker, not a contribution."
+    elif thought.created_at < since:
+        problem = f"{MCI} {value!r} was contributed before the current '{task.status}' phase began ({_when(since)})."
+    else:
+        return
+    ev.refuse(
+        "MEMORY_NOT_VERIFIED",
+        f"{problem} Contribute what you learned in this phase (POST /api/v1/memory) and put trace.thought_id into DNA.",
+    )

@@ -1,0 +1,38 @@
+"""The brain marker of a transition: ``TASK {from}→{to}: {ROLE} {slug} ({project}) — {summary}``."""
+
+from __future__ import annotations
+
+from brain.choices import ThoughtCategory
+from brain.models import Thought
+from brain.services.pipeline import thought_schedule_followups
+from brain.services.thoughts import thought_create
+from tasks.models import Task
+from tasks.services.actors import Actor
+
+
+def marker_content(*, from_status: str, to_status: str, actor: Actor, task: Task, summary: str) -> str:
+    return f"TASK {from_status}→{to_status}: {actor.kind.upper()} {task.slug} ({task.project.slug}) — {summary}"
+
+
+def marker_write(*, task: Task, actor: Actor, content: str, rule_key: str, from_status: str, to_status: str) -> Thought:
+    """The brain marker of a transition. Its embedding is computed by Celery after the commit."""
+    contributor_id, contributor_name = actor.contributor
+    marker = thought_create(
+        space=task.space,
+        content=content,
+        contributor_id=contributor_id,
+        contributor_name=contributor_name,
+        agent=actor.agent,
+        thought_category=ThoughtCategory.TRANSITION_MARKER,
+        source_ref={"type": "task", "value": task.slug, "project": task.project.slug},
+        topic=task.slug,
+        context_metadata={
+            "task_id": str(task.id),
+            "rule": rule_key,
+            "from": from_status,
+            "to": to_status,
+            "actor": actor.kind,
+        },
+    )
+    thought_schedule_followups(thought=marker)
+    return marker

@@ -1,0 +1,167 @@
+"""POST /api/v1/thoughts/import: batches, per-line errors, all or nothing, space from the token."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from brain.models import Thought
+from tests.conftest import fake_vector
+
+URL = "/api/v1/thoughts/import"
+pytestmark = pytest.mark.django_db
+
+
+def post(client, items, *, jsonl=False):
+    if jsonl:
+        body = "\n".join(json.dumps(i) if not isinstance(i, str) else i for i in items)
+        return client.post(URL, data=body, content_type="application/x-ndjson")
+    return client.post(URL, data=json.dumps(items), content_type="application/json")
+
+
+def test_import_array_stores_short_notes_with_embeddings(dev, space, fake_embedder):
+    items = [
+        {"content": "ok", "topic": "deploy", "tags": ["ops"]},
+        {"content": "Staging uses the filesystem broker.", "thought_category": "operational_learning"},
+    ]
+    response = post(dev, items)
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["imported"] == 2 and body["embedded"] == 2
+    stored = {t.content: t for t in Thought.objects.filter(space=space)}
+    assert set(stored) == {"ok", "Staging uses the filesystem broker."}  # a 2-char note is kept
+    assert stored["ok"].embedding is not None and stored["ok"].tags == ["ops"]
+    assert stored["ok"].contributor_name == "dev-1"
+    assert fake_embedder == ["ok", "Staging uses the filesystem broker."]  # one batched call
+
+
+def test_import_jsonl_keeps_ids_times_and_given_vectors(dev, space, fake_embedder):
+    tid = uuid.uuid4()
+    items = [
+        {
+            "id": str(tid),
+            "content": "Given vector note",
+            "created_at": "2024-01-02T03:04:05Z",
+            "embedding": fake_vector("x"),
+            "pheromone_weight": 3.5,
+            "access_count": 7,
+            "contributor_name": "Mem0 user",
+        }
+    ]
+    response = post(dev, items, jsonl=True)
+    assert response.status_code == 201, response.json()
+    thought = Thought.objects.get(pk=tid)
+    assert thought.created_at.isoformat() == "2024-01-02T03:04:05+00:00"
+    assert thought.pheromone_weight == 3.5 and thought.access_count == 7
+    assert fake_embedder == []  # nothing to embed
+
+
+def test_bad_lines_are_all_reported_and_nothing_is_stored(dev, space, fake_embedder):
+    items = [
+        {"content": "fine one"},
+        {"content": ""},
+        "{not json",
+        {"content": "x", "thought_category": "nonsense"},
+        {"content": "y", "source_ids": [str(uuid.uuid4())]},
+        {"content": "z", "bogus": 1},
+    ]
+    response = post(dev, items, jsonl=True)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "IMPORT_INVALID"
+    assert [(e["line"], e["field"]) for e in error["lines"]] == [
+        (2, "content"),
+        (3, ""),
+        (4, "thought_category"),
+        (5, "source_ids"),
+        (6, "bogus"),
+    ]
+    assert Thought.objects.filter(space=space).count() == 0
+
+
+def test_batch_larger_than_the_maximum_is_refused(dev, space, settings, fake_embedder):
+    settings.IMPORT_BATCH_MAX_ITEMS = 3
+    response = post(dev, [{"content": f"n{i}"} for i in range(4)])
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "IMPORT_TOO_LARGE"
+    assert response.json()["error"]["max_items"] == 3
+    assert not Thought.objects.exists()
+
+
+def test_lineage_in_a_batch_and_against_stored_thoughts(dev, space, thought_factory, fake_embedder):
+    old = thought_factory("The old fact about deploys.")
+    a, b = uuid.uuid4(), uuid.uuid4()
+    items = [
+        {"id": str(a), "content": "original note", "created_at": "2025-01-01T00:00:00Z"},
+        {
+            "id": str(b),
+            "content": "refined note",
+            "thought_type": "refinement",
+            "source_ids": [str(a)],
+            "created_at": "2025-01-02T00:00:00Z",
+            "related_thoughts": [str(old.id)],
+        },
+        {
+            "content": "CORRECTION: deploys restart workers first.",
+            "thought_category": "correction",
+            "corrected_fact": "old fact",
+            "correct_fact": "new fact",
+            "topic": "deploy",
+            "supersedes": [str(old.id)],
+        },
+    ]
+    response = post(dev, items)
+    assert response.status_code == 201, response.json()
+    correction_id = response.json()["ids"][2]
+    original = Thought.objects.get(pk=a)
+    assert original.superseded and original.refined_by_id == b
+    old.refresh_from_db()
+    assert old.superseded and str(old.superseded_by_id) == correction_id
+    assert set(old.related_thoughts.values_list("id", flat=True)) == {b}
+    assert Thought.objects.get(pk=correction_id).corrected_fact_embedding is not None
+
+
+def test_existing_id_and_other_space_ids_are_line_errors(dev, space, other_space, thought_factory, fake_embedder):
+    mine = thought_factory("already here")
+    theirs = thought_factory("other space secret", in_space=other_space)
+    response = post(
+        dev,
+        [{"id": str(mine.id), "content": "dup"}, {"content": "ref", "refined_by": str(theirs.id)}],
+    )
+    assert response.status_code == 400
+    lines = response.json()["error"]["lines"]
+    assert [(e["line"], e["field"]) for e in lines] == [(1, "id"), (2, "refined_by")]
+    assert "other space secret" not in response.content.decode()
+    assert Thought.objects.filter(space=space).count() == 1
+
+
+def test_import_goes_to_the_token_space(agent_factory, other_space, fake_embedder):
+    other = agent_factory("dev", in_space=other_space)
+    response = post(other, [{"content": "belongs to other"}])
+    assert response.status_code == 201
+    assert Thought.objects.get(content="belongs to other").space == other_space
+
+
+def test_import_needs_a_token_and_json(anon, dev, fake_embedder):
+    assert post(anon, [{"content": "x"}]).status_code == 401
+    response = dev.post(URL, data="content=x", content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 415
+    response = dev.post(URL, data="{", content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "PARSE_ERROR"
+    response = dev.post(URL, data=json.dumps({"content": "x"}), content_type="application/json")
+    assert response.status_code == 400
+
+
+def test_values_the_database_cannot_hold_are_line_errors(dev, space, fake_embedder):
+    body = (
+        '[{"content": "nul \\u0000 inside"}, {"content": "x", "pheromone_weight": NaN},'
+        ' {"content": "y", "access_count": 99999999999}, {"content": "z", "co_retrieved_with": {"a": "many"}},'
+        ' {"content": "v", "embedding": [' + ",".join(["Infinity"] * 384) + "]}]"
+    )
+    response = dev.post(URL, data=body, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    lines = response.json()["error"]["lines"]
+    assert [e["line"] for e in lines] == [1, 2, 3, 4, 5]
+    assert not Thought.objects.filter(space=space).exists()

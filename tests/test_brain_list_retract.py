@@ -1,0 +1,162 @@
+"""GET /api/v1/thoughts (filters, paging, space-bound) and POST /api/v1/thoughts/{id}/retract."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from brain.choices import ThoughtCategory
+from brain.models import Thought
+from tests import web_support
+
+ada = web_support.ada
+
+pytestmark = pytest.mark.django_db
+
+
+def contribute(client, prompt: str, **fields) -> str:
+    response = client.post("/api/v1/memory", {"prompt": prompt, **fields}, format="json")
+    assert response.status_code == 200, response.json()
+    return response.json()["trace"]["thought_id"]
+
+
+@pytest.fixture
+def brain(agent_factory, fake_embedder, other_space):
+    dev, qa = agent_factory("dev", name="dev-a"), agent_factory("qa", name="qa-b")
+    ids = {
+        "deploy": contribute(
+            dev,
+            "Deploys run migrations before restarting the web workers, never after, to avoid errors.",
+            thought_category="operational_learning",
+            topic="deploys",
+        ),
+        "billing": contribute(qa, "Billing webhooks retry five times with jitter and exponential backoff."),
+        "deploy2": contribute(
+            qa,
+            "Deploys run migrations before restarting the web workers and show the maintenance banner meanwhile.",
+            thought_category="operational_learning",
+            topic="deploys",
+        ),
+    }
+    outsider = agent_factory("dev", name="outsider", in_space=other_space)
+    contribute(
+        outsider, "Another space's deploys run on Fridays after the weekly review meeting only.", topic="deploys"
+    )
+    return dev, qa, ids
+
+
+def test_list_filters_and_space(brain):
+    dev, qa, ids = brain
+    everything = dev.get("/api/v1/thoughts").json()
+    assert everything["count"] == 3  # the other space's thought is not listed
+    assert [t["thought_id"] for t in everything["results"]] == [ids["deploy2"], ids["billing"], ids["deploy"]]
+    by_topic = dev.get("/api/v1/thoughts", {"topic": "deploys"}).json()
+    assert {t["thought_id"] for t in by_topic["results"]} == {ids["deploy"], ids["deploy2"]}
+    assert dev.get("/api/v1/thoughts", {"contributor": "qa-b"}).json()["count"] == 2
+    assert dev.get("/api/v1/thoughts", {"category": "operational_learning"}).json()["count"] == 2
+    tomorrow = (timezone.now() + timedelta(days=1)).date().isoformat()
+    assert dev.get("/api/v1/thoughts", {"since": tomorrow}).json()["count"] == 0
+    yesterday = (timezone.now() - timedelta(days=1)).isoformat()
+    assert dev.get("/api/v1/thoughts", {"since": yesterday}).json()["count"] == 3
+
+
+def test_list_paging(brain):
+    dev, _, ids = brain
+    first = dev.get("/api/v1/thoughts", {"limit": 2}).json()
+    assert (first["count"], first["next_offset"], len(first["results"])) == (3, 2, 2)
+    second = dev.get("/api/v1/thoughts", {"limit": 2, "offset": first["next_offset"]}).json()
+    assert second["next_offset"] is None
+    assert [t["thought_id"] for t in second["results"]] == [ids["deploy"]]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"limit": 0},
+        {"limit": 201},
+        {"offset": -1},
+        {"category": "nonsense"},
+        {"since": "yesterday"},
+        {"superseded": "x"},
+    ],
+)
+def test_list_bad_input_is_a_400_in_the_envelope(brain, params):
+    dev, _, _ = brain
+    response = dev.get("/api/v1/thoughts", params)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR"
+
+
+def test_list_needs_a_token(anon):
+    assert anon.get("/api/v1/thoughts").status_code == 401
+
+
+def test_retract_own_thought(brain):
+    dev, _, ids = brain
+    response = dev.post(f"/api/v1/thoughts/{ids['deploy']}/retract", {"reason": "wrong team"}, format="json")
+    assert response.status_code == 200, response.json()
+    body = response.json()["thought"]
+    assert body["superseded"] is True and body["superseded_by"] is None and "retracted" in body["quality_flags"]
+    assert body["retraction"]["reason"] == "wrong team" and body["retraction"]["by"] == "dev-a"
+    thought = Thought.objects.get(id=ids["deploy"])  # never deleted
+    assert thought.superseded and thought.superseded_at is not None
+    live = dev.get("/api/v1/thoughts", {"superseded": "false"}).json()
+    assert ids["deploy"] not in {t["thought_id"] for t in live["results"]}
+    gone = dev.get("/api/v1/thoughts", {"superseded": "true"}).json()
+    assert [t["thought_id"] for t in gone["results"]] == [ids["deploy"]]
+    again = dev.post(f"/api/v1/thoughts/{ids['deploy']}/retract", {"reason": "again"}, format="json")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "ALREADY_RETRACTED"
+
+
+def test_retract_refusals_change_nothing(brain, agent_factory, other_space):
+    dev, qa, ids = brain
+    other = qa.post(f"/api/v1/thoughts/{ids['deploy']}/retract", {"reason": "not mine"}, format="json")
+    assert other.status_code == 403 and other.json()["error"]["code"] == "NOT_CONTRIBUTOR"
+    assert "/correct" in other.json()["error"]["message"]
+    no_reason = dev.post(f"/api/v1/thoughts/{ids['deploy']}/retract", {"reason": "  "}, format="json")
+    assert no_reason.status_code == 400
+    outsider = agent_factory("dev", name="outsider-2", in_space=other_space)
+    foreign = outsider.post(f"/api/v1/thoughts/{ids['deploy']}/retract", {"reason": "x"}, format="json")
+    assert foreign.status_code == 404 and foreign.json()["error"]["code"] == "THOUGHT_NOT_FOUND"
+    assert dev.post("/api/v1/thoughts/not-a-uuid/retract", {"reason": "x"}, format="json").status_code == 404
+    assert not Thought.objects.get(id=ids["deploy"]).superseded
+
+
+def test_markers_cannot_be_retracted(dev, space):
+    from brain.services.thoughts import thought_create
+
+    marker = thought_create(
+        space=space,
+        content="TASK ready→active: DEV t (p) — claiming",
+        contributor_id="system",
+        contributor_name="system",
+        thought_category=ThoughtCategory.TRANSITION_MARKER,
+        agent=dev.agent,
+    )
+    response = dev.post(f"/api/v1/thoughts/{marker.id}/retract", {"reason": "noise"}, format="json")
+    assert response.status_code == 403 and response.json()["error"]["code"] == "MARKER_NOT_RETRACTABLE"
+
+
+def test_retracted_thought_never_ranks_above_a_live_one(brain):
+    dev, _, ids = brain
+    query = "Deploys run migrations before restarting the web workers, never after, to avoid errors."
+    before = dev.get("/api/v1/memory", {"prompt": query, "contribute": "false"}).json()["result"]["sources"]
+    assert before[0]["thought_id"] == ids["deploy"]  # the exact text ranks first while live
+    dev.post(f"/api/v1/thoughts/{ids['deploy']}/retract", {"reason": "wrong"}, format="json")
+    after = dev.get("/api/v1/memory", {"prompt": query, "contribute": "false"}).json()["result"]["sources"]
+    order = [s["thought_id"] for s in after]
+    assert order[-1] == ids["deploy"] and len(order) > 1
+    assert all(not s["superseded"] for s in after[:-1])
+
+
+def test_human_retracts_on_the_thought_page(brain, client, ada):
+    _, _, ids = brain
+    page = client.get(f"/brain/thoughts/{ids['billing']}/")
+    assert b"Retract this thought" in page.content
+    response = client.post(f"/brain/thoughts/{ids['billing']}/retract/", {"reason": "posted by mistake"}, follow=True)
+    assert b"Retracted by ada: posted by mistake" in response.content
+    thought = Thought.objects.get(id=ids["billing"])
+    assert thought.superseded and thought.context_metadata["retraction"]["by_kind"] == "human"
+    assert b"Retract this thought" not in response.content

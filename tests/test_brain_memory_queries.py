@@ -1,0 +1,64 @@
+"""The memory endpoint's SQL statements: a fixed, small number per call, whatever the brain holds."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from brain.models import QueryLog, Thought
+
+pytestmark = pytest.mark.django_db
+
+QUERY = "Deploy fact: the pipeline runs migrations then restarts the workers"
+STATEMENT = "The deploy pipeline runs the database migrations before restarting the web workers."
+
+
+def _statements(client, body) -> list[str]:
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.post("/api/v1/memory", body, format="json")
+        assert response.status_code == 200, response.content
+    # SAVEPOINT/RELEASE are the test's transaction standing in for BEGIN/COMMIT: not counted.
+    return [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+
+
+def _seed(thought_factory, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        thought_factory(f"Deploy fact {i}: the pipeline runs migrations then restarts the workers.", tags=[f"t{i % 4}"])
+
+
+def test_retrieve_only_call_takes_a_fixed_few_statements(agent_factory, thought_factory, fake_embedder):
+    client = agent_factory("dev")
+    _seed(thought_factory, 3)
+    client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s"}, format="json")  # token's first use
+    few = _statements(client, {"prompt": QUERY, "session_id": "s", "contribute": False})
+    # token, query lexemes, 2 SET LOCAL + 4 candidate queries (ranking's), reinforcement + query log
+    # + onboarding check in ONE statement, highways, pending corrections.
+    assert len(few) <= 11, "\n".join(few)
+    assert sum("brain_querylog" in sql for sql in few) == 1  # the combined write, nothing else
+    _seed(thought_factory, 20, start=3)
+    before = list(Thought.objects.values_list("access_count", flat=True))
+    more = _statements(client, {"prompt": QUERY, "session_id": "s", "contribute": False})
+    assert len(more) == len(few), "\n".join(more)
+    after = list(Thought.objects.values_list("access_count", flat=True))
+    assert sum(after) - sum(before) == 10  # ten results, each reinforced once
+    assert QueryLog.objects.count() == 3
+
+
+def test_contribute_and_retrieve_call_takes_a_fixed_number_of_statements(agent_factory, thought_factory, fake_embedder):
+    client = agent_factory("dev")
+    _seed(thought_factory, 3)
+    client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s"}, format="json")
+    few = _statements(client, {"prompt": STATEMENT + " one", "session_id": "s"})
+    assert len(few) <= 24, "\n".join(few)
+    _seed(thought_factory, 20, start=3)
+    assert len(_statements(client, {"prompt": STATEMENT + " two", "session_id": "s"})) == len(few)
+
+
+def test_first_call_gets_onboarding_and_the_second_not(agent_factory, thought_factory, fake_embedder):
+    client = agent_factory("dev")
+    _seed(thought_factory, 3)
+    first = client.post("/api/v1/memory", {"prompt": QUERY}, format="json").json()
+    second = client.post("/api/v1/memory", {"prompt": QUERY}, format="json").json()
+    assert "onboarding" in first["trace"]["operations"] and "Welcome" in first["result"]["guidance"]
+    assert "onboarding" not in second["trace"]["operations"]

@@ -1,0 +1,144 @@
+"""contrib/colony_hooks.py run as Claude Code runs it (JSON on stdin) against a live Colony; exact output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from brain.models import QueryLog, Thought
+from tasks.services.transitions import task_transition
+from tests.asgi_support import free_port
+from tests.tasks_helpers import make_project, make_task, query_brain
+
+HOOKS = Path(settings.BASE_DIR) / "contrib" / "colony_hooks.py"
+SESSION = "claude-session-1"
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(hook: str, event: dict, *, url: str, token: str, extra_env: dict | None = None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COLONY_")}
+    env.update({"COLONY_URL": url, "COLONY_TOKEN": token, "COLONY_HOOK_TIMEOUT": "20", **(extra_env or {})})
+    done = subprocess.run(
+        [sys.executable, str(HOOKS), hook], input=json.dumps(event), capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def context_of(done, event_name: str) -> str:
+    out = json.loads(done.stdout)
+    assert out["hookSpecificOutput"]["hookEventName"] == event_name
+    return out["hookSpecificOutput"]["additionalContext"]
+
+
+@pytest.fixture
+def active_task(space, agent_factory, fake_embedder):
+    dev = agent_factory("dev", name="claude-dev")
+    task = make_task(
+        make_project(space, "colony"),
+        slug="fix-ci",
+        status="ready",
+        role="dev",
+        dna={"pdsa_ref": "docs/fix-ci.md"},
+    )
+    task.title = "Fix the CI migration step"
+    task.save(update_fields=["title"])
+    task.dna["memory_query_session"] = query_brain(dev.agent)
+    task.save(update_fields=["dna"])
+    task_transition(task=task, agent=dev.agent, to="active", summary="claiming the CI fix")
+    return dev, task
+
+
+def test_session_start_injects_in_flight_tasks_and_markers(asgi_server, active_task):
+    dev, task = active_task
+    done = run("session-start", {"session_id": SESSION, "source": "startup"}, url=asgi_server.url, token=dev.token)
+    log = QueryLog.objects.filter(session_id=SESSION).get()
+    assert context_of(done, "SessionStart") == "\n".join(
+        [
+            f"Colony: you are claude-dev (role dev, space {task.space.slug}).",
+            "In-flight tasks of role dev (recover these first):",
+            "  - fix-ci [active] Fix the CI migration step (project colony)",
+            "    - TASK ready→active: DEV fix-ci (colony) — claiming the CI fix",
+            f"Colony session id: {log.session_id}",
+        ]
+    )
+    assert done.stderr == ""
+
+
+def test_prompt_submit_searches_retrieve_only_and_injects_sources(asgi_server, active_task, thought_factory):
+    dev, _ = active_task
+    known = thought_factory("The CI migration step needs the vector extension in the test database before tests run.")
+    before = Thought.objects.count()
+    prompt = "Why does the CI migration step fail on the vector extension in the test database?"
+    done = run("prompt-submit", {"session_id": SESSION, "prompt": prompt}, url=asgi_server.url, token=dev.token)
+    assert Thought.objects.count() == before  # retrieve-only
+    log = QueryLog.objects.get(session_id=SESSION)
+    assert log.agent == dev.agent and log.query_text == prompt
+    lines = [
+        f"Colony session id: {SESSION} (use it as memory_query_session in a task's DNA).",
+        "From the shared brain (cite or check these ids; superseded ones are outdated):",
+    ]
+    for item in log.results:
+        thought = Thought.objects.get(id=item["id"])
+        lines.append(
+            f"  - [{thought.id}] {thought.contributor_name if thought.agent is None else thought.agent.name}, "
+            f"score {item['score']:.2f}: {thought.content[:80]}"
+        )
+    context = context_of(done, "UserPromptSubmit")
+    assert context.split("\nGuidance: ")[0] == "\n".join(lines)
+    assert str(known.id) in context
+
+
+def test_pre_compact_stores_then_refines_a_state_snapshot(asgi_server, active_task):
+    dev, _ = active_task
+    done = run("pre-compact", {"session_id": SESSION, "trigger": "auto"}, url=asgi_server.url, token=dev.token)
+    first = Thought.objects.get(thought_category="state_snapshot")
+    assert done.stdout == ""
+    assert done.stderr.strip() == f"Colony: state snapshot stored for fix-ci={first.id}."
+    today = date.today().isoformat()
+    assert first.content.startswith(f"fix-ci state {today}: active with role dev, claude-dev working on it")
+    assert "Last marker: TASK ready→active: DEV fix-ci (colony) — claiming the CI fix." in first.content
+    assert first.topic == "fix-ci" and first.source_ref == {"type": "task", "value": "fix-ci", "project": "colony"}
+    assert first.agent == dev.agent
+    run("pre-compact", {"session_id": SESSION, "trigger": "manual"}, url=asgi_server.url, token=dev.token)
+    second = Thought.objects.filter(thought_category="state_snapshot").order_by("-created_at").first()
+    first.refresh_from_db()
+    assert second.id != first.id and second.source_ids == [first.id] and first.superseded
+
+
+@pytest.mark.parametrize("hook", ["session-start", "prompt-submit", "pre-compact"])
+def test_fail_open_when_colony_is_down(hook):
+    url = f"http://127.0.0.1:{free_port()}"
+    done = run(hook, {"session_id": SESSION, "prompt": "what now?"}, url=url, token="col_x")
+    line = (
+        f"Colony brain unavailable (unreachable at {url} ([Errno 111] Connection refused)); continuing without it. "
+        "The workflow gates still apply."
+    )
+    if hook == "pre-compact":
+        assert done.stdout == "" and done.stderr == line + "\n"
+    else:
+        event = "SessionStart" if hook == "session-start" else "UserPromptSubmit"
+        assert context_of(done, event) == line
+
+
+def test_fail_open_on_a_refused_token(asgi_server):
+    done = run("session-start", {"session_id": SESSION}, url=asgi_server.url, token="col_revoked")
+    assert context_of(done, "SessionStart").startswith("Colony brain unavailable (HTTP 401 UNAUTHENTICATED: ")
+
+
+def test_bad_stdin_and_short_prompt(asgi_server, agent_factory):
+    dev = agent_factory("dev")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COLONY_")}
+    env.update({"COLONY_URL": asgi_server.url, "COLONY_TOKEN": dev.token})
+    done = subprocess.run(
+        [sys.executable, str(HOOKS), "prompt-submit"], input="not json", capture_output=True, text=True, env=env
+    )
+    assert (done.returncode, done.stdout) == (0, "")  # no prompt: nothing to search, nothing injected

@@ -1,0 +1,84 @@
+"""Per-token throttling: 429 in the envelope with Retry-After, per token, shared by every process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.cache import caches
+from django.db import connection
+
+from core.throttling import TokenRateThrottle
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _forget(*clients) -> None:
+    """Drop these tokens' counts (never cache.clear(): on Redis that would flush the broker's database)."""
+    cache = caches[django_settings.THROTTLE_CACHE_ALIAS]
+    for client in clients:
+        token = client.agent.tokens.get()
+        cache.delete(TokenRateThrottle.cache_format % {"scope": "token", "ident": token.pk})
+
+
+def test_the_throttle_cache_is_shared_by_processes():
+    backend = type(caches[django_settings.THROTTLE_CACHE_ALIAS]).__name__
+    assert backend in {"RedisCache", "DatabaseCache"}  # never a per-process memory cache
+
+
+@pytest.mark.django_db
+def test_over_the_rate_is_429_in_the_envelope_with_retry_after(settings, agent_factory, anon):
+    settings.API_THROTTLE_RATE = "3/min"
+    first, second = agent_factory("dev"), agent_factory("qa")
+    _forget(first, second)
+    try:
+        assert [first.get("/api/v1/agents/me").status_code for _ in range(3)] == [200, 200, 200]
+        refused = first.get("/api/v1/agents/me")
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "THROTTLED"
+        assert 1 <= int(refused["Retry-After"]) <= 60
+        assert refused.json()["error"]["retry_after"] == int(refused["Retry-After"])
+        assert second.get("/api/v1/agents/me").status_code == 200  # per token
+        assert anon.get("/api/v1/health").status_code in (200, 503)  # no token, not throttled
+        settings.API_THROTTLE_RATE = "off"
+        assert first.get("/api/v1/agents/me").status_code == 200
+    finally:
+        _forget(first, second)
+
+
+def test_default_rate_is_above_the_soak():
+    rate = TokenRateThrottle().parse_rate(django_settings.API_THROTTLE_RATE)
+    per_second = rate[0] / rate[1]
+    assert per_second >= 50  # one token may alone send the soak's whole rate
+
+
+@pytest.mark.django_db(transaction=True)
+def test_another_process_sees_the_same_counts(settings, agent_factory):
+    settings.API_THROTTLE_RATE = "2/min"
+    client = agent_factory("dev")
+    _forget(client)
+    try:
+        assert [client.get("/api/v1/agents/me").status_code for _ in range(2)] == [200, 200]
+        db = connection.settings_dict
+        host = db["HOST"]
+        url = f"postgresql://{db['USER']}:{db['PASSWORD']}@localhost:{db['PORT'] or 5432}/{db['NAME']}?host={host}"
+        code = (
+            "import django; django.setup(); from django.test import Client; "
+            f"print(Client(HTTP_AUTHORIZATION='Bearer {client.token}').get('/api/v1/agents/me').status_code)"
+        )
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "API_THROTTLE_RATE": "2/min",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert out.stdout.strip().splitlines()[-1] == "429", out.stderr[-2000:]
+    finally:
+        _forget(client)
