@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint browser redis fuzz-api db-start db-stop bench bench-retrieval bench-retrieval-sweep bench-compare bench-scale clean
+.PHONY: run test install lint browser redis fuzz-api db-start db-stop bench bench-retrieval bench-retrieval-sweep bench-compare bench-scale clean soak production-check
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -99,3 +99,15 @@ bench-scale: $(STAMP)
 clean:
 	-$(BIN)/python -m core.embedded_db stop
 	rm -rf var test-artifacts
+
+# Soak and fault harness (benchmarks/soak.py): starts the production shape on the ops ports
+# (PostgreSQL :5440 over TCP, redis-server :6390, uvicorn :8400, two workers, beat) unless
+# SOAK_ARGS has --target. E.g. make soak SOAK_ARGS="--duration 120 --fault-worker --fault-postgres --fault-redis"
+SOAK_ARGS ?= --duration 600 --rate 60
+soak: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m benchmarks.soak $(SOAK_ARGS)
+
+# The production shape checked end to end: the integration tests against a separately started
+# PostgreSQL over TCP and a Redis broker, then a short soak with every fault against the stack.
+production-check: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m benchmarks.production_check $(PRODUCTION_ARGS)

@@ -16,62 +16,12 @@ from core.choices import AgentRole
 from core.schema import error_responses
 from tasks import selectors, workflow
 from tasks.choices import ApprovalMode, TaskStatus, TaskType
+from tasks.outputs import ProjectOutputSerializer, TaskOutputSerializer, TransitionOutputSerializer, task_detail_output
 from tasks.services import tasks as task_services
 from tasks.services import transitions as transition_services
 
 LIST_DEFAULT_LIMIT = 100
 LIST_MAX_LIMIT = 500
-DETAIL_TRANSITIONS = 10
-
-
-class ProjectOutputSerializer(serializers.Serializer):
-    slug = strict.CharField()
-    name = strict.CharField()
-    approval_mode = strict.CharField()
-    created_at = serializers.DateTimeField()
-
-
-class TransitionOutputSerializer(serializers.Serializer):
-    id = strict.IntegerField()
-    rule = strict.CharField(source="rule_key")
-    from_status = strict.CharField()
-    to_status = strict.CharField()
-    actor = strict.CharField()
-    agent = strict.CharField(source="agent.name", default=None)
-    user = strict.CharField(source="user.username", default=None)
-    role_before = strict.CharField()
-    role_after = strict.CharField()
-    dna_diff = serializers.JSONField()
-    summary = strict.CharField()
-    marker_id = strict.UUIDField()
-    marker = strict.CharField(source="marker.content")
-    created_at = serializers.DateTimeField()
-
-
-class TaskOutputSerializer(serializers.Serializer):
-    id = strict.UUIDField()
-    slug = strict.CharField()
-    title = strict.CharField()
-    description = strict.CharField()
-    type = strict.CharField()
-    status = strict.CharField()
-    role = strict.CharField()
-    project = strict.CharField(source="project.slug")
-    approval_mode = strict.CharField(source="project.approval_mode")
-    dna = serializers.JSONField()
-    parent_ids = serializers.SerializerMethodField()
-    depends_on = serializers.SerializerMethodField()
-    status_changed_at = serializers.DateTimeField()
-    blocked_from_status = strict.CharField()
-    blocked_from_role = strict.CharField()
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
-
-    def get_parent_ids(self, task) -> list[str]:
-        return sorted(t.slug for t in task.parents.all())
-
-    def get_depends_on(self, task) -> list[dict]:
-        return sorted(({"slug": t.slug, "status": t.status} for t in task.depends_on.all()), key=lambda d: d["slug"])
 
 
 class TransitionOptionOutputSerializer(serializers.Serializer):
@@ -94,13 +44,13 @@ class TransitionOptionsOutputSerializer(serializers.Serializer):
     transitions = TransitionOptionOutputSerializer(many=True)
 
 
-class InFlightTaskOutput(TaskOutputSerializer):
+class InFlightTaskOutputSerializer(TaskOutputSerializer):
     last_markers = TransitionOutputSerializer(many=True)
 
 
 class InFlightOutputSerializer(serializers.Serializer):
     role = strict.CharField()
-    tasks = InFlightTaskOutput(many=True)
+    tasks = InFlightTaskOutputSerializer(many=True)
 
 
 class ProjectListOutputSerializer(serializers.Serializer):
@@ -113,20 +63,12 @@ class TaskListOutputSerializer(serializers.Serializer):
 
 
 class TaskDetailOutputSerializer(TaskOutputSerializer):
-    transitions = TransitionOutputSerializer(
-        many=True, help_text=f"The last {DETAIL_TRANSITIONS} transitions, newest first."
-    )
+    transitions = TransitionOutputSerializer(many=True, help_text="The last transitions, newest first.")
 
 
 class TransitionResultOutputSerializer(serializers.Serializer):
     task = TaskOutputSerializer()
     transition = TransitionOutputSerializer()
-
-
-def task_detail_data(task) -> dict:
-    """A task with its last transitions: the one shape the API and ``manage.py task get`` both show."""
-    recent = selectors.transitions_recent(task_ids=[task.id], per_task=DETAIL_TRANSITIONS)[task.id]
-    return {**TaskOutputSerializer(task).data, "transitions": TransitionOutputSerializer(recent, many=True).data}
 
 
 class ProjectListCreateApi(APIView):
@@ -199,7 +141,7 @@ class TaskDetailApi(APIView):
     @extend_schema(responses={200: TaskDetailOutputSerializer})
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
-        return Response(task_detail_data(task))
+        return Response(task_detail_output(task))
 
 
 class TaskDnaApi(APIView):
