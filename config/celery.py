@@ -141,6 +141,10 @@ def make_app() -> Celery:
         beat_schedule_filename=str(settings.COLONY_DATA_DIR / "celerybeat-schedule"),
         timezone="UTC",
     )
+    if os.environ.get("COLONY_WEB_PROCESS"):
+        # The web only sends jobs and never reads their results: without a result backend a send
+        # doesn't also subscribe to the result channel, which hung requests while Redis was down.
+        app.conf.result_backend = None
     app.colony_broker_description = chosen["colony_broker_description"]
     app.steps["worker"].add(HeartbeatStep)
     app.autodiscover_tasks(related_name="jobs")
