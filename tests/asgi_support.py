@@ -47,27 +47,3 @@ class AsgiServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
-
-
-def run_async(make_coroutine):
-    """Run ``make_coroutine()`` to completion on a fresh event loop in its own thread.
-
-    Playwright's sync API (the browser tests, same pytest session) keeps an event loop running in
-    the main thread, where ``asyncio.run`` then refuses to start; a thread of its own always can.
-    """
-    import asyncio
-
-    outcome: dict = {}
-
-    def target():
-        try:
-            outcome["value"] = asyncio.run(make_coroutine())
-        except BaseException as exc:  # handed back to the caller's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
