@@ -10,7 +10,7 @@ from core.errors import envelope_response
 from core.health import health_summary
 
 
-class HealthOutput(serializers.Serializer):
+class HealthOutputSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["ok", "error"], help_text="ok only when every part is up.")
     database = serializers.BooleanField()
     pgvector = serializers.CharField(allow_null=True, help_text="Installed pgvector version; null when missing.")
@@ -27,8 +27,8 @@ class HealthApi(APIView):
 
     @extend_schema(
         responses={
-            200: HealthOutput,
-            503: OpenApiResponse(HealthOutput, description="Some part is down: the same body, status error."),
+            200: HealthOutputSerializer,
+            503: OpenApiResponse(HealthOutputSerializer, description="Some part is down: the same body, status error."),
         }
     )
     def get(self, request):
@@ -36,7 +36,7 @@ class HealthApi(APIView):
         return Response(body, status=200 if body["status"] == "ok" else 503)
 
 
-class MeOutput(serializers.Serializer):
+class MeOutputSerializer(serializers.Serializer):
     agent_id = serializers.UUIDField()
     name = serializers.CharField()
     role = serializers.ChoiceField(choices=AgentRole.values)
@@ -46,7 +46,7 @@ class MeOutput(serializers.Serializer):
 class MeApi(APIView):
     """Who the token belongs to: the agent, its role and its space."""
 
-    @extend_schema(responses={200: MeOutput})
+    @extend_schema(responses={200: MeOutputSerializer})
     def get(self, request):
         agent = request.user
         return Response({"agent_id": str(agent.id), "name": agent.name, "role": agent.role, "space": agent.space.slug})

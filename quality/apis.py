@@ -2,67 +2,76 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import fields as strict
+from core.schema import error_responses
 from quality.selectors import quality_metrics
 from quality.services.turns import MAX_ITEMS, turn_log_create
+
+
+class TurnCreateInputSerializer(serializers.Serializer):
+    session_id = strict.CharField(max_length=100)
+    turn_id = strict.CharField(max_length=200)
+    user_prompt = strict.CharField(allow_blank=True, trim_whitespace=False)
+    assistant_response = strict.CharField(allow_blank=True, trim_whitespace=False)
+    tool_calls = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=1000)
+    injected_ids = serializers.ListField(
+        child=strict.UUIDField(),
+        required=False,
+        max_length=MAX_ITEMS,
+        help_text="Default: the sources of this session's last memory call.",
+    )
+    used_ids = serializers.ListField(child=strict.UUIDField(), required=False, default=list, max_length=MAX_ITEMS)
+    contradicted_ids = serializers.ListField(
+        child=strict.UUIDField(), required=False, default=list, max_length=MAX_ITEMS
+    )
+
+
+class TurnCreateOutputSerializer(serializers.Serializer):
+    turn_log_id = strict.UUIDField(source="turn.id")
+    session_id = strict.CharField(source="turn.session_id")
+    turn_id = strict.CharField(source="turn.turn_id")
+    status = strict.CharField(source="turn.status")
+    injected_from = strict.CharField(source="turn.injected_from")
+    items = strict.IntegerField()
+    duplicate = serializers.SerializerMethodField()
+
+    def get_duplicate(self, logged) -> bool:
+        return not logged.created
+
+
+class QualityMetricsQuerySerializer(serializers.Serializer):
+    days = strict.IntegerField(min_value=1, max_value=365, default=30)
+    agent = strict.CharField(max_length=100, required=False)
 
 
 class TurnCreateApi(APIView):
     """Log one agent turn for the quality loop; scoring runs in the background (202)."""
 
-    class InputSerializer(serializers.Serializer):
-        session_id = serializers.CharField(max_length=100)
-        turn_id = serializers.CharField(max_length=200)
-        user_prompt = serializers.CharField(allow_blank=True, trim_whitespace=False)
-        assistant_response = serializers.CharField(allow_blank=True, trim_whitespace=False)
-        tool_calls = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=1000)
-        injected_ids = serializers.ListField(
-            child=serializers.UUIDField(),
-            required=False,
-            max_length=MAX_ITEMS,
-            help_text="Default: the sources of this session's last memory call.",
-        )
-        used_ids = serializers.ListField(
-            child=serializers.UUIDField(), required=False, default=list, max_length=MAX_ITEMS
-        )
-        contradicted_ids = serializers.ListField(
-            child=serializers.UUIDField(), required=False, default=list, max_length=MAX_ITEMS
-        )
-
-    class OutputSerializer(serializers.Serializer):
-        turn_log_id = serializers.UUIDField(source="turn.id")
-        session_id = serializers.CharField(source="turn.session_id")
-        turn_id = serializers.CharField(source="turn.turn_id")
-        status = serializers.CharField(source="turn.status")
-        injected_from = serializers.CharField(source="turn.injected_from")
-        items = serializers.IntegerField()
-        duplicate = serializers.SerializerMethodField()
-
-        def get_duplicate(self, logged) -> bool:
-            return not logged.created
-
-    @extend_schema(request=InputSerializer, responses={202: OutputSerializer})
+    @extend_schema(
+        request=TurnCreateInputSerializer, responses={202: TurnCreateOutputSerializer, **error_responses(404, 409)}
+    )
     def post(self, request):
-        serializer = self.InputSerializer(data=request.data)
+        serializer = TurnCreateInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         logged = turn_log_create(agent=request.user, **serializer.validated_data)
-        return Response(self.OutputSerializer(logged).data, status=status.HTTP_202_ACCEPTED)
+        return Response(TurnCreateOutputSerializer(logged).data, status=status.HTTP_202_ACCEPTED)
 
 
 class QualityMetricsApi(APIView):
     """The four metrics (rolling 7 days) with targets and daily history, for the caller's space."""
 
-    class QuerySerializer(serializers.Serializer):
-        days = serializers.IntegerField(min_value=1, max_value=365, default=30)
-        agent = serializers.CharField(max_length=100, required=False)
-
-    @extend_schema(parameters=[QuerySerializer], responses={200: dict})
+    @extend_schema(
+        parameters=[QualityMetricsQuerySerializer],
+        responses={200: OpenApiTypes.OBJECT, **error_responses(404, e404="No agent of that name in the space.")},
+    )
     def get(self, request):
-        serializer = self.QuerySerializer(data=request.query_params)
+        serializer = QualityMetricsQuerySerializer(data=request.query_params)
         serializer.is_valid(raise_exception=True)
         body = quality_metrics(
             space=request.user.space,

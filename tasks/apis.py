@@ -11,197 +11,180 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import fields as strict
 from core.choices import AgentRole
+from core.schema import error_responses
 from tasks import selectors, workflow
 from tasks.choices import ApprovalMode, TaskStatus, TaskType
+from tasks.outputs import ProjectOutputSerializer, TaskOutputSerializer, TransitionOutputSerializer, task_detail_output
 from tasks.services import tasks as task_services
 from tasks.services import transitions as transition_services
 
 LIST_DEFAULT_LIMIT = 100
 LIST_MAX_LIMIT = 500
-DETAIL_TRANSITIONS = 10
 
 
-class ProjectOutput(serializers.Serializer):
-    slug = serializers.CharField()
-    name = serializers.CharField()
-    approval_mode = serializers.CharField()
-    created_at = serializers.DateTimeField()
-
-
-class TransitionOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    rule = serializers.CharField(source="rule_key")
-    from_status = serializers.CharField()
-    to_status = serializers.CharField()
-    actor = serializers.CharField()
-    agent = serializers.CharField(source="agent.name", default=None)
-    user = serializers.CharField(source="user.username", default=None)
-    role_before = serializers.CharField()
-    role_after = serializers.CharField()
-    dna_diff = serializers.JSONField()
-    summary = serializers.CharField()
-    marker_id = serializers.UUIDField()
-    marker = serializers.CharField(source="marker.content")
-    created_at = serializers.DateTimeField()
-
-
-class TaskOutput(serializers.Serializer):
-    id = serializers.UUIDField()
-    slug = serializers.CharField()
-    title = serializers.CharField()
-    description = serializers.CharField()
-    type = serializers.CharField()
-    status = serializers.CharField()
-    role = serializers.CharField()
-    project = serializers.CharField(source="project.slug")
-    approval_mode = serializers.CharField(source="project.approval_mode")
-    dna = serializers.JSONField()
-    parent_ids = serializers.SerializerMethodField()
-    depends_on = serializers.SerializerMethodField()
-    status_changed_at = serializers.DateTimeField()
-    blocked_from_status = serializers.CharField()
-    blocked_from_role = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
-
-    def get_parent_ids(self, task) -> list[str]:
-        return sorted(t.slug for t in task.parents.all())
-
-    def get_depends_on(self, task) -> list[dict]:
-        return sorted(({"slug": t.slug, "status": t.status} for t in task.depends_on.all()), key=lambda d: d["slug"])
-
-
-class TransitionOptionOutput(serializers.Serializer):
-    to = serializers.CharField()
-    target_status = serializers.CharField()
-    rule = serializers.CharField()
-    allowed = serializers.BooleanField()
-    new_role = serializers.CharField()
-    human_confirmation_needed = serializers.BooleanField()
-    human_confirmed_by = serializers.CharField(allow_null=True)
+class TransitionOptionOutputSerializer(serializers.Serializer):
+    to = strict.CharField()
+    target_status = strict.CharField()
+    rule = strict.CharField()
+    allowed = strict.BooleanField()
+    new_role = strict.CharField()
+    human_confirmation_needed = strict.BooleanField()
+    human_confirmed_by = strict.CharField(allow_null=True)
     reasons = serializers.ListField(child=serializers.DictField())
 
 
-class TransitionOptionsOutput(serializers.Serializer):
-    task = serializers.CharField()
-    status = serializers.CharField()
-    role = serializers.CharField()
-    actor = serializers.CharField()
-    allowed = serializers.ListField(child=serializers.CharField())
-    transitions = TransitionOptionOutput(many=True)
+class TransitionOptionsOutputSerializer(serializers.Serializer):
+    task = strict.CharField()
+    status = strict.CharField()
+    role = strict.CharField()
+    actor = strict.CharField()
+    allowed = serializers.ListField(child=strict.CharField())
+    transitions = TransitionOptionOutputSerializer(many=True)
 
 
-class InFlightTaskOutput(TaskOutput):
-    last_markers = TransitionOutput(many=True)
+class InFlightTaskOutputSerializer(TaskOutputSerializer):
+    last_markers = TransitionOutputSerializer(many=True)
 
 
-class InFlightOutput(serializers.Serializer):
-    role = serializers.CharField()
-    tasks = InFlightTaskOutput(many=True)
+class InFlightOutputSerializer(serializers.Serializer):
+    role = strict.CharField()
+    tasks = InFlightTaskOutputSerializer(many=True)
 
 
-def task_detail_data(task) -> dict:
-    """A task with its last transitions: the one shape the API and ``manage.py task get`` both show."""
-    recent = selectors.transitions_recent(task_ids=[task.id], per_task=DETAIL_TRANSITIONS)[task.id]
-    return {**TaskOutput(task).data, "transitions": TransitionOutput(recent, many=True).data}
+class ProjectListOutputSerializer(serializers.Serializer):
+    results = ProjectOutputSerializer(many=True)
+
+
+class TaskListOutputSerializer(serializers.Serializer):
+    count = strict.IntegerField(help_text="All tasks matching the filters (results is one page).")
+    results = TaskOutputSerializer(many=True)
+
+
+class TaskDetailOutputSerializer(TaskOutputSerializer):
+    transitions = TransitionOutputSerializer(many=True, help_text="The last transitions, newest first.")
+
+
+class TransitionResultOutputSerializer(serializers.Serializer):
+    task = TaskOutputSerializer()
+    transition = TransitionOutputSerializer()
 
 
 class ProjectListCreateApi(APIView):
-    class ProjectCreateInput(serializers.Serializer):
-        slug = serializers.SlugField(max_length=100)
-        name = serializers.CharField(max_length=200, required=False, default="")
-        approval_mode = serializers.ChoiceField(choices=ApprovalMode.values, default=ApprovalMode.MANUAL)
+    class ProjectCreateInputSerializer(serializers.Serializer):
+        slug = strict.SlugField(max_length=100)
+        name = strict.CharField(max_length=200, required=False, default="")
+        approval_mode = strict.ChoiceField(choices=ApprovalMode.values, default=ApprovalMode.MANUAL)
 
-    @extend_schema(responses=ProjectOutput(many=True))
+    @extend_schema(operation_id="v1_projects_list", responses={200: ProjectListOutputSerializer})
     def get(self, request):
-        return Response({"results": ProjectOutput(selectors.project_list(space=request.user.space), many=True).data})
+        return Response(
+            {"results": ProjectOutputSerializer(selectors.project_list(space=request.user.space), many=True).data}
+        )
 
-    @extend_schema(request=ProjectCreateInput, responses={201: ProjectOutput})
+    @extend_schema(
+        request=ProjectCreateInputSerializer, responses={201: ProjectOutputSerializer, **error_responses(403, 409)}
+    )
     def post(self, request):
-        data = self.ProjectCreateInput(data=request.data)
+        data = self.ProjectCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         project = task_services.project_create(space=request.user.space, agent=request.user, **data.validated_data)
-        return Response(ProjectOutput(project).data, status=201)
+        return Response(ProjectOutputSerializer(project).data, status=201)
 
 
 class TaskListCreateApi(APIView):
-    class TaskFilterInput(serializers.Serializer):
-        status = serializers.ChoiceField(choices=TaskStatus.values, required=False)
-        role = serializers.ChoiceField(choices=AgentRole.values, required=False)
-        project = serializers.SlugField(required=False)
-        type = serializers.ChoiceField(choices=TaskType.values, required=False)
-        limit = serializers.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
-        offset = serializers.IntegerField(min_value=0, default=0)
+    class TaskFilterInputSerializer(serializers.Serializer):
+        status = strict.ChoiceField(choices=TaskStatus.values, required=False)
+        role = strict.ChoiceField(choices=AgentRole.values, required=False)
+        project = strict.SlugField(required=False)
+        type = strict.ChoiceField(choices=TaskType.values, required=False)
+        limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
+        offset = strict.IntegerField(min_value=0, max_value=1_000_000_000, default=0)
 
-    class TaskCreateInput(serializers.Serializer):
-        project = serializers.SlugField(max_length=100)
-        slug = serializers.SlugField(max_length=150)
-        title = serializers.CharField(max_length=300)
-        description = serializers.CharField(required=False, default="", allow_blank=True)
-        type = serializers.ChoiceField(choices=TaskType.values, default=TaskType.TASK)
-        role = serializers.ChoiceField(choices=AgentRole.values, required=False, default="")
-        status = serializers.ChoiceField(choices=[TaskStatus.BACKLOG, TaskStatus.PENDING], default=TaskStatus.BACKLOG)
+    class TaskCreateInputSerializer(serializers.Serializer):
+        project = strict.SlugField(max_length=100)
+        slug = strict.SlugField(max_length=150)
+        title = strict.CharField(max_length=300)
+        description = strict.CharField(required=False, default="", allow_blank=True)
+        type = strict.ChoiceField(choices=TaskType.values, default=TaskType.TASK)
+        role = strict.ChoiceField(choices=AgentRole.values, required=False, default="")
+        status = strict.ChoiceField(choices=[TaskStatus.BACKLOG, TaskStatus.PENDING], default=TaskStatus.BACKLOG)
         dna = serializers.DictField(required=False, default=dict)
-        parent_ids = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
-        depends_on = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
+        parent_ids = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
+        depends_on = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
 
-    @extend_schema(parameters=[TaskFilterInput], responses=TaskOutput(many=True))
+    @extend_schema(
+        operation_id="v1_tasks_list", parameters=[TaskFilterInputSerializer], responses={200: TaskListOutputSerializer}
+    )
     def get(self, request):
-        filters = self.TaskFilterInput(data=request.query_params)
+        filters = self.TaskFilterInputSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         params = dict(filters.validated_data)
         limit, offset = params.pop("limit"), params.pop("offset")
         qs = selectors.task_list(space=request.user.space, **params)
         page = list(qs[offset : offset + limit])
-        return Response({"count": qs.count(), "results": TaskOutput(page, many=True).data})
+        return Response({"count": qs.count(), "results": TaskOutputSerializer(page, many=True).data})
 
-    @extend_schema(request=TaskCreateInput, responses={201: TaskOutput})
+    @extend_schema(
+        request=TaskCreateInputSerializer, responses={201: TaskOutputSerializer, **error_responses(403, 404, 409)}
+    )
     def post(self, request):
-        data = self.TaskCreateInput(data=request.data)
+        data = self.TaskCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         task = task_services.task_create(space=request.user.space, created_by=request.user, **data.validated_data)
         task = selectors.task_get(space=request.user.space, id_or_slug=str(task.id))
-        return Response(TaskOutput(task).data, status=201)
+        return Response(TaskOutputSerializer(task).data, status=201)
 
 
 class TaskDetailApi(APIView):
-    @extend_schema(responses=TaskOutput)
+    @extend_schema(responses={200: TaskDetailOutputSerializer})
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
-        return Response(task_detail_data(task))
+        return Response(task_detail_output(task))
 
 
 class TaskDnaApi(APIView):
     """Shallow-merge the JSON object in the body into the task's DNA; ``null`` removes a key."""
 
-    @extend_schema(request={"application/json": OpenApiTypes.OBJECT}, responses=TaskOutput)
+    @extend_schema(
+        request={"application/json": {"type": "object", "minProperties": 1, "additionalProperties": True}},
+        responses={200: TaskOutputSerializer, **error_responses(403, 409)},
+    )
     def patch(self, request, id_or_slug: str):
         if not isinstance(request.data, dict) or not request.data:
             raise serializers.ValidationError({"dna": ["Send a non-empty JSON object of DNA fields to merge."]})
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         task_services.task_update_dna(task=task, patch=dict(request.data))
-        return Response(TaskOutput(task).data)
+        return Response(TaskOutputSerializer(task).data)
 
 
 class TaskTransitionApi(APIView):
-    class TransitionInput(serializers.Serializer):
-        to = serializers.CharField(max_length=20)
-        summary = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+    class TransitionInputSerializer(serializers.Serializer):
+        to = strict.CharField(max_length=20)
+        summary = strict.CharField(max_length=1000, required=False, default="", allow_blank=True)
 
-    @extend_schema(request=TransitionInput, responses=TransitionOutput)
+    @extend_schema(
+        request=TransitionInputSerializer,
+        responses={
+            200: TransitionResultOutputSerializer,
+            **error_responses(
+                403, 409, 503, e503="The brain marker could not be written (`MARKER_FAILED`); nothing changed."
+            ),
+        },
+    )
     def post(self, request, id_or_slug: str):
-        data = self.TransitionInput(data=request.data)
+        data = self.TransitionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         log = transition_services.task_transition(task=task, agent=request.user, **data.validated_data)
-        return Response({"task": TaskOutput(task).data, "transition": TransitionOutput(log).data})
+        return Response({"task": TaskOutputSerializer(task).data, "transition": TransitionOutputSerializer(log).data})
 
 
 class TaskTransitionsApi(APIView):
     """What the calling agent may do with this task now, and why each other rule refuses."""
 
-    @extend_schema(responses=TransitionOptionsOutput)
+    @extend_schema(responses=TransitionOptionsOutputSerializer)
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         options = transition_services.task_transition_options(task=task, agent=request.user)
@@ -228,21 +211,29 @@ class WorkflowApi(APIView):
 class InFlightApi(APIView):
     """Recovery: the active and blocked tasks of a role in the caller's space, with their last markers."""
 
+    class InFlightQuerySerializer(serializers.Serializer):
+        markers = strict.IntegerField(min_value=1, max_value=20, default=3, help_text="markers per task")
+
     @extend_schema(
-        parameters=[OpenApiParameter("markers", int, description="markers per task (1-20, default 3)")],
-        responses=InFlightOutput,
+        parameters=[
+            InFlightQuerySerializer,
+            OpenApiParameter("role", str, OpenApiParameter.PATH, enum=list(AgentRole.values)),
+        ],
+        responses={200: InFlightOutputSerializer, **error_responses(400, e400="Unknown role or bad markers.")},
     )
     def get(self, request, role: str):
-        try:
-            per_task = min(20, max(1, int(request.query_params.get("markers", 3))))
-        except ValueError:
-            raise serializers.ValidationError({"markers": ["A whole number."]}) from None
+        query = self.InFlightQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        per_task = query.validated_data["markers"]
         rows = selectors.task_in_flight(space=request.user.space, role=role, markers_per_task=per_task)
         return Response(
             {
                 "role": role,
                 "tasks": [
-                    {**TaskOutput(task).data, "last_markers": TransitionOutput(logs, many=True).data}
+                    {
+                        **TaskOutputSerializer(task).data,
+                        "last_markers": TransitionOutputSerializer(logs, many=True).data,
+                    }
                     for task, logs in rows
                 ],
             }

@@ -152,3 +152,16 @@ def test_import_needs_a_token_and_json(anon, dev, fake_embedder):
     assert response.status_code == 400 and response.json()["error"]["code"] == "PARSE_ERROR"
     response = dev.post(URL, data=json.dumps({"content": "x"}), content_type="application/json")
     assert response.status_code == 400
+
+
+def test_values_the_database_cannot_hold_are_line_errors(dev, space, fake_embedder):
+    body = (
+        '[{"content": "nul \\u0000 inside"}, {"content": "x", "pheromone_weight": NaN},'
+        ' {"content": "y", "access_count": 99999999999}, {"content": "z", "co_retrieved_with": {"a": "many"}},'
+        ' {"content": "v", "embedding": [' + ",".join(["Infinity"] * 384) + "]}]"
+    )
+    response = dev.post(URL, data=body, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    lines = response.json()["error"]["lines"]
+    assert [e["line"] for e in lines] == [1, 2, 3, 4, 5]
+    assert not Thought.objects.filter(space=space).exists()

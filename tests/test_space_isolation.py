@@ -183,3 +183,58 @@ def test_ids_of_another_space_in_bodies_are_404_and_change_nothing(world, caller
     other = Thought.objects.get(pk=foreign)
     assert not other.superseded and other.refined_by_id is None and other.superseded_by_id is None
     assert not Thought.objects.filter(space=space).exists()
+
+
+# --- MCP tools (issue 15 added them): every tool, with the other space's ids -------------------------
+#: Arguments naming an object: the world key of the other space's object to pass.
+MCP_ID_ARGS = {"thought_id": "thought", "suggestion_id": "suggestion", "task": "task_slug", "refines": "thought"}
+#: Other required arguments: a plausible value, so the id lookup decides the answer.
+MCP_OTHER_ARGS = {
+    "query": f"{SECRET} deploy fact of the other space",
+    "prompt": "A statement long enough to be a contribution about the deploy pipeline.",
+    "content": "A statement long enough to be a contribution about the deploy pipeline.",
+    "correct_fact": "The right fact is this one.",
+    "reason": "isolation test",
+    "to": "review",
+    "summary": "isolation",
+    "dna": {"note": "x"},
+    "role": "dev",
+    "session_id": "iso-session",
+    "turn_id": "1",
+    "user_prompt": "what about deploys?",
+    "assistant_response": "They run migrations first.",
+}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_mcp_tool_with_another_spaces_ids(asgi_server, world, space, fake_embedder):
+    import json
+
+    from tests.test_mcp_server import in_session
+
+    caller = make_agent_client(space=space, name="iso-mcp", role="liaison")
+
+    async def body(session):
+        results = {}
+        for tool in (await session.list_tools()).tools:
+            properties = tool.input_schema.get("properties", {})
+            required = set(tool.input_schema.get("required", []))
+            unknown = required - set(MCP_ID_ARGS) - set(MCP_OTHER_ARGS)
+            assert not unknown, f"add {unknown} of MCP tool {tool.name} to MCP_ID_ARGS or MCP_OTHER_ARGS"
+            ids = [name for name in properties if name in MCP_ID_ARGS]
+            arguments = {name: MCP_OTHER_ARGS[name] for name in required if name in MCP_OTHER_ARGS}
+            arguments |= {name: world[MCP_ID_ARGS[name]] for name in ids}
+            result = await session.call_tool(tool.name, arguments)
+            results[tool.name] = (bool(ids), result.is_error, result.content[0].text if result.content else "")
+        return results
+
+    results = in_session(asgi_server.url, caller.token, body)
+    assert len(results) >= 10
+    assert sum(takes_id for takes_id, _, _ in results.values()) >= 8  # get, lineage, retract, correct, accept, ...
+    for name, (takes_id, is_error, text) in results.items():
+        for marker in world["markers"] + ([] if takes_id else world["ids"]):
+            assert marker not in text, (name, marker, text[:300])
+        if takes_id:
+            assert is_error and json.loads(text)["status"] == 404, (name, text[:300])
+    other = Thought.objects.get(pk=world["thought"])
+    assert not other.superseded and other.refined_by_id is None

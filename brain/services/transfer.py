@@ -23,13 +23,15 @@ pheromones and access counts are taken as given (nothing is computed from the ag
 from __future__ import annotations
 
 import datetime as dt
+import math
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import DataError, IntegrityError, transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -170,21 +172,25 @@ def _number(value: Any, name: str, *, nullable: bool = False, integer: bool = Fa
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
         raise _Bad(name, "must be an integer." if integer else "must be a number.")
+    if not math.isfinite(value):
+        raise _Bad(name, "must be a finite number.")
     if minimum is not None and value < minimum:
         raise _Bad(name, f"must be at least {minimum}.")
+    if integer and value > 2**31 - 1:
+        raise _Bad(name, "is too large.")
     return value
 
 
-def _vector(value: Any, name: str) -> list[float] | None:
+def _vector(value: Any, name: str):
+    """A 384-float vector as a numpy array (checked in C: the import's hot loop)."""
     if value is None:
         return None
-    if (
-        not isinstance(value, list)
-        or len(value) != EMBEDDING_DIMENSIONS
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-    ):
+    if not isinstance(value, list) or len(value) != EMBEDDING_DIMENSIONS or not set(map(type, value)) <= {int, float}:
         raise _Bad(name, f"must be a list of {EMBEDDING_DIMENSIONS} numbers (or left out to embed on import).")
-    return [float(v) for v in value]
+    array = np.asarray(value, dtype=np.float32)
+    if not np.isfinite(array).all():
+        raise _Bad(name, "must hold finite numbers only.")
+    return array
 
 
 def _choice(value: Any, name: str, choices: Iterable[str], default: str) -> str:
@@ -195,10 +201,22 @@ def _choice(value: Any, name: str, choices: Iterable[str], default: str) -> str:
     return value
 
 
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 def item_clean(item: Any) -> dict[str, Any]:
     """One import item as model values; raises ``_Bad`` naming the first wrong field."""
     if not isinstance(item, dict):
         raise _Bad("", "each item must be a JSON object with the thought fields of SPEC 2.1.")
+    if any(_has_nul(v) for k, v in item.items() if k not in VECTOR_FIELDS):
+        raise _Bad("", "text can't contain the NUL character (\\u0000).")
     unknown = sorted(set(item) - ITEM_FIELDS - {"kind"})
     if unknown:
         raise _Bad(unknown[0], f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(ITEM_FIELDS))}.")
@@ -252,7 +270,9 @@ def item_clean(item: Any) -> dict[str, Any]:
             co = {str(entry["thought_id"]): int(entry["count"]) for entry in co}
         except (TypeError, KeyError, ValueError):
             raise _Bad("co_retrieved_with", "must be {id: count} or [{thought_id, count}].")
-    if not isinstance(co, dict):
+    if not isinstance(co, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31 for v in co.values()
+    ):
         raise _Bad("co_retrieved_with", "must be {id: count} or [{thought_id, count}].")
     out["co_retrieved_with"] = co
     out["usage_score"] = _number(item.get("usage_score"), "usage_score", nullable=True)
@@ -422,11 +442,18 @@ def thoughts_import(
             if (str(thought_id), "related_thoughts", str(other)) not in deferred_keys:
                 related_pairs.append((thought_id, other))
 
-    with transaction.atomic():
-        Thought.objects.bulk_create(rows, batch_size=500)
-        _link_related(related_pairs)
-        if derive_lineage:
-            _derive_lineage(space=space, rows=rows)
+    try:
+        with transaction.atomic():
+            Thought.objects.bulk_create(rows, batch_size=500)
+            _link_related(related_pairs)
+            if derive_lineage:
+                _derive_lineage(space=space, rows=rows)
+    except (DataError, IntegrityError) as exc:
+        raise ImportInvalid(
+            f"The database refused the batch ({str(exc).splitlines()[0]}); nothing of it was stored. "
+            "Check the values of the lines and send it again.",
+            extra={"lines": [], "error_count": 1},
+        )
     return ImportResult(
         ids=[str(r.id) for r in rows],
         embedded=sum(1 for _, n, _ in to_embed if n == "embedding"),

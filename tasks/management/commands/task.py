@@ -17,8 +17,8 @@ from core import services as core_services
 from core.choices import DEFAULT_SPACE_SLUG
 from core.errors import ApplicationError
 from tasks import selectors
-from tasks.apis import TaskOutput, TransitionOutput, task_detail_data
 from tasks.choices import TaskStatus, TaskType
+from tasks.outputs import task_detail_output, task_output, transition_output
 from tasks.services import tasks as task_services
 from tasks.services import transitions as transition_services
 
@@ -112,7 +112,7 @@ class Command(BaseCommand):
             depends_on=options["depends_on"],
             created_by=actor.get("agent"),
         )
-        self._out(TaskOutput(selectors.task_get(space=space, id_or_slug=str(task.id))).data)
+        self._out(task_output(selectors.task_get(space=space, id_or_slug=str(task.id))))
 
     def _list(self, space, **options):
         tasks = selectors.task_list(
@@ -129,14 +129,14 @@ class Command(BaseCommand):
             )
 
     def _get(self, space, task, **_):
-        self._out(task_detail_data(selectors.task_get(space=space, id_or_slug=task)))
+        self._out(task_detail_output(selectors.task_get(space=space, id_or_slug=task)))
 
     def _transition(self, space, task, to, summary, **options):
         obj = selectors.task_get(space=space, id_or_slug=task)
         log = transition_services.task_transition(task=obj, to=to, summary=summary, **self._actor(space, options))
-        self._out({"task": TaskOutput(obj).data, "transition": TransitionOutput(log).data})
+        self._out({"task": task_output(obj), "transition": transition_output(log)})
 
     def _update_dna(self, space, task, dna, **_):
         obj = selectors.task_get(space=space, id_or_slug=task)
         task_services.task_update_dna(task=obj, patch=_json_object(dna))
-        self._out(TaskOutput(obj).data)
+        self._out(task_output(obj))
