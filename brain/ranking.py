@@ -12,7 +12,7 @@
 2. lineage — superseded thoughts lose, corrections and refinements of what they supersede win;
 3. quality flags — each flag multiplies by its own constant (several flags multiply);
 4. the quality loop's ``effective_confidence`` (only while ``settings.QUALITY_RANKING_ENABLED``), through
-   ``quality.formulas.quality_multiplier``;
+   :func:`quality_multiplier` below (the EMA formula that feeds it: ``quality/formulas.py``);
 5. recency: the newest candidate ×(1 + RECENCY_BOOST_MAX), the oldest ×1, linear in creation order
    between them (never for a superseded thought);
 6. reinforcement as a bounded tie-break: the pheromone weight multiplies by at most

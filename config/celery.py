@@ -128,10 +128,23 @@ def make_app() -> Celery:
         task_always_eager=settings.CELERY_TASK_ALWAYS_EAGER,
         task_eager_propagates=True,
         broker_connection_retry_on_startup=True,
+        # Enqueueing happens after a request's commit: with the broker down it must fail fast (the
+        # request has its 2xx; the periodic safety nets re-enqueue what was lost), never hang.
+        task_publish_retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5},
+        broker_transport_options={
+            **chosen.get("broker_transport_options", {}),
+            **({"socket_connect_timeout": 2, "socket_timeout": 5} if chosen["broker_url"].startswith("redis") else {}),
+        },
+        redis_socket_connect_timeout=2,
+        redis_socket_timeout=5,
         beat_schedule=PERIODIC_JOBS,
         beat_schedule_filename=str(settings.COLONY_DATA_DIR / "celerybeat-schedule"),
         timezone="UTC",
     )
+    if os.environ.get("COLONY_WEB_PROCESS"):
+        # The web only sends jobs and never reads their results: without a result backend a send
+        # doesn't also subscribe to the result channel, which hung requests while Redis was down.
+        app.conf.result_backend = None
     app.colony_broker_description = chosen["colony_broker_description"]
     app.steps["worker"].add(HeartbeatStep)
     app.autodiscover_tasks(related_name="jobs")

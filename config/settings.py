@@ -57,6 +57,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "core.middleware.ApiInputGuardMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -131,7 +132,24 @@ if EMBEDDED_DATABASE:
     DATABASE_URL = embedded_db.ensure_running()
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 # A request never waits long for an unreachable database: it gets 503 DATABASE_UNAVAILABLE instead.
-DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env("DATABASE_CONNECT_TIMEOUT", 3))
+DATABASE_CONNECT_TIMEOUT = env("DATABASE_CONNECT_TIMEOUT", 3)
+DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", DATABASE_CONNECT_TIMEOUT)
+# A psycopg connection pool per process instead of persistent connections. The web process (ASGI,
+# core/serve.py) turns it on: under ASGI every request runs in its own thread and context, so a
+# persistent connection (CONN_MAX_AGE > 0) is never reused and stays open until PostgreSQL runs out
+# of connection slots ("too many clients"). Each pooled connection is checked before use, so a
+# restarted database costs no failed request; a request waits at most DATABASE_CONNECT_TIMEOUT for
+# a free connection, then gets 503.
+if env("DATABASE_POOL", False):
+    # Django adds the pool's connection check itself (CONN_HEALTH_CHECKS).
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": 1,
+        "max_size": env("DATABASE_POOL_SIZE", 8),
+        "timeout": float(DATABASE_CONNECT_TIMEOUT),
+        "max_idle": 300,
+    }
 # Test database name; parallel test runs on one server each use their own.
 DATABASES["default"]["TEST"] = {"NAME": env("COLONY_TEST_DB", "test_colony")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -159,7 +177,7 @@ WHITENOISE_AUTOREFRESH = False
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["core.auth.AgentTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["core.auth.IsAgent"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["core.throttling.TokenRateThrottle"],
@@ -178,6 +196,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.schema.forbid_nul_in_requests",
+    ],
 }
 
 # --- Celery ---------------------------------------------------------------------------------------

@@ -62,6 +62,9 @@ def main() -> int:
     os.chdir(BASE_DIR)
     sys.path.insert(0, str(BASE_DIR))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # ASGI: a connection pool per worker, never persistent per-request connections (config/settings.py).
+    os.environ.setdefault("DATABASE_POOL", "true")
+    os.environ["COLONY_WEB_PROCESS"] = "1"  # config/celery.py: send jobs, never read results
     import logging
 
     import uvicorn

@@ -10,9 +10,13 @@ request. Over the rate: 429 ``THROTTLED`` in the envelope with ``Retry-After`` (
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.core.cache import caches
 from rest_framework.throttling import SimpleRateThrottle
+
+logger = logging.getLogger("colony.throttling")
 
 
 class TokenRateThrottle(SimpleRateThrottle):
@@ -35,3 +39,17 @@ class TokenRateThrottle(SimpleRateThrottle):
         if token is None or getattr(token, "pk", None) is None:
             return None
         return self.cache_format % {"scope": self.scope, "ident": token.pk}
+
+    def allow_request(self, request, view):
+        # The counts live in Redis (or the database): while that store is down, let the request
+        # through (fail open, logged) instead of answering 500; the request itself then succeeds
+        # or gets its own 503 (database down).
+        try:
+            return super().allow_request(request, view)
+        except Exception as exc:
+            from core.errors import is_database_unavailable
+
+            if is_database_unavailable(exc):
+                raise
+            logger.warning("throttle store unavailable, not throttling this request: %s", exc)
+            return True

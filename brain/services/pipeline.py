@@ -38,14 +38,14 @@ def thought_enqueue_embedding(*, thought_id: str, then_detect_contradictions: bo
         # sent to (the sender's default queue), or it would go to the worker app's default instead.
         queue = jobs.embed_thought.app.conf.task_default_queue
         work = chain(jobs.embed_thought.si(thought_id), jobs.detect_contradictions.si(thought_id).set(queue=queue))
-        transaction.on_commit(lambda: work.delay())
+        transaction.on_commit(lambda: work.delay(), robust=True)
     else:
-        transaction.on_commit(lambda: jobs.embed_thought.delay(thought_id))
+        transaction.on_commit(lambda: jobs.embed_thought.delay(thought_id), robust=True)
 
 
 def thought_schedule_contradiction_check(*, thought_id: str) -> None:
     """Enqueue ``brain.jobs.detect_contradictions`` once the current transaction commits."""
-    transaction.on_commit(lambda: jobs.detect_contradictions.delay(str(thought_id)))
+    transaction.on_commit(lambda: jobs.detect_contradictions.delay(str(thought_id)), robust=True)
 
 
 def thought_content_changed(*, thought_id: str) -> None:

@@ -179,4 +179,4 @@ def turn_log_create(
 def turn_enqueue_scoring(*, turn_log_id: str) -> None:
     from quality import jobs
 
-    transaction.on_commit(lambda: jobs.score_turn.delay(turn_log_id))
+    transaction.on_commit(lambda: jobs.score_turn.delay(turn_log_id), robust=True)

@@ -166,6 +166,10 @@ def test_killed_worker_and_beat_come_back_while_the_web_serves(colony):
         poller.join(15)
     assert poller.failures == []
     assert poller.ok >= 10
+    # The access log goes through Python logging (Django's LOGGING handler and its filters).
+    assert re.search(
+        r"INFO uvicorn\.access: 127\.0\.0\.1:\d+ - \"GET /api/v1/agents/me HTTP/1\.1\" 200", colony.output()
+    )
 
 
 def test_database_outage_answers_503_at_once_and_recovers(colony):

@@ -1,0 +1,39 @@
+"""What the API answers while a dependency is down (the fault tests with real servers are in
+tests/integration/test_run_survives.py and benchmarks/soak.py)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.core.cache import caches
+from django.db import utils as db_utils
+
+from core.errors import is_database_unavailable
+
+
+@pytest.mark.django_db
+def test_a_throttle_store_outage_lets_requests_through(settings, dev, monkeypatch):
+    settings.API_THROTTLE_RATE = "3/min"
+    cache = caches[settings.THROTTLE_CACHE_ALIAS]
+
+    def down(*args, **kwargs):
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6390. Connection refused.")
+
+    monkeypatch.setattr(cache, "get", down)
+    assert [dev.get("/api/v1/agents/me").status_code for _ in range(5)] == [200] * 5
+
+
+def _wrapped(cause: Exception, kind=db_utils.OperationalError) -> Exception:
+    exc = kind(str(cause))
+    exc.__cause__ = cause
+    return exc
+
+
+def test_only_connection_failures_count_as_database_unavailable():
+    refused = psycopg.OperationalError("connection failed: Connection refused")
+    assert is_database_unavailable(_wrapped(refused))
+    assert is_database_unavailable(_wrapped(psycopg.errors.AdminShutdown("terminating connection")))
+    assert is_database_unavailable(db_utils.InterfaceError("connection already closed"))
+    assert not is_database_unavailable(_wrapped(psycopg.errors.DeadlockDetected("deadlock detected")))
+    assert not is_database_unavailable(_wrapped(psycopg.errors.UniqueViolation("duplicate"), db_utils.IntegrityError))
+    assert not is_database_unavailable(ValueError("no"))
