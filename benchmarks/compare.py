@@ -160,7 +160,6 @@ class ColonyServer:
             "WEB_WORKERS": str(workers),
             "DEBUG": "false",
             "LOG_LEVEL": "WARNING",
-            "COLONY_BROKER": "filesystem",
             "CELERY_TASK_ALWAYS_EAGER": "false",
         }
         self.process: subprocess.Popen | None = None

@@ -12,7 +12,7 @@
 2. lineage — superseded thoughts lose, corrections and refinements of what they supersede win;
 3. quality flags — each flag multiplies by its own constant (several flags multiply);
 4. the quality loop's ``effective_confidence`` (only while ``settings.QUALITY_RANKING_ENABLED``), through
-   ``quality.formulas.quality_multiplier``;
+   :func:`quality_multiplier` below (the EMA formula that feeds it: ``quality/formulas.py``);
 5. recency: the newest candidate ×(1 + RECENCY_BOOST_MAX), the oldest ×1, linear in creation order
    between them (never for a superseded thought);
 6. reinforcement as a bounded tie-break: the pheromone weight multiplies by at most
@@ -88,7 +88,7 @@ def quality_multiplier(effective_confidence: float | None) -> float:
 #: "weighted" (calibrated weighted sum of cosine and normalised BM25) or "rrf" (reciprocal-rank fusion).
 FUSION = "weighted"
 #: Share of the lexical side in the weighted sum; the dense (cosine) side gets the rest.
-LEXICAL_WEIGHT = 0.5
+LEXICAL_WEIGHT = 0.6
 #: RRF's rank offset (the customary 60): only used when FUSION == "rrf".
 RRF_K = 60
 

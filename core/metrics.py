@@ -29,10 +29,17 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpResponse
 from prometheus_client import CollectorRegistry, Histogram, generate_latest, multiprocess
+from prometheus_client import values as prometheus_values
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 logger = logging.getLogger("colony.metrics")
+
+# prometheus_client picks its value class (files per process, or memory) when it is first imported.
+# A library imported before the settings set PROMETHEUS_MULTIPROC_DIR would leave this process's
+# samples in memory, invisible to a scrape answered by another process: pick again now.
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    prometheus_values.ValueClass = prometheus_values.get_value_class()
 
 REQUEST_SECONDS = Histogram(
     "colony_http_request_duration_seconds",

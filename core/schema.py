@@ -94,3 +94,39 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer", "description": "An agent token: `manage.py agent create`."}
+
+
+#: Every request string refuses U+0000 (PostgreSQL can't store it): the schema says so with a pattern.
+NO_NUL_PATTERN = "^[^\\u0000]*$"
+#: ... and a required text (``minLength`` >= 1: DRF trims it, then refuses it blank) has a visible character.
+NOT_BLANK_PATTERN = "^[^\\u0000]*[^\\s\\u0000\\u001c-\\u001f\\u0085][^\\u0000]*$"
+
+
+def _forbid_nul(schema, seen: set[int]) -> None:
+    if not isinstance(schema, dict) or id(schema) in seen:
+        return
+    seen.add(id(schema))
+    if schema.get("type") == "string" and "enum" not in schema and "format" not in schema and "pattern" not in schema:
+        schema["pattern"] = NOT_BLANK_PATTERN if schema.get("minLength", 0) >= 1 else NO_NUL_PATTERN
+    for value in schema.values():
+        if isinstance(value, dict):
+            _forbid_nul(value, seen)
+        elif isinstance(value, list):
+            for item in value:
+                _forbid_nul(item, seen)
+
+
+def forbid_nul_in_requests(result, generator, request, public):
+    """POSTPROCESSING_HOOKS entry: request strings (bodies, query and path parameters) and free-form
+    object keys match ``^[^\\u0000]*$``, as StrictJSONParser and ApiInputGuardMiddleware enforce."""
+    seen: set[int] = set()
+    for name, schema in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request"):
+            _forbid_nul(schema, seen)
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                _forbid_nul(parameter.get("schema"), seen)
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                _forbid_nul(media.get("schema"), seen)
+    return result

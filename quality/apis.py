@@ -2,40 +2,43 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import fields as strict
+from core.schema import error_responses
 from quality.selectors import quality_metrics
 from quality.services.turns import MAX_ITEMS, turn_log_create
 
 
 class TurnCreateInputSerializer(serializers.Serializer):
-    session_id = serializers.CharField(max_length=100)
-    turn_id = serializers.CharField(max_length=200)
-    user_prompt = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    assistant_response = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    session_id = strict.CharField(max_length=100)
+    turn_id = strict.CharField(max_length=200)
+    user_prompt = strict.CharField(allow_blank=True, trim_whitespace=False)
+    assistant_response = strict.CharField(allow_blank=True, trim_whitespace=False)
     tool_calls = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=1000)
     injected_ids = serializers.ListField(
-        child=serializers.UUIDField(),
+        child=strict.UUIDField(),
         required=False,
         max_length=MAX_ITEMS,
         help_text="Default: the sources of this session's last memory call.",
     )
-    used_ids = serializers.ListField(child=serializers.UUIDField(), required=False, default=list, max_length=MAX_ITEMS)
+    used_ids = serializers.ListField(child=strict.UUIDField(), required=False, default=list, max_length=MAX_ITEMS)
     contradicted_ids = serializers.ListField(
-        child=serializers.UUIDField(), required=False, default=list, max_length=MAX_ITEMS
+        child=strict.UUIDField(), required=False, default=list, max_length=MAX_ITEMS
     )
 
 
 class TurnCreateOutputSerializer(serializers.Serializer):
-    turn_log_id = serializers.UUIDField(source="turn.id")
-    session_id = serializers.CharField(source="turn.session_id")
-    turn_id = serializers.CharField(source="turn.turn_id")
-    status = serializers.CharField(source="turn.status")
-    injected_from = serializers.CharField(source="turn.injected_from")
-    items = serializers.IntegerField()
+    turn_log_id = strict.UUIDField(source="turn.id")
+    session_id = strict.CharField(source="turn.session_id")
+    turn_id = strict.CharField(source="turn.turn_id")
+    status = strict.CharField(source="turn.status")
+    injected_from = strict.CharField(source="turn.injected_from")
+    items = strict.IntegerField()
     duplicate = serializers.SerializerMethodField()
 
     def get_duplicate(self, logged) -> bool:
@@ -43,14 +46,16 @@ class TurnCreateOutputSerializer(serializers.Serializer):
 
 
 class QualityMetricsQuerySerializer(serializers.Serializer):
-    days = serializers.IntegerField(min_value=1, max_value=365, default=30)
-    agent = serializers.CharField(max_length=100, required=False)
+    days = strict.IntegerField(min_value=1, max_value=365, default=30)
+    agent = strict.CharField(max_length=100, required=False)
 
 
 class TurnCreateApi(APIView):
     """Log one agent turn for the quality loop; scoring runs in the background (202)."""
 
-    @extend_schema(request=TurnCreateInputSerializer, responses={202: TurnCreateOutputSerializer})
+    @extend_schema(
+        request=TurnCreateInputSerializer, responses={202: TurnCreateOutputSerializer, **error_responses(404, 409)}
+    )
     def post(self, request):
         serializer = TurnCreateInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -61,7 +66,10 @@ class TurnCreateApi(APIView):
 class QualityMetricsApi(APIView):
     """The four metrics (rolling 7 days) with targets and daily history, for the caller's space."""
 
-    @extend_schema(parameters=[QualityMetricsQuerySerializer], responses={200: dict})
+    @extend_schema(
+        parameters=[QualityMetricsQuerySerializer],
+        responses={200: OpenApiTypes.OBJECT, **error_responses(404, e404="No agent of that name in the space.")},
+    )
     def get(self, request):
         serializer = QualityMetricsQuerySerializer(data=request.query_params)
         serializer.is_valid(raise_exception=True)

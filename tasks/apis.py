@@ -11,7 +11,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import fields as strict
 from core.choices import AgentRole
+from core.schema import error_responses
 from tasks import selectors, workflow
 from tasks.choices import ApprovalMode, TaskStatus, TaskType
 from tasks.outputs import ProjectOutputSerializer, TaskOutputSerializer, TransitionOutputSerializer, task_detail_output
@@ -23,22 +25,22 @@ LIST_MAX_LIMIT = 500
 
 
 class TransitionOptionOutputSerializer(serializers.Serializer):
-    to = serializers.CharField()
-    target_status = serializers.CharField()
-    rule = serializers.CharField()
-    allowed = serializers.BooleanField()
-    new_role = serializers.CharField()
-    human_confirmation_needed = serializers.BooleanField()
-    human_confirmed_by = serializers.CharField(allow_null=True)
+    to = strict.CharField()
+    target_status = strict.CharField()
+    rule = strict.CharField()
+    allowed = strict.BooleanField()
+    new_role = strict.CharField()
+    human_confirmation_needed = strict.BooleanField()
+    human_confirmed_by = strict.CharField(allow_null=True)
     reasons = serializers.ListField(child=serializers.DictField())
 
 
 class TransitionOptionsOutputSerializer(serializers.Serializer):
-    task = serializers.CharField()
-    status = serializers.CharField()
-    role = serializers.CharField()
-    actor = serializers.CharField()
-    allowed = serializers.ListField(child=serializers.CharField())
+    task = strict.CharField()
+    status = strict.CharField()
+    role = strict.CharField()
+    actor = strict.CharField()
+    allowed = serializers.ListField(child=strict.CharField())
     transitions = TransitionOptionOutputSerializer(many=True)
 
 
@@ -47,23 +49,43 @@ class InFlightTaskOutputSerializer(TaskOutputSerializer):
 
 
 class InFlightOutputSerializer(serializers.Serializer):
-    role = serializers.CharField()
+    role = strict.CharField()
     tasks = InFlightTaskOutputSerializer(many=True)
+
+
+class ProjectListOutputSerializer(serializers.Serializer):
+    results = ProjectOutputSerializer(many=True)
+
+
+class TaskListOutputSerializer(serializers.Serializer):
+    count = strict.IntegerField(help_text="All tasks matching the filters (results is one page).")
+    results = TaskOutputSerializer(many=True)
+
+
+class TaskDetailOutputSerializer(TaskOutputSerializer):
+    transitions = TransitionOutputSerializer(many=True, help_text="The last transitions, newest first.")
+
+
+class TransitionResultOutputSerializer(serializers.Serializer):
+    task = TaskOutputSerializer()
+    transition = TransitionOutputSerializer()
 
 
 class ProjectListCreateApi(APIView):
     class ProjectCreateInputSerializer(serializers.Serializer):
-        slug = serializers.SlugField(max_length=100)
-        name = serializers.CharField(max_length=200, required=False, default="")
-        approval_mode = serializers.ChoiceField(choices=ApprovalMode.values, default=ApprovalMode.MANUAL)
+        slug = strict.SlugField(max_length=100)
+        name = strict.CharField(max_length=200, required=False, default="")
+        approval_mode = strict.ChoiceField(choices=ApprovalMode.values, default=ApprovalMode.MANUAL)
 
-    @extend_schema(responses=ProjectOutputSerializer(many=True))
+    @extend_schema(operation_id="v1_projects_list", responses={200: ProjectListOutputSerializer})
     def get(self, request):
         return Response(
             {"results": ProjectOutputSerializer(selectors.project_list(space=request.user.space), many=True).data}
         )
 
-    @extend_schema(request=ProjectCreateInputSerializer, responses={201: ProjectOutputSerializer})
+    @extend_schema(
+        request=ProjectCreateInputSerializer, responses={201: ProjectOutputSerializer, **error_responses(403, 409)}
+    )
     def post(self, request):
         data = self.ProjectCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -73,26 +95,28 @@ class ProjectListCreateApi(APIView):
 
 class TaskListCreateApi(APIView):
     class TaskFilterInputSerializer(serializers.Serializer):
-        status = serializers.ChoiceField(choices=TaskStatus.values, required=False)
-        role = serializers.ChoiceField(choices=AgentRole.values, required=False)
-        project = serializers.SlugField(required=False)
-        type = serializers.ChoiceField(choices=TaskType.values, required=False)
-        limit = serializers.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
-        offset = serializers.IntegerField(min_value=0, default=0)
+        status = strict.ChoiceField(choices=TaskStatus.values, required=False)
+        role = strict.ChoiceField(choices=AgentRole.values, required=False)
+        project = strict.SlugField(required=False)
+        type = strict.ChoiceField(choices=TaskType.values, required=False)
+        limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
+        offset = strict.IntegerField(min_value=0, max_value=1_000_000_000, default=0)
 
     class TaskCreateInputSerializer(serializers.Serializer):
-        project = serializers.SlugField(max_length=100)
-        slug = serializers.SlugField(max_length=150)
-        title = serializers.CharField(max_length=300)
-        description = serializers.CharField(required=False, default="", allow_blank=True)
-        type = serializers.ChoiceField(choices=TaskType.values, default=TaskType.TASK)
-        role = serializers.ChoiceField(choices=AgentRole.values, required=False, default="")
-        status = serializers.ChoiceField(choices=[TaskStatus.BACKLOG, TaskStatus.PENDING], default=TaskStatus.BACKLOG)
+        project = strict.SlugField(max_length=100)
+        slug = strict.SlugField(max_length=150)
+        title = strict.CharField(max_length=300)
+        description = strict.CharField(required=False, default="", allow_blank=True)
+        type = strict.ChoiceField(choices=TaskType.values, default=TaskType.TASK)
+        role = strict.ChoiceField(choices=AgentRole.values, required=False, default="")
+        status = strict.ChoiceField(choices=[TaskStatus.BACKLOG, TaskStatus.PENDING], default=TaskStatus.BACKLOG)
         dna = serializers.DictField(required=False, default=dict)
-        parent_ids = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
-        depends_on = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
+        parent_ids = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
+        depends_on = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
 
-    @extend_schema(parameters=[TaskFilterInputSerializer], responses=TaskOutputSerializer(many=True))
+    @extend_schema(
+        operation_id="v1_tasks_list", parameters=[TaskFilterInputSerializer], responses={200: TaskListOutputSerializer}
+    )
     def get(self, request):
         filters = self.TaskFilterInputSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
@@ -102,7 +126,9 @@ class TaskListCreateApi(APIView):
         page = list(qs[offset : offset + limit])
         return Response({"count": qs.count(), "results": TaskOutputSerializer(page, many=True).data})
 
-    @extend_schema(request=TaskCreateInputSerializer, responses={201: TaskOutputSerializer})
+    @extend_schema(
+        request=TaskCreateInputSerializer, responses={201: TaskOutputSerializer, **error_responses(403, 404, 409)}
+    )
     def post(self, request):
         data = self.TaskCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -112,7 +138,7 @@ class TaskListCreateApi(APIView):
 
 
 class TaskDetailApi(APIView):
-    @extend_schema(responses=TaskOutputSerializer)
+    @extend_schema(responses={200: TaskDetailOutputSerializer})
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         return Response(task_detail_output(task))
@@ -121,7 +147,10 @@ class TaskDetailApi(APIView):
 class TaskDnaApi(APIView):
     """Shallow-merge the JSON object in the body into the task's DNA; ``null`` removes a key."""
 
-    @extend_schema(request={"application/json": OpenApiTypes.OBJECT}, responses=TaskOutputSerializer)
+    @extend_schema(
+        request={"application/json": {"type": "object", "minProperties": 1, "additionalProperties": True}},
+        responses={200: TaskOutputSerializer, **error_responses(403, 409)},
+    )
     def patch(self, request, id_or_slug: str):
         if not isinstance(request.data, dict) or not request.data:
             raise serializers.ValidationError({"dna": ["Send a non-empty JSON object of DNA fields to merge."]})
@@ -132,10 +161,18 @@ class TaskDnaApi(APIView):
 
 class TaskTransitionApi(APIView):
     class TransitionInputSerializer(serializers.Serializer):
-        to = serializers.CharField(max_length=20)
-        summary = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+        to = strict.CharField(max_length=20)
+        summary = strict.CharField(max_length=1000, required=False, default="", allow_blank=True)
 
-    @extend_schema(request=TransitionInputSerializer, responses=TransitionOutputSerializer)
+    @extend_schema(
+        request=TransitionInputSerializer,
+        responses={
+            200: TransitionResultOutputSerializer,
+            **error_responses(
+                403, 409, 503, e503="The brain marker could not be written (`MARKER_FAILED`); nothing changed."
+            ),
+        },
+    )
     def post(self, request, id_or_slug: str):
         data = self.TransitionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -174,15 +211,20 @@ class WorkflowApi(APIView):
 class InFlightApi(APIView):
     """Recovery: the active and blocked tasks of a role in the caller's space, with their last markers."""
 
+    class InFlightQuerySerializer(serializers.Serializer):
+        markers = strict.IntegerField(min_value=1, max_value=20, default=3, help_text="markers per task")
+
     @extend_schema(
-        parameters=[OpenApiParameter("markers", int, description="markers per task (1-20, default 3)")],
-        responses=InFlightOutputSerializer,
+        parameters=[
+            InFlightQuerySerializer,
+            OpenApiParameter("role", str, OpenApiParameter.PATH, enum=list(AgentRole.values)),
+        ],
+        responses={200: InFlightOutputSerializer, **error_responses(400, e400="Unknown role or bad markers.")},
     )
     def get(self, request, role: str):
-        try:
-            per_task = min(20, max(1, int(request.query_params.get("markers", 3))))
-        except ValueError:
-            raise serializers.ValidationError({"markers": ["A whole number."]}) from None
+        query = self.InFlightQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        per_task = query.validated_data["markers"]
         rows = selectors.task_in_flight(space=request.user.space, role=role, markers_per_task=per_task)
         return Response(
             {

@@ -8,8 +8,8 @@ import pytest
 pytestmark = pytest.mark.django_db
 
 UNKNOWN = [
-    ("get", "/api/v1/thoughts"),
-    ("get", "/api/v1/thoughts/"),
+    ("get", "/api/v1/thought"),
+    ("get", "/api/v1/thoughts/x/y/z"),
     ("get", "/api/v1/tasks/a/b/c"),
     ("get", "/api/v1/"),
     ("get", "/api/"),

@@ -310,3 +310,15 @@ def test_near_duplicate_with_the_real_model(dev):
     assert Thought.objects.get(pk=body["trace"]["thought_id"]).quality_flags == []
     assert "Near-duplicate" not in (body["result"]["guidance"] or "")
     assert "A similar thought exists" not in (body["result"]["guidance"] or "")
+
+
+@pytest.mark.parametrize(
+    "prompt", ["O'Brien's cache", "back\\slash \\' quote", "'''", "a & b | !c <-> d:*", "日本語 テキスト", ""]
+)
+def test_any_query_text_is_safe_in_the_one_statement(dev, billing, prompt):
+    from brain.embedding import embed
+    from brain.selectors.search import thought_search
+    from core.models import Space
+
+    result = thought_search(space=Space.objects.get(slug="default"), vector=embed(prompt or "x"), query_text=prompt)
+    assert isinstance(result.candidates, list)

@@ -66,6 +66,20 @@ def test_decay_is_scheduled_hourly():
     assert entry["schedule"].minute == {0} and len(entry["schedule"].hour) == 24
 
 
+def test_thought_create_is_a_plain_write_that_schedules_nothing(
+    fake_embedder, django_capture_on_commit_callbacks, space
+):
+    """The follow-up jobs are the caller's (brain.services.pipeline), not thought_create's."""
+    from brain.services.thoughts import thought_create
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        thought = thought_create(
+            space=space, content="Stored without a vector.", contributor_id="s", contributor_name="S"
+        )
+    assert callbacks == []
+    assert Thought.objects.get(pk=thought.pk).embedding is None
+
+
 # --- embedding job --------------------------------------------------------------------------------
 def test_thought_without_vector_is_embedded_by_the_job(fake_embedder, django_capture_on_commit_callbacks, space):
     from brain.services.pipeline import thought_schedule_followups

@@ -56,7 +56,7 @@ def test_request_latency_per_endpoint_and_state_gauges(dev, thought_factory, spa
     assert after == (before or 0) + 1  # the route, not the concrete path
     assert str(thought.id) not in text
     assert sample(text, "colony_thoughts_waiting_embedding") == Thought.objects.filter(embedding__isnull=True).count()
-    assert 29 <= sample(text, "colony_worker_heartbeat_age_seconds", hostname="celery@test") < 60
+    assert 29 <= sample(text, "colony_worker_heartbeat_age_seconds", hostname="celery@test") < 600
     assert "colony_celery_queue_depth" in text
 
 
@@ -78,7 +78,7 @@ def test_embedding_and_job_times_are_recorded(space):
 
 def test_samples_of_other_processes_are_added_up():
     code = (
-        "import django; django.setup(); from core.metrics import REQUEST_SECONDS; "
+        "import prometheus_client, django; django.setup(); from core.metrics import REQUEST_SECONDS; "
         "REQUEST_SECONDS.labels(method='GET', endpoint='from-another-process', status='200').observe(0.2)"
     )
     out = subprocess.run(

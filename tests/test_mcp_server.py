@@ -5,6 +5,7 @@ authentication and space isolation."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 
 import httpx
@@ -51,7 +52,7 @@ async def _with_session(url: str, token: str | None, body):
 
 def in_session(url: str, token: str | None, body):
     """Open one MCP session (initialize handshake included), run ``body(session)``, close it."""
-    return asyncio.run(_with_session(url, token, body))
+    return run_outside_any_loop(_with_session(url, token, body))
 
 
 class Tools:
@@ -317,3 +318,10 @@ def test_memory_search_carries_the_map_not_breadcrumbs_hint(asgi_server, agent_f
     assert "Topic 'gruendung' is 3 fragments and no current state snapshot" in guidance
     offered = json.loads(guidance[guidance.index('{"prompt"') :])
     assert set(offered["consolidates"]) == ids
+
+
+def run_outside_any_loop(coro):
+    """asyncio.run in a fresh thread: the browser tests' Playwright (sync API) leaves an event loop
+    running in the main thread, and asyncio.run refuses to start inside it."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()

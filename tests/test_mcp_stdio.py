@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ def run_stdio(url: str, token: str, body):
                 await session.initialize()
                 return await body(session)
 
-    return asyncio.run(go())
+    return run_outside_any_loop(go())
 
 
 def messages_of(exc: BaseException) -> str:
@@ -77,3 +78,10 @@ def test_stdio_reports_colony_down_as_an_error():
     with pytest.raises(BaseException) as caught:
         run_stdio(f"http://127.0.0.1:{free_port()}", "col_any", body)
     assert "Colony is unreachable at http://127.0.0.1:" in messages_of(caught.value)
+
+
+def run_outside_any_loop(coro):
+    """asyncio.run in a fresh thread: the browser tests' Playwright (sync API) leaves an event loop
+    running in the main thread, and asyncio.run refuses to start inside it."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()

@@ -43,12 +43,11 @@ def main() -> int:
     columns = ", ".join(f"t.{f.column}" for f in search._COLUMNS)
     for question, vector in zip(questions, vectors, strict=True):
         space = spaces[f"bench-{question.conversation}"]
-        lexemes = search.query_lexemes(question.question)
         started = time.perf_counter()
         candidates = search._fetch(
             space=space,
             vector=vector,
-            lexemes=lexemes,
+            query_text=question.question,
             pool=pool,
             filter_topic=None,
             filter_category=None,

@@ -6,6 +6,7 @@ exactly like an unknown one. Failures change nothing (the services are all-or-no
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -16,14 +17,16 @@ from brain.choices import SuggestionStatus
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.corrections import correction_supersede_guidance, suggestion_accept, thought_correct_by_id
 from brain.services.suggestions import suggestion_dismiss, suggestion_get, suggestions_list
+from core import fields as strict
+from core.schema import error_responses
 
 TEXT_MAX = 10000
 
 
 class ThoughtOutputSerializer(serializers.ModelSerializer):
-    thought_id = serializers.UUIDField(source="id")
-    contributor = serializers.CharField(source="contributor_name")
-    superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
+    thought_id = strict.UUIDField(source="id")
+    contributor = strict.CharField(source="contributor_name")
+    superseded_by = strict.UUIDField(source="superseded_by_id", allow_null=True)
 
     class Meta:
         model = Thought
@@ -45,12 +48,12 @@ class ThoughtOutputSerializer(serializers.ModelSerializer):
 
 
 class SuggestionOutputSerializer(serializers.ModelSerializer):
-    suggestion_id = serializers.UUIDField(source="id")
-    thought_id = serializers.UUIDField()
+    suggestion_id = strict.UUIDField(source="id")
+    thought_id = strict.UUIDField()
     thought_preview = serializers.SerializerMethodField()
-    contradicting_thought_id = serializers.UUIDField(allow_null=True)
-    agent = serializers.CharField(source="agent.name", allow_null=True, default=None)
-    correction_id = serializers.UUIDField(allow_null=True)
+    contradicting_thought_id = strict.UUIDField(allow_null=True)
+    agent = strict.CharField(source="agent.name", allow_null=True, default=None)
+    correction_id = strict.UUIDField(allow_null=True)
 
     class Meta:
         model = CorrectionSuggestion
@@ -77,17 +80,23 @@ class SuggestionOutputSerializer(serializers.ModelSerializer):
         return suggestion.thought.content[:80]
 
 
+class SuggestionListOutputSerializer(serializers.Serializer):
+    count = strict.IntegerField(help_text="How many suggestions are in results.")
+    results = SuggestionOutputSerializer(many=True)
+
+
 class CorrectionListApi(APIView):
     """Correction suggestions of the caller's space: the caller's own first, then newest first."""
 
     class CorrectionListFilterSerializer(serializers.Serializer):
-        status = serializers.ChoiceField(choices=[*SuggestionStatus.values, "all"], default=SuggestionStatus.PENDING)
-        mine = serializers.BooleanField(default=False, help_text="Only suggestions addressed to the caller.")
-        limit = serializers.IntegerField(min_value=1, max_value=200, default=50)
+        status = strict.ChoiceField(choices=[*SuggestionStatus.values, "all"], default=SuggestionStatus.PENDING)
+        mine = strict.BooleanField(default=False, help_text="Only suggestions addressed to the caller.")
+        limit = strict.IntegerField(min_value=1, max_value=200, default=50)
 
     @extend_schema(
         parameters=[CorrectionListFilterSerializer],
-        responses={200: SuggestionOutputSerializer(many=True)},
+        operation_id="v1_corrections_list",
+        responses={200: SuggestionListOutputSerializer},
     )
     def get(self, request):
         filters = self.CorrectionListFilterSerializer(data=request.query_params)
@@ -107,13 +116,13 @@ class CorrectionAcceptApi(APIView):
     """Accept a pending suggestion: one call creates the correction and supersedes the old thought."""
 
     class CorrectionAcceptInputSerializer(serializers.Serializer):
-        correct_fact = serializers.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
-        content = serializers.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
+        correct_fact = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
+        content = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
 
     @extend_schema(
         request=CorrectionAcceptInputSerializer,
         parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
-        responses={201: dict},
+        responses={201: OpenApiTypes.OBJECT, **error_responses(409)},
     )
     def post(self, request, suggestion_id):
         body = self.CorrectionAcceptInputSerializer(data=request.data or {})
@@ -143,12 +152,12 @@ class CorrectionDismissApi(APIView):
     """Dismiss a pending suggestion: the old thought stands, nothing else changes."""
 
     class CorrectionDismissInputSerializer(serializers.Serializer):
-        reason = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+        reason = strict.CharField(max_length=2000, required=False, allow_blank=True)
 
     @extend_schema(
         request=CorrectionDismissInputSerializer,
         parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
-        responses={200: dict},
+        responses={200: OpenApiTypes.OBJECT, **error_responses(409)},
     )
     def post(self, request, suggestion_id):
         body = self.CorrectionDismissInputSerializer(data=request.data or {})
@@ -164,15 +173,15 @@ class ThoughtCorrectApi(APIView):
     """Correct one thought: store a correction that supersedes it (and any ``supersedes`` given)."""
 
     class ThoughtCorrectInputSerializer(serializers.Serializer):
-        correct_fact = serializers.CharField(max_length=TEXT_MAX)
-        corrected_fact = serializers.CharField(
+        correct_fact = strict.CharField(max_length=TEXT_MAX)
+        corrected_fact = strict.CharField(
             max_length=TEXT_MAX, required=False, allow_blank=True, help_text="Default: the thought's content."
         )
-        content = serializers.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
-        prompt = serializers.CharField(
+        content = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
+        prompt = strict.CharField(
             max_length=TEXT_MAX, required=False, allow_blank=True, help_text="Alias of content (memory wire name)."
         )
-        topic = serializers.CharField(
+        topic = strict.CharField(
             max_length=200, required=False, allow_blank=True, help_text="Default: the thought's topic."
         )
         supersedes = thought_ids_field()
@@ -186,7 +195,7 @@ class ThoughtCorrectApi(APIView):
     @extend_schema(
         request=ThoughtCorrectInputSerializer,
         parameters=[OpenApiParameter("thought_id", str, OpenApiParameter.PATH)],
-        responses={201: dict},
+        responses={201: OpenApiTypes.OBJECT, **error_responses(409)},
     )
     def post(self, request, thought_id):
         body = self.ThoughtCorrectInputSerializer(data=request.data)

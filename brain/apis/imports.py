@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.services.transfer import LineError, import_batch_max, thoughts_import
+from core import fields as strict
 from core.errors import ValidationFailed
 from core.schema import error_responses
 
@@ -70,46 +71,46 @@ def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineErro
     return items, errors
 
 
-_ref = serializers.ListField(child=serializers.UUIDField(), required=False)
+_ref = serializers.ListField(child=strict.UUIDField(), required=False)
 
 
 class ImportItemSerializer(serializers.Serializer):
     """One thought to import (documentation of the wire shape; validated by brain.services.transfer)."""
 
-    id = serializers.UUIDField(required=False, help_text="Kept when given (must be new); generated otherwise.")
-    content = serializers.CharField(help_text="Required; any length (imports have no contribution threshold).")
+    id = strict.UUIDField(required=False, help_text="Kept when given (must be new); generated otherwise.")
+    content = strict.CharField(help_text="Required; any length (imports have no contribution threshold).")
     context_metadata = serializers.JSONField(required=False)
-    contributor_id = serializers.CharField(required=False, max_length=100, help_text="Default: the caller.")
-    contributor_name = serializers.CharField(required=False, max_length=200)
-    agent = serializers.CharField(required=False, help_text="Name of an agent of this space to link, if any.")
+    contributor_id = strict.CharField(required=False, max_length=100, help_text="Default: the caller.")
+    contributor_name = strict.CharField(required=False, max_length=200)
+    agent = strict.CharField(required=False, help_text="Name of an agent of this space to link, if any.")
     created_at = serializers.DateTimeField(required=False, help_text="Kept; default now.")
-    thought_type = serializers.ChoiceField(choices=ThoughtType.choices, required=False)
+    thought_type = strict.ChoiceField(choices=ThoughtType.choices, required=False)
     source_ids = _ref
-    tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False)
-    thought_category = serializers.ChoiceField(choices=ThoughtCategory.choices, required=False)
-    topic = serializers.CharField(required=False, max_length=200)
-    temporal_scope = serializers.DateField(required=False)
+    tags = serializers.ListField(child=strict.CharField(max_length=100), required=False)
+    thought_category = strict.ChoiceField(choices=ThoughtCategory.choices, required=False)
+    topic = strict.CharField(required=False, max_length=200)
+    temporal_scope = strict.DateField(required=False)
     source_ref = serializers.JSONField(required=False)
-    alternatives_considered = serializers.CharField(required=False)
-    corrected_fact = serializers.CharField(required=False)
-    correct_fact = serializers.CharField(required=False)
-    supersedes = serializers.ListField(child=serializers.UUIDField(), required=False)
-    quality_flags = serializers.ListField(child=serializers.ChoiceField(choices=QualityFlag.choices), required=False)
-    superseded = serializers.BooleanField(required=False)
+    alternatives_considered = strict.CharField(required=False)
+    corrected_fact = strict.CharField(required=False)
+    correct_fact = strict.CharField(required=False)
+    supersedes = serializers.ListField(child=strict.UUIDField(), required=False)
+    quality_flags = serializers.ListField(child=strict.ChoiceField(choices=QualityFlag.choices), required=False)
+    superseded = strict.BooleanField(required=False)
     superseded_at = serializers.DateTimeField(required=False, allow_null=True)
-    superseded_by = serializers.UUIDField(required=False, allow_null=True)
-    refined_by = serializers.UUIDField(required=False, allow_null=True)
-    contradicted_by = serializers.UUIDField(required=False, allow_null=True)
-    related_thoughts = serializers.ListField(child=serializers.UUIDField(), required=False)
+    superseded_by = strict.UUIDField(required=False, allow_null=True)
+    refined_by = strict.UUIDField(required=False, allow_null=True)
+    contradicted_by = strict.UUIDField(required=False, allow_null=True)
+    related_thoughts = serializers.ListField(child=strict.UUIDField(), required=False)
     embedding = serializers.ListField(
         child=serializers.FloatField(), required=False, allow_null=True, help_text="384 floats; computed when absent."
     )
     corrected_fact_embedding = serializers.ListField(child=serializers.FloatField(), required=False, allow_null=True)
-    embedding_model = serializers.CharField(required=False)
+    embedding_model = strict.CharField(required=False)
     pheromone_weight = serializers.FloatField(required=False)
-    access_count = serializers.IntegerField(required=False)
+    access_count = strict.IntegerField(required=False)
     last_accessed = serializers.DateTimeField(required=False, allow_null=True)
-    accessed_by = serializers.ListField(child=serializers.CharField(), required=False)
+    accessed_by = serializers.ListField(child=strict.CharField(), required=False)
     co_retrieved_with = serializers.JSONField(required=False)
     usage_score = serializers.FloatField(required=False, allow_null=True)
     contradiction_score = serializers.FloatField(required=False, allow_null=True)
@@ -117,10 +118,10 @@ class ImportItemSerializer(serializers.Serializer):
 
 
 class ImportResultSerializer(serializers.Serializer):
-    imported = serializers.IntegerField(help_text="Thoughts stored by this batch.")
-    embedded = serializers.IntegerField(help_text="How many of them were embedded on import (no vector given).")
-    ids = serializers.ListField(child=serializers.UUIDField(), help_text="Their ids, in the order of the batch.")
-    batch_max_items = serializers.IntegerField()
+    imported = strict.IntegerField(help_text="Thoughts stored by this batch.")
+    embedded = strict.IntegerField(help_text="How many of them were embedded on import (no vector given).")
+    ids = serializers.ListField(child=strict.UUIDField(), help_text="Their ids, in the order of the batch.")
+    batch_max_items = strict.IntegerField()
     seconds = serializers.FloatField()
 
 

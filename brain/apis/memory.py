@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -11,8 +12,10 @@ from rest_framework.views import APIView
 
 from brain.choices import SourceRefType, ThoughtCategory
 from brain.services.memory import memory_run
+from core import fields as strict
 from core.errors import ValidationFailed
 from core.models import UrlToken
+from core.schema import error_responses
 
 #: Transition markers are written by the task workflow itself, never through the memory endpoint.
 CONTRIBUTABLE_CATEGORIES = [c for c in ThoughtCategory.values if c != ThoughtCategory.TRANSITION_MARKER]
@@ -20,7 +23,7 @@ MAX_ID_LIST = 100
 MAX_TAGS = 20
 
 
-class TextOrListField(serializers.CharField):
+class TextOrListField(strict.CharField):
     """Free text, or a list of short texts (one alternative per item) joined one per line."""
 
     def to_internal_value(self, data):
@@ -31,7 +34,7 @@ class TextOrListField(serializers.CharField):
         return super().to_internal_value(data)
 
 
-class OptionalBooleanField(serializers.BooleanField):
+class OptionalBooleanField(strict.BooleanField):
     """A boolean that stays "not given" when absent, also in form-encoded bodies (DRF's default
     reads a missing checkbox as false, which would make every form POST a pure search)."""
 
@@ -39,38 +42,38 @@ class OptionalBooleanField(serializers.BooleanField):
 
 
 class SourceRefSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=SourceRefType.values)
-    value = serializers.CharField(max_length=500)
-    project = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    type = strict.ChoiceField(choices=SourceRefType.values)
+    value = strict.CharField(max_length=500)
+    project = strict.CharField(max_length=200, required=False, allow_blank=True)
 
 
 def thought_ids_field(**kwargs) -> serializers.ListField:
     """A list of at most MAX_ID_LIST thought ids (UUIDs), optional; shared by every endpoint that takes one."""
-    return serializers.ListField(child=serializers.UUIDField(), required=False, max_length=MAX_ID_LIST, **kwargs)
+    return serializers.ListField(child=strict.UUIDField(), required=False, max_length=MAX_ID_LIST, **kwargs)
 
 
 class MemoryInputSerializer(serializers.Serializer):
-    prompt = serializers.CharField(max_length=10000)
-    agent_id = serializers.CharField(max_length=100, required=False, allow_blank=True)
-    agent_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    context = serializers.CharField(max_length=2000, required=False, allow_blank=True)
-    session_id = serializers.CharField(max_length=100, required=False, allow_blank=True)
-    refines = serializers.UUIDField(required=False, allow_null=True)
+    prompt = strict.CharField(max_length=10000)
+    agent_id = strict.CharField(max_length=100, required=False, allow_blank=True)
+    agent_name = strict.CharField(max_length=200, required=False, allow_blank=True)
+    context = strict.CharField(max_length=2000, required=False, allow_blank=True)
+    session_id = strict.CharField(max_length=100, required=False, allow_blank=True)
+    refines = strict.UUIDField(required=False, allow_null=True)
     # No min length here: fewer than two ids is MIN_CONSOLIDATION, raised by the service.
     consolidates = thought_ids_field(allow_null=True)
-    thought_category = serializers.ChoiceField(choices=CONTRIBUTABLE_CATEGORIES, required=False)
-    topic = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    temporal_scope = serializers.DateField(required=False, allow_null=True, input_formats=["iso-8601"])
+    thought_category = strict.ChoiceField(choices=CONTRIBUTABLE_CATEGORIES, required=False)
+    topic = strict.CharField(max_length=200, required=False, allow_blank=True)
+    temporal_scope = strict.DateField(required=False, allow_null=True, input_formats=["iso-8601"])
     source_ref = SourceRefSerializer(required=False, allow_null=True)
     alternatives_considered = TextOrListField(max_length=5000, required=False, allow_blank=True)
-    corrected_fact = serializers.CharField(max_length=5000, required=False, allow_blank=True)
-    correct_fact = serializers.CharField(max_length=5000, required=False, allow_blank=True)
+    corrected_fact = strict.CharField(max_length=5000, required=False, allow_blank=True)
+    correct_fact = strict.CharField(max_length=5000, required=False, allow_blank=True)
     supersedes = thought_ids_field()
     related_thoughts = thought_ids_field()
-    tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=MAX_TAGS)
-    filter_topic = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    filter_category = serializers.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
-    limit = serializers.IntegerField(min_value=1, max_value=50, required=False)
+    tags = serializers.ListField(child=strict.CharField(max_length=100), required=False, max_length=MAX_TAGS)
+    filter_topic = strict.CharField(max_length=200, required=False, allow_blank=True)
+    filter_category = strict.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
+    limit = strict.IntegerField(min_value=1, max_value=50, required=False)
     contribute = OptionalBooleanField(
         required=False,
         help_text="false: a pure search. Retrieve, reinforce and log the query, never store the prompt.",
@@ -121,21 +124,28 @@ URL_TOKEN_PARAMETER = OpenApiParameter(
 )
 
 
+MEMORY_ERRORS = error_responses(404, 409, e404="An id in refines/consolidates/supersedes/related_thoughts is unknown.")
+
+
 class MemoryApi(APIView):
     """The shared brain: contribute what you learned, retrieve what others know, in one call."""
 
-    @extend_schema(request=MemoryInputSerializer, responses={200: dict})
+    @extend_schema(request=MemoryInputSerializer, responses={200: OpenApiTypes.OBJECT, **MEMORY_ERRORS})
     def post(self, request):
-        return self._run(request, request.data)
+        return self._run(request, request.data, query_string=False)
 
-    @extend_schema(parameters=[MemoryInputSerializer, URL_TOKEN_PARAMETER], responses={200: dict})
+    @extend_schema(
+        parameters=[MemoryInputSerializer, URL_TOKEN_PARAMETER], responses={200: OpenApiTypes.OBJECT, **MEMORY_ERRORS}
+    )
     def get(self, request):
-        return self._run(request, memory_query_params(request.query_params))
+        return self._run(request, memory_query_params(request.query_params), query_string=True)
 
-    def _run(self, request, data):
+    def _run(self, request, data, *, query_string: bool):
+        if not hasattr(data, "keys"):
+            raise ValidationFailed('Send a JSON object of memory fields, e.g. {"prompt": "..."}.')
         if isinstance(request.auth, UrlToken):
             # A read-only URL token (seed 003 layer B) retrieves; it never stores, whatever it asks.
             data = {**data, "contribute": False}
-        serializer = MemoryInputSerializer(data=data)
+        serializer = MemoryInputSerializer(data=data, context={strict.QUERY_STRING: query_string})
         serializer.is_valid(raise_exception=True)
         return Response(memory_run(agent=request.user, request=serializer.validated_data))

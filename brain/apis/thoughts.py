@@ -12,22 +12,23 @@ from brain.models import Thought
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
 from brain.selectors.listing import thought_list
 from brain.services.retraction import REASON_MAX_CHARS, thought_retract
+from core import fields as strict
 from core.schema import error_responses
 
 
 class CorrectedBySerializer(serializers.Serializer):
-    thought_id = serializers.UUIDField(source="id")
-    correct_fact = serializers.CharField()
-    corrected_fact = serializers.CharField()
-    contributor = serializers.CharField(source="contributor_name")
+    thought_id = strict.UUIDField(source="id")
+    correct_fact = strict.CharField()
+    corrected_fact = strict.CharField()
+    contributor = strict.CharField(source="contributor_name")
     created_at = serializers.DateTimeField()
 
 
 class CorrectsSerializer(serializers.Serializer):
-    thought_id = serializers.UUIDField(source="id")
+    thought_id = strict.UUIDField(source="id")
     content_preview = serializers.SerializerMethodField()
-    superseded = serializers.BooleanField()
-    superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
+    superseded = strict.BooleanField()
+    superseded_by = strict.UUIDField(source="superseded_by_id", allow_null=True)
 
     def get_content_preview(self, thought: Thought) -> str:
         return thought.content[:PREVIEW_CHARS]
@@ -60,7 +61,7 @@ class ThoughtDetailApi(APIView):
 
 
 class LineageQuerySerializer(serializers.Serializer):
-    max_depth = serializers.IntegerField(min_value=0, max_value=MAX_MAX_DEPTH, default=DEFAULT_MAX_DEPTH)
+    max_depth = strict.IntegerField(min_value=0, max_value=MAX_MAX_DEPTH, default=DEFAULT_MAX_DEPTH)
 
 
 class ThoughtLineageApi(APIView):
@@ -83,19 +84,19 @@ LIST_MAX_LIMIT = 200
 
 
 class ThoughtListItemSerializer(serializers.Serializer):
-    thought_id = serializers.UUIDField(source="id")
-    content = serializers.CharField()
+    thought_id = strict.UUIDField(source="id")
+    content = strict.CharField()
     contributor = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField()
-    thought_type = serializers.CharField()
-    thought_category = serializers.CharField()
-    topic = serializers.CharField()
-    temporal_scope = serializers.DateField(allow_null=True)
-    tags = serializers.ListField(child=serializers.CharField())
-    quality_flags = serializers.ListField(child=serializers.CharField())
-    superseded = serializers.BooleanField()
-    superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
-    refined_by = serializers.UUIDField(source="refined_by_id", allow_null=True)
+    thought_type = strict.CharField()
+    thought_category = strict.CharField()
+    topic = strict.CharField()
+    temporal_scope = strict.DateField(allow_null=True)
+    tags = serializers.ListField(child=strict.CharField())
+    quality_flags = serializers.ListField(child=strict.CharField())
+    superseded = strict.BooleanField()
+    superseded_by = strict.UUIDField(source="superseded_by_id", allow_null=True)
+    refined_by = strict.UUIDField(source="refined_by_id", allow_null=True)
     retraction = serializers.SerializerMethodField()
 
     def get_contributor(self, thought: Thought) -> str:
@@ -106,23 +107,23 @@ class ThoughtListItemSerializer(serializers.Serializer):
 
 
 class ThoughtListPageSerializer(serializers.Serializer):
-    count = serializers.IntegerField(help_text="Thoughts matching the filters, all pages.")
-    limit = serializers.IntegerField()
-    offset = serializers.IntegerField()
-    next_offset = serializers.IntegerField(allow_null=True, help_text="Offset of the next page; null on the last.")
+    count = strict.IntegerField(help_text="Thoughts matching the filters, all pages.")
+    limit = strict.IntegerField()
+    offset = strict.IntegerField()
+    next_offset = strict.IntegerField(allow_null=True, help_text="Offset of the next page; null on the last.")
     results = ThoughtListItemSerializer(many=True)
 
 
 class ThoughtListQuerySerializer(serializers.Serializer):
-    topic = serializers.CharField(max_length=200, required=False)
-    category = serializers.ChoiceField(choices=ThoughtCategory.values, required=False)
-    contributor = serializers.CharField(max_length=200, required=False, help_text="The agent's registered name.")
+    topic = strict.CharField(max_length=200, required=False)
+    category = strict.ChoiceField(choices=ThoughtCategory.values, required=False)
+    contributor = strict.CharField(max_length=200, required=False, help_text="The agent's registered name.")
     since = serializers.DateTimeField(required=False, help_text="ISO date or date-time; created at or after it.")
-    superseded = serializers.BooleanField(
+    superseded = strict.BooleanField(
         required=False, allow_null=True, default=None, help_text="true: superseded or retracted only; false: live."
     )
-    limit = serializers.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
-    offset = serializers.IntegerField(min_value=0, max_value=10**9, default=0)
+    limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
+    offset = strict.IntegerField(min_value=0, max_value=10**9, default=0)
 
 
 class ThoughtListApi(APIView):
@@ -154,12 +155,12 @@ class ThoughtListApi(APIView):
 
 
 class ThoughtRetractInputSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=REASON_MAX_CHARS, help_text="Why it is withdrawn.")
+    reason = strict.CharField(max_length=REASON_MAX_CHARS, help_text="Why it is withdrawn.")
 
 
 class ThoughtRetractOutputSerializer(serializers.Serializer):
     thought = ThoughtListItemSerializer()
-    guidance = serializers.CharField()
+    guidance = strict.CharField()
 
 
 class ThoughtRetractApi(APIView):

@@ -79,11 +79,16 @@ _SEARCH_SQL = """
 SET LOCAL hnsw.ef_search = {ef_search};
 SET LOCAL hnsw.iterative_scan = relaxed_order;
 WITH RECURSIVE
+query_lexemes AS (
+    SELECT lexeme,
+           ('''' || replace(replace(lexeme, E'\\\\', E'\\\\\\\\'), '''', '''''') || '''')::tsquery AS q
+    FROM unnest((tsvector_to_array(to_tsvector('english', %(query_text)s)))[1:%(max_lexemes)s]) AS lexeme
+),
 terms AS (
     SELECT l.lexeme, l.q,
            (SELECT count(*) FROM (SELECT 1 FROM brain_thought d
                                   WHERE d.space_id = %(space)s AND d.search_vector @@ l.q LIMIT %(df_cap)s) s) AS df
-    FROM unnest(%(lexemes)s::text[], %(lexeme_queries)s::tsquery[]) AS l(lexeme, q)
+    FROM query_lexemes l
 ),
 stats AS (
     SELECT (SELECT count(*) FROM (SELECT 1 FROM brain_thought d WHERE d.space_id = %(space)s LIMIT %(n_cap)s) s) AS n,
@@ -107,11 +112,11 @@ dense AS (
     ) t
 ),
 lexical AS (
-    SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS rank FROM (
-        SELECT t.id, {bm25} AS bm25
+    SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, created_at DESC, id) AS rank FROM (
+        SELECT t.id, t.created_at, {bm25} AS bm25
         FROM brain_thought t, match m
         WHERE m.q IS NOT NULL AND t.space_id = %(space)s AND t.search_vector @@ m.q {filters}
-        ORDER BY 2 DESC, t.id LIMIT %(pool)s
+        ORDER BY 3 DESC, t.created_at DESC, t.id LIMIT %(pool)s
     ) x
 ),
 corrections AS (
@@ -187,7 +192,7 @@ def _fetch(
     *,
     space: Space,
     vector: list[float],
-    lexemes: list[str],
+    query_text: str,
     pool: int,
     filter_topic: str | None,
     filter_category: str | None,
@@ -210,8 +215,8 @@ def _fetch(
         {
             "space": space.pk,
             "vector": "[" + ",".join(repr(float(x)) for x in vector) + "]",
-            "lexemes": lexemes,
-            "lexeme_queries": [_quote(lexeme) for lexeme in lexemes],
+            "query_text": query_text,
+            "max_lexemes": MAX_QUERY_LEXEMES,
             "pool": pool,
             "df_cap": ranking.BM25_DF_CAP,
             "n_cap": ranking.BM25_N_CAP,
@@ -288,7 +293,7 @@ def _round(
     *,
     space: Space,
     vector: list[float],
-    lexemes: list[str],
+    query_text: str,
     limit: int,
     filter_topic: str | None,
     filter_category: str | None,
@@ -298,7 +303,7 @@ def _round(
     candidates = _fetch(
         space=space,
         vector=vector,
-        lexemes=lexemes,
+        query_text=query_text,
         pool=pool,
         filter_topic=filter_topic,
         filter_category=filter_category,
@@ -324,8 +329,7 @@ def thought_search(
     ``exclude_ids`` keeps the thought this very call stored out of its own results.
     """
     exclude_ids = [str(i) for i in exclude_ids]
-    lexemes = query_lexemes(query_text)
-    kwargs = {"space": space, "vector": vector, "lexemes": lexemes, "limit": limit, "exclude_ids": exclude_ids}
+    kwargs = {"space": space, "vector": vector, "query_text": query_text, "limit": limit, "exclude_ids": exclude_ids}
     ranked = _round(filter_topic=filter_topic, filter_category=filter_category, **kwargs)
     best = ranked[0].score if ranked else 0.0
     if filter_category and best < ranking.SUFFICIENT_SCORE:

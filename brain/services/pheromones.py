@@ -55,15 +55,18 @@ WHERE t.space_id = %(space)s AND t.id = ANY(%(ids)s::uuid[])
 # The memory call's whole write, one statement: lock the returned thoughts in id order (two calls
 # with overlapping results can't deadlock), reinforce them (computed from the current row, so no
 # increment is lost), log the query, and say whether the agent had queried before (the statement's
-# snapshot does not see its own insert).
+# snapshot does not see its own insert). The thought this call stored is locked in the same id order
+# (not reinforced): the query log's foreign-key check takes a KEY SHARE lock on it at the end of the
+# statement, which must not wait out of order for a concurrent call holding it (a deadlock seen
+# with concurrent refinements). ``count(*) FROM locked`` makes every lock be taken before that.
 _RETRIEVAL_SQL = f"""
 WITH locked AS (
     SELECT id FROM brain_thought
-    WHERE space_id = %(space)s AND id = ANY(%(ids)s::uuid[])
+    WHERE space_id = %(space)s AND id = ANY(%(lock_ids)s::uuid[])
     ORDER BY id FOR UPDATE
 ), reinforced AS (
     UPDATE brain_thought AS t SET {_REINFORCE_SET}
-    WHERE t.id IN (SELECT id FROM locked)
+    WHERE t.id IN (SELECT id FROM locked) AND t.id = ANY(%(ids)s::uuid[])
     RETURNING 1
 ), logged AS (
     INSERT INTO brain_querylog
@@ -72,7 +75,7 @@ WITH locked AS (
             %(stored_thought_id)s, %(now)s)
     RETURNING id
 )
-SELECT (SELECT id FROM logged), (SELECT count(*) FROM reinforced),
+SELECT (SELECT id FROM logged), (SELECT count(*) FROM reinforced), (SELECT count(*) FROM locked),
        EXISTS (SELECT 1 FROM brain_querylog WHERE space_id = %(space)s AND agent_id = %(agent_id)s)
 """
 
@@ -129,6 +132,7 @@ def retrieval_record(
     """One memory call's writes in one statement: reinforce every returned thought (as
     :func:`thoughts_reinforce`), add the query-log row, and tell whether it is the agent's first call."""
     ids = sorted(dict.fromkeys(str(item["id"]) for item in results))
+    lock_ids = sorted({*ids, str(stored_thought_id)} if stored_thought_id else ids)
     with connection.cursor() as cursor:
         cursor.execute(
             _RETRIEVAL_SQL,
@@ -138,6 +142,7 @@ def retrieval_record(
                 "now": timezone.now(),
                 "agent": agent.name,
                 "ids": ids,
+                "lock_ids": lock_ids,
                 "cap": CO_RETRIEVAL_PARTNERS_MAX,
                 "space": space.pk,
                 "agent_id": agent.pk,
@@ -148,7 +153,7 @@ def retrieval_record(
                 "stored_thought_id": stored_thought_id,
             },
         )
-        log_id, reinforced, queried_before = cursor.fetchone()
+        log_id, reinforced, _locked, queried_before = cursor.fetchone()
     return RetrievalRecord(query_log_id=log_id, reinforced=reinforced, queried_before=queried_before)
 
 

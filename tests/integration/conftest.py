@@ -3,11 +3,17 @@
 ``start_worker(broker=...)`` starts ``celery -A config worker`` as a separate process against the
 test database, on Redis or on the filesystem broker, and returns a Celery app that sends to it.
 Tests using it need ``django_db(transaction=True)`` so the worker sees committed rows.
+
+The test run brings its own broker: a private ``redis-server`` (Debian's, which ``make test``
+installs when missing) on a free 127.0.0.1 port for the session, with no persistence. The machine's
+Redis and ``REDIS_URL`` are never used, so the tests pass on a machine with no Redis server running.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -18,9 +24,55 @@ from celery import Celery
 from django.conf import settings
 from django.db import connection
 
+from config.celery import app as colony_app
 from config.celery import broker_settings, redis_answers
 
 BASE_DIR = Path(settings.BASE_DIR)
+REDIS_SERVER = os.environ.get("COLONY_REDIS_SERVER") or shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def private_redis(tmp_path_factory) -> str:
+    """A redis-server of this test session on a free port; its URL. Stopped at the end of the session."""
+    if not Path(REDIS_SERVER).exists():
+        pytest.fail(
+            f"No redis-server at {REDIS_SERVER}: run `make redis` (installs Debian's redis-server) "
+            "or set COLONY_REDIS_SERVER."
+        )
+    workdir = tmp_path_factory.mktemp("redis")
+    for _attempt in range(5):
+        port = free_port()
+        process = subprocess.Popen(
+            [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
+            + ["--dir", str(workdir), "--protected-mode", "yes", "--daemonize", "no"],
+            stdout=(workdir / f"redis-{port}.log").open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and process.poll() is None and not redis_answers(url):
+            time.sleep(0.05)
+        if process.poll() is None and redis_answers(url):
+            break
+        process.kill()
+        process.wait()
+    else:
+        pytest.fail(f"redis-server did not start:\n{(workdir / f'redis-{port}.log').read_text()[-2000:]}")
+    try:
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def test_database_url() -> str:
@@ -44,19 +96,28 @@ class WorkerHandle:
         return self.log.read_text() if self.log.exists() else ""
 
 
+def _point_colony_app_at(conf: dict) -> None:
+    """Colony's own Celery app (``job.delay()`` in the code under test) sends to the test's broker."""
+    colony_app.conf.update(conf)
+    colony_app._pool = None
+    colony_app.amqp._producer_pool = None
+
+
 @pytest.fixture
-def start_worker(tmp_path):
+def start_worker(tmp_path, private_redis):
     handles: list[WorkerHandle] = []
+    saved_conf: dict = {}
 
     def start(*, broker: str, extra_env: dict | None = None) -> WorkerHandle:
-        if broker == "redis" and not redis_answers(settings.REDIS_URL):
-            pytest.fail(f"Redis does not answer at {settings.REDIS_URL}; start it (see README) to run this test.")
         data_dir = tmp_path / f"colony-{broker}"
         data_dir.mkdir()
-        conf = broker_settings(choice=broker, redis_url=settings.REDIS_URL, data_dir=data_dir)
+        conf = broker_settings(choice=broker, redis_url=private_redis, data_dir=data_dir)
         # Not the current app: shared tasks of later unit tests must keep using the eager Colony app.
         app = Celery("colony-test-client", set_as_current=False)
-        app.conf.update({k: v for k, v in conf.items() if not k.startswith("colony_")})
+        broker_conf = {k: v for k, v in conf.items() if not k.startswith("colony_")}
+        app.conf.update(broker_conf)
+        saved_conf.update({k: colony_app.conf.get(k) for k in broker_conf if k not in saved_conf})
+        _point_colony_app_at(broker_conf)
         app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
         queue = f"test-{broker}-{os.getpid()}-{time.monotonic_ns()}"
         app.conf.task_default_queue = queue
@@ -64,6 +125,7 @@ def start_worker(tmp_path):
             **os.environ,
             "DATABASE_URL": test_database_url(),
             "COLONY_BROKER": broker,
+            "REDIS_URL": private_redis,
             "COLONY_DATA_DIR": str(data_dir),
             "SECRET_KEY": "integration-test",
             **(extra_env or {}),
@@ -107,6 +169,8 @@ def start_worker(tmp_path):
         pytest.fail(f"Celery worker did not become ready in 90s:\n{handle.output()[-3000:]}")
 
     yield start
+    if saved_conf:
+        _point_colony_app_at(saved_conf)
     for handle in handles:
         handle.process.terminate()
         try:

@@ -64,7 +64,7 @@ def test_contradicted_thought_falls_below_a_used_one(start_worker, space, dev, m
     first, second = sources_of(before, a, b)
     # Same subject, similar similarity; with no history the factor is 1 and A (more similar) leads.
     assert (first["thought_id"], second["thought_id"]) == (str(a.id), str(b.id))
-    assert 0 < first["score"] - second["score"] < 0.05
+    assert 0 < first["score"] - second["score"] < 0.1  # fused relevance (cosine + BM25) spreads them a little
     assert first["effective_confidence"] == second["effective_confidence"] == 1.0
     initial = {source["thought_id"]: source["score"] for source in (first, second)}
 

@@ -1,0 +1,76 @@
+"""Strict input fields for every API serializer: the one place where "a string means a string".
+
+DRF's ``CharField`` turns ``5`` into ``"5"`` and its ``UUIDField`` turns an integer into a UUID, so
+``{"prompt": 5}`` used to be accepted. These subclasses refuse any JSON value of the wrong type with
+the field's ``invalid`` message (a 400 ``VALIDATION_ERROR`` naming the field); ``IntegerField`` takes
+a JSON integer in a body and a decimal string only in a query string. NUL characters are refused for
+every field, key and nested value by ``core.parsers.StrictJSONParser`` and ``core.middleware``.
+Use them as ``from core import fields`` then ``fields.CharField(...)`` in every input serializer.
+"""
+
+from __future__ import annotations
+
+from django.http import QueryDict
+from rest_framework import serializers
+
+#: Serializer context flag: the data is a query string, so numbers and booleans arrive as strings.
+QUERY_STRING = "query_string"
+
+
+def _from_query_string(field: serializers.Field) -> bool:
+    root = field.root
+    return bool(field.context.get(QUERY_STRING)) or isinstance(getattr(root, "initial_data", None), QueryDict)
+
+
+class _StringOnly:
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("not_a_string", type=type(data).__name__)
+        return super().to_internal_value(data)
+
+
+_NOT_A_STRING = {"not_a_string": "Expected a string, got {type}."}
+
+
+class CharField(_StringOnly, serializers.CharField):
+    default_error_messages = _NOT_A_STRING
+
+
+class SlugField(_StringOnly, serializers.SlugField):
+    default_error_messages = _NOT_A_STRING
+
+
+class ChoiceField(_StringOnly, serializers.ChoiceField):
+    default_error_messages = _NOT_A_STRING
+
+
+class UUIDField(_StringOnly, serializers.UUIDField):
+    default_error_messages = _NOT_A_STRING
+
+
+class DateField(_StringOnly, serializers.DateField):
+    default_error_messages = _NOT_A_STRING
+
+
+class IntegerField(serializers.IntegerField):
+    """A JSON integer (a whole float such as 5.0 too); a string only from a query string."""
+
+    default_error_messages = {"not_an_integer": "Expected an integer, got {type}."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or (isinstance(data, str) and not _from_query_string(self)):
+            self.fail("not_an_integer", type=type(data).__name__)
+        if isinstance(data, float) and not data.is_integer():
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class BooleanField(serializers.BooleanField):
+    """A JSON boolean; the usual spellings (true/false/1/0) only from a query string."""
+
+    default_error_messages = {"not_a_boolean": "Expected true or false, got {type}."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool) and not _from_query_string(self):
+            self.fail("not_a_boolean", type=type(data).__name__)
+        return super().to_internal_value(data)

@@ -1,0 +1,32 @@
+"""Input guard for /api/: a NUL character in the path or the query string is a 400 envelope.
+
+Path and query values reach selectors as text (task slugs, ids, filters) and PostgreSQL refuses U+0000,
+so they are refused here once, before any view, instead of failing in the database (a 500).
+"""
+
+from __future__ import annotations
+
+from django.http import JsonResponse
+
+from core.errors import error_body
+from core.parsers import NUL_MESSAGE
+
+
+class ApiInputGuardMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.path.startswith("/api/"):
+            fields: dict[str, list[str]] = {}
+            if "\x00" in request.path:
+                fields["path"] = [NUL_MESSAGE]
+            for key, values in request.GET.lists():
+                if "\x00" in key or any("\x00" in value for value in values):
+                    fields[key.replace("\x00", "\\u0000")] = [NUL_MESSAGE]
+            if fields:
+                summary = "; ".join(f"{name}: {NUL_MESSAGE}" for name in fields)
+                return JsonResponse(
+                    error_body("VALIDATION_ERROR", f"Invalid request. {summary}", fields=fields), status=400
+                )
+        return self.get_response(request)

@@ -1,0 +1,157 @@
+"""Strict input on every endpoint (issue 12 item 4): a number, list or object where a string is
+expected, a NUL character in any text or JSON field (keys included, nested), in a path or a query
+parameter, and an out-of-range number in any query parameter are each a 400 VALIDATION_ERROR naming
+the field, and nothing is stored."""
+
+from __future__ import annotations
+
+import pytest
+
+from brain.models import CorrectionSuggestion, QueryLog, Thought
+from quality.models import TurnLog
+from tasks.models import Project, Task
+
+pytestmark = pytest.mark.django_db
+
+NUL = "a\x00b"
+
+
+@pytest.fixture
+def world(dev, space, thought_factory):
+    from tests.tasks_helpers import make_project, make_task
+
+    thought = thought_factory("The deploy pipeline runs migrations before restarting web workers.")
+    make_task(make_project(space, slug="colony"), slug="t1", status="ready", role="dev", dna={"a": 1})
+    return {"thought": str(thought.id)}
+
+
+def counts() -> dict:
+    return {
+        model.__name__: model.objects.count()
+        for model in (Thought, QueryLog, CorrectionSuggestion, TurnLog, Project, Task)
+    } | {"dna": [t.dna for t in Task.objects.order_by("slug")]}
+
+
+def assert_refused(response, field: str):
+    assert response.status_code == 400, response.content[:400]
+    body = response.json()
+    assert body["error"]["code"] == "VALIDATION_ERROR", body
+    assert any(name == field or name.startswith(field) for name in body["error"].get("fields", {})), body
+
+
+TURN = {"session_id": "s1", "turn_id": "t1", "user_prompt": "q", "assistant_response": "a"}
+TASK = {"project": "colony", "slug": "t2", "title": "T"}
+
+# (method, path, body, field) with a non-string where a string is expected.
+WRONG_TYPES = [
+    ("post", "/api/v1/memory", {"prompt": 5}, "prompt"),
+    ("post", "/api/v1/memory", {"prompt": ["a", "b"]}, "prompt"),
+    ("post", "/api/v1/memory", {"prompt": {"x": "y"}}, "prompt"),
+    ("post", "/api/v1/memory", {"prompt": True}, "prompt"),
+    ("post", "/api/v1/memory", {"prompt": "What runs before the web workers restart?", "topic": 3}, "topic"),
+    ("post", "/api/v1/memory", {"prompt": "q?", "refines": 12345}, "refines"),
+    ("post", "/api/v1/memory", {"prompt": "q?", "tags": [1, 2]}, "tags"),
+    ("post", "/api/v1/memory", {"prompt": "q?", "limit": "5"}, "limit"),
+    ("post", "/api/v1/memory", {"prompt": "q?", "temporal_scope": 20260101}, "temporal_scope"),
+    ("post", "/api/v1/memory", {"prompt": "q?", "thought_category": 1}, "thought_category"),
+    ("post", "/api/v1/projects", {"slug": 7}, "slug"),
+    ("post", "/api/v1/projects", {"slug": "p2", "name": 7.5}, "name"),
+    ("post", "/api/v1/tasks", {**TASK, "title": 1}, "title"),
+    ("post", "/api/v1/tasks", {**TASK, "parent_ids": [1]}, "parent_ids"),
+    ("post", "/api/v1/tasks/t1/transition", {"to": 1}, "to"),
+    ("post", "/api/v1/tasks/t1/transition", {"to": "active", "summary": ["x"]}, "summary"),
+    ("post", "/api/v1/turns", {**TURN, "session_id": 1}, "session_id"),
+    ("post", "/api/v1/turns", {**TURN, "user_prompt": {"a": 1}}, "user_prompt"),
+    ("post", "/api/v1/turns", {**TURN, "used_ids": [1]}, "used_ids"),
+    ("post", "/api/v1/thoughts/{thought}/correct", {"correct_fact": 5}, "correct_fact"),
+    ("post", "/api/v1/thoughts/{thought}/correct", {"correct_fact": "x", "topic": []}, "topic"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field"), WRONG_TYPES)
+def test_a_non_string_where_a_string_is_expected_is_refused(world, dev, method, path, body, field):
+    before = counts()
+    assert_refused(getattr(dev, method)(path.format(**world), body, format="json"), field)
+    assert counts() == before
+
+
+NULS = [
+    ("post", "/api/v1/memory", {"prompt": NUL}, "prompt"),
+    ("post", "/api/v1/memory", {"prompt": "q?", "source_ref": {"type": "task", "value": NUL}}, "source_ref.value"),
+    ("post", "/api/v1/memory", {"prompt": "q?", "tags": ["ok", NUL]}, "tags[1]"),
+    ("post", "/api/v1/memory", {"prompt": "q?", NUL: "x"}, "a\\u0000b"),
+    ("post", "/api/v1/projects", {"slug": "p2", "name": NUL}, "name"),
+    ("post", "/api/v1/tasks", {**TASK, "dna": {"deep": {NUL: 1}}}, "dna.deep"),
+    ("post", "/api/v1/tasks", {**TASK, "dna": {"k": [NUL]}}, "dna.k[0]"),
+    ("patch", "/api/v1/tasks/t1/dna", {NUL: "v"}, "a\\u0000b"),
+    ("patch", "/api/v1/tasks/t1/dna", {"k": NUL}, "k"),
+    ("patch", "/api/v1/tasks/t1/dna", {"k": {"n": {NUL: None}}}, "k.n"),
+    ("post", "/api/v1/tasks/t1/transition", {"to": "active", "summary": NUL}, "summary"),
+    ("post", "/api/v1/turns", {**TURN, "assistant_response": NUL}, "assistant_response"),
+    ("post", "/api/v1/turns", {**TURN, "tool_calls": [{"name": NUL}]}, "tool_calls[0].name"),
+    ("post", "/api/v1/thoughts/{thought}/correct", {"correct_fact": NUL}, "correct_fact"),
+    ("post", "/api/v1/corrections/{thought}/dismiss", {"reason": NUL}, "reason"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field"), NULS)
+def test_a_nul_anywhere_in_a_json_body_is_refused(world, dev, method, path, body, field):
+    before = counts()
+    assert_refused(getattr(dev, method)(path.format(**world), body, format="json"), field)
+    assert counts() == before
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/api/v1/memory?prompt=a%00b", "prompt"),
+        ("/api/v1/memory?prompt=q&topic=%00", "topic"),
+        ("/api/v1/memory?prompt=q&a%00=1", "a\\u0000"),
+        ("/api/v1/tasks?project=%00", "project"),
+        ("/api/v1/tasks/t%001", "path"),
+        ("/api/v1/tasks/t%001/dna", "path"),
+        ("/api/v1/thoughts/%00", "path"),
+        ("/api/v1/thoughts/%00/lineage", "path"),
+        ("/api/v1/agents/d%00ev/in-flight", "path"),
+        ("/api/v1/corrections?status=%00", "status"),
+        ("/api/v1/quality/metrics?agent=%00", "agent"),
+    ],
+)
+def test_a_nul_in_the_path_or_a_query_parameter_is_refused(world, dev, path, field):
+    before = counts()
+    assert_refused(dev.get(path), field)
+    assert counts() == before
+
+
+HUGE = "14629127388636015471701937618944"
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        (f"/api/v1/tasks?offset={HUGE}", "offset"),
+        ("/api/v1/tasks?offset=-1", "offset"),
+        (f"/api/v1/tasks?limit={HUGE}", "limit"),
+        ("/api/v1/tasks?limit=0", "limit"),
+        ("/api/v1/tasks?limit=1e3", "limit"),
+        (f"/api/v1/thoughts/{{thought}}/lineage?max_depth={HUGE}", "max_depth"),
+        ("/api/v1/thoughts/{thought}/lineage?max_depth=-1", "max_depth"),
+        (f"/api/v1/quality/metrics?days={HUGE}", "days"),
+        ("/api/v1/quality/metrics?days=0", "days"),
+        (f"/api/v1/corrections?limit={HUGE}", "limit"),
+        (f"/api/v1/memory?prompt=q&limit={HUGE}", "limit"),
+        ("/api/v1/memory?prompt=q&limit=" + "9" * 5000, "limit"),
+        (f"/api/v1/agents/dev/in-flight?markers={HUGE}", "markers"),
+        ("/api/v1/agents/dev/in-flight?markers=x", "markers"),
+    ],
+)
+def test_an_out_of_range_number_in_a_query_parameter_is_refused(world, dev, path, field):
+    before = counts()
+    assert_refused(dev.get(path.format(**world)), field)
+    assert counts() == before
+
+
+def test_query_strings_still_take_numbers_and_booleans_as_text(world, dev):
+    assert dev.get("/api/v1/tasks?limit=5&offset=0").status_code == 200
+    assert dev.get("/api/v1/corrections?mine=true&limit=3").status_code == 200
+    assert dev.get("/api/v1/quality/metrics?days=7").status_code == 200
