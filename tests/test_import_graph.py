@@ -228,3 +228,17 @@ def test_layers_point_one_way():
 )
 def test_the_layer_rule(importer, imported, allowed):
     assert (layer_violations({importer: {imported: 1}}) == []) is allowed
+
+
+def test_no_management_command_imports_an_api_module():
+    """The CLIs share input validation and services with the REST API, never its views (issue 11 item 4)."""
+    graph = build_graph()
+    commands = [module for module in graph if ".management.commands." in module]
+    assert "brain.management.commands.brain" in commands
+    bad = [
+        f"{module} (line {line}) imports {target}"
+        for module in sorted(commands)
+        for target, line in sorted(graph[module].items())
+        if target.split(".")[1:2] == ["apis"]
+    ]
+    assert bad == [], "management commands import API modules (use brain.inputs or the services):\n" + "\n".join(bad)

@@ -12,8 +12,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from brain.apis.memory import SourceRefSerializer, thought_ids_field
 from brain.choices import SuggestionStatus
+from brain.inputs import SourceRefSerializer, thought_ids_field
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.corrections import correction_supersede_guidance, suggestion_accept, thought_correct_by_id
 from brain.services.suggestions import suggestion_dismiss, suggestion_get, suggestions_list

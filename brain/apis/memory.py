@@ -6,84 +6,15 @@ import json
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from brain.choices import SourceRefType, ThoughtCategory
+from brain.inputs import MemoryInputSerializer
 from brain.services.memory import memory_run
 from core import fields as strict
 from core.errors import ValidationFailed
 from core.models import UrlToken
 from core.schema import error_responses
-
-#: Transition markers are written by the task workflow itself, never through the memory endpoint.
-CONTRIBUTABLE_CATEGORIES = [c for c in ThoughtCategory.values if c != ThoughtCategory.TRANSITION_MARKER]
-MAX_ID_LIST = 100
-MAX_TAGS = 20
-
-
-class TextOrListField(strict.CharField):
-    """Free text, or a list of short texts (one alternative per item) joined one per line."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, list):
-            if not all(isinstance(item, str) for item in data):
-                self.fail("invalid")
-            data = "\n".join(item.strip() for item in data if item.strip())
-        return super().to_internal_value(data)
-
-
-class OptionalBooleanField(strict.BooleanField):
-    """A boolean that stays "not given" when absent, also in form-encoded bodies (DRF's default
-    reads a missing checkbox as false, which would make every form POST a pure search)."""
-
-    default_empty_html = serializers.empty
-
-
-class SourceRefSerializer(serializers.Serializer):
-    type = strict.ChoiceField(choices=SourceRefType.values)
-    value = strict.CharField(max_length=500)
-    project = strict.CharField(max_length=200, required=False, allow_blank=True)
-
-
-def thought_ids_field(**kwargs) -> serializers.ListField:
-    """A list of at most MAX_ID_LIST thought ids (UUIDs), optional; shared by every endpoint that takes one."""
-    return serializers.ListField(child=strict.UUIDField(), required=False, max_length=MAX_ID_LIST, **kwargs)
-
-
-class MemoryInputSerializer(serializers.Serializer):
-    prompt = strict.CharField(max_length=10000)
-    agent_id = strict.CharField(max_length=100, required=False, allow_blank=True)
-    agent_name = strict.CharField(max_length=200, required=False, allow_blank=True)
-    context = strict.CharField(max_length=2000, required=False, allow_blank=True)
-    session_id = strict.CharField(max_length=100, required=False, allow_blank=True)
-    refines = strict.UUIDField(required=False, allow_null=True)
-    # No min length here: fewer than two ids is MIN_CONSOLIDATION, raised by the service.
-    consolidates = thought_ids_field(allow_null=True)
-    thought_category = strict.ChoiceField(choices=CONTRIBUTABLE_CATEGORIES, required=False)
-    topic = strict.CharField(max_length=200, required=False, allow_blank=True)
-    temporal_scope = strict.DateField(required=False, allow_null=True, input_formats=["iso-8601"])
-    source_ref = SourceRefSerializer(required=False, allow_null=True)
-    alternatives_considered = TextOrListField(max_length=5000, required=False, allow_blank=True)
-    corrected_fact = strict.CharField(max_length=5000, required=False, allow_blank=True)
-    correct_fact = strict.CharField(max_length=5000, required=False, allow_blank=True)
-    supersedes = thought_ids_field()
-    related_thoughts = thought_ids_field()
-    tags = serializers.ListField(child=strict.CharField(max_length=100), required=False, max_length=MAX_TAGS)
-    filter_topic = strict.CharField(max_length=200, required=False, allow_blank=True)
-    filter_category = strict.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
-    limit = strict.IntegerField(min_value=1, max_value=50, required=False)
-    contribute = OptionalBooleanField(
-        required=False,
-        help_text="false: a pure search. Retrieve, reinforce and log the query, never store the prompt.",
-    )
-    store = OptionalBooleanField(
-        required=False,
-        help_text="true: store the prompt even when it is below the contribution threshold (short facts, "
-        "imports); false: the same as contribute: false.",
-    )
-
 
 LIST_FIELDS = {"consolidates", "supersedes", "related_thoughts", "tags"}
 

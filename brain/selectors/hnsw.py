@@ -12,8 +12,22 @@ from __future__ import annotations
 from django.db import connection
 
 
+def hnsw_filtered_scan_statements(*, ef_search: int) -> list[str]:
+    """The ``SET LOCAL`` statements of a filtered scan, for callers that send them in their own SQL text
+    (the search's one round trip); :func:`hnsw_filtered_scan` executes the same statements."""
+    return [
+        f"SET LOCAL hnsw.ef_search = {int(ef_search)}",
+        "SET LOCAL hnsw.iterative_scan = relaxed_order",
+    ]
+
+
+def hnsw_filtered_scan_sql(*, ef_search: int) -> str:
+    """:func:`hnsw_filtered_scan_statements` as one SQL text, each statement ended by ``;``."""
+    return "".join(f"{statement};\n" for statement in hnsw_filtered_scan_statements(ef_search=ef_search))
+
+
 def hnsw_filtered_scan(*, ef_search: int) -> None:
     """Set ``hnsw.iterative_scan`` and ``hnsw.ef_search`` for the rest of the current transaction."""
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute("SET LOCAL hnsw.ef_search = %s", [int(ef_search)])
+        for statement in hnsw_filtered_scan_statements(ef_search=ef_search):
+            cursor.execute(statement)

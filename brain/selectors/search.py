@@ -32,6 +32,7 @@ from django.db import connection, transaction
 
 from brain import ranking
 from brain.models import Thought
+from brain.selectors.hnsw import hnsw_filtered_scan, hnsw_filtered_scan_sql
 from core.models import Space
 
 #: Candidates taken from each side before ranking, relative to the number of results asked for:
@@ -76,9 +77,7 @@ def _quote(lexeme: str) -> str:
 
 
 _SEARCH_SQL = """
-SET LOCAL hnsw.ef_search = {ef_search};
-SET LOCAL hnsw.iterative_scan = relaxed_order;
-WITH RECURSIVE
+{hnsw_settings}WITH RECURSIVE
 query_lexemes AS (
     SELECT lexeme,
            ('''' || replace(replace(lexeme, E'\\\\', E'\\\\\\\\'), '''', '''''') || '''')::tsquery AS q
@@ -205,7 +204,7 @@ def _fetch(
     ef_search = min(EF_SEARCH_MAX, max(40, pool * EF_SEARCH_FACTOR))
     columns = ", ".join(f"t.{f.column}" for f in _COLUMNS)
     sql = _SEARCH_SQL.format(
-        ef_search=int(ef_search),
+        hnsw_settings=hnsw_filtered_scan_sql(ef_search=ef_search),
         filters=filters,
         exclude_t=exclude,
         bm25=_BM25_SQL,
@@ -355,7 +354,5 @@ def thought_nearest(
         qs = qs.exclude(id__in=exclude)
     rows = qs.defer(*_DEFERRED).annotate(distance=CosineDistance("embedding", vector)).order_by("distance")[:limit]
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(40, limit * EF_SEARCH_FACTOR)}")
-            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        hnsw_filtered_scan(ef_search=max(40, limit * EF_SEARCH_FACTOR))
         return [(t, 1.0 - t.distance) for t in rows]

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from brain.apis.memory import MemoryInputSerializer, SourceRefSerializer
 from brain.choices import ThoughtCategory
+from brain.inputs import MemoryInputSerializer, SourceRefSerializer
 from brain.management.commands._transfer import Export, Import
 from brain.selectors.activity import thought_highways
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, thought_lineage
