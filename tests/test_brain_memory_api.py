@@ -455,10 +455,11 @@ def test_no_implicit_feedback_without_a_contribution_or_in_a_new_session(dev, fa
 
 
 # --- highways -------------------------------------------------------------------------------------
-def test_highways_nearby(agent_factory, fake_embedder, thought_factory):
+def test_highways_nearby(agent_factory, thought_factory):
+    """The real model (issue 12 item 10): an unrelated query must find no highway by meaning."""
     a, b = agent_factory("dev"), agent_factory("qa")
-    road = thought_factory("Redis is the Celery broker in production deployments.")
-    lonely = thought_factory("Redis broker configuration lives in the settings module.")
+    road = thought_factory("Redis is the Celery broker in production deployments.", embedding="real")
+    lonely = thought_factory("Redis broker configuration lives in the settings module.", embedding="real")
     Thought.objects.filter(pk=road.pk).update(access_count=4, accessed_by=["dev-x", "qa-y"])
     # Many accesses, but all by the caller: still one agent after this call's own access.
     Thought.objects.filter(pk=lonely.pk).update(access_count=9, accessed_by=[a.agent.name])
