@@ -4,14 +4,12 @@ their live replacement, reinforcement as a bounded tie-break, ``store`` and ``co
 from __future__ import annotations
 
 import itertools
-import uuid
-from types import SimpleNamespace
 
 import pytest
-from django.utils import timezone
 
 from brain import embedding, ranking
 from brain.models import QueryLog, Thought
+from tests.test_brain_ranking import fake_thought
 
 pytestmark = pytest.mark.django_db
 
@@ -130,34 +128,15 @@ def test_a_heavily_reinforced_superseded_thought_stays_below_its_replacement(dev
         assert ids.index(update) < ids.index(billing)
 
 
-def _fake(**values):
-    defaults = {
-        "id": uuid.uuid4(),
-        "superseded": False,
-        "superseded_by_id": None,
-        "superseded_by_category": None,
-        "refined_by_id": None,
-        "thought_category": "uncategorized",
-        "thought_type": "original",
-        "source_ids": [],
-        "quality_flags": [],
-        "effective_confidence": 1.0,
-        "pheromone_weight": 1.0,
-        "created_at": timezone.now(),
-        "topic": "",
-        "temporal_scope": None,
-    }
-    defaults.update(values)
-    return SimpleNamespace(**defaults)
-
-
 def test_rank_puts_every_present_replacement_above_its_superseded_thought_whatever_the_inputs():
     similarities = [0.05, 0.2, 0.5, 0.9, 1.0]
     for sim_old, sim_new, bm25_old, flags_new, weight_old, kind in itertools.product(
         similarities, similarities, [0.0, 5.0], [[], ["keyword_echo", "stale"]], [0.1, 10.0], ["refined", "corrected"]
     ):
-        new = _fake(quality_flags=flags_new, thought_category="correction" if kind == "corrected" else "uncategorized")
-        old = _fake(
+        new = fake_thought(
+            quality_flags=flags_new, thought_category="correction" if kind == "corrected" else "uncategorized"
+        )
+        old = fake_thought(
             superseded=True,
             pheromone_weight=weight_old,
             refined_by_id=new.id if kind == "refined" else None,
