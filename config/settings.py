@@ -199,6 +199,9 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.schema.forbid_nul_in_requests",
+        "core.schema.truthful_requests",
+        "brain.apis.memory.memory_schema_rules",
+        "tasks.apis.task_schema_rules",
     ],
 }
 

@@ -14,7 +14,7 @@ from quality.selectors import quality_metrics
 from quality.services.turns import MAX_ITEMS, turn_log_create
 
 
-class TurnCreateInputSerializer(serializers.Serializer):
+class TurnCreateInputSerializer(strict.Serializer):
     session_id = strict.CharField(max_length=100)
     turn_id = strict.CharField(max_length=200)
     user_prompt = strict.CharField(allow_blank=True, trim_whitespace=False)
@@ -45,7 +45,7 @@ class TurnCreateOutputSerializer(serializers.Serializer):
         return not logged.created
 
 
-class QualityMetricsQuerySerializer(serializers.Serializer):
+class QualityMetricsQuerySerializer(strict.Serializer):
     days = strict.IntegerField(min_value=1, max_value=365, default=30)
     agent = strict.CharField(max_length=100, required=False)
 

@@ -88,7 +88,7 @@ class SuggestionListOutputSerializer(serializers.Serializer):
 class CorrectionListApi(APIView):
     """Correction suggestions of the caller's space: the caller's own first, then newest first."""
 
-    class CorrectionListFilterSerializer(serializers.Serializer):
+    class CorrectionListFilterSerializer(strict.Serializer):
         status = strict.ChoiceField(choices=[*SuggestionStatus.values, "all"], default=SuggestionStatus.PENDING)
         mine = strict.BooleanField(default=False, help_text="Only suggestions addressed to the caller.")
         limit = strict.IntegerField(min_value=1, max_value=200, default=50)
@@ -115,7 +115,7 @@ class CorrectionListApi(APIView):
 class CorrectionAcceptApi(APIView):
     """Accept a pending suggestion: one call creates the correction and supersedes the old thought."""
 
-    class CorrectionAcceptInputSerializer(serializers.Serializer):
+    class CorrectionAcceptInputSerializer(strict.Serializer):
         correct_fact = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
         content = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
 
@@ -151,7 +151,7 @@ class CorrectionAcceptApi(APIView):
 class CorrectionDismissApi(APIView):
     """Dismiss a pending suggestion: the old thought stands, nothing else changes."""
 
-    class CorrectionDismissInputSerializer(serializers.Serializer):
+    class CorrectionDismissInputSerializer(strict.Serializer):
         reason = strict.CharField(max_length=2000, required=False, allow_blank=True)
 
     @extend_schema(
@@ -172,7 +172,7 @@ class CorrectionDismissApi(APIView):
 class ThoughtCorrectApi(APIView):
     """Correct one thought: store a correction that supersedes it (and any ``supersedes`` given)."""
 
-    class ThoughtCorrectInputSerializer(serializers.Serializer):
+    class ThoughtCorrectInputSerializer(strict.Serializer):
         correct_fact = strict.CharField(max_length=TEXT_MAX)
         corrected_fact = strict.CharField(
             max_length=TEXT_MAX, required=False, allow_blank=True, help_text="Default: the thought's content."

@@ -80,3 +80,46 @@ class MemoryApi(APIView):
         serializer = MemoryInputSerializer(data=data, context={strict.QUERY_STRING: query_string})
         serializer.is_valid(raise_exception=True)
         return Response(memory_run(agent=request.user, request=serializer.validated_data))
+
+
+def memory_schema_rules(result, generator, request, public):
+    """POSTPROCESSING_HOOKS entry: what the memory operations accept that a serializer can't say.
+
+    - ``consolidates``: at least two distinct ids (400 MIN_CONSOLIDATION otherwise);
+    - GET: ``source_ref`` is one JSON-encoded parameter; list items are split on commas (so a tag holds
+      none); the ``token`` parameter is a security scheme of its own (``urlToken``), the alternative to
+      the bearer header (both at once: 400).
+    """
+    schemas = result.get("components", {}).get("schemas", {})
+    body = schemas.get("MemoryInputRequest", {}).get("properties", {})
+    if "consolidates" in body:
+        body["consolidates"].update(minItems=2, uniqueItems=True)
+    operation = result.get("paths", {}).get("/api/v1/memory", {}).get("get")
+    if operation is None:
+        return result
+    kept = []
+    for parameter in operation.get("parameters", []):
+        name = parameter["name"]
+        if name == URL_TOKEN_PARAMETER.name:
+            continue
+        if name == "source_ref":
+            parameter.pop("schema", None)
+            parameter["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/SourceRefRequest"}}}
+            parameter["description"] = 'JSON, e.g. {"type": "task", "value": "my-task", "project": "colony"}.'
+        elif name in LIST_FIELDS:
+            array = parameter["schema"]["anyOf"][0]
+            if name == "consolidates":
+                array.update(minItems=2, uniqueItems=True)
+            if array["items"].get("pattern"):
+                array["items"]["pattern"] = array["items"]["pattern"].replace("\\u0000", "\\u0000,")
+            parameter["description"] = "Repeat the parameter or separate items by commas."
+        kept.append(parameter)
+    operation["parameters"] = kept
+    result["components"].setdefault("securitySchemes", {})["urlToken"] = {
+        "type": "apiKey",
+        "in": "query",
+        "name": URL_TOKEN_PARAMETER.name,
+        "description": URL_TOKEN_PARAMETER.description + " Not together with the Authorization header (400).",
+    }
+    operation["security"] = [*operation.get("security", []), {"urlToken": []}]
+    return result

@@ -60,7 +60,7 @@ class ThoughtDetailApi(APIView):
         return Response(ThoughtOutputSerializer(thought).data)
 
 
-class LineageQuerySerializer(serializers.Serializer):
+class LineageQuerySerializer(strict.Serializer):
     max_depth = strict.IntegerField(min_value=0, max_value=MAX_MAX_DEPTH, default=DEFAULT_MAX_DEPTH)
 
 
@@ -114,7 +114,7 @@ class ThoughtListPageSerializer(serializers.Serializer):
     results = ThoughtListItemSerializer(many=True)
 
 
-class ThoughtListQuerySerializer(serializers.Serializer):
+class ThoughtListQuerySerializer(strict.Serializer):
     topic = strict.CharField(max_length=200, required=False)
     category = strict.ChoiceField(choices=ThoughtCategory.values, required=False)
     contributor = strict.CharField(max_length=200, required=False, help_text="The agent's registered name.")
@@ -154,7 +154,7 @@ class ThoughtListApi(APIView):
         )
 
 
-class ThoughtRetractInputSerializer(serializers.Serializer):
+class ThoughtRetractInputSerializer(strict.Serializer):
     reason = strict.CharField(max_length=REASON_MAX_CHARS, help_text="Why it is withdrawn.")
 
 

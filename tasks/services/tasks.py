@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils.text import slugify
 
-from core.errors import Conflict, Forbidden, ValidationFailed
+from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
 from tasks import workflow
 from tasks.choices import ROLE_ACTORS, ApprovalMode, TaskStatus, TaskType
@@ -89,7 +89,7 @@ def _resolve_refs(*, space: Space, refs: Iterable[str], what: str) -> list[Task]
     known = {str(t.id) for t in found} | {t.slug for t in found}
     unknown = [ref for ref in refs if ref not in known and str(_as_uuid(ref)) not in known]
     if unknown:
-        raise ValidationFailed(f"{what}: no task {', '.join(unknown)} in this space.", code="UNKNOWN_TASK_REFERENCE")
+        raise NotFound(f"{what}: no task {', '.join(unknown)} in this space.", code="UNKNOWN_TASK_REFERENCE")
     return found
 
 
@@ -127,7 +127,7 @@ def task_create(
         raise ValidationFailed("A bug must name the task(s) it was found in: parent_ids.", code="MISSING_PARENT")
     project_obj = Project.objects.filter(space=space, slug=project).first()
     if project_obj is None:
-        raise ValidationFailed(f"No project {project!r} in space {space.slug!r}.", code="PROJECT_NOT_FOUND")
+        raise NotFound(f"No project {project!r} in space {space.slug!r}.", code="PROJECT_NOT_FOUND")
     parents = _resolve_refs(space=space, refs=parent_ids, what="parent_ids")
     dependencies = _resolve_refs(space=space, refs=depends_on, what="depends_on")
     try:
