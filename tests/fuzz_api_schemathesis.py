@@ -2,7 +2,7 @@
 
 The same run as tests/test_api_schemathesis.py (see tests/schemathesis_support.py: a live server,
 every operation, both generation modes, every check, a fixed seed), with more examples per operation
-and mode: ``COLONY_SCHEMATHESIS_EXAMPLES`` (default 100). ``COLONY_SCHEMATHESIS_ONLY`` (a regular
+and mode: ``COLONY_SCHEMATHESIS_EXAMPLES`` (default 60). ``COLONY_SCHEMATHESIS_ONLY`` (a regular
 expression over labels such as ``POST /api/v1/memory``) narrows it while debugging. Not a ``test_*``
 file: the suite runs the smaller one; run this with ``make fuzz-api`` or
 ``.venv/bin/pytest tests/fuzz_api_schemathesis.py -s``.
@@ -18,7 +18,7 @@ from tests.schemathesis_support import fuzz_api, fuzz_fixture_data, quiet_reques
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-EXAMPLES = int(os.environ.get("COLONY_SCHEMATHESIS_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("COLONY_SCHEMATHESIS_EXAMPLES", "60"))
 
 
 def test_schemathesis_finds_no_failure(live_server, space, thought_factory, capsys, request):

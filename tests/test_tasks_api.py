@@ -225,10 +225,14 @@ def test_transition_through_the_api_uses_the_tokens_role(agent_factory, project)
     dev = agent_factory("dev")
     session = query_brain(dev.agent)
     assert dev.patch("/api/v1/tasks/t/dna", {"memory_query_session": session}, format="json").status_code == 200
-    # An "actor" in the body is ignored: identity comes from the token.
-    response = dev.post(
-        "/api/v1/tasks/t/transition", {"to": "active", "summary": "claiming", "actor": "system"}, format="json"
+    # An "actor" in the body is refused (an unknown field), nothing changes: identity comes from the token.
+    error(
+        dev.post("/api/v1/tasks/t/transition", {"to": "active", "actor": "system"}, format="json"),
+        400,
+        "VALIDATION_ERROR",
     )
+    assert Task.objects.get(slug="t").status == "ready"
+    response = dev.post("/api/v1/tasks/t/transition", {"to": "active", "summary": "claiming"}, format="json")
     assert response.status_code == 200, response.content
     body = response.json()
     assert (body["task"]["status"], body["task"]["role"]) == ("active", "dev")

@@ -6,7 +6,6 @@ exactly like an unknown one. Failures change nothing (the services are all-or-no
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -80,6 +79,20 @@ class SuggestionOutputSerializer(serializers.ModelSerializer):
         return suggestion.thought.content[:80]
 
 
+class CorrectionResultSerializer(serializers.Serializer):
+    correction = ThoughtOutputSerializer(help_text="The correction thought just stored.")
+    superseded_count = serializers.IntegerField(help_text="How many thoughts it superseded.")
+    guidance = serializers.CharField()
+
+
+class CorrectionAcceptOutputSerializer(CorrectionResultSerializer):
+    suggestion = SuggestionOutputSerializer(help_text="The suggestion, now accepted.")
+
+
+class CorrectionDismissOutputSerializer(serializers.Serializer):
+    suggestion = SuggestionOutputSerializer(help_text="The suggestion, now dismissed.")
+
+
 class SuggestionListOutputSerializer(serializers.Serializer):
     count = strict.IntegerField(help_text="How many suggestions are in results.")
     results = SuggestionOutputSerializer(many=True)
@@ -122,7 +135,7 @@ class CorrectionAcceptApi(APIView):
     @extend_schema(
         request=CorrectionAcceptInputSerializer,
         parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
-        responses={201: OpenApiTypes.OBJECT, **error_responses(409)},
+        responses={201: CorrectionAcceptOutputSerializer, **error_responses(409)},
     )
     def post(self, request, suggestion_id):
         body = self.CorrectionAcceptInputSerializer(data=request.data or {})
@@ -157,7 +170,7 @@ class CorrectionDismissApi(APIView):
     @extend_schema(
         request=CorrectionDismissInputSerializer,
         parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
-        responses={200: OpenApiTypes.OBJECT, **error_responses(409)},
+        responses={200: CorrectionDismissOutputSerializer, **error_responses(409)},
     )
     def post(self, request, suggestion_id):
         body = self.CorrectionDismissInputSerializer(data=request.data or {})
@@ -195,7 +208,7 @@ class ThoughtCorrectApi(APIView):
     @extend_schema(
         request=ThoughtCorrectInputSerializer,
         parameters=[OpenApiParameter("thought_id", str, OpenApiParameter.PATH)],
-        responses={201: OpenApiTypes.OBJECT, **error_responses(409)},
+        responses={201: CorrectionResultSerializer, **error_responses(409)},
     )
     def post(self, request, thought_id):
         body = self.ThoughtCorrectInputSerializer(data=request.data)
