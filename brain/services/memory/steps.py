@@ -377,7 +377,12 @@ def step_implicit_feedback(call: MemoryCall) -> None:
 
 
 def step_highways(call: MemoryCall) -> None:
-    call.highways = activity.thought_highways_nearby(space=call.space, vector=call.vector)
+    """Highways near the query: among what the search fetched (no query of its own)."""
+    call.highways = activity.highways_among(
+        call.search.fetched if call.search else [],
+        accessed_ids={candidate.id for candidate in call.sources},
+        agent_name=call.agent.name,
+    )
     call.operations.append(f"highways:{len(call.highways)}")
 
 
