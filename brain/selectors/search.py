@@ -34,11 +34,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import psycopg
 from django.db import connection, transaction
 
 from brain import ranking
 from brain.models import Thought
-from brain.selectors.hnsw import hnsw_filtered_scan, hnsw_filtered_scan_sql
+from brain.selectors.hnsw import hnsw_filtered_scan, hnsw_filtered_scan_config_sql
 from core.models import Space
 
 #: Candidates taken from each side before ranking, relative to the number of results asked for:
@@ -80,10 +81,10 @@ def _quote(lexeme: str) -> str:
 _TERMS_SQL = """
 WITH q AS (
     SELECT u.lexeme, u.ord
-    FROM unnest((tsvector_to_array(to_tsvector('english', %(query_text)s)))[1:%(max_lexemes)s])
+    FROM unnest((tsvector_to_array(to_tsvector('english', %(query_text)s::text)))[1:%(max_lexemes)s::int])
          WITH ORDINALITY AS u(lexeme, ord)
 )
-SELECT (SELECT COALESCE(sum(s.documents), 0) FROM brain_spacetextstats s WHERE s.space_id = %(space)s),
+SELECT (SELECT COALESCE(sum(s.documents), 0) FROM brain_spacetextstats s WHERE s.space_id = %(space)s::bigint),
        (SELECT COALESCE(sum(s.lexemes), 0) FROM brain_spacetextstats s WHERE s.space_id = %(space)s),
        COALESCE(array_agg(q.lexeme ORDER BY q.ord), '{}'),
        COALESCE(array_agg((SELECT COALESCE(sum(l.documents), 0) FROM brain_lexemestats l
@@ -121,7 +122,7 @@ def query_terms(cursor, *, space_id: int, query_text: str) -> QueryTerms:
 
 
 _SEARCH_SQL = """
-{hnsw_settings}WITH RECURSIVE
+WITH RECURSIVE
 idf AS MATERIALIZED (
     SELECT i.lexeme, i.idf FROM unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS i(lexeme, idf)
 ),
@@ -194,6 +195,31 @@ _BM25_SQL = """(SELECT COALESCE(sum(i.idf * u.tf * (%(k1)s + 1)
     JOIN idf i ON i.lexeme = u.lexeme)"""
 
 
+class _PreparedCursor(psycopg.Cursor):
+    """psycopg's server-side-binding cursor, preparing every statement it runs."""
+
+    def execute(self, query, params=None, *, prepare=None, binary=None):
+        return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+
+
+#: The filtered-scan settings (brain.selectors.hnsw) for this transaction, and no sequential scan of
+#: brain_thought: every part of the search reads it through an index (a space filter, HNSW, GIN),
+#: and the planner, seeing a frequent lexeme, sometimes preferred scanning a 10 000-thought space.
+_SCAN_SETTINGS_SQL = "SELECT " + ", ".join(
+    [*hnsw_filtered_scan_config_sql(ef_search="%(ef_search)s"), "set_config('enable_seqscan', 'off', true)"]
+)
+
+
+def _bound_cursor():
+    """A Django cursor whose parameters the SERVER binds and whose statements are prepared on the
+    connection (pooled or persistent), so each statement shape is parsed and planned once, not per
+    query. (Django's default client-side binding pastes the 384-float vector and every value into a
+    10 KB text each time.) Django's wrapper is kept: query logging, CaptureQueriesContext and
+    execute wrappers see these statements like any other."""
+    connection.ensure_connection()
+    return connection._prepare_cursor(_PreparedCursor(connection.connection))
+
+
 def _approximate_bm25_sql(terms: QueryTerms, params: dict) -> str:
     """BM25 as if every term occurred once (``@@`` per lexeme: no unnesting), to pick the rows whose
     exact BM25 is computed (ranking.LEXICAL_RESCORE). Exact whenever no query lexeme repeats."""
@@ -253,7 +279,8 @@ def _fetch(
     attnames = [f.attname for f in _COLUMNS]
     width = len(attnames)
     candidates = []
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), _bound_cursor() as cursor:
+        cursor.execute(_SCAN_SETTINGS_SQL, {"ef_search": str(ef_search)})
         terms = query_terms(cursor, space_id=space.pk, query_text=query_text)
         params.update(
             {
@@ -264,7 +291,6 @@ def _fetch(
             }
         )
         sql = _SEARCH_SQL.format(
-            hnsw_settings=hnsw_filtered_scan_sql(ef_search=ef_search),
             filters=filters,
             exclude_t=exclude,
             bm25_x=_BM25_SQL.format(row="x"),
@@ -275,8 +301,6 @@ def _fetch(
             columns=columns,
         )
         cursor.execute(sql, params)
-        while cursor.description is None and cursor.nextset():
-            pass
         rows = cursor.fetchall()
     converters = [getattr(f, "from_db_value", None) for f in _COLUMNS]
     for row in rows:
