@@ -56,10 +56,11 @@ WHERE t.space_id = %(space)s AND t.id = ANY(%(ids)s::uuid[])
 # The memory call's whole write, one statement: lock the returned thoughts in id order (two calls
 # with overlapping results can't deadlock), reinforce them (computed from the current row, so no
 # increment is lost), log the query, and say whether the agent had queried before (the statement's
-# snapshot does not see its own insert) and whether a pending correction suggestion concerns it.
-# The thought this call stored is locked in the same id order (not reinforced): the query log's
-# foreign-key check takes a KEY SHARE lock on it at the end of the statement, which must not wait out of order for a concurrent call holding it (a deadlock seen
-# with concurrent refinements). ``count(*) FROM locked`` makes every lock be taken before that.
+# snapshot does not see its own insert) and whether a pending correction suggestion concerns it. The
+# thought this call stored is locked in the same id order (not reinforced): the query log's foreign-
+# key check takes a KEY SHARE lock on it at the end of the statement, which must not wait out of
+# order for a concurrent call holding it (a deadlock seen with concurrent refinements). ``count(*)
+# FROM locked`` makes every lock be taken before that.
 _RETRIEVAL_SQL = f"""
 WITH locked AS (
     SELECT id FROM brain_thought
