@@ -56,7 +56,10 @@ REPLACEMENT_DEPTH = 5
 
 #: The thought columns read back (the vectors and the tsvector stay in the database).
 _DEFERRED = {"embedding", "corrected_fact_embedding", "search_vector"}
-_COLUMNS = [f for f in Thought._meta.concrete_fields if f.name not in _DEFERRED]
+#: ... nor what neither ranking nor a response reads (JSON to parse, long texts): a candidate's
+#: thought is a deferred-field instance, and reading one of these loads it (one query).
+_NOT_READ = {"co_retrieved_with", "context_metadata", "alternatives_considered", "corrected_fact", "correct_fact"}
+_COLUMNS = [f for f in Thought._meta.concrete_fields if f.name not in _DEFERRED | _NOT_READ]
 
 
 @dataclass
@@ -267,7 +270,7 @@ def _fetch(
     params.update(
         {
             "space": space.pk,
-            "vector": "[" + ",".join(repr(float(x)) for x in vector) + "]",
+            "vector": "[" + ",".join(map(str, vector)) + "]",
             "pool": pool,
             "rescore": max(pool, ranking.LEXICAL_RESCORE),
             "k1": ranking.BM25_K1,
