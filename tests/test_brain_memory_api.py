@@ -1,7 +1,8 @@
 """The memory endpoint (SPEC 2.2): wire format, validation, every orchestration step, in order.
 
-Uses the deterministic fake embedder: these tests are about the orchestration, not ranking quality
-(tests/test_brain_ranking.py uses the real model).
+Tests about the orchestration alone use the deterministic fake embedder; every test that claims what
+the endpoint finds, ranks, flags as a near-duplicate or offers as disambiguation uses the real model
+(``embedding="real"`` thoughts, no ``fake_embedder``), as tests/test_brain_ranking.py does.
 """
 
 from __future__ import annotations
@@ -378,9 +379,10 @@ def test_full_text_finds_a_thought_whose_embedding_is_pending(dev, fake_embedder
 
 # --- disambiguation -------------------------------------------------------------------------------
 @pytest.mark.parametrize("count, tags, expected", [(10, 3, True), (9, 3, False), (10, 2, False)])
-def test_disambiguation(dev, fake_embedder, thought_factory, count, tags, expected):
+def test_disambiguation(dev, thought_factory, count, tags, expected):
+    """The real model (issue 12 item 10): the thoughts are found by meaning, as an agent's would be."""
     for i in range(count):
-        thought_factory(f"retry policy for the queue consumer variant {i}", tags=[f"tag{i % tags}"])
+        thought_factory(f"retry policy for the queue consumer variant {i}", tags=[f"tag{i % tags}"], embedding="real")
     body = memory(dev, prompt="retry policy queue consumer", limit=10)
     assert len(body["result"]["sources"]) == count
     disambiguation = body["result"]["disambiguation"]
@@ -549,14 +551,15 @@ def test_any_text_is_a_valid_query(dev, fake_embedder, thought_factory, prompt):
     assert QueryLog.objects.get(session_id=body["trace"]["session_id"]).query_text == prompt.strip()
 
 
-def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, thought_factory):
+def test_steps_run_in_the_order_of_the_spec(agent_factory, thought_factory):
     """validate → session → threshold → embed → flags → contribute (+ contradiction check scheduled) →
     retrieve (+ reinforce) → disambiguation → onboarding → near-duplicate → implicit feedback → highways
-    → pending corrections."""
+    → pending corrections. The real model (issue 12 item 10): the near-duplicate is one by meaning."""
     agent = agent_factory("dev")
+    prompt = "retry policy queue consumer " * 3
     for i in range(10):
-        thought_factory(f"retry policy for the queue consumer variant {i}", tags=[f"tag{i % 3}"])
-    thought_factory("retry policy for the queue consumer", embedding=fake_vector("retry policy queue consumer"))
+        thought_factory(f"retry policy for the queue consumer variant {i}", tags=[f"tag{i % 3}"], embedding="real")
+    thought_factory(prompt.strip(), embedding="real")
     session = "s-order"
     QueryLog.objects.create(
         space=agent.agent.space,
@@ -569,7 +572,7 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, fake_embedder, though
     suggestion_create(
         thought=Thought.objects.first(), statement="fix", origin=SuggestionOrigin.QUALITY_JUDGE, agent=agent.agent
     )
-    body = memory(agent, prompt="retry policy queue consumer " * 3, session_id=session, limit=10)
+    body = memory(agent, prompt=prompt, session_id=session, limit=10)
     operations = [op.split(":")[0] for op in body["trace"]["operations"]]
     assert operations == [
         "validate", "session", "threshold", "embed", "flags", "contribute", "contradiction_check", "retrieve",
