@@ -106,7 +106,9 @@ def _forbid_nul(schema, seen: set[int]) -> None:
     if not isinstance(schema, dict) or id(schema) in seen:
         return
     seen.add(id(schema))
-    if schema.get("type") == "string" and "enum" not in schema and "format" not in schema and "pattern" not in schema:
+    kind = schema.get("type")
+    is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)  # OAS 3.1: ["string", "null"]
+    if is_string and "enum" not in schema and "format" not in schema and "pattern" not in schema:
         schema["pattern"] = NOT_BLANK_PATTERN if schema.get("minLength", 0) >= 1 else NO_NUL_PATTERN
     for value in schema.values():
         if isinstance(value, dict):
@@ -143,8 +145,8 @@ def json_value_schema() -> dict:
     (task DNA, tool calls, import metadata) as StrictJSONParser accepts it."""
     return {
         "description": "Any JSON value; no NUL character (\\u0000) in any string or key, at any depth.",
-        "nullable": True,
         "anyOf": [
+            {"type": "null"},
             {"type": "string", "pattern": NO_NUL_PATTERN},
             {"type": "number"},
             {"type": "boolean"},

@@ -5,7 +5,6 @@ The acting agent and its role always come from the token (``request.user``), nev
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -43,11 +42,11 @@ def dna_schema(*, min_properties: int = 0) -> dict:
         for key in sorted(workflow.PROTECTED_DNA_KEYS)
     }
     properties |= {
-        "rework_target_role": {"type": "string", "enum": list(workflow.AGENT_ROLES), "nullable": True},
-        "test_pass_count": {"type": "integer", "minimum": 0, "nullable": True},
-        "test_total_count": {"type": "integer", "minimum": 0, "nullable": True},
-        workflow.MQS: {"type": "string", "maxLength": 100, "pattern": NO_NUL_PATTERN, "nullable": True},
-        workflow.MCI: {"type": "string", "maxLength": 100, "pattern": NO_NUL_PATTERN, "nullable": True},
+        "rework_target_role": {"type": ["string", "null"], "enum": [*workflow.AGENT_ROLES, None]},
+        "test_pass_count": {"type": ["integer", "null"], "minimum": 0},
+        "test_total_count": {"type": ["integer", "null"], "minimum": 0},
+        workflow.MQS: {"type": ["string", "null"], "maxLength": 100, "pattern": NO_NUL_PATTERN},
+        workflow.MCI: {"type": ["string", "null"], "maxLength": 100, "pattern": NO_NUL_PATTERN},
     }
     schema = {
         "type": "object",
@@ -248,10 +247,26 @@ class TaskTransitionsApi(APIView):
         )
 
 
+class WorkflowOutputSerializer(serializers.Serializer):
+    """``tasks.workflow.workflow_as_data``: the transition table the engine enforces."""
+
+    lookup_order = serializers.ListField(child=serializers.CharField())
+    any_excludes_from = serializers.ListField(child=serializers.CharField())
+    statuses = serializers.ListField(child=serializers.CharField())
+    restore = serializers.CharField()
+    actors = serializers.ListField(child=serializers.CharField())
+    types = serializers.DictField(child=serializers.DictField(), help_text="Per task type: its transition rules.")
+    approval_modes = serializers.DictField(help_text='Per mode: the waived confirmations ("all" or a list).')
+    protected_dna_keys = serializers.ListField(child=serializers.CharField())
+    protected_dna_prefixes = serializers.ListField(child=serializers.CharField())
+    memory_gates = serializers.DictField(child=serializers.CharField())
+    special_roles = serializers.DictField(child=serializers.CharField())
+
+
 class WorkflowApi(APIView):
     """The transition table as data: the same table the engine enforces."""
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: WorkflowOutputSerializer})
     def get(self, request):
         return Response(workflow.workflow_as_data())
 

@@ -19,7 +19,7 @@ body. The schema documents them in the operation's 400 response; in positive mod
 cases that break one of them are discarded (``hypothesis.assume``), as a client that read the
 description would not send them. Negative mode keeps every case. The refusals themselves are tested
 in tests/test_brain_memory_api.py. The same holds for the import's rules across items and the space
-(an ``id`` must be new, a reference must name a thought of the batch or the space: 400
+(an ``id`` appears once in a batch, a reference names a thought of the batch or the space: 400
 ``IMPORT_INVALID``): positive import cases that reference other thoughts or repeat an id are discarded.
 
 And one generator limit: free-form values (task DNA, tool calls, import metadata) are the recursive

@@ -36,3 +36,10 @@ def test_schemathesis_finds_no_failure_in_any_operation(live_server, space, thou
     assert len(report.checks) >= 14  # every check schemathesis registers, none excluded
     assert report.unsatisfiable == ["GET /api/v1/health [negative]"]  # takes no input at all
     assert not report.failures, f"{len(report.failures)} unique schemathesis failures (see the output above)"
+
+
+def test_the_schema_generates_without_warnings(tmp_path):
+    """A warning means an ambiguous schema (e.g. two components with one name: one of them is wrong)."""
+    from django.core.management import call_command
+
+    call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(tmp_path / "schema.yaml"))

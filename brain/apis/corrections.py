@@ -22,7 +22,7 @@ from core.schema import error_responses
 TEXT_MAX = 10000
 
 
-class ThoughtOutputSerializer(serializers.ModelSerializer):
+class CorrectionThoughtOutputSerializer(serializers.ModelSerializer):
     thought_id = strict.UUIDField(source="id")
     contributor = strict.CharField(source="contributor_name")
     superseded_by = strict.UUIDField(source="superseded_by_id", allow_null=True)
@@ -80,7 +80,7 @@ class SuggestionOutputSerializer(serializers.ModelSerializer):
 
 
 class CorrectionResultSerializer(serializers.Serializer):
-    correction = ThoughtOutputSerializer(help_text="The correction thought just stored.")
+    correction = CorrectionThoughtOutputSerializer(help_text="The correction thought just stored.")
     superseded_count = serializers.IntegerField(help_text="How many thoughts it superseded.")
     guidance = serializers.CharField()
 
@@ -153,7 +153,7 @@ class CorrectionAcceptApi(APIView):
         return Response(
             {
                 "suggestion": SuggestionOutputSerializer(suggestion).data,
-                "correction": ThoughtOutputSerializer(correction).data,
+                "correction": CorrectionThoughtOutputSerializer(correction).data,
                 "superseded_count": count,
                 "guidance": correction_supersede_guidance(count=count),
             },
@@ -227,7 +227,7 @@ class ThoughtCorrectApi(APIView):
         )
         return Response(
             {
-                "correction": ThoughtOutputSerializer(correction).data,
+                "correction": CorrectionThoughtOutputSerializer(correction).data,
                 "superseded_count": count,
                 "guidance": correction_supersede_guidance(count=count),
             },

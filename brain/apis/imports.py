@@ -73,6 +73,7 @@ def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineErro
 
 
 INT32_MAX = 2**31 - 1
+FLOAT32_MAX = 3.4e38  # a little below the largest float32: a vector stays finite
 _NULL_OK = {"required": False, "allow_null": True}
 
 
@@ -82,7 +83,7 @@ def _ids(**kwargs) -> serializers.ListField:
 
 def _vector() -> serializers.ListField:
     return serializers.ListField(
-        child=serializers.FloatField(),
+        child=serializers.FloatField(min_value=-FLOAT32_MAX, max_value=FLOAT32_MAX),  # stored as float32
         min_length=EMBEDDING_DIMENSIONS,
         max_length=EMBEDDING_DIMENSIONS,
         required=False,
@@ -93,9 +94,9 @@ def _vector() -> serializers.ListField:
 
 @extend_schema_field(
     {
-        "nullable": True,
         "description": "An object; a string is kept as {'text': ...}.",
         "anyOf": [
+            {"type": "null"},
             {"type": "string", "pattern": NO_NUL_PATTERN},
             {"type": "object", "propertyNames": {"pattern": NO_NUL_PATTERN}, "additionalProperties": JSON_VALUE_REF},
         ],
@@ -107,9 +108,8 @@ class _MetadataField(serializers.JSONField):
 
 @extend_schema_field(
     {
-        "nullable": True,
         "description": "{thought id: count} (or the seed brain's [{thought_id, count}]).",
-        "type": "object",
+        "type": ["object", "null"],
         "propertyNames": {"pattern": NO_NUL_PATTERN},
         "additionalProperties": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
     }
@@ -122,10 +122,11 @@ class ImportItemSerializer(serializers.Serializer):
     """One thought to import: documentation of the wire shape, as ``brain.services.transfer.item_clean``
     accepts it (the service validates; ``null`` or an empty string means "not given" for optional fields).
 
-    Rules across items and the space, each a 400 ``IMPORT_INVALID`` naming the line: an ``id`` must be
-    new (in the space and in the batch); every reference (``source_ids``, ``supersedes``, ``refined_by``,
-    ``superseded_by``, ``contradicted_by``, ``related_thoughts``) names a thought of the batch or of the
-    space, and a thought is not related to itself."""
+    Rules across items and the space, each a 400 ``IMPORT_INVALID`` naming the line: an ``id``
+    appears once in the batch (one taken by a stored thought is a 409 ``IMPORT_CONFLICT``); every
+    reference (``source_ids``, ``supersedes``, ``refined_by``, ``superseded_by``, ``contradicted_by``,
+    ``related_thoughts``) names a thought of the batch or of the space, and a thought is not related
+    to itself."""
 
     id = strict.UUIDField(help_text="Kept when given (must be new); generated otherwise.", **_NULL_OK)
     kind = serializers.JSONField(required=False, help_text="Ignored (export files carry it).")
@@ -197,11 +198,14 @@ class ThoughtImportApi(APIView):
             201: ImportResultSerializer,
             **error_responses(
                 400,
+                409,
                 413,
                 415,
                 500,
                 e400="`IMPORT_INVALID`: `error.lines` lists every bad line ({line, field, message}), nothing stored; "
                 "`PARSE_ERROR`: the body is not JSON.",
+                e409="`IMPORT_CONFLICT`: the batch is valid but an `id` is taken by an existing thought "
+                "(`error.lines`); nothing stored.",
                 e413="`IMPORT_TOO_LARGE`: more items than `IMPORT_BATCH_MAX_ITEMS` (`error.max_items`).",
                 e415="`UNSUPPORTED_MEDIA_TYPE`: send application/json, application/x-ndjson or application/jsonl.",
                 e500="`EMBEDDING_FAILED` or `INTERNAL_ERROR`; nothing stored.",
