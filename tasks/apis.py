@@ -210,6 +210,15 @@ class TaskTransitionApi(APIView):
     class TransitionInputSerializer(strict.Serializer):
         to = TransitionTargetField(max_length=20)
         summary = strict.CharField(max_length=1000, required=False, default="", allow_blank=True)
+        agent_id = strict.CharField(
+            max_length=100, required=False, allow_blank=True, help_text="Wire compatibility only: ignored."
+        )
+        agent_name = strict.CharField(
+            max_length=200,
+            required=False,
+            allow_blank=True,
+            help_text="Wire compatibility only: ignored. The actor is always the token's agent.",
+        )
 
     @extend_schema(
         request=TransitionInputSerializer,
@@ -224,7 +233,9 @@ class TaskTransitionApi(APIView):
         data = self.TransitionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
-        log = transition_services.task_transition(task=task, agent=request.user, **data.validated_data)
+        log = transition_services.task_transition(
+            task=task, agent=request.user, to=data.validated_data["to"], summary=data.validated_data["summary"]
+        )
         return Response({"task": TaskOutputSerializer(task).data, "transition": TransitionOutputSerializer(log).data})
 
 
