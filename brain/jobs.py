@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from brain.embedding import EmbeddingError
 from brain.judging import JudgeUnavailable
-from brain.services import contradictions, pheromones
+from brain.services import contradictions, pheromones, text_stats
 from brain.services import thoughts as thought_services
 from brain.services.flags import thoughts_flag_stale
 
@@ -56,6 +56,12 @@ def embed_missing(batch_size: int = 64) -> int:
 def pheromone_decay() -> int:
     """Hourly (config/celery.py): weights of thoughts idle for an hour decay toward 0.1."""
     return pheromones.thoughts_decay()
+
+
+@shared_task(name="brain.jobs.text_stats_compact", autoretry_for=(OperationalError,), max_retries=3, time_limit=600)
+def text_stats_compact() -> int:
+    """Every ten minutes (config/celery.py): fold BM25's statistics deltas (brain.services.text_stats)."""
+    return text_stats.text_stats_compact()
 
 
 # --- knowledge evolution ---

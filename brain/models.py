@@ -125,14 +125,47 @@ class Thought(models.Model):
             models.Index(
                 fields=["embedding_model"], name="thought_embedding_model", condition=models.Q(embedding__isnull=False)
             ),
-            # Highway candidates (access_count >= 3, brain.selectors.activity), most accessed first.
-            models.Index(
-                fields=["space", "-access_count"], name="thought_space_busy", condition=models.Q(access_count__gte=3)
-            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.id} {self.content[:60]}"
+
+
+class SpaceTextStats(models.Model):
+    """BM25's collection statistics of a space, as deltas: a space's thought count and total lexeme
+    count are the SUMS of its rows.
+
+    Database triggers on ``brain_thought`` (migration 0008) append one row per inserting or deleting
+    statement (and per changed content), in that statement's transaction: exact, visible to the
+    transaction at once, and append-only, so concurrent writers never wait for each other on a
+    counter row. ``brain.services.text_stats.text_stats_compact`` (a periodic job) folds each space's
+    rows into one. A search reads them through the index instead of counting the space.
+    """
+
+    space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="+")
+    documents = models.BigIntegerField(default=0)
+    lexemes = models.BigIntegerField(default=0, help_text="Sum of length(search_vector).")
+
+    class Meta:
+        indexes = [models.Index(fields=["space"], name="spacetextstats_space")]
+
+    def __str__(self) -> str:
+        return f"space {self.space_id}: {self.documents:+d} thoughts, {self.lexemes:+d} lexemes"
+
+
+class LexemeStats(models.Model):
+    """BM25's document frequencies, as deltas like :class:`SpaceTextStats`: in how many thoughts of
+    the space a lexeme occurs is the SUM of its rows."""
+
+    space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="+")
+    lexeme = models.TextField()
+    documents = models.BigIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["space", "lexeme"], name="lexemestats_space_lexeme")]
+
+    def __str__(self) -> str:
+        return f"space {self.space_id}: {self.lexeme} {self.documents:+d}"
 
 
 class QueryLog(models.Model):

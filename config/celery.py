@@ -65,6 +65,7 @@ PERIODIC_JOBS = {
     "pheromone-decay": {"task": "brain.jobs.pheromone_decay", "schedule": crontab(minute=0)},
     "flag-stale-snapshots": {"task": "brain.jobs.flag_stale_snapshots", "schedule": crontab(minute=15, hour=3)},
     "embed-missing-thoughts": {"task": "brain.jobs.embed_missing", "schedule": crontab(minute="*/10")},
+    "text-stats-compact": {"task": "brain.jobs.text_stats_compact", "schedule": crontab(minute="5-59/10")},
     "quality-rollup": {"task": "quality.jobs.rollup_daily", "schedule": crontab(minute=5)},
     "quality-expire-turn-logs": {"task": "quality.jobs.expire_turn_logs", "schedule": crontab(minute=30, hour=3)},
     "quality-flag-unverified": {"task": "quality.jobs.flag_unverified", "schedule": crontab(minute=45, hour=3)},

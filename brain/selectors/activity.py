@@ -5,22 +5,23 @@ Pending correction suggestions are read in ``brain.services.suggestions``, their
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.db.models import F, Func, IntegerField
-from pgvector.django import CosineDistance
 
 from brain.models import QueryLog, Thought
+from brain.ranking import Candidate
 from core.models import Agent, Space
 
 #: A highway: a thought at least this often accessed ...
 HIGHWAY_MIN_ACCESS = 3
 #: ... by at least this many distinct agents. traffic = access_count × agents.
 HIGHWAY_MIN_AGENTS = 2
-#: "Nearby": at least this similar to the query, among the HIGHWAY_CANDIDATES most accessed
-#: highways (a partial index keeps that an index scan). They are compared exactly: an HNSW scan
-#: filtered down to so few rows would starve.
-HIGHWAY_CANDIDATES = 200
+#: "Nearby": a highway among the thoughts the query's own search fetched (its dense and lexical
+#: candidates, before the page is cut) that is at least this similar to the query. No query of its
+#: own: the search already read these rows, and no index on access_count is needed, which keeps
+#: every reinforcement UPDATE a HOT update (no new HNSW entry per access; migration 0009).
 HIGHWAY_MIN_SIMILARITY = 0.3
 HIGHWAYS_RETURNED = 5
 
@@ -49,19 +50,35 @@ def _highway(thought: Thought) -> dict:
     }
 
 
-def thought_highways_nearby(*, space: Space, vector: list[float], limit: int = HIGHWAYS_RETURNED) -> list[dict]:
-    """Heavily travelled thoughts (SPEC 2.6) related to the query, most traffic first."""
-    rows = (
-        _highways(space)
-        .filter(embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", vector))
-        .order_by("-access_count")[:HIGHWAY_CANDIDATES]
-    )
-    highways = [
-        {**_highway(thought), "similarity": round(1.0 - thought.distance, 4)}
-        for thought in rows
-        if 1.0 - thought.distance >= HIGHWAY_MIN_SIMILARITY
-    ]
+def highways_among(
+    candidates: Iterable[Candidate], *, accessed_ids: set[str], agent_name: str, limit: int = HIGHWAYS_RETURNED
+) -> list[dict]:
+    """Heavily travelled thoughts (SPEC 2.6) among a search's candidates, most traffic first.
+
+    The candidates were read before this call's own reinforcement: those in ``accessed_ids`` (the
+    results it returned, and so reinforced) count one more access, by ``agent_name``.
+    """
+    highways = []
+    for candidate in candidates:
+        thought = candidate.thought
+        if candidate.similarity is None or candidate.similarity < HIGHWAY_MIN_SIMILARITY:
+            continue
+        access_count, agents = thought.access_count, set(thought.accessed_by or [])
+        if candidate.id in accessed_ids:
+            access_count += 1
+            agents.add(agent_name)
+        if access_count < HIGHWAY_MIN_ACCESS or len(agents) < HIGHWAY_MIN_AGENTS:
+            continue
+        highways.append(
+            {
+                "thought_id": candidate.id,
+                "content_preview": thought.content[:80],
+                "access_count": access_count,
+                "agents": len(agents),
+                "traffic": access_count * len(agents),
+                "similarity": round(candidate.similarity, 4),
+            }
+        )
     highways.sort(key=lambda h: (-h["traffic"], -h["similarity"]))
     return highways[:limit]
 

@@ -13,17 +13,21 @@ from django.db import connection
 
 
 def hnsw_filtered_scan_statements(*, ef_search: int) -> list[str]:
-    """The ``SET LOCAL`` statements of a filtered scan, for callers that send them in their own SQL text
-    (the search's one round trip); :func:`hnsw_filtered_scan` executes the same statements."""
+    """The ``SET LOCAL`` statements of a filtered scan (:func:`hnsw_filtered_scan` executes them)."""
     return [
         f"SET LOCAL hnsw.ef_search = {int(ef_search)}",
         "SET LOCAL hnsw.iterative_scan = relaxed_order",
     ]
 
 
-def hnsw_filtered_scan_sql(*, ef_search: int) -> str:
-    """:func:`hnsw_filtered_scan_statements` as one SQL text, each statement ended by ``;``."""
-    return "".join(f"{statement};\n" for statement in hnsw_filtered_scan_statements(ef_search=ef_search))
+def hnsw_filtered_scan_config_sql(*, ef_search: str) -> list[str]:
+    """The same settings as ``set_config(..., is_local => true)`` expressions, for a SELECT that sets
+    them in a statement of its own (a prepared statement can't carry ``SET``). ``ef_search`` is SQL:
+    a number or a text parameter placeholder."""
+    return [
+        f"set_config('hnsw.ef_search', {ef_search}, true)",
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+    ]
 
 
 def hnsw_filtered_scan(*, ef_search: int) -> None:

@@ -1,14 +1,20 @@
-"""Retrieval (SPEC 2.3): dense and lexical candidates in ONE SQL statement, fused by brain.ranking.
+"""Retrieval (SPEC 2.3): dense and lexical candidates in one SQL statement, fused by brain.ranking.
 
-One round trip (:data:`_SEARCH_SQL`) returns, for one space and the caller's filters:
+Two round trips in one transaction:
+
+1. :data:`_TERMS_SQL` — the query's lexemes (PostgreSQL's English stemming), each one's document
+   frequency in the space and the space's size and total length: index reads of the statistics that
+   triggers keep (``brain.models.LexemeStats`` / ``SpaceTextStats``). IDF and the lexemes the
+   lexical side matches on are computed in Python (``ranking.bm25_idf``,
+   ``ranking.lexical_match_lexemes``: the rarest ones, within ``ranking.LEXICAL_MATCH_BUDGET``
+   thoughts, so the statement stays bounded at any size).
+2. :data:`_SEARCH_SQL` returns, for one space and the caller's filters:
 
 - dense candidates: the HNSW scan (cosine) for the ``pool`` nearest thoughts;
-- lexical candidates: full text with OR semantics (any query lexeme), ranked by BM25 computed in
-  the statement from the space's own term statistics (document frequency of each query lexeme,
-  counted through the GIN index and capped at :data:`ranking.BM25_DF_CAP`; the space's size capped at
-  :data:`ranking.BM25_N_CAP`; the average document length from the newest
-  :data:`ranking.BM25_AVGDL_SAMPLE` thoughts). Lexemes as frequent as the cap are left out of the OR
-  match (they would match most of a large space and carry almost no weight) but still score;
+- lexical candidates: full text with OR semantics over the matched lexemes, ordered by BM25 as if
+  every word occurred once (cheap: one ``@@`` per query lexeme), the best
+  ``ranking.LEXICAL_RESCORE`` of them rescored with the exact BM25 (tf from the tsvector's
+  positions), the ``pool`` best kept;
 - live corrections compared EXACTLY (not through the approximate index, see below);
 - for every superseded candidate, its live replacement (following superseded_by / refined_by up to
   :data:`REPLACEMENT_DEPTH` hops), fetched by id even when neither side found it;
@@ -26,13 +32,14 @@ planner off HNSW for that part.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import psycopg
 from django.db import connection, transaction
 
 from brain import ranking
 from brain.models import Thought
-from brain.selectors.hnsw import hnsw_filtered_scan, hnsw_filtered_scan_sql
+from brain.selectors.hnsw import hnsw_filtered_scan, hnsw_filtered_scan_config_sql
 from core.models import Space
 
 #: Candidates taken from each side before ranking, relative to the number of results asked for:
@@ -49,13 +56,17 @@ REPLACEMENT_DEPTH = 5
 
 #: The thought columns read back (the vectors and the tsvector stay in the database).
 _DEFERRED = {"embedding", "corrected_fact_embedding", "search_vector"}
-_COLUMNS = [f for f in Thought._meta.concrete_fields if f.name not in _DEFERRED]
+#: ... nor what neither ranking nor a response reads (JSON to parse, long texts): a candidate's
+#: thought is a deferred-field instance, and reading one of these loads it (one query).
+_NOT_READ = {"co_retrieved_with", "context_metadata", "alternatives_considered", "corrected_fact", "correct_fact"}
+_COLUMNS = [f for f in Thought._meta.concrete_fields if f.name not in _DEFERRED | _NOT_READ]
 
 
 @dataclass
 class SearchResult:
     candidates: list[ranking.Candidate]  # ranked, best first, at most ``limit``
     relaxed: bool = False  # the category filter was dropped (multi-round)
+    fetched: list[ranking.Candidate] = field(default_factory=list)  # every row the search read
 
     @property
     def method(self) -> str:
@@ -63,45 +74,60 @@ class SearchResult:
         return f"{method} (category filter relaxed)" if self.relaxed else method
 
 
-def query_lexemes(text: str) -> list[str]:
-    """The query's normalised lexemes, as PostgreSQL's English configuration stems them."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", [text])
-        (lexemes,) = cursor.fetchone()
-    return list(lexemes or [])[:MAX_QUERY_LEXEMES]
-
-
 def _quote(lexeme: str) -> str:
     """A normalised lexeme as a tsquery operand (already stemmed: no further parsing)."""
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+#: The query's lexemes (in the query's order) with their document frequency in the space, and the
+#: space's size and total lexeme count: primary-key reads of the statistics the triggers keep.
+_TERMS_SQL = """
+WITH q AS (
+    SELECT u.lexeme, u.ord
+    FROM unnest((tsvector_to_array(to_tsvector('english', %(query_text)s::text)))[1:%(max_lexemes)s::int])
+         WITH ORDINALITY AS u(lexeme, ord)
+)
+SELECT (SELECT COALESCE(sum(s.documents), 0) FROM brain_spacetextstats s WHERE s.space_id = %(space)s::bigint),
+       (SELECT COALESCE(sum(s.lexemes), 0) FROM brain_spacetextstats s WHERE s.space_id = %(space)s),
+       COALESCE(array_agg(q.lexeme ORDER BY q.ord), '{}'),
+       COALESCE(array_agg((SELECT COALESCE(sum(l.documents), 0) FROM brain_lexemestats l
+                           WHERE l.space_id = %(space)s AND l.lexeme = q.lexeme) ORDER BY q.ord), '{}')
+FROM q
+"""
+
+
+@dataclass
+class QueryTerms:
+    """BM25's view of one query in one space (see :func:`query_terms`)."""
+
+    lexemes: list[str]
+    idf: list[float]
+    avgdl: float
+    match: list[str]  # the lexemes the lexical side matches on (ranking.lexical_match_lexemes)
+
+    @property
+    def idf_total(self) -> float:
+        return sum(self.idf)
+
+
+def query_terms(cursor, *, space_id: int, query_text: str) -> QueryTerms:
+    """The query's lexemes, their IDF in the space and which of them the lexical side matches on."""
+    cursor.execute(_TERMS_SQL, {"query_text": query_text, "max_lexemes": MAX_QUERY_LEXEMES, "space": space_id})
+    documents, lexemes_total, lexemes, dfs = cursor.fetchone()
+    n = int(documents)
+    dfs = [int(df) for df in dfs]
+    return QueryTerms(
+        lexemes=list(lexemes),
+        idf=[ranking.bm25_idf(n=n, df=df) for df in dfs],
+        avgdl=float(lexemes_total) / n if n > 0 else 1.0,
+        match=ranking.lexical_match_lexemes(list(zip(lexemes, dfs, strict=True))),
+    )
+
+
 _SEARCH_SQL = """
-{hnsw_settings}WITH RECURSIVE
-query_lexemes AS (
-    SELECT lexeme,
-           ('''' || replace(replace(lexeme, E'\\\\', E'\\\\\\\\'), '''', '''''') || '''')::tsquery AS q
-    FROM unnest((tsvector_to_array(to_tsvector('english', %(query_text)s)))[1:%(max_lexemes)s]) AS lexeme
-),
-terms AS (
-    SELECT l.lexeme, l.q,
-           (SELECT count(*) FROM (SELECT 1 FROM brain_thought d
-                                  WHERE d.space_id = %(space)s AND d.search_vector @@ l.q LIMIT %(df_cap)s) s) AS df
-    FROM query_lexemes l
-),
-stats AS (
-    SELECT (SELECT count(*) FROM (SELECT 1 FROM brain_thought d WHERE d.space_id = %(space)s LIMIT %(n_cap)s) s) AS n,
-           (SELECT COALESCE(avg(length(d.search_vector)), 1) FROM (
-                SELECT search_vector FROM brain_thought d WHERE d.space_id = %(space)s
-                ORDER BY d.created_at DESC LIMIT %(avgdl_sample)s) d) AS avgdl
-),
-idf AS (
-    SELECT t.lexeme, t.q, t.df,
-           ln(1 + (greatest(s.n, t.df) - t.df + 0.5) / (t.df + 0.5)) AS idf
-    FROM terms t CROSS JOIN stats s
-),
-match AS (
-    SELECT string_agg(i.q::text, ' | ')::tsquery AS q FROM idf i WHERE i.df < %(df_cap)s
+WITH RECURSIVE
+idf AS MATERIALIZED (
+    SELECT i.lexeme, i.idf FROM unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS i(lexeme, idf)
 ),
 dense AS (
     SELECT t.id, row_number() OVER () AS rank FROM (
@@ -112,11 +138,13 @@ dense AS (
 ),
 lexical AS (
     SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, created_at DESC, id) AS rank FROM (
-        SELECT t.id, t.created_at, {bm25} AS bm25
-        FROM brain_thought t, match m
-        WHERE m.q IS NOT NULL AND t.space_id = %(space)s AND t.search_vector @@ m.q {filters}
-        ORDER BY 3 DESC, t.created_at DESC, t.id LIMIT %(pool)s
-    ) x
+        SELECT x.id, x.created_at, {bm25_x} AS bm25 FROM (
+            SELECT t.id, t.created_at, t.search_vector FROM brain_thought t
+            WHERE t.space_id = %(space)s AND {lexical_match} {filters}
+            ORDER BY {approximate_bm25} DESC, t.created_at DESC, t.id LIMIT %(rescore)s
+        ) x
+        ORDER BY 3 DESC, x.created_at DESC, x.id LIMIT %(pool)s
+    ) y
 ),
 corrections AS (
     SELECT t.id FROM brain_thought t
@@ -149,8 +177,7 @@ everything AS (
 SELECT {columns},
        sb.thought_category AS superseded_by_category,
        CASE WHEN t.embedding IS NULL THEN NULL ELSE 1 - (t.embedding <=> %(vector)s::vector) END AS similarity,
-       {bm25} AS bm25,
-       (SELECT COALESCE(sum(i.idf), 0) FROM idf i) AS idf_total,
+       {bm25_t} AS bm25,
        d.rank AS dense_rank, l.rank AS lexical_rank,
        (c.id IS NOT NULL) AS via_correction_scan,
        lr.id AS live_replacement_id,
@@ -164,11 +191,48 @@ LEFT JOIN corrections c ON c.id = t.id
 LEFT JOIN live_replacement lr ON lr.origin = t.id
 """
 
-#: BM25 of row ``t`` for the query's lexemes (tf from the tsvector's positions, dl its lexeme count).
+#: BM25 of row ``{row}`` for the query's lexemes (tf from the tsvector's positions, dl its lexeme count).
 _BM25_SQL = """(SELECT COALESCE(sum(i.idf * u.tf * (%(k1)s + 1)
-        / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * length(t.search_vector) / (SELECT avgdl FROM stats)))), 0)
-    FROM (SELECT x.lexeme, COALESCE(array_length(x.positions, 1), 1) AS tf FROM unnest(t.search_vector) x) u
+        / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * length({row}.search_vector) / %(avgdl)s))), 0)
+    FROM (SELECT x.lexeme, COALESCE(array_length(x.positions, 1), 1) AS tf FROM unnest({row}.search_vector) x) u
     JOIN idf i ON i.lexeme = u.lexeme)"""
+
+
+class _PreparedCursor(psycopg.Cursor):
+    """psycopg's server-side-binding cursor, preparing every statement it runs."""
+
+    def execute(self, query, params=None, *, prepare=None, binary=None):
+        return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+
+
+#: The filtered-scan settings (brain.selectors.hnsw) for this transaction, and no sequential scan of
+#: brain_thought: every part of the search reads it through an index (a space filter, HNSW, GIN),
+#: and the planner, seeing a frequent lexeme, sometimes preferred scanning a 10 000-thought space.
+_SCAN_SETTINGS_SQL = "SELECT " + ", ".join(
+    [*hnsw_filtered_scan_config_sql(ef_search="%(ef_search)s"), "set_config('enable_seqscan', 'off', true)"]
+)
+
+
+def _bound_cursor():
+    """A Django cursor whose parameters the SERVER binds and whose statements are prepared on the
+    connection (pooled or persistent), so each statement shape is parsed and planned once, not per
+    query. (Django's default client-side binding pastes the 384-float vector and every value into a
+    10 KB text each time.) Django's wrapper is kept: query logging, CaptureQueriesContext and
+    execute wrappers see these statements like any other."""
+    connection.ensure_connection()
+    return connection._prepare_cursor(_PreparedCursor(connection.connection))
+
+
+def _approximate_bm25_sql(terms: QueryTerms, params: dict) -> str:
+    """BM25 as if every term occurred once (``@@`` per lexeme: no unnesting), to pick the rows whose
+    exact BM25 is computed (ranking.LEXICAL_RESCORE). Exact whenever no query lexeme repeats."""
+    parts = []
+    for index, (lexeme, idf) in enumerate(zip(terms.lexemes, terms.idf, strict=True)):
+        params[f"lexeme_q{index}"] = _quote(lexeme)
+        params[f"lexeme_idf{index}"] = idf
+        parts.append(f"(t.search_vector @@ %(lexeme_q{index})s::tsquery)::int * %(lexeme_idf{index})s")
+    presence = " + ".join(parts) or "0"
+    return f"({presence}) * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s + %(b)s * length(t.search_vector) / %(avgdl)s))"
 
 
 def _filters(*, filter_topic: str | None, filter_category: str | None, exclude_ids: list[str]) -> tuple[str, str, dict]:
@@ -203,23 +267,12 @@ def _fetch(
     )
     ef_search = min(EF_SEARCH_MAX, max(40, pool * EF_SEARCH_FACTOR))
     columns = ", ".join(f"t.{f.column}" for f in _COLUMNS)
-    sql = _SEARCH_SQL.format(
-        hnsw_settings=hnsw_filtered_scan_sql(ef_search=ef_search),
-        filters=filters,
-        exclude_t=exclude,
-        bm25=_BM25_SQL,
-        columns=columns,
-    )
     params.update(
         {
             "space": space.pk,
-            "vector": "[" + ",".join(repr(float(x)) for x in vector) + "]",
-            "query_text": query_text,
-            "max_lexemes": MAX_QUERY_LEXEMES,
+            "vector": "[" + ",".join(map(str, vector)) + "]",
             "pool": pool,
-            "df_cap": ranking.BM25_DF_CAP,
-            "n_cap": ranking.BM25_N_CAP,
-            "avgdl_sample": ranking.BM25_AVGDL_SAMPLE,
+            "rescore": max(pool, ranking.LEXICAL_RESCORE),
             "k1": ranking.BM25_K1,
             "b": ranking.BM25_B,
             "max_distance": 1.0 - ranking.MIN_SIMILARITY,
@@ -229,10 +282,28 @@ def _fetch(
     attnames = [f.attname for f in _COLUMNS]
     width = len(attnames)
     candidates = []
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), _bound_cursor() as cursor:
+        cursor.execute(_SCAN_SETTINGS_SQL, {"ef_search": str(ef_search)})
+        terms = query_terms(cursor, space_id=space.pk, query_text=query_text)
+        params.update(
+            {
+                "lexemes": terms.lexemes,
+                "idfs": terms.idf,
+                "avgdl": terms.avgdl,
+                "match": " | ".join(_quote(lexeme) for lexeme in terms.match),
+            }
+        )
+        sql = _SEARCH_SQL.format(
+            filters=filters,
+            exclude_t=exclude,
+            bm25_x=_BM25_SQL.format(row="x"),
+            bm25_t=_BM25_SQL.format(row="t"),
+            approximate_bm25=_approximate_bm25_sql(terms, params),
+            # No lexeme to match on (none in the query, or all too frequent): no lexical candidates.
+            lexical_match="t.search_vector @@ %(match)s::tsquery" if terms.match else "FALSE",
+            columns=columns,
+        )
         cursor.execute(sql, params)
-        while cursor.description is None and cursor.nextset():
-            pass
         rows = cursor.fetchall()
     converters = [getattr(f, "from_db_value", None) for f in _COLUMNS]
     for row in rows:
@@ -245,7 +316,6 @@ def _fetch(
             superseded_by_category,
             similarity,
             bm25,
-            idf_total,
             dense_rank,
             lexical_rank,
             via_correction,
@@ -258,7 +328,7 @@ def _fetch(
                 thought=thought,
                 similarity=None if similarity is None else float(similarity),
                 bm25=float(bm25 or 0.0),
-                idf_total=float(idf_total or 0.0),
+                idf_total=terms.idf_total,
                 dense_rank=dense_rank,
                 lexical_rank=lexical_rank,
                 via_vector=dense_rank is not None or bool(via_correction),
@@ -297,7 +367,8 @@ def _round(
     filter_topic: str | None,
     filter_category: str | None,
     exclude_ids: list[str],
-) -> list[ranking.Candidate]:
+) -> tuple[list[ranking.Candidate], list[ranking.Candidate]]:
+    """One search: (the ranked page, every candidate fetched)."""
     pool = max(MIN_POOL, limit * POOL_FACTOR)
     candidates = _fetch(
         space=space,
@@ -310,7 +381,7 @@ def _round(
     )
     for candidate in candidates:
         _explain(candidate, filter_topic=filter_topic, filter_category=filter_category)
-    return ranking.rank(candidates, filter_topic=filter_topic, limit=limit)
+    return ranking.rank(candidates, filter_topic=filter_topic, limit=limit), candidates
 
 
 def thought_search(
@@ -329,17 +400,17 @@ def thought_search(
     """
     exclude_ids = [str(i) for i in exclude_ids]
     kwargs = {"space": space, "vector": vector, "query_text": query_text, "limit": limit, "exclude_ids": exclude_ids}
-    ranked = _round(filter_topic=filter_topic, filter_category=filter_category, **kwargs)
+    ranked, fetched = _round(filter_topic=filter_topic, filter_category=filter_category, **kwargs)
     best = ranked[0].score if ranked else 0.0
     if filter_category and best < ranking.SUFFICIENT_SCORE:
-        ranked = _round(filter_topic=filter_topic, filter_category=None, **kwargs)
+        ranked, fetched = _round(filter_topic=filter_topic, filter_category=None, **kwargs)
         note = f"relaxed filter: no {filter_category} scored {ranking.SUFFICIENT_SCORE} or more (best {best:.2f})"
         for candidate in ranked:
             if candidate.thought.thought_category == filter_category:
                 candidate.reasons.append("category match")
             candidate.reasons.append(note)
-        return SearchResult(candidates=ranked, relaxed=True)
-    return SearchResult(candidates=ranked)
+        return SearchResult(candidates=ranked, relaxed=True, fetched=fetched)
+    return SearchResult(candidates=ranked, fetched=fetched)
 
 
 def thought_nearest(

@@ -18,6 +18,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
+from brain.choices import SuggestionStatus
 from brain.models import Thought
 from brain.ranking import PHEROMONE_MAX
 from core.models import Agent, Space
@@ -55,10 +56,11 @@ WHERE t.space_id = %(space)s AND t.id = ANY(%(ids)s::uuid[])
 # The memory call's whole write, one statement: lock the returned thoughts in id order (two calls
 # with overlapping results can't deadlock), reinforce them (computed from the current row, so no
 # increment is lost), log the query, and say whether the agent had queried before (the statement's
-# snapshot does not see its own insert). The thought this call stored is locked in the same id order
-# (not reinforced): the query log's foreign-key check takes a KEY SHARE lock on it at the end of the
-# statement, which must not wait out of order for a concurrent call holding it (a deadlock seen
-# with concurrent refinements). ``count(*) FROM locked`` makes every lock be taken before that.
+# snapshot does not see its own insert) and whether a pending correction suggestion concerns it. The
+# thought this call stored is locked in the same id order (not reinforced): the query log's foreign-
+# key check takes a KEY SHARE lock on it at the end of the statement, which must not wait out of
+# order for a concurrent call holding it (a deadlock seen with concurrent refinements). ``count(*)
+# FROM locked`` makes every lock be taken before that.
 _RETRIEVAL_SQL = f"""
 WITH locked AS (
     SELECT id FROM brain_thought
@@ -76,7 +78,10 @@ WITH locked AS (
     RETURNING id
 )
 SELECT (SELECT id FROM logged), (SELECT count(*) FROM reinforced), (SELECT count(*) FROM locked),
-       EXISTS (SELECT 1 FROM brain_querylog WHERE space_id = %(space)s AND agent_id = %(agent_id)s)
+       EXISTS (SELECT 1 FROM brain_querylog WHERE space_id = %(space)s AND agent_id = %(agent_id)s),
+       EXISTS (SELECT 1 FROM brain_correctionsuggestion
+               WHERE space_id = %(space)s AND status = %(pending)s
+                     AND (agent_id = %(agent_id)s OR session_id = %(session_id)s))
 """
 
 
@@ -85,6 +90,7 @@ class RetrievalRecord:
     query_log_id: int
     reinforced: int
     queried_before: bool  # the agent had called the memory endpoint of this space before
+    suggestions_pending: bool  # a pending correction suggestion concerns this agent or session
 
 
 def _lock_in_order(*, space: Space, ids: list[str]) -> None:
@@ -151,10 +157,16 @@ def retrieval_record(
                 "query_text": query_text,
                 "results": json.dumps(results),
                 "stored_thought_id": stored_thought_id,
+                "pending": SuggestionStatus.PENDING,
             },
         )
-        log_id, reinforced, _locked, queried_before = cursor.fetchone()
-    return RetrievalRecord(query_log_id=log_id, reinforced=reinforced, queried_before=queried_before)
+        log_id, reinforced, _locked, queried_before, suggestions_pending = cursor.fetchone()
+    return RetrievalRecord(
+        query_log_id=log_id,
+        reinforced=reinforced,
+        queried_before=queried_before,
+        suggestions_pending=suggestions_pending,
+    )
 
 
 def thoughts_feedback(*, space: Space, thought_ids: Iterable[str | uuid.UUID], step: float = FEEDBACK_STEP) -> int:

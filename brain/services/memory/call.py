@@ -35,6 +35,7 @@ class MemoryCall:
     search: search.SearchResult | None = None
     query_log: QueryLog | None = None
     first_query: bool = False  # the agent's first memory call in this space (onboarding)
+    suggestions_pending: bool = True  # step_reinforce's statement says whether any concerns this call
     disambiguation: dict | None = None
     highways: list[dict] = field(default_factory=list)
     pending_corrections: list[dict] = field(default_factory=list)

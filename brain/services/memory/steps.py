@@ -261,7 +261,8 @@ def step_retrieve(call: MemoryCall) -> None:
 
 def step_reinforce(call: MemoryCall) -> None:
     """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6): one
-    statement, which also tells whether this is the agent's first call (``step_onboarding``)."""
+    statement, which also tells whether this is the agent's first call (``step_onboarding``) and whether
+    a pending correction suggestion concerns it (``step_pending_corrections``)."""
     record = pheromones.retrieval_record(
         space=call.space,
         agent=call.agent,
@@ -275,6 +276,7 @@ def step_reinforce(call: MemoryCall) -> None:
         pk=record.query_log_id, space=call.space, agent=call.agent, session_id=call.session_id, query_text=call.prompt
     )
     call.first_query = not record.queried_before
+    call.suggestions_pending = record.suggestions_pending
     call.operations.append(f"reinforce:{record.reinforced}")
 
 
@@ -377,12 +379,19 @@ def step_implicit_feedback(call: MemoryCall) -> None:
 
 
 def step_highways(call: MemoryCall) -> None:
-    call.highways = activity.thought_highways_nearby(space=call.space, vector=call.vector)
+    """Highways near the query: among what the search fetched (no query of its own)."""
+    call.highways = activity.highways_among(
+        call.search.fetched if call.search else [],
+        accessed_ids={candidate.id for candidate in call.sources},
+        agent_name=call.agent.name,
+    )
     call.operations.append(f"highways:{len(call.highways)}")
 
 
 def step_pending_corrections(call: MemoryCall) -> None:
     """Correction suggestions addressed to this agent or this session (SPEC 4.5), newest first."""
+    if not call.suggestions_pending:  # the common case, answered by step_reinforce's statement
+        return
     pending = suggestions_pending_for(space=call.space, agent=call.agent, session_id=call.session_id)
     call.pending_corrections = [suggestion_as_pending(s) for s in pending[:PENDING_CORRECTIONS_RETURNED]]
     if call.pending_corrections:

@@ -1,0 +1,77 @@
+"""BM25's term statistics (``brain.models.SpaceTextStats`` / ``LexemeStats``): read and compact.
+
+The rows are deltas that triggers on ``brain_thought`` append (migration 0008); a statistic is the
+SUM of its rows. :func:`text_stats_compact` folds them, so reads stay a few index entries per lexeme.
+"""
+
+from __future__ import annotations
+
+from django.db import connection, transaction
+
+_COMPACT_LEXEMES_SQL = """
+WITH many AS (
+    SELECT space_id, lexeme FROM brain_lexemestats GROUP BY space_id, lexeme HAVING count(*) > 1
+), gone AS (
+    DELETE FROM brain_lexemestats l USING many m
+    WHERE l.space_id = m.space_id AND l.lexeme = m.lexeme
+    RETURNING l.space_id, l.lexeme, l.documents
+)
+INSERT INTO brain_lexemestats (space_id, lexeme, documents)
+SELECT space_id, lexeme, sum(documents) FROM gone GROUP BY space_id, lexeme HAVING sum(documents) <> 0
+"""
+
+_COMPACT_SPACES_SQL = """
+WITH many AS (
+    SELECT space_id FROM brain_spacetextstats GROUP BY space_id HAVING count(*) > 1
+), gone AS (
+    DELETE FROM brain_spacetextstats s USING many m WHERE s.space_id = m.space_id
+    RETURNING s.space_id, s.documents, s.lexemes
+)
+INSERT INTO brain_spacetextstats (space_id, documents, lexemes)
+SELECT space_id, sum(documents), sum(lexemes) FROM gone GROUP BY space_id
+"""
+
+
+def text_stats_compact() -> int:
+    """Fold every space's and lexeme's delta rows into one (periodic job). Returns the rows written.
+
+    Safe beside writers: the triggers only ever insert new rows, and the rows this deletes and
+    replaces by their sum are those its own snapshot saw, in one transaction.
+    """
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_COMPACT_LEXEMES_SQL)
+        written = cursor.rowcount
+        cursor.execute(_COMPACT_SPACES_SQL)
+        return written + cursor.rowcount
+
+
+def text_stats_verify(space_id: int) -> list[str]:
+    """Differences between the kept statistics of a space and a recount (empty when exact)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH kept AS (SELECT lexeme, sum(documents) AS n FROM brain_lexemestats WHERE space_id = %(s)s
+                          GROUP BY lexeme HAVING sum(documents) <> 0),
+                 counted AS (SELECT x.lexeme, count(*) AS n FROM brain_thought t, unnest(t.search_vector) x
+                             WHERE t.space_id = %(s)s GROUP BY x.lexeme)
+            SELECT COALESCE(k.lexeme, c.lexeme), k.n, c.n FROM kept k FULL JOIN counted c ON c.lexeme = k.lexeme
+            WHERE k.n IS DISTINCT FROM c.n ORDER BY 1
+            """,
+            {"s": space_id},
+        )
+        problems = [f"lexeme {lexeme!r}: kept {kept}, counted {counted}" for lexeme, kept, counted in cursor.fetchall()]
+        cursor.execute(
+            """
+            SELECT (SELECT COALESCE(sum(documents), 0) FROM brain_spacetextstats WHERE space_id = %(s)s),
+                   (SELECT COALESCE(sum(lexemes), 0) FROM brain_spacetextstats WHERE space_id = %(s)s),
+                   (SELECT count(*) FROM brain_thought WHERE space_id = %(s)s),
+                   (SELECT COALESCE(sum(length(search_vector)), 0) FROM brain_thought WHERE space_id = %(s)s)
+            """,
+            {"s": space_id},
+        )
+        documents, lexemes, counted_documents, counted_lexemes = cursor.fetchone()
+        if (documents, lexemes) != (counted_documents, counted_lexemes):
+            problems.append(
+                f"space: kept {documents} thoughts / {lexemes} lexemes, counted {counted_documents} / {counted_lexemes}"
+            )
+    return problems

@@ -1,0 +1,126 @@
+"""BM25's term statistics, kept by triggers (brain.models.LexemeStats / SpaceTextStats): exact after
+every kind of write, in the writing transaction, and unchanged by compaction."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections, transaction
+
+from brain.models import LexemeStats, SpaceTextStats, Thought
+from brain.selectors import search
+from brain.services.text_stats import text_stats_compact, text_stats_verify
+from core.models import Space
+
+pytestmark = pytest.mark.django_db
+
+
+def _df(space, lexeme: str) -> int:
+    return sum(LexemeStats.objects.filter(space=space, lexeme=lexeme).values_list("documents", flat=True))
+
+
+def _documents(space) -> int:
+    return sum(SpaceTextStats.objects.filter(space=space).values_list("documents", flat=True))
+
+
+def test_single_and_bulk_inserts_count_each_document_once(thought_factory, space):
+    thought_factory("The webhook retries failed deliveries three times; webhook retries back off.")
+    Thought.objects.bulk_create(
+        [
+            Thought(
+                space=space,
+                content=f"Webhook note {i} about the billing queue.",
+                contributor_id="x",
+                contributor_name="x",
+            )
+            for i in range(5)
+        ]
+    )
+    assert _df(space, "webhook") == 6  # a document counts once, however often the word occurs in it
+    assert _df(space, "bill") == 5 and _documents(space) == 6
+    assert text_stats_verify(space.pk) == []
+
+
+def test_content_update_and_delete_keep_them_exact(thought_factory, space):
+    thought = thought_factory("The cache uses LRU eviction for sessions.")
+    other = thought_factory("Sessions expire after ten minutes.")
+    Thought.objects.filter(pk=thought.pk).update(content="The cache uses LFU eviction.")
+    assert _df(space, "lru") == 0 and _df(space, "lfu") == 1 and _df(space, "session") == 1
+    Thought.objects.filter(pk=thought.pk).update(access_count=5, pheromone_weight=2.0)  # no content change
+    assert LexemeStats.objects.filter(space=space, lexeme="lfu").count() == 1  # nothing appended
+    Thought.objects.filter(pk=other.pk).delete()
+    assert _df(space, "session") == 0 and _documents(space) == 1
+    assert text_stats_verify(space.pk) == []
+
+
+def test_a_rolled_back_insert_leaves_no_statistics(thought_factory, space):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        thought_factory("Rollback words: zebra quartz.")
+        assert _df(space, "zebra") == 1  # the writing transaction sees its own statistics at once
+        raise RuntimeError
+    assert _df(space, "zebra") == 0 and text_stats_verify(space.pk) == []
+
+
+def test_spaces_are_counted_apart(thought_factory, space):
+    other = Space.objects.create(slug="other-stats", name="Other")
+    thought_factory("Kafka partitions are rebalanced nightly.")
+    thought_factory("Kafka lag alerts page the on-call.", in_space=other)
+    thought_factory("Kafka topics are compacted.", in_space=other)
+    assert (_df(space, "kafka"), _df(other, "kafka")) == (1, 2)
+    assert text_stats_verify(space.pk) == [] and text_stats_verify(other.pk) == []
+
+
+def test_compaction_folds_deltas_without_changing_a_statistic(thought_factory, space):
+    for i in range(4):
+        thought_factory(f"Deploy step {i} restarts the workers.")
+    Thought.objects.filter(content__startswith="Deploy step 0").delete()
+    assert LexemeStats.objects.filter(space=space, lexeme="worker").count() == 5  # 4 inserts + 1 delete
+    before = (_df(space, "worker"), _documents(space))
+    assert text_stats_compact() > 0
+    assert LexemeStats.objects.filter(space=space, lexeme="worker").count() == 1
+    assert SpaceTextStats.objects.filter(space=space).count() == 1
+    assert (_df(space, "worker"), _documents(space)) == before == (3, 3)
+    assert text_stats_verify(space.pk) == []
+
+
+def test_the_search_reads_them(thought_factory, space):
+    for i in range(3):
+        thought_factory(f"Routine note {i}: the deploy pipeline restarts workers.")
+    thought_factory("The pgbouncer pool size is twenty.")
+    with connection.cursor() as cursor:
+        terms = search.query_terms(cursor, space_id=space.pk, query_text="deploy pgbouncer pool")
+    idf = dict(zip(terms.lexemes, terms.idf, strict=True))
+    assert idf["pgbouncer"] > idf["deploy"] > 0  # rarer is worth more
+    assert terms.avgdl > 0 and set(terms.match) == {"deploy", "pgbouncer", "pool"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_lose_no_count(space):
+    """Eight threads insert into one space at once: the deltas are append-only, so nobody waits on a
+    counter row and no increment is lost."""
+    errors = []
+
+    def insert(worker: int) -> None:
+        try:
+            for i in range(10):
+                with transaction.atomic():
+                    Thought.objects.create(
+                        space=space,
+                        content=f"Concurrent note {worker}-{i} about shared queues.",
+                        contributor_id="x",
+                        contributor_name="x",
+                    )
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=insert, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert _df(space, "queue") == 80 and _documents(space) == 80
+    assert text_stats_verify(space.pk) == []
