@@ -60,6 +60,13 @@ DATABASE_UNAVAILABLE_MESSAGE = (
     "The database is unavailable right now (restarting or unreachable); nothing was changed by this "
     "request. Retry after a few seconds; GET /api/v1/health says which part is down."
 )
+#: Every pooled connection of this process stayed busy for DATABASE_CONNECT_TIMEOUT: the database is
+#: up but this process has more requests in flight than connections. Distinct from "unavailable".
+DATABASE_BUSY_RETRY_AFTER = 1
+DATABASE_BUSY_MESSAGE = (
+    "Every database connection of this server process is busy; nothing was changed by this request. "
+    "Retry in a second (DATABASE_POOL_SIZE sets how many connections a web process keeps)."
+)
 # SQLSTATEs meaning "the server is not there or is going away": connection exceptions (08xxx),
 # admin/crash shutdown and "the database system is starting up / shutting down" (57P01-57P03).
 _UNAVAILABLE_SQLSTATES = {"57P01", "57P02", "57P03"}
@@ -67,9 +74,12 @@ _UNAVAILABLE_SQLSTATES = {"57P01", "57P02", "57P03"}
 
 def is_database_unavailable(exc: BaseException) -> bool:
     """True when ``exc`` says the database can't be reached (not a query's own error such as a
-    deadlock or a constraint): no connection could be made, or the server closed it."""
+    deadlock or a constraint): no connection could be made, or the server closed it. A pool whose
+    connections are all busy is not this (:func:`is_database_busy`)."""
     from django.db import utils as db_utils
 
+    if is_database_busy(exc):
+        return False
     if not isinstance(exc, (db_utils.OperationalError, db_utils.InterfaceError)):
         return False
     import psycopg
@@ -82,6 +92,26 @@ def is_database_unavailable(exc: BaseException) -> bool:
         return state.startswith("08") or state in _UNAVAILABLE_SQLSTATES
     # Django's own "connection already closed" (InterfaceError) has no psycopg cause.
     return isinstance(exc, db_utils.InterfaceError)
+
+
+def is_database_busy(exc: BaseException) -> bool:
+    """True when ``exc`` is the connection pool's wait running out (psycopg_pool.PoolTimeout)."""
+    from django.db import utils as db_utils
+
+    if not isinstance(exc, db_utils.OperationalError):
+        return False
+    try:
+        from psycopg_pool import PoolTimeout
+    except ImportError:  # no pool installed: never busy
+        return False
+    return isinstance(exc.__cause__, PoolTimeout) or isinstance(exc, PoolTimeout)
+
+
+def database_busy_response(request) -> HttpResponse:
+    """503 DATABASE_BUSY with a short Retry-After, in the envelope."""
+    response = JsonResponse(error_body("DATABASE_BUSY", DATABASE_BUSY_MESSAGE), status=503)
+    response["Retry-After"] = str(DATABASE_BUSY_RETRY_AFTER)
+    return response
 
 
 def database_unavailable_response(request) -> HttpResponse:
@@ -112,6 +142,9 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
+        if is_database_busy(exception):
+            logger.warning("database pool exhausted on %s %s: %s", request.method, request.path, exception)
+            return database_busy_response(request)
         if is_database_unavailable(exception):
             logger.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
             return database_unavailable_response(request)
@@ -159,6 +192,13 @@ def api_exception_handler(exc, context) -> Response:
         if exc.status_code >= 500:
             logger.error("%s: %s", exc.code, exc.message, exc_info=exc)
         return Response(error_body(exc.code, exc.message, **exc.extra), status=exc.status_code)
+    if is_database_busy(exc):
+        logger.warning("database pool exhausted: %s", exc)
+        return Response(
+            error_body("DATABASE_BUSY", DATABASE_BUSY_MESSAGE),
+            status=503,
+            headers={"Retry-After": str(DATABASE_BUSY_RETRY_AFTER)},
+        )
     if is_database_unavailable(exc):
         logger.warning("database unavailable: %s", exc)
         return Response(

@@ -7,7 +7,7 @@ import re
 import secrets
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from core.choices import DEFAULT_SPACE_SLUG, AgentRole
@@ -63,12 +63,45 @@ def token_create(*, agent: Agent, label: str = "") -> str:
     return raw
 
 
-def token_lookup(*, raw_token: str) -> AgentToken | None:
-    return (
-        AgentToken.objects.select_related("agent", "agent__space")
-        .filter(key_hash=_hash(raw_token), revoked_at__isnull=True)
-        .first()
+def _columns(model, alias: str) -> tuple[list[str], str]:
+    fields = model._meta.concrete_fields
+    return [f.attname for f in fields], ", ".join(f"{alias}.{connection.ops.quote_name(f.column)}" for f in fields)
+
+
+def _token_sql() -> tuple[str, tuple[list[str], list[str], list[str]]]:
+    """Every request looks its token up: one hand-written join, built once per process (the ORM
+    compiling the same select_related query cost ~1.5 ms of CPU a request)."""
+    token, token_sql = _columns(AgentToken, "t")
+    agent, agent_sql = _columns(Agent, "a")
+    space, space_sql = _columns(Space, "s")
+    sql = (
+        f"SELECT {token_sql}, {agent_sql}, {space_sql} FROM {AgentToken._meta.db_table} t "
+        f"JOIN {Agent._meta.db_table} a ON a.id = t.agent_id JOIN {Space._meta.db_table} s ON s.id = a.space_id "
+        "WHERE t.key_hash = %s AND t.revoked_at IS NULL"
     )
+    return sql, (token, agent, space)
+
+
+def token_lookup(*, raw_token: str) -> AgentToken | None:
+    """The active token (with its agent and the agent's space loaded), or None."""
+    global _TOKEN_SQL
+    if _TOKEN_SQL is None:
+        _TOKEN_SQL = _token_sql()
+    sql, (token_names, agent_names, space_names) = _TOKEN_SQL
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [_hash(raw_token)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    first, second = len(token_names), len(token_names) + len(agent_names)
+    token = AgentToken.from_db(connection.alias, token_names, row[:first])
+    agent = Agent.from_db(connection.alias, agent_names, row[first:second])
+    agent.space = Space.from_db(connection.alias, space_names, row[second:])
+    token.agent = agent
+    return token
+
+
+_TOKEN_SQL = None
 
 
 @transaction.atomic

@@ -86,8 +86,10 @@ def test_correction_supersedes_every_listed_thought_at_once(space, dev):
     stored = Thought.objects.get(pk=correction.pk)
     assert stored.embedding is not None
     fact_vector = embedding.embed(WRONG)
+    # The default int8 embedder quantizes activations per batch, so a text embedded beside another
+    # (content and corrected fact in one call) comes out a little different from the same text alone.
     assert sum(a * b for a, b in zip(stored.corrected_fact_embedding, fact_vector, strict=True)) == pytest.approx(
-        1.0, abs=1e-4
+        1.0, abs=0.02
     )
     for thought in wrong:
         thought.refresh_from_db()

@@ -93,7 +93,8 @@ def test_cached_vectors_are_copies_and_per_embedder():
     assert embedding.embed("the broker is Redis")[0] != 42.0
     with override_settings(EMBEDDING_QUANTIZE="int8"):
         int8 = embedding.embed("the broker is Redis")
-    assert int8 != embedding.embed("the broker is Redis")
+    with override_settings(EMBEDDING_QUANTIZE="none"):
+        assert int8 != embedding.embed("the broker is Redis")
 
 
 @override_settings(EMBEDDING_CACHE_SIZE=0)
@@ -103,6 +104,7 @@ def test_cache_size_zero_keeps_nothing():
 
 
 @pytest.mark.django_db
+@override_settings(EMBEDDING_QUANTIZE="none")
 def test_switching_to_int8_says_stored_vectors_need_reembed(thought_factory, anon, caplog):
     for text in ("Deploys run migrations first.", "Redis is the broker."):
         thought_factory(text)

@@ -448,6 +448,29 @@ def test_implicit_feedback_rewards_what_the_session_was_shown(dev, fake_embedder
     assert "implicit_feedback:1" in body["trace"]["operations"]
 
 
+def test_implicit_feedback_counts_a_showing_for_one_contribution(dev, fake_embedder, thought_factory):
+    """What the session saw before its previous contribution was rewarded then, not again."""
+    shown = thought_factory("The deploy pipeline restarts web workers one by one.")
+    session = memory(dev, prompt="deploy pipeline web workers")["trace"]["session_id"]
+    # The first contribution rewards the query's result; it retrieves nothing itself (topic filter).
+    one = memory(
+        dev,
+        prompt="Deploys restart web workers one by one, no downtime.",
+        session_id=session,
+        filter_topic="no-such-topic",
+    )
+    assert "implicit_feedback:1" in one["trace"]["operations"] and one["result"]["sources"] == []
+    weight = Thought.objects.get(pk=shown.pk).pheromone_weight
+    two = memory(
+        dev,
+        prompt="Gardening: tomatoes need full sun and water every day.",
+        session_id=session,
+        filter_topic="no-such-topic",
+    )
+    assert not any(op.startswith("implicit_feedback") for op in two["trace"]["operations"])
+    assert Thought.objects.get(pk=shown.pk).pheromone_weight == pytest.approx(weight)
+
+
 def test_no_implicit_feedback_without_a_contribution_or_in_a_new_session(dev, fake_embedder, thought_factory):
     shown = thought_factory("The deploy pipeline restarts web workers one by one.")
     session = memory(dev, prompt="deploy pipeline web workers")["trace"]["session_id"]

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from brain import embedding
 from core import services
 from core.health import HEARTBEAT_STALE_AFTER
 from core.models import WorkerHeartbeat
@@ -23,7 +24,7 @@ def test_health_without_a_worker_heartbeat_is_503(anon):
     assert body["database"] is True and body["pgvector"].startswith("0.8")
     assert body["broker"] is True
     assert body["worker"] is False
-    assert body["embedding_model"] == "all-MiniLM-L6-v2"
+    assert body["embedding_model"] == embedding.current_model_label() == "all-MiniLM-L6-v2 int8"  # the default
 
 
 def test_health_with_a_fresh_heartbeat_is_200(anon):

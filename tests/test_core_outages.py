@@ -8,7 +8,7 @@ import pytest
 from django.core.cache import caches
 from django.db import utils as db_utils
 
-from core.errors import is_database_unavailable
+from core.errors import is_database_busy, is_database_unavailable
 
 
 @pytest.mark.django_db
@@ -37,3 +37,23 @@ def test_only_connection_failures_count_as_database_unavailable():
     assert not is_database_unavailable(_wrapped(psycopg.errors.DeadlockDetected("deadlock detected")))
     assert not is_database_unavailable(_wrapped(psycopg.errors.UniqueViolation("duplicate"), db_utils.IntegrityError))
     assert not is_database_unavailable(ValueError("no"))
+
+
+def test_an_exhausted_connection_pool_is_busy_not_unavailable(dev, monkeypatch):
+    """Every pooled connection busy for the connect timeout: 503 DATABASE_BUSY with a short
+    Retry-After, not "the database is down"."""
+    from django.db import utils as db_utils
+    from psycopg_pool import PoolTimeout
+
+    timeout = _wrapped(PoolTimeout("couldn't get a connection after 3.00 sec"))
+    assert is_database_busy(timeout) and not is_database_unavailable(timeout)
+    assert not is_database_busy(_wrapped(psycopg.OperationalError("connection refused")))
+
+    def exhausted(*args, **kwargs):
+        raise timeout
+
+    monkeypatch.setattr("brain.apis.memory.memory_run", exhausted)
+    response = dev.post("/api/v1/memory", {"prompt": "anything about deploys?"}, format="json")
+    assert response.status_code == 503 and response["Retry-After"] == "1"
+    assert response.json()["error"]["code"] == "DATABASE_BUSY"
+    assert isinstance(timeout, db_utils.OperationalError)

@@ -423,7 +423,11 @@ def thought_nearest(
     exclude = [str(i) for i in exclude_ids]
     if exclude:
         qs = qs.exclude(id__in=exclude)
-    rows = qs.defer(*_DEFERRED).annotate(distance=CosineDistance("embedding", vector)).order_by("distance")[:limit]
+    rows = (
+        qs.defer(*_DEFERRED, *_NOT_READ)
+        .annotate(distance=CosineDistance("embedding", vector))
+        .order_by("distance")[:limit]
+    )
     with transaction.atomic():
         hnsw_filtered_scan(ef_search=max(40, limit * EF_SEARCH_FACTOR))
         return [(t, 1.0 - t.distance) for t in rows]

@@ -169,6 +169,7 @@ def correction_guard(*, space: Space, vector: list[float], text: str | None = No
             superseded=False,
             corrected_fact_embedding__isnull=False,
         )
+        .defer("embedding", "corrected_fact_embedding", "search_vector", "co_retrieved_with")
         .annotate(guard_distance=CosineDistance("corrected_fact_embedding", vector))
         .filter(guard_distance__lt=max_distance)
         .order_by("guard_distance", "-created_at")[:GUARD_CANDIDATES]

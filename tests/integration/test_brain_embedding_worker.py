@@ -47,5 +47,5 @@ def test_worker_embeds_a_thought_enqueued_on_commit(worker_is_current, space):
         time.sleep(0.5)
     else:
         pytest.fail(f"The worker did not embed the thought in 120 s:\n{worker.output()[-3000:]}")
-    assert len(stored.embedding) == 384 and stored.embedding_model == "all-MiniLM-L6-v2"
+    assert len(stored.embedding) == 384 and stored.embedding_model == "all-MiniLM-L6-v2 int8"
     assert "brain.jobs.embed_thought" in worker.output()
