@@ -12,7 +12,8 @@
    same all-MiniLM-L6-v2 from the installed model package (sentence-transformers on torch).
 3. Colony runs as the production web server (``python -m core.serve``, uvicorn, ``--workers``) on
    127.0.0.1:``--port`` against the database ``bench_colony`` of the same server (recreated each
-   run). The notes go in through ``POST /api/v1/thoughts/import`` in batches of 1000 (notes/s,
+   run). The notes go in through ``POST /api/v1/thoughts/import`` in batches of 1000, one request per
+   web worker in flight (notes/s,
    embedding included), the queries as retrieve-only ``GET /api/v1/memory?contribute=false`` calls
    over HTTP (keep-alive), then ``--contribute`` contribute+retrieve ``POST``s of new statements.
 4. Prints one table: p50/p95/p99 ms, notes/s, hit@10 and MRR (target note in the top 10 / mean
@@ -203,14 +204,24 @@ def run_colony(data: list[dict], qs: list[dict], *, port: int, workers: int, con
         )
         started = time.perf_counter()
         note_ids: dict[str, int] = {}
-        for start in range(0, len(data), IMPORT_BATCH):
-            batch = data[start : start + IMPORT_BATCH]
-            response = client.post("/api/v1/thoughts/import", json=batch)
+        # One request per web worker in flight, as any bulk client would send them: while one worker
+        # embeds its batch, the other's is being written (the database's HNSW inserts), so neither the
+        # CPU nor PostgreSQL waits for the other.
+        from concurrent.futures import ThreadPoolExecutor
+
+        def send(start: int) -> tuple[int, list[str]]:
+            response = client.post("/api/v1/thoughts/import", json=data[start : start + IMPORT_BATCH])
             if response.status_code != 201:
                 raise SystemExit(f"import failed: {response.status_code} {response.text[:500]}")
-            for offset, thought_id in enumerate(response.json()["ids"]):
-                note_ids[thought_id] = start + offset
-            print(f"  imported {start + len(batch)}/{len(data)}", end="\r", flush=True)
+            return start, response.json()["ids"]
+
+        done = 0
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for start, ids in pool.map(send, range(0, len(data), IMPORT_BATCH)):
+                for offset, thought_id in enumerate(ids):
+                    note_ids[thought_id] = start + offset
+                done += len(ids)
+                print(f"  imported {done}/{len(data)}", end="\r", flush=True)
         import_seconds = time.perf_counter() - started
         print(f"  imported {len(data)} notes in {import_seconds:.1f} s", flush=True)
 

@@ -386,7 +386,23 @@ class Sampler(threading.Thread):
         self.root_pids = root_pids
         self.cpu: list[float] = []
         self.rss: list[float] = []
+        self.by_kind: collections.Counter = collections.Counter()  # summed CPU % samples per kind
         self.stop = threading.Event()
+
+    @staticmethod
+    def kind(proc) -> str:
+        """web / worker / beat / other, from the process's command line."""
+        try:
+            line = " ".join(proc.cmdline())
+        except Exception:  # noqa: BLE001 - a process that just went away
+            return "other"
+        if "core.serve" in line or "uvicorn" in line or "multiprocessing" in line:
+            return "web"
+        if " beat" in line:
+            return "beat"
+        if "worker" in line:
+            return "worker"
+        return "other"
 
     def processes(self):
         import psutil
@@ -410,6 +426,7 @@ class Sampler(threading.Thread):
             for pid, proc in current.items():
                 if pid not in known:
                     known[pid] = proc
+                    proc.colony_kind = self.kind(proc)
                     try:
                         proc.cpu_percent(None)
                     except psutil.Error:
@@ -420,7 +437,9 @@ class Sampler(threading.Thread):
                     known.pop(pid)
                     continue
                 try:
-                    cpu += known[pid].cpu_percent(None)
+                    share = known[pid].cpu_percent(None)
+                    cpu += share
+                    self.by_kind[getattr(known[pid], "colony_kind", "other")] += share
                     rss += known[pid].memory_info().rss
                 except psutil.Error:
                     known.pop(pid)
@@ -739,6 +758,9 @@ def soak(args, base: str, stack: Stack | None, sender) -> int:
             f"max {max(sampler.cpu):.0f}%; resident memory max {max(sampler.rss):.0f} MB "
             f"(web, workers, beat; PostgreSQL and Redis not counted)"
         )
+        samples = len(sampler.cpu)
+        shares = ", ".join(f"{kind} {total / samples:.0f}%" for kind, total in sampler.by_kind.most_common())
+        print(f"  mean CPU by process kind (% of one core): {shares}")
     if events:
         print("faults:")
         for event in events:

@@ -3,11 +3,17 @@
 :func:`rank` is the only place a score is computed. It applies, in this order:
 
 1. relevance — the fusion of the two retrieval sides (``brain.selectors.search`` brings both in one
-   SQL statement): :data:`FUSION` ``"weighted"`` is ``(1 − LEXICAL_WEIGHT)·cosine +
-   LEXICAL_WEIGHT·lexical``, where ``lexical`` is the candidate's BM25 divided by the summed IDF of
-   the query's lexemes (the IDF-weighted share of the query it contains, ≤ 1); ``"rrf"`` is
-   reciprocal-rank fusion ``Σ 1/(RRF_K + rank)`` over the sides that found it, scaled so that first
-   on both sides is 1. A thought whose embedding is still pending has no cosine: its stand-in is
+   SQL statement), over the candidates of this query: ``RRF_SHARE · rrf + (1 − RRF_SHARE) · weighted``.
+   ``rrf`` is reciprocal-rank fusion ``1/(RRF_K + dense rank) + 1/(RRF_K + lexical rank)`` where the
+   ranks are the candidate's places among this query's candidates by cosine and by BM25 (no lexical
+   term without a lexical match), scaled so that first on both sides is 1; ``weighted`` is
+   ``(1 − LEXICAL_WEIGHT)·cosine + LEXICAL_WEIGHT·lexical``, where ``lexical`` is the candidate's
+   BM25 divided by the summed IDF of the query's lexemes (the IDF-weighted share of the query it
+   contains, ≤ 1). The rank part keeps a weak lexical side from dragging a strong cosine down (a
+   paraphrase shares few words with its answer: a distractor sharing one word no longer outweighs
+   the dense side's first places); the weighted part keeps an absolute measure, so a lone weak
+   candidate does not score like an exact match and close calls are decided by how close. A thought
+   whose embedding is still pending has no cosine: its stand-in is
    ``FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN · lexical``;
 2. lineage — superseded thoughts lose, corrections and refinements of what they supersede win;
 3. quality flags — each flag multiplies by its own constant (several flags multiply);
@@ -25,9 +31,9 @@
    ``matching_reason`` say so;
 9. with a topic filter: among that topic's state snapshots, the newest ``temporal_scope`` first.
 
-The fusion constants were chosen on the retrieval benchmark's dev split only
-(``make bench-retrieval``; the sweep is in benchmarks/retrieval/README.md). The test split was
-never used to choose anything.
+The fusion constants were chosen on the retrieval benchmark's dev split only (``make
+bench-retrieval-sweep``, standard and ``--pooled``; the rule, the sweep and the other methods tried
+are in benchmarks/retrieval/README.md). The test split was never used to choose anything.
 """
 
 from __future__ import annotations
@@ -86,12 +92,14 @@ def quality_multiplier(effective_confidence: float | None) -> float:
 
 
 # --- fusion (issue 13; values chosen on the benchmark's dev split) ---------------------------------
-#: "weighted" (calibrated weighted sum of cosine and normalised BM25) or "rrf" (reciprocal-rank fusion).
-FUSION = "weighted"
+#: Share of reciprocal-rank fusion in relevance; the calibrated weighted sum gets the rest
+#: (1.0: pure RRF, 0.0: pure weighted sum).
+RRF_SHARE = 0.75
+#: RRF's rank offset. Small, because the candidate set of one query is small (a few dozen): with the
+#: customary 60 the first places would barely differ from the thirtieth.
+RRF_K = 1
 #: Share of the lexical side in the weighted sum; the dense (cosine) side gets the rest.
-LEXICAL_WEIGHT = 0.6
-#: RRF's rank offset (the customary 60): only used when FUSION == "rrf".
-RRF_K = 60
+LEXICAL_WEIGHT = 0.4
 
 #: Newer knowledge first among near-equals: the candidates' creation order (newest 1, oldest 0)
 #: multiplies by ``1 + RECENCY_BOOST_MAX · share`` (never for a superseded thought). It makes "which
@@ -210,15 +218,48 @@ def fulltext_only_similarity(lexical: float) -> float:
     return FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN * min(1.0, max(0.0, lexical))
 
 
-def relevance(candidate: Candidate) -> float:
-    """Step 1: the fused relevance of a candidate (see FUSION)."""
-    similarity = (
-        fulltext_only_similarity(candidate.lexical) if candidate.similarity is None else max(0.0, candidate.similarity)
-    )
-    if FUSION == "rrf":
-        total = sum(1.0 / (RRF_K + rank) for rank in (candidate.dense_rank, candidate.lexical_rank) if rank)
-        return total * (RRF_K + 1) / 2.0
-    return (1.0 - LEXICAL_WEIGHT) * similarity + LEXICAL_WEIGHT * candidate.lexical
+def _similarity(candidate: Candidate) -> float:
+    """The dense side's value: the cosine, or the stand-in while the embedding is pending."""
+    if candidate.similarity is None:
+        return fulltext_only_similarity(candidate.lexical)
+    return max(0.0, candidate.similarity)
+
+
+def _places(values: list[float]) -> list[int]:
+    """1-based places, best (highest) first; equal values share the better place."""
+    place: dict[float, int] = {}
+    for index, value in enumerate(sorted(values, reverse=True), start=1):
+        place.setdefault(value, index)
+    return [place[value] for value in values]
+
+
+def weighted(similarity: float, lexical: float) -> float:
+    """The calibrated weighted sum of the two sides (both 0…1)."""
+    return (1.0 - LEXICAL_WEIGHT) * similarity + LEXICAL_WEIGHT * lexical
+
+
+def _rrf(dense_place: int, lexical_place: int | None) -> float:
+    """Reciprocal-rank fusion of the two places, scaled so that first on both sides is 1."""
+    total = 1.0 / (RRF_K + dense_place) + (1.0 / (RRF_K + lexical_place) if lexical_place else 0.0)
+    return total * (RRF_K + 1) / 2.0
+
+
+def fuse(similarity: float, lexical: float, dense_place: int, lexical_place: int | None) -> float:
+    """Step 1 for one candidate, given its places among the query's candidates (see RRF_SHARE)."""
+    return RRF_SHARE * _rrf(dense_place, lexical_place) + (1.0 - RRF_SHARE) * weighted(similarity, lexical)
+
+
+def relevances(candidates: list[Candidate]) -> list[float]:
+    """Step 1: the fused relevance of each candidate among this query's candidates."""
+    similarities = [_similarity(candidate) for candidate in candidates]
+    dense_places = _places(similarities)
+    lexical_places = _places([candidate.bm25 for candidate in candidates])
+    return [
+        fuse(similarity, candidate.lexical, dense_place, lexical_place if candidate.bm25 > 0.0 else None)
+        for candidate, similarity, dense_place, lexical_place in zip(
+            candidates, similarities, dense_places, lexical_places, strict=True
+        )
+    ]
 
 
 def is_match(candidate: Candidate) -> bool:
@@ -351,9 +392,9 @@ def rank(candidates: list[Candidate], *, filter_topic: str | None = None, limit:
     candidates = [candidate for candidate in candidates if is_match(candidate)]
     superseded_present = {candidate.id for candidate in candidates if candidate.thought.superseded}
     recency = _recency_shares(candidates)
-    for candidate in candidates:
-        candidate.relevance = relevance(candidate)
-        score = candidate.relevance
+    for candidate, relevance in zip(candidates, relevances(candidates), strict=True):
+        candidate.relevance = relevance
+        score = relevance
         score *= _lineage_factor(candidate, superseded_present)
         score *= _flag_factor(candidate)
         score *= _quality_factor(candidate)

@@ -100,6 +100,24 @@ def test_contradiction_raises_a_suggestion_that_accepting_turns_into_a_correctio
     assert (suggestion.status, suggestion.correction_id) == (SuggestionStatus.ACCEPTED, correction.id)
 
 
+def test_the_detector_judges_with_the_stored_vectors_and_embeds_nothing(space, agent_factory, monkeypatch):
+    """The new thought and its candidates carry vectors from the current embedder: the embedding
+    judge is handed those instead of embedding every text again (worker CPU under load)."""
+    from brain.judging import embedding as judge_embedding
+
+    qa, dev = agent_factory("qa"), agent_factory("dev")
+    old = store(space, "The billing export runs at 02:00 UTC every night", agent=qa.agent, topic="billing")
+    new = store(space, "The billing export does not run at 02:00 UTC every night", agent=dev.agent, topic="billing")
+    judge_embedding._VECTOR_CACHE.clear()
+    embedded = []
+    real = embedding.embed_many
+    monkeypatch.setattr(embedding, "embed_many", lambda texts, **kw: embedded.extend(texts) or real(texts, **kw))
+
+    raised = thought_detect_contradictions(thought_id=str(new.id), judge=EmbeddingJudge())
+
+    assert [s.thought_id for s in raised] == [old.id] and embedded == []
+
+
 def test_job_runs_the_default_judge_and_rerunning_raises_nothing_twice(space, dev):
     old = store(space, "Feature flags are enabled in production", topic="flags")
     new = store(space, "Feature flags are disabled in production", agent=dev.agent, topic="flags")

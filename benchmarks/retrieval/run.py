@@ -100,11 +100,15 @@ def setup_database(*, fresh: bool) -> None:
 # --- ingestion ------------------------------------------------------------------------------------
 @dataclass
 class Space:
-    conversation: object
+    conversations: list
     space: object
     thought_of_turn: dict[str, str] = field(default_factory=dict)  # turn id -> thought id
     turn_of_thought: dict[str, str] = field(default_factory=dict)
     asker: object = None
+
+    @property
+    def conversation_ids(self) -> set[str]:
+        return {conversation.id for conversation in self.conversations}
 
 
 def _slug(text: str) -> str:
@@ -129,43 +133,59 @@ def _post(client, payload: dict) -> dict:
     return response.json()
 
 
-def ingest(conversation, *, progress) -> Space:
+def ingest(conversations: list, *, slug: str, name: str, progress) -> Space:
+    """Contribute every turn of ``conversations`` (in order, one after the other) into one new space."""
     from core.models import Space as SpaceModel
 
-    space = SpaceModel.objects.create(slug=f"bench-{_slug(conversation.id)}", name=conversation.title[:200])
-    clients = {
-        p.name: _client(space=space, name=_slug(p.name), role=p.role or "liaison") for p in conversation.participants
-    }
-    result = Space(conversation=conversation, space=space, asker=_client(space=space, name=ASKER, role="dev"))
-    turns = conversation.turns
-    for index, turn in enumerate(turns, start=1):
-        session = next(s for s in conversation.sessions if s.id == turn.session)
-        payload = {
-            "prompt": turn.text,
-            "store": True,
-            "agent_name": turn.speaker,
-            "context": f"{conversation.title}; session of {session.date}",
-            "session_id": f"{conversation.id}:{session.id}",
-        }
-        if turn.corrects:
-            payload.update(
-                {
-                    "thought_category": "correction",
-                    "topic": conversation.id,
-                    "supersedes": [result.thought_of_turn[t] for t in turn.corrects],
-                    "corrected_fact": turn.corrected_fact or "; ".join(turns_text(conversation, turn.corrects)),
-                    "correct_fact": turn.correct_fact or turn.text,
-                }
-            )
-            payload.pop("store")
-        body = _post(clients[turn.speaker], payload)
-        thought_id = body["trace"]["thought_id"]
-        if not thought_id:
-            raise SystemExit(f"turn {turn.id} was not stored: {body['trace']['operations']}")
-        result.thought_of_turn[turn.id] = thought_id
-        result.turn_of_thought[thought_id] = turn.id
-        progress(index, len(turns))
+    space = SpaceModel.objects.create(slug=f"bench-{_slug(slug)}", name=name[:200])
+    result = Space(conversations=list(conversations), space=space)
+    result.asker = _client(space=space, name=ASKER, role="dev")
+    clients: dict[str, object] = {}
+    total = sum(len(conversation.turns) for conversation in conversations)
+    done = 0
+    for conversation in conversations:
+        for participant in conversation.participants:
+            if participant.name not in clients:
+                role = participant.role or "liaison"
+                clients[participant.name] = _client(space=space, name=_slug(participant.name), role=role)
+        for turn in conversation.turns:
+            session = next(s for s in conversation.sessions if s.id == turn.session)
+            payload = {
+                "prompt": turn.text,
+                "store": True,
+                "agent_name": turn.speaker,
+                "context": f"{conversation.title}; session of {session.date}",
+                "session_id": f"{conversation.id}:{session.id}",
+            }
+            if turn.corrects:
+                payload.update(
+                    {
+                        "thought_category": "correction",
+                        "topic": conversation.id,
+                        "supersedes": [result.thought_of_turn[t] for t in turn.corrects],
+                        "corrected_fact": turn.corrected_fact or "; ".join(turns_text(conversation, turn.corrects)),
+                        "correct_fact": turn.correct_fact or turn.text,
+                    }
+                )
+                payload.pop("store")
+            body = _post(clients[turn.speaker], payload)
+            thought_id = body["trace"]["thought_id"]
+            if not thought_id:
+                raise SystemExit(f"turn {turn.id} was not stored: {body['trace']['operations']}")
+            result.thought_of_turn[turn.id] = thought_id
+            result.turn_of_thought[thought_id] = turn.id
+            done += 1
+            progress(done, total)
     return result
+
+
+def ingest_split(conversations: list, *, split: str, pooled: bool) -> list[Space]:
+    """One space per conversation (the standard protocol) or, ``pooled``, one space for the split."""
+    if pooled:
+        return [
+            ingest(conversations, slug=f"pooled-{split}", name=f"{split} split, pooled", progress=_progress_bar(split))
+        ]
+    return [ingest([c], slug=c.id, name=c.title, progress=_progress_bar(c.id)) for c in conversations]
 
 
 def turns_text(conversation, ids) -> list[str]:
@@ -321,7 +341,7 @@ def evaluate(benches: list[Space], questions, *, progress=None) -> tuple[dict, l
     scores: dict[str, dict[str, Score]] = {m: defaultdict(Score) for m in METHODS}
     timings = []
     for bench in benches:
-        qs = [q for q in questions if q.conversation == bench.conversation.id]
+        qs = [q for q in questions if q.conversation in bench.conversation_ids]
         baselines = Baselines(bench.space)
         vectors = embedding.embed_many([q.question for q in qs])
         for question, vector in zip(qs, vectors, strict=True):
@@ -357,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=["dev", "test", "both"], default="both")
     parser.add_argument("--conversations", help="comma-separated conversation ids (default: all of the split)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument(
+        "--pooled",
+        action="store_true",
+        help="all conversations of a split in ONE space (~200 thoughts, distractors from every conversation)",
+    )
     parser.add_argument("--sweep", action="store_true", help="dev only: sweep ranking constants (sweep.py)")
     args = parser.parse_args(argv)
 
@@ -376,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         ids = {c.id for c in conversations}
         questions = [q for q in dataset.questions if q.split == split and q.conversation in ids]
         print(f"{split}: {len(conversations)} conversations, {len(questions)} questions", file=sys.stderr)
-        benches = [ingest(c, progress=_progress_bar(c.id)) for c in conversations]
+        benches = ingest_split(conversations, split=split, pooled=args.pooled)
         if args.sweep:
             from benchmarks.retrieval import sweep
 
@@ -384,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         scores, timings = evaluate(benches, questions)
         types = [t for t in ("single", "paraphrase", "multihop", "temporal", "correction") if scores["colony"].get(t)]
-        print_tables(split, scores, types)
+        print_tables(f"{split}, pooled" if args.pooled else split, scores, types)
         timings.sort()
         p50 = timings[len(timings) // 2] if timings else 0.0
         print(

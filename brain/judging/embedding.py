@@ -76,6 +76,15 @@ VECTOR_CACHE_SIZE = 4096
 per item, and the brain's detector compares one new thought with several old ones."""
 
 
+def vectors_remember(pairs) -> None:
+    """Vectors already known for some texts (``(text, vector)`` pairs: stored thoughts' embeddings
+    from the current embedder), so the judge doesn't embed those texts again. Same cache, same bound."""
+    fresh = {text: tuple(float(x) for x in vector) for text, vector in pairs if text not in _VECTOR_CACHE}
+    if len(_VECTOR_CACHE) + len(fresh) > VECTOR_CACHE_SIZE:
+        _VECTOR_CACHE.clear()
+    _VECTOR_CACHE.update(fresh)
+
+
 def _vectors(texts: list[str]) -> list[tuple[float, ...]]:
     """Normalised vectors of ``texts``; the ones not cached are embedded in one batch."""
     missing = list(dict.fromkeys(t for t in texts if t not in _VECTOR_CACHE))

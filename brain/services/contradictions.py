@@ -17,8 +17,10 @@ import logging
 from django.db import transaction
 from pgvector.django import CosineDistance
 
+from brain import embedding
 from brain.choices import SuggestionOrigin, ThoughtCategory
 from brain.judging import Judge, get_judge
+from brain.judging.embedding import vectors_remember
 from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.hnsw import hnsw_filtered_scan
 from brain.services.suggestions import suggestion_create
@@ -93,7 +95,13 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
     judge = judge or get_judge()
     session_id = (thought.context_metadata or {}).get("session_id", "")
     raised: list[CorrectionSuggestion] = []
-    for candidate in _candidates(thought):
+    candidates = _candidates(thought)
+    # The embedding judge compares texts by their vectors: hand it the stored ones (same embedder),
+    # so judging a new thought against 30 others embeds nothing instead of up to 31 texts.
+    label = embedding.current_model_label()
+    known = [t for t in [thought, *candidates] if t.embedding is not None and t.embedding_model == label]
+    vectors_remember((t.content, t.embedding) for t in known)
+    for candidate in candidates:
         verdict = judge.contradicts(candidate.content, thought.content)
         if not verdict.verdict or verdict.confidence < CONTRADICTION_MIN_CONFIDENCE:
             continue
