@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core import fields as strict
-from core.schema import error_responses
+from core.schema import error_responses, json_value_schema
 from quality.selectors import quality_metrics
 from quality.services.turns import MAX_ITEMS, turn_log_create
+
+
+@extend_schema_field({"anyOf": [s for s in json_value_schema()["anyOf"] if s != {"type": "null"}]})
+class ToolCallField(serializers.JSONField):
+    """One tool call: any NUL-free JSON value but null."""
 
 
 class TurnCreateInputSerializer(strict.Serializer):
@@ -18,7 +23,7 @@ class TurnCreateInputSerializer(strict.Serializer):
     turn_id = strict.CharField(max_length=200)
     user_prompt = strict.CharField(allow_blank=True, trim_whitespace=False)
     assistant_response = strict.CharField(allow_blank=True, trim_whitespace=False)
-    tool_calls = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=1000)
+    tool_calls = serializers.ListField(child=ToolCallField(), required=False, default=list, max_length=1000)
     injected_ids = serializers.ListField(
         child=strict.UUIDField(),
         required=False,
