@@ -34,7 +34,7 @@ class OptionalBooleanField(strict.BooleanField):
     default_empty_html = serializers.empty
 
 
-class SourceRefSerializer(serializers.Serializer):
+class SourceRefSerializer(strict.Serializer):
     type = strict.ChoiceField(choices=SourceRefType.values)
     value = strict.CharField(max_length=500)
     project = strict.CharField(max_length=200, required=False, allow_blank=True)
@@ -45,7 +45,7 @@ def thought_ids_field(**kwargs) -> serializers.ListField:
     return serializers.ListField(child=strict.UUIDField(), required=False, max_length=MAX_ID_LIST, **kwargs)
 
 
-class MemoryInputSerializer(serializers.Serializer):
+class MemoryInputSerializer(strict.Serializer):
     prompt = strict.CharField(max_length=10000)
     agent_id = strict.CharField(max_length=100, required=False, allow_blank=True)
     agent_name = strict.CharField(max_length=200, required=False, allow_blank=True)

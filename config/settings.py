@@ -188,6 +188,8 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Colony API",
     "DESCRIPTION": "Shared brain and task workflow for teams of AI agents.",
     "VERSION": "1.0.0",
+    # 3.1: the request schemas use JSON Schema keywords 3.0 lacks (propertyNames: no NUL in any key).
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # Every category (the import accepts transition markers too); the memory endpoint's subset gets its own name.
     "ENUM_NAME_OVERRIDES": {"ThoughtCategoryEnum": "brain.choices.ThoughtCategory"},
@@ -199,6 +201,9 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.schema.forbid_nul_in_requests",
+        "core.schema.truthful_requests",
+        "brain.apis.memory.memory_schema_rules",
+        "tasks.apis.task_schema_rules",
     ],
 }
 

@@ -179,8 +179,8 @@ def build_turn(args: argparse.Namespace, stdin_text: str) -> dict | None:
 
 
 def unknown_ids(error: urllib.error.HTTPError) -> set[str]:
-    """The ids a 400 UNKNOWN_THOUGHT answer names (empty for any other error)."""
-    if error.code != 400:
+    """The ids an UNKNOWN_THOUGHT answer names (404; 400 from servers before 2026-11; empty for any other error)."""
+    if error.code not in (400, 404):
         return set()
     try:
         body = json.loads(error.read(100_000).decode("utf-8"))

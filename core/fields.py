@@ -36,8 +36,23 @@ class CharField(_StringOnly, serializers.CharField):
     default_error_messages = _NOT_A_STRING
 
 
-class SlugField(_StringOnly, serializers.SlugField):
-    default_error_messages = _NOT_A_STRING
+#: What ``django.utils.text.slugify(s) == s`` accepts: lower-case ASCII letters and digits, single hyphens
+#: and underscores inside, a letter or digit at both ends (the services' own rule for project and task slugs).
+SLUG_PATTERN = r"^[a-z0-9](?:(?:_|-_)*-?[a-z0-9])*$"
+
+
+class SlugField(_StringOnly, serializers.RegexField):
+    """A slug as the services accept it (:data:`SLUG_PATTERN`), refused here with the field's name."""
+
+    default_error_messages = {
+        **_NOT_A_STRING,
+        "invalid": "Enter a slug: lower-case letters, digits, single hyphens or underscores inside, "
+        "a letter or digit at both ends.",
+    }
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)  # " a" is not the slug "a"
+        super().__init__(SLUG_PATTERN, **kwargs)
 
 
 class ChoiceField(_StringOnly, serializers.ChoiceField):
@@ -73,4 +88,21 @@ class BooleanField(serializers.BooleanField):
     def to_internal_value(self, data):
         if not isinstance(data, bool) and not _from_query_string(self):
             self.fail("not_a_boolean", type=type(data).__name__)
+        return super().to_internal_value(data)
+
+
+class Serializer(serializers.Serializer):
+    """An input serializer that refuses keys it does not know (400 ``VALIDATION_ERROR`` naming each),
+    in a JSON body, a nested object or a query string: a misspelt field is an error, never silently
+    ignored. The OpenAPI schema says so (``additionalProperties: false``, core.schema)."""
+
+    default_error_messages = {"unknown_field": "Unknown field. Allowed: {allowed}."}
+
+    def to_internal_value(self, data):
+        if hasattr(data, "keys"):
+            known = {name for name, f in self.fields.items() if not f.read_only}
+            unknown = [key for key in data.keys() if key not in known]
+            if unknown:
+                message = self.error_messages["unknown_field"].format(allowed=", ".join(sorted(known)))
+                raise serializers.ValidationError({str(key): [message] for key in unknown})
         return super().to_internal_value(data)

@@ -106,7 +106,9 @@ def _forbid_nul(schema, seen: set[int]) -> None:
     if not isinstance(schema, dict) or id(schema) in seen:
         return
     seen.add(id(schema))
-    if schema.get("type") == "string" and "enum" not in schema and "format" not in schema and "pattern" not in schema:
+    kind = schema.get("type")
+    is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)  # OAS 3.1: ["string", "null"]
+    if is_string and "enum" not in schema and "format" not in schema and "pattern" not in schema:
         schema["pattern"] = NOT_BLANK_PATTERN if schema.get("minLength", 0) >= 1 else NO_NUL_PATTERN
     for value in schema.values():
         if isinstance(value, dict):
@@ -129,4 +131,88 @@ def forbid_nul_in_requests(result, generator, request, public):
                 _forbid_nul(parameter.get("schema"), seen)
             for media in operation.get("requestBody", {}).get("content", {}).values():
                 _forbid_nul(media.get("schema"), seen)
+    return result
+
+
+# --- request schemas that say exactly what is accepted ---------------------------------------------
+
+JSON_VALUE = "JsonValue"
+JSON_VALUE_REF = {"$ref": f"#/components/schemas/{JSON_VALUE}"}
+
+
+def json_value_schema() -> dict:
+    """Any JSON value without a NUL character, keys included, at any depth: a free-form request value
+    (task DNA, tool calls, import metadata) as StrictJSONParser accepts it."""
+    return {
+        "description": "Any JSON value; no NUL character (\\u0000) in any string or key, at any depth.",
+        "anyOf": [
+            {"type": "null"},
+            {"type": "string", "pattern": NO_NUL_PATTERN},
+            {"type": "number"},
+            {"type": "boolean"},
+            {"type": "array", "items": JSON_VALUE_REF},
+            {"type": "object", "propertyNames": {"pattern": NO_NUL_PATTERN}, "additionalProperties": JSON_VALUE_REF},
+        ],
+    }
+
+
+def _free_form(schema) -> bool:
+    return schema == {} or schema == {"type": "object", "additionalProperties": {}}
+
+
+def _close_request_schema(schema, seen: set[int]) -> None:
+    """Objects with declared properties take no others; free-form values become :func:`json_value_schema`."""
+    if not isinstance(schema, dict) or id(schema) in seen:
+        return
+    seen.add(id(schema))
+    if schema.get("type") == "object" and "properties" in schema:
+        schema.setdefault("additionalProperties", False)
+    for key in ("properties",):
+        for name, sub in list(schema.get(key, {}).items()):
+            if _free_form(sub):
+                schema[key][name] = (
+                    JSON_VALUE_REF
+                    if sub == {}
+                    else {
+                        "type": "object",
+                        "propertyNames": {"pattern": NO_NUL_PATTERN},
+                        "additionalProperties": JSON_VALUE_REF,
+                    }
+                )
+    if _free_form(schema.get("items")):
+        schema["items"] = JSON_VALUE_REF
+    if schema.get("additionalProperties") == {}:
+        schema["additionalProperties"] = JSON_VALUE_REF
+        schema.setdefault("propertyNames", {"pattern": NO_NUL_PATTERN})
+    for value in schema.values():
+        if isinstance(value, dict):
+            _close_request_schema(value, seen)
+        elif isinstance(value, list):
+            for item in value:
+                _close_request_schema(item, seen)
+
+
+#: A query parameter given empty (``?status=``) counts as not given (DRF's rule for optional fields,
+#: and the memory endpoint's): the schema of every optional query parameter says so.
+EMPTY_QUERY_VALUE = {"type": "string", "enum": [""], "description": "Empty: the same as not given."}
+
+
+def truthful_requests(result, generator, request, public):
+    """POSTPROCESSING_HOOKS entry (after :func:`forbid_nul_in_requests`): request objects refuse
+    unknown keys (``additionalProperties: false``, as ``core.fields.Serializer`` does), free-form
+    values are NUL-free JSON, and an optional query parameter may be empty (= not given)."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    seen: set[int] = set()
+    for name, schema in schemas.items():
+        if name.endswith("Request"):
+            _close_request_schema(schema, seen)
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                _close_request_schema(media.get("schema"), seen)
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "query" and not parameter.get("required") and "schema" in parameter:
+                    parameter["schema"] = {"anyOf": [parameter["schema"], EMPTY_QUERY_VALUE]}
+    schemas[JSON_VALUE] = json_value_schema()
+    result["components"]["schemas"] = dict(sorted(schemas.items()))
     return result

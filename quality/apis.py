@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -14,7 +13,7 @@ from quality.selectors import quality_metrics
 from quality.services.turns import MAX_ITEMS, turn_log_create
 
 
-class TurnCreateInputSerializer(serializers.Serializer):
+class TurnCreateInputSerializer(strict.Serializer):
     session_id = strict.CharField(max_length=100)
     turn_id = strict.CharField(max_length=200)
     user_prompt = strict.CharField(allow_blank=True, trim_whitespace=False)
@@ -45,7 +44,29 @@ class TurnCreateOutputSerializer(serializers.Serializer):
         return not logged.created
 
 
-class QualityMetricsQuerySerializer(serializers.Serializer):
+class QualityMetricsOutputSerializer(serializers.Serializer):
+    """The metrics payload (quality.selectors.quality_metrics); nested parts are described per key there."""
+
+    space = serializers.CharField()
+    agent = serializers.CharField(allow_null=True)
+    window_days = serializers.IntegerField()
+    days = serializers.IntegerField()
+    as_of = serializers.DateTimeField()
+    rolled_up_at = serializers.DateTimeField(allow_null=True)
+    turns = serializers.IntegerField()
+    turns_pending = serializers.IntegerField()
+    items = serializers.IntegerField()
+    metrics = serializers.DictField(
+        child=serializers.DictField(), help_text="Per metric: value, target, comparison, meets_target, counts."
+    )
+    judge = serializers.DictField(help_text="The judge, whether it is trusted, and its last validation.")
+    ranking_enabled = serializers.BooleanField()
+    history = serializers.ListField(
+        child=serializers.DictField(), help_text="Per day, oldest first: day, counts, daily and rolling rates."
+    )
+
+
+class QualityMetricsQuerySerializer(strict.Serializer):
     days = strict.IntegerField(min_value=1, max_value=365, default=30)
     agent = strict.CharField(max_length=100, required=False)
 
@@ -68,7 +89,10 @@ class QualityMetricsApi(APIView):
 
     @extend_schema(
         parameters=[QualityMetricsQuerySerializer],
-        responses={200: OpenApiTypes.OBJECT, **error_responses(404, e404="No agent of that name in the space.")},
+        responses={
+            200: QualityMetricsOutputSerializer,
+            **error_responses(404, e404="No agent of that name in the space."),
+        },
     )
     def get(self, request):
         serializer = QualityMetricsQuerySerializer(data=request.query_params)

@@ -5,23 +5,70 @@ The acting agent and its role always come from the token (``request.user``), nev
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core import fields as strict
 from core.choices import AgentRole
-from core.schema import error_responses
+from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 from tasks import selectors, workflow
-from tasks.choices import ApprovalMode, TaskStatus, TaskType
+from tasks.choices import RESTORE, ApprovalMode, TaskStatus, TaskType
 from tasks.outputs import ProjectOutputSerializer, TaskOutputSerializer, TransitionOutputSerializer, task_detail_output
 from tasks.services import tasks as task_services
 from tasks.services import transitions as transition_services
 
 LIST_DEFAULT_LIMIT = 100
 LIST_MAX_LIMIT = 500
+
+
+def _key_not_prefixed(prefix: str) -> str:
+    """A pattern for a key without NUL that does not start with ``prefix`` (no lookahead: the same in
+    ECMA and Python regular expressions)."""
+    branches = [f"[^{prefix[0]}\\u0000][^\\u0000]*"]
+    for i in range(1, len(prefix)):
+        branches.append(f"{prefix[:i]}(?:[^{prefix[i]}\\u0000][^\\u0000]*)?")
+    return f"^(?:{'|'.join(branches)})?$"
+
+
+def dna_schema(*, min_properties: int = 0) -> dict:
+    """Task DNA as ``tasks.services.tasks.dna_validate`` accepts it: no protected key (those the engine
+    or a human writes, any ``human_*``), typed values for the keys the engine reads, any NUL-free JSON
+    elsewhere; ``null`` removes a key. The whole DNA is at most 100,000 characters of JSON (400 INVALID_DNA)."""
+    (prefix,) = workflow.PROTECTED_DNA_PREFIXES
+    properties = {
+        key: {"not": {}, "description": "Protected: written by the engine."}
+        for key in sorted(workflow.PROTECTED_DNA_KEYS)
+    }
+    properties |= {
+        "rework_target_role": {"type": ["string", "null"], "enum": [*workflow.AGENT_ROLES, None]},
+        "test_pass_count": {"type": ["integer", "null"], "minimum": 0},
+        "test_total_count": {"type": ["integer", "null"], "minimum": 0},
+        workflow.MQS: {"type": ["string", "null"], "maxLength": 100, "pattern": NO_NUL_PATTERN},
+        workflow.MCI: {"type": ["string", "null"], "maxLength": 100, "pattern": NO_NUL_PATTERN},
+    }
+    schema = {
+        "type": "object",
+        "description": "Task DNA: protected keys refused, typed engine keys, any NUL-free JSON elsewhere; null "
+        "removes a key; at most 100,000 characters of JSON (else 400 INVALID_DNA).",
+        "properties": properties,
+        "propertyNames": {"pattern": _key_not_prefixed(prefix)},
+        "additionalProperties": JSON_VALUE_REF,
+    }
+    if min_properties:
+        schema["minProperties"] = min_properties
+    return schema
+
+
+@extend_schema_field(dna_schema())
+class DnaField(serializers.DictField):
+    pass
+
+
+@extend_schema_field({"type": "string", "enum": [*TaskStatus.values, RESTORE]})
+class TransitionTargetField(strict.CharField):
+    """Any string reaches the engine, which answers an unknown one with 400 UNKNOWN_STATUS."""
 
 
 class TransitionOptionOutputSerializer(serializers.Serializer):
@@ -72,7 +119,7 @@ class TransitionResultOutputSerializer(serializers.Serializer):
 
 
 class ProjectListCreateApi(APIView):
-    class ProjectCreateInputSerializer(serializers.Serializer):
+    class ProjectCreateInputSerializer(strict.Serializer):
         slug = strict.SlugField(max_length=100)
         name = strict.CharField(max_length=200, required=False, default="")
         approval_mode = strict.ChoiceField(choices=ApprovalMode.values, default=ApprovalMode.MANUAL)
@@ -94,7 +141,7 @@ class ProjectListCreateApi(APIView):
 
 
 class TaskListCreateApi(APIView):
-    class TaskFilterInputSerializer(serializers.Serializer):
+    class TaskFilterInputSerializer(strict.Serializer):
         status = strict.ChoiceField(choices=TaskStatus.values, required=False)
         role = strict.ChoiceField(choices=AgentRole.values, required=False)
         project = strict.SlugField(required=False)
@@ -102,7 +149,7 @@ class TaskListCreateApi(APIView):
         limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
         offset = strict.IntegerField(min_value=0, max_value=1_000_000_000, default=0)
 
-    class TaskCreateInputSerializer(serializers.Serializer):
+    class TaskCreateInputSerializer(strict.Serializer):
         project = strict.SlugField(max_length=100)
         slug = strict.SlugField(max_length=150)
         title = strict.CharField(max_length=300)
@@ -110,7 +157,7 @@ class TaskListCreateApi(APIView):
         type = strict.ChoiceField(choices=TaskType.values, default=TaskType.TASK)
         role = strict.ChoiceField(choices=AgentRole.values, required=False, default="")
         status = strict.ChoiceField(choices=[TaskStatus.BACKLOG, TaskStatus.PENDING], default=TaskStatus.BACKLOG)
-        dna = serializers.DictField(required=False, default=dict)
+        dna = DnaField(required=False, default=dict)
         parent_ids = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
         depends_on = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
 
@@ -148,7 +195,7 @@ class TaskDnaApi(APIView):
     """Shallow-merge the JSON object in the body into the task's DNA; ``null`` removes a key."""
 
     @extend_schema(
-        request={"application/json": {"type": "object", "minProperties": 1, "additionalProperties": True}},
+        request={"application/json": dna_schema(min_properties=1)},
         responses={200: TaskOutputSerializer, **error_responses(403, 409)},
     )
     def patch(self, request, id_or_slug: str):
@@ -160,9 +207,18 @@ class TaskDnaApi(APIView):
 
 
 class TaskTransitionApi(APIView):
-    class TransitionInputSerializer(serializers.Serializer):
-        to = strict.CharField(max_length=20)
+    class TransitionInputSerializer(strict.Serializer):
+        to = TransitionTargetField(max_length=20)
         summary = strict.CharField(max_length=1000, required=False, default="", allow_blank=True)
+        agent_id = strict.CharField(
+            max_length=100, required=False, allow_blank=True, help_text="Wire compatibility only: ignored."
+        )
+        agent_name = strict.CharField(
+            max_length=200,
+            required=False,
+            allow_blank=True,
+            help_text="Wire compatibility only: ignored. The actor is always the token's agent.",
+        )
 
     @extend_schema(
         request=TransitionInputSerializer,
@@ -177,7 +233,9 @@ class TaskTransitionApi(APIView):
         data = self.TransitionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
-        log = transition_services.task_transition(task=task, agent=request.user, **data.validated_data)
+        log = transition_services.task_transition(
+            task=task, agent=request.user, to=data.validated_data["to"], summary=data.validated_data["summary"]
+        )
         return Response({"task": TaskOutputSerializer(task).data, "transition": TransitionOutputSerializer(log).data})
 
 
@@ -200,10 +258,26 @@ class TaskTransitionsApi(APIView):
         )
 
 
+class WorkflowOutputSerializer(serializers.Serializer):
+    """``tasks.workflow.workflow_as_data``: the transition table the engine enforces."""
+
+    lookup_order = serializers.ListField(child=serializers.CharField())
+    any_excludes_from = serializers.ListField(child=serializers.CharField())
+    statuses = serializers.ListField(child=serializers.CharField())
+    restore = serializers.CharField()
+    actors = serializers.ListField(child=serializers.CharField())
+    types = serializers.DictField(child=serializers.DictField(), help_text="Per task type: its transition rules.")
+    approval_modes = serializers.DictField(help_text='Per mode: the waived confirmations ("all" or a list).')
+    protected_dna_keys = serializers.ListField(child=serializers.CharField())
+    protected_dna_prefixes = serializers.ListField(child=serializers.CharField())
+    memory_gates = serializers.DictField(child=serializers.CharField())
+    special_roles = serializers.DictField(child=serializers.CharField())
+
+
 class WorkflowApi(APIView):
     """The transition table as data: the same table the engine enforces."""
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: WorkflowOutputSerializer})
     def get(self, request):
         return Response(workflow.workflow_as_data())
 
@@ -211,7 +285,7 @@ class WorkflowApi(APIView):
 class InFlightApi(APIView):
     """Recovery: the active and blocked tasks of a role in the caller's space, with their last markers."""
 
-    class InFlightQuerySerializer(serializers.Serializer):
+    class InFlightQuerySerializer(strict.Serializer):
         markers = strict.IntegerField(min_value=1, max_value=20, default=3, help_text="markers per task")
 
     @extend_schema(
@@ -238,3 +312,19 @@ class InFlightApi(APIView):
                 ],
             }
         )
+
+
+def task_schema_rules(result, generator, request, public):
+    """POSTPROCESSING_HOOKS entry: a bug names the task(s) it was found in (400 MISSING_PARENT); the DNA
+    patch needs its body."""
+    schema = result.get("components", {}).get("schemas", {}).get("TaskCreateInputRequest")
+    if schema is not None:
+        others = [t for t in TaskType.values if t != TaskType.BUG]
+        schema["anyOf"] = [
+            {"properties": {"type": {"enum": others}}},
+            {"required": ["parent_ids"], "properties": {"parent_ids": {"minItems": 1}}},
+        ]
+    patch = result.get("paths", {}).get("/api/v1/tasks/{id_or_slug}/dna", {}).get("patch")
+    if patch is not None and "requestBody" in patch:
+        patch["requestBody"]["required"] = True  # an empty body is refused (400)
+    return result

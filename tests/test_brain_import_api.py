@@ -81,6 +81,27 @@ def test_bad_lines_are_all_reported_and_nothing_is_stored(dev, space, fake_embed
     assert Thought.objects.filter(space=space).count() == 0
 
 
+def test_an_id_taken_by_a_stored_thought_is_a_409_and_nothing_is_stored(dev, space, thought_factory, fake_embedder):
+    taken = thought_factory("Already here.")
+    response = post(dev, [{"content": "new one"}, {"content": "same id", "id": str(taken.id)}])
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error["code"] == "IMPORT_CONFLICT" and [(e["line"], e["field"]) for e in error["lines"]] == [(2, "id")]
+    # With another bad line as well, the batch is invalid (400) and every line is listed.
+    response = post(dev, [{"content": ""}, {"content": "same id", "id": str(taken.id)}])
+    assert response.status_code == 400 and len(response.json()["error"]["lines"]) == 2
+    assert Thought.objects.filter(space=space).count() == 1
+
+
+def test_import_normalises_what_json_means(dev, space, fake_embedder):
+    """3.0 is the integer 3; a date-time with any ISO offset is stored in UTC (PostgreSQL takes <= 15:59)."""
+    item = {"content": "n", "access_count": 3.0, "co_retrieved_with": {}, "created_at": "2020-01-01T00:00:00-19:30"}
+    response = post(dev, [item])
+    assert response.status_code == 201, response.json()
+    stored = Thought.objects.get(space=space)
+    assert stored.access_count == 3 and stored.created_at.isoformat() == "2020-01-01T19:30:00+00:00"
+
+
 def test_batch_larger_than_the_maximum_is_refused(dev, space, settings, fake_embedder):
     settings.IMPORT_BATCH_MAX_ITEMS = 3
     response = post(dev, [{"content": f"n{i}"} for i in range(4)])

@@ -139,7 +139,7 @@ def test_unknown_or_foreign_ids_are_refused_and_nothing_is_stored(dev, space, ot
     for field in ("injected_ids", "used_ids", "contradicted_ids"):
         for bad in (str(uuid.uuid4()), str(foreign.id)):
             response = dev.post("/api/v1/turns", turn_body(new_session(), **{field: [bad]}), format="json")
-            assert response.status_code == 400, field
+            assert response.status_code == 404, field
             assert response.json()["error"]["code"] == "UNKNOWN_THOUGHT"
             assert bad in response.json()["error"]["message"]
     assert TurnLog.objects.count() == 0 and enqueued == []

@@ -141,7 +141,7 @@ def test_another_spaces_id_is_404_and_shows_nothing(route, method, param, key, w
 
 LIST_QUERIES = {
     "/api/v1/memory": {"prompt": f"{SECRET} deploy fact of the other space", "contribute": "false"},
-    "/api/v1/thoughts": {"q": SECRET},
+    "/api/v1/thoughts": {"limit": "200"},  # the list has no text search (an unknown "q" is a 400)
 }
 
 

@@ -71,11 +71,9 @@ def test_create_task(agent_factory, project):
 @pytest.mark.parametrize(
     ("body", "code"),
     [
-        ({"project": "nope", "slug": "a", "title": "A"}, "PROJECT_NOT_FOUND"),
         ({"project": "colony", "slug": "a", "title": "A", "type": "bug"}, "MISSING_PARENT"),
         ({"project": "colony", "slug": "a", "title": "A", "dna": {"human_confirmed": True}}, "PROTECTED_DNA_KEY"),
         ({"project": "colony", "slug": "a", "title": "A", "status": "active"}, "VALIDATION_ERROR"),
-        ({"project": "colony", "slug": "a", "title": "A", "depends_on": ["ghost"]}, "UNKNOWN_TASK_REFERENCE"),
         ({"project": "colony", "slug": "a", "title": "A", "dna": {"test_total_count": "many"}}, "INVALID_DNA"),
         ({"project": "colony", "slug": "a", "title": "A", "dna": ["not", "an", "object"]}, "VALIDATION_ERROR"),
         ({"project": "colony", "title": "A"}, "VALIDATION_ERROR"),
@@ -83,6 +81,23 @@ def test_create_task(agent_factory, project):
 )
 def test_create_task_refusals(agent_factory, project, body, code):
     error(agent_factory("pdsa").post("/api/v1/tasks", body, format="json"), 400, code)
+    assert not Task.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"project": "nope", "slug": "a", "title": "A"}, "PROJECT_NOT_FOUND"),
+        ({"project": "colony", "slug": "a", "title": "A", "depends_on": ["ghost"]}, "UNKNOWN_TASK_REFERENCE"),
+        (
+            {"project": "colony", "slug": "a", "title": "A", "type": "bug", "parent_ids": ["ghost"]},
+            "UNKNOWN_TASK_REFERENCE",
+        ),
+    ],
+)
+def test_create_task_naming_what_does_not_exist_is_404(agent_factory, project, body, code):
+    """Like an unknown id in a path (and the memory endpoint's THOUGHT_NOT_FOUND for ids in a body)."""
+    error(agent_factory("pdsa").post("/api/v1/tasks", body, format="json"), 404, code)
     assert not Task.objects.exists()
 
 
@@ -165,7 +180,7 @@ def test_spaces_are_isolated(agent_factory, other_space, project):
     assert outsider.get("/api/v1/tasks").json()["results"] == []
     error(
         outsider.post("/api/v1/tasks", {"project": "colony", "slug": "x", "title": "X"}, format="json"),
-        400,
+        404,
         "PROJECT_NOT_FOUND",
     )
     task.refresh_from_db()
@@ -210,10 +225,14 @@ def test_transition_through_the_api_uses_the_tokens_role(agent_factory, project)
     dev = agent_factory("dev")
     session = query_brain(dev.agent)
     assert dev.patch("/api/v1/tasks/t/dna", {"memory_query_session": session}, format="json").status_code == 200
-    # An "actor" in the body is ignored: identity comes from the token.
-    response = dev.post(
-        "/api/v1/tasks/t/transition", {"to": "active", "summary": "claiming", "actor": "system"}, format="json"
+    # An "actor" in the body is refused (an unknown field), nothing changes: identity comes from the token.
+    error(
+        dev.post("/api/v1/tasks/t/transition", {"to": "active", "actor": "system"}, format="json"),
+        400,
+        "VALIDATION_ERROR",
     )
+    assert Task.objects.get(slug="t").status == "ready"
+    response = dev.post("/api/v1/tasks/t/transition", {"to": "active", "summary": "claiming"}, format="json")
     assert response.status_code == 200, response.content
     body = response.json()
     assert (body["task"]["status"], body["task"]["role"]) == ("active", "dev")

@@ -6,7 +6,6 @@ exactly like an unknown one. Failures change nothing (the services are all-or-no
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -23,7 +22,7 @@ from core.schema import error_responses
 TEXT_MAX = 10000
 
 
-class ThoughtOutputSerializer(serializers.ModelSerializer):
+class CorrectionThoughtOutputSerializer(serializers.ModelSerializer):
     thought_id = strict.UUIDField(source="id")
     contributor = strict.CharField(source="contributor_name")
     superseded_by = strict.UUIDField(source="superseded_by_id", allow_null=True)
@@ -80,6 +79,20 @@ class SuggestionOutputSerializer(serializers.ModelSerializer):
         return suggestion.thought.content[:80]
 
 
+class CorrectionResultSerializer(serializers.Serializer):
+    correction = CorrectionThoughtOutputSerializer(help_text="The correction thought just stored.")
+    superseded_count = serializers.IntegerField(help_text="How many thoughts it superseded.")
+    guidance = serializers.CharField()
+
+
+class CorrectionAcceptOutputSerializer(CorrectionResultSerializer):
+    suggestion = SuggestionOutputSerializer(help_text="The suggestion, now accepted.")
+
+
+class CorrectionDismissOutputSerializer(serializers.Serializer):
+    suggestion = SuggestionOutputSerializer(help_text="The suggestion, now dismissed.")
+
+
 class SuggestionListOutputSerializer(serializers.Serializer):
     count = strict.IntegerField(help_text="How many suggestions are in results.")
     results = SuggestionOutputSerializer(many=True)
@@ -88,7 +101,7 @@ class SuggestionListOutputSerializer(serializers.Serializer):
 class CorrectionListApi(APIView):
     """Correction suggestions of the caller's space: the caller's own first, then newest first."""
 
-    class CorrectionListFilterSerializer(serializers.Serializer):
+    class CorrectionListFilterSerializer(strict.Serializer):
         status = strict.ChoiceField(choices=[*SuggestionStatus.values, "all"], default=SuggestionStatus.PENDING)
         mine = strict.BooleanField(default=False, help_text="Only suggestions addressed to the caller.")
         limit = strict.IntegerField(min_value=1, max_value=200, default=50)
@@ -115,14 +128,14 @@ class CorrectionListApi(APIView):
 class CorrectionAcceptApi(APIView):
     """Accept a pending suggestion: one call creates the correction and supersedes the old thought."""
 
-    class CorrectionAcceptInputSerializer(serializers.Serializer):
+    class CorrectionAcceptInputSerializer(strict.Serializer):
         correct_fact = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
         content = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
 
     @extend_schema(
         request=CorrectionAcceptInputSerializer,
         parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
-        responses={201: OpenApiTypes.OBJECT, **error_responses(409)},
+        responses={201: CorrectionAcceptOutputSerializer, **error_responses(409)},
     )
     def post(self, request, suggestion_id):
         body = self.CorrectionAcceptInputSerializer(data=request.data or {})
@@ -140,7 +153,7 @@ class CorrectionAcceptApi(APIView):
         return Response(
             {
                 "suggestion": SuggestionOutputSerializer(suggestion).data,
-                "correction": ThoughtOutputSerializer(correction).data,
+                "correction": CorrectionThoughtOutputSerializer(correction).data,
                 "superseded_count": count,
                 "guidance": correction_supersede_guidance(count=count),
             },
@@ -151,13 +164,13 @@ class CorrectionAcceptApi(APIView):
 class CorrectionDismissApi(APIView):
     """Dismiss a pending suggestion: the old thought stands, nothing else changes."""
 
-    class CorrectionDismissInputSerializer(serializers.Serializer):
+    class CorrectionDismissInputSerializer(strict.Serializer):
         reason = strict.CharField(max_length=2000, required=False, allow_blank=True)
 
     @extend_schema(
         request=CorrectionDismissInputSerializer,
         parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
-        responses={200: OpenApiTypes.OBJECT, **error_responses(409)},
+        responses={200: CorrectionDismissOutputSerializer, **error_responses(409)},
     )
     def post(self, request, suggestion_id):
         body = self.CorrectionDismissInputSerializer(data=request.data or {})
@@ -172,7 +185,7 @@ class CorrectionDismissApi(APIView):
 class ThoughtCorrectApi(APIView):
     """Correct one thought: store a correction that supersedes it (and any ``supersedes`` given)."""
 
-    class ThoughtCorrectInputSerializer(serializers.Serializer):
+    class ThoughtCorrectInputSerializer(strict.Serializer):
         correct_fact = strict.CharField(max_length=TEXT_MAX)
         corrected_fact = strict.CharField(
             max_length=TEXT_MAX, required=False, allow_blank=True, help_text="Default: the thought's content."
@@ -195,7 +208,7 @@ class ThoughtCorrectApi(APIView):
     @extend_schema(
         request=ThoughtCorrectInputSerializer,
         parameters=[OpenApiParameter("thought_id", str, OpenApiParameter.PATH)],
-        responses={201: OpenApiTypes.OBJECT, **error_responses(409)},
+        responses={201: CorrectionResultSerializer, **error_responses(409)},
     )
     def post(self, request, thought_id):
         body = self.ThoughtCorrectInputSerializer(data=request.data)
@@ -214,7 +227,7 @@ class ThoughtCorrectApi(APIView):
         )
         return Response(
             {
-                "correction": ThoughtOutputSerializer(correction).data,
+                "correction": CorrectionThoughtOutputSerializer(correction).data,
                 "superseded_count": count,
                 "guidance": correction_supersede_guidance(count=count),
             },

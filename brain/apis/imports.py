@@ -12,17 +12,18 @@ from __future__ import annotations
 import json
 import time
 
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
+from brain.models import EMBEDDING_DIMENSIONS
 from brain.services.transfer import LineError, import_batch_max, thoughts_import
 from core import fields as strict
 from core.errors import ValidationFailed
-from core.schema import error_responses
+from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 
 
 class RawBodyParser(BaseParser):
@@ -71,50 +72,101 @@ def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineErro
     return items, errors
 
 
-_ref = serializers.ListField(child=strict.UUIDField(), required=False)
+INT32_MAX = 2**31 - 1
+FLOAT32_MAX = 3.4e38  # a little below the largest float32: a vector stays finite
+_NULL_OK = {"required": False, "allow_null": True}
+
+
+def _ids(**kwargs) -> serializers.ListField:
+    return serializers.ListField(child=strict.UUIDField(), required=False, allow_null=True, **kwargs)
+
+
+def _vector() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.FloatField(min_value=-FLOAT32_MAX, max_value=FLOAT32_MAX),  # stored as float32
+        min_length=EMBEDDING_DIMENSIONS,
+        max_length=EMBEDDING_DIMENSIONS,
+        required=False,
+        allow_null=True,
+        help_text=f"{EMBEDDING_DIMENSIONS} numbers; computed when absent.",
+    )
+
+
+@extend_schema_field(
+    {
+        "description": "An object; a string is kept as {'text': ...}.",
+        "anyOf": [
+            {"type": "null"},
+            {"type": "string", "pattern": NO_NUL_PATTERN},
+            {"type": "object", "propertyNames": {"pattern": NO_NUL_PATTERN}, "additionalProperties": JSON_VALUE_REF},
+        ],
+    }
+)
+class _MetadataField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(
+    {
+        "description": "{thought id: count} (or the seed brain's [{thought_id, count}]).",
+        "type": ["object", "null"],
+        "propertyNames": {"pattern": NO_NUL_PATTERN},
+        "additionalProperties": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
+    }
+)
+class _CoRetrievedField(serializers.JSONField):
+    pass
 
 
 class ImportItemSerializer(serializers.Serializer):
-    """One thought to import (documentation of the wire shape; validated by brain.services.transfer)."""
+    """One thought to import: documentation of the wire shape, as ``brain.services.transfer.item_clean``
+    accepts it (the service validates; ``null`` or an empty string means "not given" for optional fields).
 
-    id = strict.UUIDField(required=False, help_text="Kept when given (must be new); generated otherwise.")
+    Rules across items and the space, each a 400 ``IMPORT_INVALID`` naming the line: an ``id``
+    appears once in the batch (one taken by a stored thought is a 409 ``IMPORT_CONFLICT``); every
+    reference (``source_ids``, ``supersedes``, ``refined_by``, ``superseded_by``, ``contradicted_by``,
+    ``related_thoughts``) names a thought of the batch or of the space, and a thought is not related
+    to itself."""
+
+    id = strict.UUIDField(help_text="Kept when given (must be new); generated otherwise.", **_NULL_OK)
+    kind = serializers.JSONField(required=False, help_text="Ignored (export files carry it).")
     content = strict.CharField(help_text="Required; any length (imports have no contribution threshold).")
-    context_metadata = serializers.JSONField(required=False)
-    contributor_id = strict.CharField(required=False, max_length=100, help_text="Default: the caller.")
-    contributor_name = strict.CharField(required=False, max_length=200)
-    agent = strict.CharField(required=False, help_text="Name of an agent of this space to link, if any.")
-    created_at = serializers.DateTimeField(required=False, help_text="Kept; default now.")
-    thought_type = strict.ChoiceField(choices=ThoughtType.choices, required=False)
-    source_ids = _ref
-    tags = serializers.ListField(child=strict.CharField(max_length=100), required=False)
-    thought_category = strict.ChoiceField(choices=ThoughtCategory.choices, required=False)
-    topic = strict.CharField(required=False, max_length=200)
-    temporal_scope = strict.DateField(required=False)
-    source_ref = serializers.JSONField(required=False)
-    alternatives_considered = strict.CharField(required=False)
-    corrected_fact = strict.CharField(required=False)
-    correct_fact = strict.CharField(required=False)
-    supersedes = serializers.ListField(child=strict.UUIDField(), required=False)
-    quality_flags = serializers.ListField(child=strict.ChoiceField(choices=QualityFlag.choices), required=False)
-    superseded = strict.BooleanField(required=False)
-    superseded_at = serializers.DateTimeField(required=False, allow_null=True)
-    superseded_by = strict.UUIDField(required=False, allow_null=True)
-    refined_by = strict.UUIDField(required=False, allow_null=True)
-    contradicted_by = strict.UUIDField(required=False, allow_null=True)
-    related_thoughts = serializers.ListField(child=strict.UUIDField(), required=False)
-    embedding = serializers.ListField(
-        child=serializers.FloatField(), required=False, allow_null=True, help_text="384 floats; computed when absent."
+    context_metadata = _MetadataField(required=False)
+    contributor_id = strict.CharField(max_length=100, allow_blank=True, help_text="Default: the caller.", **_NULL_OK)
+    contributor_name = strict.CharField(max_length=200, allow_blank=True, **_NULL_OK)
+    agent = strict.CharField(
+        max_length=100, allow_blank=True, help_text="Name of an agent of this space to link, if any.", **_NULL_OK
     )
-    corrected_fact_embedding = serializers.ListField(child=serializers.FloatField(), required=False, allow_null=True)
-    embedding_model = strict.CharField(required=False)
-    pheromone_weight = serializers.FloatField(required=False)
-    access_count = strict.IntegerField(required=False)
-    last_accessed = serializers.DateTimeField(required=False, allow_null=True)
-    accessed_by = serializers.ListField(child=strict.CharField(), required=False)
-    co_retrieved_with = serializers.JSONField(required=False)
-    usage_score = serializers.FloatField(required=False, allow_null=True)
-    contradiction_score = serializers.FloatField(required=False, allow_null=True)
-    effective_confidence = serializers.FloatField(required=False)
+    created_at = serializers.DateTimeField(help_text="Kept; default now.", **_NULL_OK)
+    thought_type = strict.ChoiceField(choices=ThoughtType.choices, allow_blank=True, **_NULL_OK)
+    source_ids = _ids()
+    tags = serializers.ListField(child=strict.CharField(max_length=100, allow_blank=True), **_NULL_OK)
+    thought_category = strict.ChoiceField(choices=ThoughtCategory.choices, allow_blank=True, **_NULL_OK)
+    topic = strict.CharField(max_length=200, allow_blank=True, **_NULL_OK)
+    temporal_scope = strict.DateField(**_NULL_OK)
+    source_ref = serializers.DictField(**_NULL_OK)
+    alternatives_considered = strict.CharField(allow_blank=True, **_NULL_OK)
+    corrected_fact = strict.CharField(allow_blank=True, **_NULL_OK)
+    correct_fact = strict.CharField(allow_blank=True, **_NULL_OK)
+    supersedes = _ids()
+    quality_flags = serializers.ListField(child=strict.ChoiceField(choices=QualityFlag.choices), **_NULL_OK)
+    superseded = strict.BooleanField(required=False)
+    superseded_at = serializers.DateTimeField(**_NULL_OK)
+    superseded_by = strict.UUIDField(**_NULL_OK)
+    refined_by = strict.UUIDField(**_NULL_OK)
+    contradicted_by = strict.UUIDField(**_NULL_OK)
+    related_thoughts = _ids()
+    embedding = _vector()
+    corrected_fact_embedding = _vector()
+    embedding_model = strict.CharField(max_length=200, allow_blank=True, **_NULL_OK)
+    pheromone_weight = serializers.FloatField(min_value=0, required=False)
+    access_count = strict.IntegerField(min_value=0, max_value=INT32_MAX, required=False)
+    last_accessed = serializers.DateTimeField(**_NULL_OK)
+    accessed_by = serializers.ListField(child=strict.CharField(max_length=100, allow_blank=True), **_NULL_OK)
+    co_retrieved_with = _CoRetrievedField(required=False)
+    usage_score = serializers.FloatField(**_NULL_OK)
+    contradiction_score = serializers.FloatField(**_NULL_OK)
+    effective_confidence = serializers.FloatField(min_value=0, required=False)
 
 
 class ImportResultSerializer(serializers.Serializer):
@@ -146,11 +198,14 @@ class ThoughtImportApi(APIView):
             201: ImportResultSerializer,
             **error_responses(
                 400,
+                409,
                 413,
                 415,
                 500,
                 e400="`IMPORT_INVALID`: `error.lines` lists every bad line ({line, field, message}), nothing stored; "
                 "`PARSE_ERROR`: the body is not JSON.",
+                e409="`IMPORT_CONFLICT`: the batch is valid but an `id` is taken by an existing thought "
+                "(`error.lines`); nothing stored.",
                 e413="`IMPORT_TOO_LARGE`: more items than `IMPORT_BATCH_MAX_ITEMS` (`error.max_items`).",
                 e415="`UNSUPPORTED_MEDIA_TYPE`: send application/json, application/x-ndjson or application/jsonl.",
                 e500="`EMBEDDING_FAILED` or `INTERNAL_ERROR`; nothing stored.",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -55,18 +55,115 @@ URL_TOKEN_PARAMETER = OpenApiParameter(
 )
 
 
-MEMORY_ERRORS = error_responses(404, 409, e404="An id in refines/consolidates/supersedes/related_thoughts is unknown.")
+MEMORY_ERRORS = error_responses(
+    400,
+    404,
+    409,
+    e400="`VALIDATION_ERROR` names each bad field (unknown fields included); cross-field rules: "
+    "`MISSING_CATEGORY_FIELDS` (a thought_category without its required fields, listed in `missing`), "
+    "`MUTUAL_EXCLUSION` (refines with consolidates or with a correction; contribute/store false with a write), "
+    "`MIN_CONSOLIDATION` (fewer than two distinct ids in consolidates); GET: a token parameter together with "
+    "the Authorization header.",
+    e404="An id in refines/consolidates/supersedes/related_thoughts is unknown (`THOUGHT_NOT_FOUND`).",
+)
+
+
+class SourceOutputSerializer(serializers.Serializer):
+    thought_id = serializers.UUIDField()
+    contributor = serializers.CharField(help_text="The contributing agent's registered name.")
+    score = serializers.FloatField()
+    content_preview = serializers.CharField(help_text="The first 80 characters.")
+    refined_by = serializers.UUIDField(allow_null=True)
+    superseded = serializers.BooleanField()
+    thought_category = serializers.CharField()
+    topic = serializers.CharField(allow_blank=True)
+    temporal_scope = serializers.DateField(allow_null=True)
+    quality_flags = serializers.ListField(child=serializers.CharField())
+    matching_reason = serializers.CharField()
+    effective_confidence = serializers.FloatField()
+
+
+class HighwayOutputSerializer(serializers.Serializer):
+    thought_id = serializers.UUIDField()
+    content_preview = serializers.CharField()
+    access_count = serializers.IntegerField()
+    agents = serializers.IntegerField(help_text="Distinct agents that accessed it.")
+    traffic = serializers.IntegerField(help_text="access_count × agents.")
+    similarity = serializers.FloatField(help_text="To the query.")
+
+
+class DisambiguationOptionSerializer(serializers.Serializer):
+    tag = serializers.CharField()
+    count = serializers.IntegerField()
+    thought_ids = serializers.ListField(child=serializers.UUIDField())
+
+
+class DisambiguationSerializer(serializers.Serializer):
+    message = serializers.CharField()
+    options = DisambiguationOptionSerializer(many=True)
+
+
+class PendingCorrectionSerializer(serializers.Serializer):
+    suggestion_id = serializers.UUIDField()
+    thought_id = serializers.UUIDField()
+    thought_preview = serializers.CharField()
+    statement = serializers.CharField()
+    confidence = serializers.FloatField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+    origin = serializers.CharField()
+    draft = serializers.JSONField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    accept = serializers.CharField(help_text="POST here to accept it.")
+    dismiss = serializers.CharField(help_text="POST here to dismiss it.")
+
+
+class LineageSummarySerializer(serializers.Serializer):
+    thought_id = serializers.UUIDField()
+    has_lineage = serializers.BooleanField()
+    chain_length = serializers.IntegerField()
+    deepest_ancestor = serializers.UUIDField()
+    latest_refinement = serializers.UUIDField(allow_null=True)
+    truncated = serializers.BooleanField()
+
+
+class MemoryResultSerializer(serializers.Serializer):
+    response = serializers.CharField()
+    sources = SourceOutputSerializer(many=True)
+    highways_nearby = HighwayOutputSerializer(many=True)
+    disambiguation = DisambiguationSerializer(allow_null=True)
+    guidance = serializers.CharField(allow_null=True)
+    pending_corrections = PendingCorrectionSerializer(many=True)
+
+
+class MemoryTraceSerializer(serializers.Serializer):
+    session_id = serializers.CharField()
+    operations = serializers.ListField(child=serializers.CharField())
+    thoughts_retrieved = serializers.IntegerField()
+    thoughts_contributed = serializers.IntegerField()
+    contribution_threshold_met = serializers.BooleanField()
+    context_used = serializers.BooleanField()
+    retrieval_method = serializers.CharField(allow_null=True)
+    thought_id = serializers.UUIDField(allow_null=True, help_text="The thought this call stored, if any.")
+    lineage_summary = LineageSummarySerializer(allow_null=True)
+
+
+class MemoryOutputSerializer(serializers.Serializer):
+    """The memory endpoint's answer (SPEC 2.2), as brain.services.memory.response renders it."""
+
+    result = MemoryResultSerializer()
+    trace = MemoryTraceSerializer()
 
 
 class MemoryApi(APIView):
     """The shared brain: contribute what you learned, retrieve what others know, in one call."""
 
-    @extend_schema(request=MemoryInputSerializer, responses={200: OpenApiTypes.OBJECT, **MEMORY_ERRORS})
+    @extend_schema(request=MemoryInputSerializer, responses={200: MemoryOutputSerializer, **MEMORY_ERRORS})
     def post(self, request):
         return self._run(request, request.data, query_string=False)
 
     @extend_schema(
-        parameters=[MemoryInputSerializer, URL_TOKEN_PARAMETER], responses={200: OpenApiTypes.OBJECT, **MEMORY_ERRORS}
+        parameters=[MemoryInputSerializer, URL_TOKEN_PARAMETER],
+        responses={200: MemoryOutputSerializer, **MEMORY_ERRORS},
     )
     def get(self, request):
         return self._run(request, memory_query_params(request.query_params), query_string=True)
@@ -80,3 +177,46 @@ class MemoryApi(APIView):
         serializer = MemoryInputSerializer(data=data, context={strict.QUERY_STRING: query_string})
         serializer.is_valid(raise_exception=True)
         return Response(memory_run(agent=request.user, request=serializer.validated_data))
+
+
+def memory_schema_rules(result, generator, request, public):
+    """POSTPROCESSING_HOOKS entry: what the memory operations accept that a serializer can't say.
+
+    - ``consolidates``: at least two distinct ids (400 MIN_CONSOLIDATION otherwise);
+    - GET: ``source_ref`` is one JSON-encoded parameter; list items are split on commas (so a tag holds
+      none); the ``token`` parameter is a security scheme of its own (``urlToken``), the alternative to
+      the bearer header (both at once: 400).
+    """
+    schemas = result.get("components", {}).get("schemas", {})
+    body = schemas.get("MemoryInputRequest", {}).get("properties", {})
+    if "consolidates" in body:
+        body["consolidates"].update(minItems=2, uniqueItems=True)
+    operation = result.get("paths", {}).get("/api/v1/memory", {}).get("get")
+    if operation is None:
+        return result
+    kept = []
+    for parameter in operation.get("parameters", []):
+        name = parameter["name"]
+        if name == URL_TOKEN_PARAMETER.name:
+            continue
+        if name == "source_ref":
+            parameter.pop("schema", None)
+            parameter["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/SourceRefRequest"}}}
+            parameter["description"] = 'JSON, e.g. {"type": "task", "value": "my-task", "project": "colony"}.'
+        elif name in LIST_FIELDS:
+            array = parameter["schema"]["anyOf"][0]
+            if name == "consolidates":
+                array.update(minItems=2, uniqueItems=True)
+            if array["items"].get("pattern"):
+                array["items"]["pattern"] = array["items"]["pattern"].replace("\\u0000", "\\u0000,")
+            parameter["description"] = "Repeat the parameter or separate items by commas."
+        kept.append(parameter)
+    operation["parameters"] = kept
+    result["components"].setdefault("securitySchemes", {})["urlToken"] = {
+        "type": "apiKey",
+        "in": "query",
+        "name": URL_TOKEN_PARAMETER.name,
+        "description": URL_TOKEN_PARAMETER.description + " Not together with the Authorization header (400).",
+    }
+    operation["security"] = [*operation.get("security", []), {"urlToken": []}]
+    return result

@@ -60,14 +60,32 @@ class ThoughtDetailApi(APIView):
         return Response(ThoughtOutputSerializer(thought).data)
 
 
-class LineageQuerySerializer(serializers.Serializer):
+class LineageQuerySerializer(strict.Serializer):
     max_depth = strict.IntegerField(min_value=0, max_value=MAX_MAX_DEPTH, default=DEFAULT_MAX_DEPTH)
+
+
+class LineageNodeSerializer(serializers.Serializer):
+    thought_id = serializers.UUIDField()
+    thought_type = serializers.CharField()
+    content_preview = serializers.CharField(help_text="The first 80 characters.")
+    contributor = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    source_ids = serializers.ListField(child=serializers.UUIDField())
+    depth = serializers.IntegerField(help_text="Negative: an ancestor; 0: the thought itself; positive: a descendant.")
+    superseded = serializers.BooleanField()
+    refined_by = serializers.UUIDField(allow_null=True)
+
+
+class LineageOutputSerializer(serializers.Serializer):
+    thought_id = serializers.UUIDField()
+    chain = LineageNodeSerializer(many=True, help_text="By depth, then by creation time.")
+    truncated = serializers.BooleanField(help_text="The chain goes on beyond max_depth in some direction.")
 
 
 class ThoughtLineageApi(APIView):
     """The lineage chain: ancestors at negative depth, descendants at positive depth, ``truncated``."""
 
-    @extend_schema(parameters=[LineageQuerySerializer], responses={200: dict})
+    @extend_schema(parameters=[LineageQuerySerializer], responses={200: LineageOutputSerializer})
     def get(self, request, thought_id: str):
         query = LineageQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -114,7 +132,7 @@ class ThoughtListPageSerializer(serializers.Serializer):
     results = ThoughtListItemSerializer(many=True)
 
 
-class ThoughtListQuerySerializer(serializers.Serializer):
+class ThoughtListQuerySerializer(strict.Serializer):
     topic = strict.CharField(max_length=200, required=False)
     category = strict.ChoiceField(choices=ThoughtCategory.values, required=False)
     contributor = strict.CharField(max_length=200, required=False, help_text="The agent's registered name.")
@@ -154,7 +172,7 @@ class ThoughtListApi(APIView):
         )
 
 
-class ThoughtRetractInputSerializer(serializers.Serializer):
+class ThoughtRetractInputSerializer(strict.Serializer):
     reason = strict.CharField(max_length=REASON_MAX_CHARS, help_text="Why it is withdrawn.")
 
 

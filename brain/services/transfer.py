@@ -87,6 +87,13 @@ class ImportInvalid(ApplicationError):
     default_code = "IMPORT_INVALID"
 
 
+class ImportConflict(ImportInvalid):
+    """409: the batch is valid but some of its ids are taken by existing thoughts; nothing was stored."""
+
+    status_code = 409
+    default_code = "IMPORT_CONFLICT"
+
+
 class ImportTooLarge(ApplicationError):
     status_code = 413
     default_code = "IMPORT_TOO_LARGE"
@@ -134,7 +141,12 @@ def _datetime(value: Any, name: str) -> dt.datetime | None:
             parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
         except ValueError:
             raise _Bad(name, f"{value!r} is not an ISO 8601 date-time.")
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, dt.UTC)
+    if timezone.is_naive(parsed):
+        return timezone.make_aware(parsed, dt.UTC)
+    try:  # in UTC: PostgreSQL takes offsets up to 15:59 only, ISO 8601 allows 23:59
+        return parsed.astimezone(dt.UTC)
+    except OverflowError:
+        raise _Bad(name, f"{value!r} is out of range.")
 
 
 def _date(value: Any, name: str) -> dt.date | None:
@@ -170,6 +182,8 @@ def _string_list(value: Any, name: str, max_length: int) -> list[str]:
 def _number(value: Any, name: str, *, nullable: bool = False, integer: bool = False, minimum: float | None = None):
     if value is None and nullable:
         return None
+    if integer and isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON's 3.0 is the integer 3, as everywhere in the API
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
         raise _Bad(name, "must be an integer." if integer else "must be a number.")
     if not math.isfinite(value):
@@ -270,6 +284,8 @@ def item_clean(item: Any) -> dict[str, Any]:
             co = {str(entry["thought_id"]): int(entry["count"]) for entry in co}
         except (TypeError, KeyError, ValueError):
             raise _Bad("co_retrieved_with", "must be {id: count} or [{thought_id, count}].")
+    if isinstance(co, dict):
+        co = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in co.items()}
     if not isinstance(co, dict) or not all(
         isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31 for v in co.values()
     ):
@@ -357,9 +373,10 @@ def thoughts_import(
     taken = set(Thought.objects.filter(pk__in=lookup).values_list("pk", flat=True)) if lookup else set()
     in_space = set(Thought.objects.filter(space=space, pk__in=taken).values_list("pk", flat=True)) if taken else set()
     deferred: list[tuple[str, str, str]] = []
+    conflicts: list[LineError] = []
     for line, row in cleaned:
         if row["id"] in taken:
-            errors.append(
+            conflicts.append(
                 LineError(line, f"a thought with id {row['id']} already exists; leave 'id' out to get a new one.", "id")
             )
         for name in (*ARRAY_REFS, "related_thoughts", *FK_REFS):
@@ -373,9 +390,11 @@ def thoughts_import(
                 if defer_links and name in ARRAY_REFS:
                     continue  # plain arrays of ids: kept as given, checked by the final link pass
                 errors.append(LineError(line, f"no thought {ref} in this import or in this space.", name))
-    if errors:
-        errors.sort(key=lambda e: e.line)
-        raise ImportInvalid(
+    if errors or conflicts:
+        # Only taken ids: a conflict with what is stored (409); anything else wrong: 400, every line listed.
+        error_class = ImportInvalid if errors else ImportConflict
+        errors = sorted([*errors, *conflicts], key=lambda e: e.line)
+        raise error_class(
             f"{len(errors)} problem(s) in lines {first_line}-{first_line + len(items) - 1}; nothing of this batch "
             "was stored. Fix the lines listed in error.lines and send the batch again.",
             extra={"lines": [e.as_dict() for e in errors[:200]], "error_count": len(errors)},

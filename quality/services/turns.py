@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from brain.models import QueryLog, Thought
-from core.errors import ValidationFailed
+from core.errors import NotFound
 from core.models import Agent
 from quality.choices import InjectedFrom
 from quality.models import TurnItem, TurnLog
@@ -125,7 +125,7 @@ def turn_log_create(
     named = set(extra) | (set(injected) if injected_from == InjectedFrom.EXPLICIT else set())
     unknown = [str(i) for i in wanted if i in named and i not in thoughts]
     if unknown:
-        raise ValidationFailed(
+        raise NotFound(
             f"No thought with id {', '.join(unknown)} in space {space.slug!r}.",
             code="UNKNOWN_THOUGHT",
             extra={"ids": unknown},

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils.text import slugify
 
-from core.errors import Conflict, Forbidden, ValidationFailed
+from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
 from tasks import workflow
 from tasks.choices import ROLE_ACTORS, ApprovalMode, TaskStatus, TaskType
@@ -42,8 +42,9 @@ def project_create(
         raise Conflict(f"Project {slug!r} already exists in space {space.slug!r}.", code="PROJECT_EXISTS") from None
 
 
-def dna_validate(*, patch: dict) -> None:
-    """Refuse DNA an agent may not write and values the engine would misread."""
+def dna_validate(*, patch: dict) -> dict:
+    """Refuse DNA an agent may not write and values the engine would misread; returns the patch with
+    the engine's counts as ints (JSON's 3.0 is the integer 3, as everywhere in the API)."""
     if not isinstance(patch, dict):
         raise ValidationFailed("DNA must be a JSON object.", code="INVALID_DNA")
     protected = sorted(key for key in patch if workflow.is_protected_dna_key(key))
@@ -60,8 +61,11 @@ def dna_validate(*, patch: dict) -> None:
     role = patch.get("rework_target_role")
     if role is not None and role not in workflow.AGENT_ROLES:
         problems.append(f"rework_target_role must be one of {', '.join(workflow.AGENT_ROLES)}")
+    patch = dict(patch)
     for name in ("test_pass_count", "test_total_count"):
         value = patch.get(name)
+        if isinstance(value, float) and value.is_integer():
+            value = patch[name] = int(value)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             problems.append(f"{name} must be a non-negative integer")
     for name in (workflow.MQS, workflow.MCI):
@@ -70,6 +74,7 @@ def dna_validate(*, patch: dict) -> None:
             problems.append(f"{name} must be a string of at most 100 characters")
     if problems:
         raise ValidationFailed("Invalid DNA: " + "; ".join(problems) + ".", code="INVALID_DNA")
+    return patch
 
 
 def _as_uuid(ref: str) -> uuid.UUID | None:
@@ -89,7 +94,7 @@ def _resolve_refs(*, space: Space, refs: Iterable[str], what: str) -> list[Task]
     known = {str(t.id) for t in found} | {t.slug for t in found}
     unknown = [ref for ref in refs if ref not in known and str(_as_uuid(ref)) not in known]
     if unknown:
-        raise ValidationFailed(f"{what}: no task {', '.join(unknown)} in this space.", code="UNKNOWN_TASK_REFERENCE")
+        raise NotFound(f"{what}: no task {', '.join(unknown)} in this space.", code="UNKNOWN_TASK_REFERENCE")
     return found
 
 
@@ -109,8 +114,7 @@ def task_create(
     created_by: Agent | None = None,
 ) -> Task:
     """Create a task in ``backlog`` (or ``pending``). Bugs must name their parent task(s)."""
-    dna = dict(dna or {})
-    dna_validate(patch=dna)
+    dna = dna_validate(patch=dict(dna or {}))
     if type not in TaskType.values:
         raise ValidationFailed(f"type must be one of {', '.join(TaskType.values)}.")
     if status not in CREATE_STATUSES:
@@ -127,7 +131,7 @@ def task_create(
         raise ValidationFailed("A bug must name the task(s) it was found in: parent_ids.", code="MISSING_PARENT")
     project_obj = Project.objects.filter(space=space, slug=project).first()
     if project_obj is None:
-        raise ValidationFailed(f"No project {project!r} in space {space.slug!r}.", code="PROJECT_NOT_FOUND")
+        raise NotFound(f"No project {project!r} in space {space.slug!r}.", code="PROJECT_NOT_FOUND")
     parents = _resolve_refs(space=space, refs=parent_ids, what="parent_ids")
     dependencies = _resolve_refs(space=space, refs=depends_on, what="depends_on")
     try:
@@ -153,7 +157,7 @@ def task_create(
 
 def task_update_dna(*, task: Task, patch: dict) -> Task:
     """Shallow-merge ``patch`` into the task's DNA under a row lock; a ``null`` value removes the key."""
-    dna_validate(patch=patch)
+    patch = dna_validate(patch=patch)
     with transaction.atomic():
         locked = Task.objects.select_for_update(of=("self",)).get(pk=task.pk)
         if locked.status == TaskStatus.CANCELLED or (
