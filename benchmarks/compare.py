@@ -1,7 +1,7 @@
 """``make bench-compare``: Colony against Mem0 OSS on the same notes, queries, model and PostgreSQL.
 
     python -m benchmarks.compare [--notes 10000] [--queries 300] [--port 8250] [--workers 2]
-        [--skip-mem0] [--keep]
+        [--skip-mem0] [--database bench_colony] [--reuse]
 
 1. Generates ``--notes`` deterministic notes (``benchmarks.seed.seed_text``) and ``--queries``
    questions, each written for one target note (the same texts on every run).
@@ -150,9 +150,9 @@ def run_mem0(data: list[dict], qs: list[dict], workdir: Path) -> dict:
 
 # --- Colony ---------------------------------------------------------------------------------------
 class ColonyServer:
-    def __init__(self, *, port: int, workers: int) -> None:
-        self.port, self.workers = port, workers
-        self.url = recreate_database(COLONY_DB)
+    def __init__(self, *, port: int, workers: int, database: str = COLONY_DB, reuse: bool = False) -> None:
+        self.port, self.workers, self.database = port, workers, database
+        self.url = server_url(database) if reuse else recreate_database(database)
         self.env = {
             **os.environ,
             "DATABASE_URL": self.url,
@@ -166,9 +166,10 @@ class ColonyServer:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> str:
-        print(f"Colony: migrating {COLONY_DB}, starting python -m core.serve on :{self.port} ...", flush=True)
+        print(f"Colony: migrating {self.database}, starting python -m core.serve on :{self.port} ...", flush=True)
         _manage(self.env, "migrate", "--verbosity", "0")
-        token = _manage(self.env, "agent", "create", "bench-agent", "--role", "dev").strip().splitlines()[-1].strip()
+        name = f"bench-agent-{int(time.time())}"  # a fresh agent (and token) also in a reused database
+        token = _manage(self.env, "agent", "create", name, "--role", "dev").strip().splitlines()[-1].strip()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "core.serve"], cwd=BASE_DIR, env=self.env, start_new_session=True
         )
@@ -193,17 +194,46 @@ class ColonyServer:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
 
-def run_colony(data: list[dict], qs: list[dict], *, port: int, workers: int, contribute: int) -> dict:
+def _loaded_note_ids(url: str, n: int) -> dict[str, int] | None:
+    """A reused database's thought ids by note number (``context_metadata.note``), if it holds the
+    ``n`` notes; None otherwise."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url) as conn:
+            rows = conn.execute(
+                "SELECT id::text, (context_metadata->>'note')::int FROM brain_thought "
+                "WHERE context_metadata ? 'note' AND thought_category = 'uncategorized'"
+            ).fetchall()
+    except psycopg.Error:
+        return None
+    ids = {thought_id: note for thought_id, note in rows if note is not None and note < n}
+    return ids if len(ids) == n else None
+
+
+def run_colony(
+    data: list[dict],
+    qs: list[dict],
+    *,
+    port: int,
+    workers: int,
+    contribute: int,
+    database: str = COLONY_DB,
+    reuse: bool = False,
+) -> dict:
     import httpx
 
-    server = ColonyServer(port=port, workers=workers)
+    loaded = _loaded_note_ids(server_url(database), len(data)) if reuse else None
+    if reuse and loaded is None:
+        print(f"Colony: {database} does not hold the {len(data)} notes; loading them.", flush=True)
+    server = ColonyServer(port=port, workers=workers, database=database, reuse=loaded is not None)
     token = server.start()
     try:
         client = httpx.Client(
             base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}, timeout=300
         )
         started = time.perf_counter()
-        note_ids: dict[str, int] = {}
+        note_ids: dict[str, int] = dict(loaded or {})
         # One request per web worker in flight, as any bulk client would send them: while one worker
         # embeds its batch, the other's is being written (the database's HNSW inserts), so neither the
         # CPU nor PostgreSQL waits for the other.
@@ -216,14 +246,18 @@ def run_colony(data: list[dict], qs: list[dict], *, port: int, workers: int, con
             return start, response.json()["ids"]
 
         done = 0
+        batches = [] if loaded is not None else range(0, len(data), IMPORT_BATCH)
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            for start, ids in pool.map(send, range(0, len(data), IMPORT_BATCH)):
+            for start, ids in pool.map(send, batches):
                 for offset, thought_id in enumerate(ids):
                     note_ids[thought_id] = start + offset
                 done += len(ids)
                 print(f"  imported {done}/{len(data)}", end="\r", flush=True)
         import_seconds = time.perf_counter() - started
-        print(f"  imported {len(data)} notes in {import_seconds:.1f} s", flush=True)
+        if loaded is None:
+            print(f"  imported {len(data)} notes in {import_seconds:.1f} s", flush=True)
+        else:
+            print(f"  reused {database}: {len(data)} notes already loaded (no import rate)", flush=True)
 
         def retrieve(text: str) -> list[int]:
             response = client.get("/api/v1/memory", params={"prompt": text, "contribute": "false", "limit": 10})
@@ -248,7 +282,7 @@ def run_colony(data: list[dict], qs: list[dict], *, port: int, workers: int, con
             client.post("/api/v1/memory", json=body).raise_for_status()
             contribute_samples.append((time.perf_counter() - t0) * 1000)
         return {
-            "notes_per_s": len(data) / import_seconds,
+            "notes_per_s": len(data) / import_seconds if loaded is None else float("nan"),
             "search_ms": samples,
             "ranked": ranked,
             "contribute_ms": contribute_samples,
@@ -312,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8250)
     parser.add_argument("--workers", type=int, default=2, help="web worker processes of Colony's server")
     parser.add_argument("--skip-mem0", action="store_true", help="Colony only")
+    parser.add_argument("--database", default=COLONY_DB, help=f"Colony's database (default {COLONY_DB})")
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep Colony's database when it already holds the notes (no import)"
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(BASE_DIR))
@@ -320,7 +358,15 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     data, qs = notes(args.notes), queries(args.notes, args.queries)
     mem0 = None if args.skip_mem0 else run_mem0(data, qs, workdir)
-    colony = run_colony(data, qs, port=args.port, workers=args.workers, contribute=args.contribute)
+    colony = run_colony(
+        data,
+        qs,
+        port=args.port,
+        workers=args.workers,
+        contribute=args.contribute,
+        database=args.database,
+        reuse=args.reuse,
+    )
     print_table(args.notes, qs, colony, mem0)
     return 0
 
