@@ -104,7 +104,17 @@ def is_database_busy(exc: BaseException) -> bool:
         from psycopg_pool import PoolTimeout
     except ImportError:  # no pool installed: never busy
         return False
-    return isinstance(exc.__cause__, PoolTimeout) or isinstance(exc, PoolTimeout)
+    if not (isinstance(exc.__cause__, PoolTimeout) or isinstance(exc, PoolTimeout)):
+        return False
+    # The pool also times out when it can't open a connection at all (the database is down): busy
+    # only when it holds its maximum of connections and none came free.
+    from django.db import connection
+
+    pool = getattr(connection, "pool", None)
+    if pool is None:
+        return False
+    stats = pool.get_stats()
+    return stats.get("pool_size", 0) >= stats.get("pool_max", pool.max_size)
 
 
 def database_busy_response(request) -> HttpResponse:

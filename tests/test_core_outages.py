@@ -42,10 +42,25 @@ def test_only_connection_failures_count_as_database_unavailable():
 def test_an_exhausted_connection_pool_is_busy_not_unavailable(dev, monkeypatch):
     """Every pooled connection busy for the connect timeout: 503 DATABASE_BUSY with a short
     Retry-After, not "the database is down"."""
+    from django.db import connections
     from django.db import utils as db_utils
     from psycopg_pool import PoolTimeout
 
+    class Pool:
+        max_size = 8
+
+        def __init__(self, size):
+            self.size = size
+
+        def get_stats(self):
+            return {"pool_size": self.size, "pool_max": self.max_size}
+
     timeout = _wrapped(PoolTimeout("couldn't get a connection after 3.00 sec"))
+    # The pool could not open a connection at all (the database is down): unavailable, not busy.
+    monkeypatch.setattr(type(connections["default"]), "pool", property(lambda self: Pool(0)))
+    assert not is_database_busy(timeout) and is_database_unavailable(timeout)
+    # It holds its maximum and none came free: busy.
+    monkeypatch.setattr(type(connections["default"]), "pool", property(lambda self: Pool(8)))
     assert is_database_busy(timeout) and not is_database_unavailable(timeout)
     assert not is_database_busy(_wrapped(psycopg.OperationalError("connection refused")))
 
