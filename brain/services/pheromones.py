@@ -125,6 +125,26 @@ def thoughts_reinforce(*, space: Space, thought_ids: Iterable[str | uuid.UUID], 
             return cursor.rowcount
 
 
+#: A memory call's write is one statement in its own transaction: when PostgreSQL picks it as a
+#: deadlock's victim (another transaction locking some of the same thoughts in another order), nothing
+#: of it happened, so it is simply run again, at most this many more times.
+DEADLOCK_RETRIES = 2
+
+
+def _execute_retrying_deadlock(cursor, sql: str, params: dict) -> None:
+    import psycopg
+    from django.db import OperationalError
+
+    for attempt in range(DEADLOCK_RETRIES + 1):
+        try:
+            cursor.execute(sql, params)
+            return
+        except OperationalError as exc:
+            retryable = isinstance(exc.__cause__, psycopg.errors.DeadlockDetected) and not connection.in_atomic_block
+            if not retryable or attempt == DEADLOCK_RETRIES:
+                raise
+
+
 def retrieval_record(
     *,
     space: Space,
@@ -139,27 +159,25 @@ def retrieval_record(
     :func:`thoughts_reinforce`), add the query-log row, and tell whether it is the agent's first call."""
     ids = sorted(dict.fromkeys(str(item["id"]) for item in results))
     lock_ids = sorted({*ids, str(stored_thought_id)} if stored_thought_id else ids)
+    params = {
+        "max": PHEROMONE_MAX,
+        "step": REINFORCE_STEP,
+        "now": timezone.now(),
+        "agent": agent.name,
+        "ids": ids,
+        "lock_ids": lock_ids,
+        "cap": CO_RETRIEVAL_PARTNERS_MAX,
+        "space": space.pk,
+        "agent_id": agent.pk,
+        "agent_ref": agent_ref,
+        "session_id": session_id,
+        "query_text": query_text,
+        "results": json.dumps(results),
+        "stored_thought_id": stored_thought_id,
+        "pending": SuggestionStatus.PENDING,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            _RETRIEVAL_SQL,
-            {
-                "max": PHEROMONE_MAX,
-                "step": REINFORCE_STEP,
-                "now": timezone.now(),
-                "agent": agent.name,
-                "ids": ids,
-                "lock_ids": lock_ids,
-                "cap": CO_RETRIEVAL_PARTNERS_MAX,
-                "space": space.pk,
-                "agent_id": agent.pk,
-                "agent_ref": agent_ref,
-                "session_id": session_id,
-                "query_text": query_text,
-                "results": json.dumps(results),
-                "stored_thought_id": stored_thought_id,
-                "pending": SuggestionStatus.PENDING,
-            },
-        )
+        _execute_retrying_deadlock(cursor, _RETRIEVAL_SQL, params)
         log_id, reinforced, _locked, queried_before, suggestions_pending = cursor.fetchone()
     return RetrievalRecord(
         query_log_id=log_id,
