@@ -35,20 +35,14 @@ def handler404(request, exception):
 def handler500(request):
     import sys
 
-    from core.errors import (
-        database_busy_response,
-        database_unavailable_response,
-        is_database_busy,
-        is_database_unavailable,
-    )
+    from core.errors import database_outage_response
 
     # Called while the exception is being handled: a database outage outside a view (a middleware)
     # is still a 503, not a 500.
     exc = sys.exc_info()[1]
-    if exc is not None and is_database_busy(exc):
-        return database_busy_response(request)
-    if exc is not None and is_database_unavailable(exc):
-        return database_unavailable_response(request)
+    outage = database_outage_response(request, exc) if exc is not None else None
+    if outage is not None:
+        return outage
     if request.path.startswith("/api/"):
         return json_500(request)
     return defaults.server_error(request)

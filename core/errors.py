@@ -124,9 +124,23 @@ def database_busy_response(request) -> HttpResponse:
     return response
 
 
+def database_outage_response(request, exc: BaseException) -> HttpResponse | None:
+    """The 503 for a database that is busy (pool exhausted) or unreachable, logged; None for any other
+    error. The one place that decides it: the middleware, DRF's exception handler and the 500 handler
+    all call it."""
+    where = f"{request.method} {request.path}" if request is not None else "an API view"
+    if is_database_busy(exc):
+        logger.warning("database pool exhausted on %s: %s", where, exc)
+        return database_busy_response(request)
+    if is_database_unavailable(exc):
+        logger.warning("database unavailable on %s: %s", where, exc)
+        return database_unavailable_response(request)
+    return None
+
+
 def database_unavailable_response(request) -> HttpResponse:
     """503 with Retry-After: the envelope for the API, a short readable page for humans."""
-    if request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", ""):
+    if request is None or request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", ""):
         response = JsonResponse(error_body("DATABASE_UNAVAILABLE", DATABASE_UNAVAILABLE_MESSAGE), status=503)
     else:
         response = HttpResponse(
@@ -152,13 +166,7 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
-        if is_database_busy(exception):
-            logger.warning("database pool exhausted on %s %s: %s", request.method, request.path, exception)
-            return database_busy_response(request)
-        if is_database_unavailable(exception):
-            logger.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
-            return database_unavailable_response(request)
-        return None
+        return database_outage_response(request, exception)
 
 
 def error_body(code: str, message: str, **extra) -> dict:
@@ -202,20 +210,9 @@ def api_exception_handler(exc, context) -> Response:
         if exc.status_code >= 500:
             logger.error("%s: %s", exc.code, exc.message, exc_info=exc)
         return Response(error_body(exc.code, exc.message, **exc.extra), status=exc.status_code)
-    if is_database_busy(exc):
-        logger.warning("database pool exhausted: %s", exc)
-        return Response(
-            error_body("DATABASE_BUSY", DATABASE_BUSY_MESSAGE),
-            status=503,
-            headers={"Retry-After": str(DATABASE_BUSY_RETRY_AFTER)},
-        )
-    if is_database_unavailable(exc):
-        logger.warning("database unavailable: %s", exc)
-        return Response(
-            error_body("DATABASE_UNAVAILABLE", DATABASE_UNAVAILABLE_MESSAGE),
-            status=503,
-            headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
-        )
+    outage = database_outage_response(context.get("request"), exc)
+    if outage is not None:
+        return outage
     if isinstance(exc, Http404):
         exc = drf.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
