@@ -301,3 +301,22 @@ def test_any_query_text_is_safe_in_the_one_statement(dev, billing, prompt):
 
     result = thought_search(space=Space.objects.get(slug="default"), vector=embed(prompt or "x"), query_text=prompt)
     assert isinstance(result.candidates, list)
+
+
+def test_search_results_are_saved_thought_instances(dev, billing):
+    """The search builds its thoughts without Model.__init__: they must behave as Thought.from_db's."""
+    from brain.selectors.search import thought_search
+    from core.models import Space
+
+    space = Space.objects.get(slug="default")
+    result = thought_search(space=space, vector=embedding.embed(BILLING_QUERY), query_text=BILLING_QUERY)
+    thought = result.candidates[0].thought
+    stored = Thought.objects.get(pk=thought.pk)
+    assert isinstance(thought, Thought) and thought == stored
+    assert not thought._state.adding and thought._state.db == "default"
+    assert (thought.content, thought.created_at, thought.tags) == (stored.content, stored.created_at, stored.tags)
+    assert thought.context_metadata == stored.context_metadata  # a column the search doesn't read loads on access
+    assert thought.space == space  # relations resolve
+    thought.topic = "billing-retries"
+    thought.save(update_fields=["topic"])
+    assert Thought.objects.get(pk=thought.pk).topic == "billing-retries"

@@ -1,0 +1,224 @@
+"""Where a retrieve-only memory call's time goes (issue 14: "where a target can't be met, say what the
+time is spent on"). Prints three views of the same call:
+
+    python -m benchmarks.memory_profile [--database bench_colony] [--calls 300] [--servers]
+
+1. CPU of the calling thread per phase (``time.thread_time`` around the functions that make up the
+   call, through the whole Django + DRF stack in-process), and what is left for the framework.
+2. Wall time of every SQL statement the call runs (a Django execute wrapper): database work plus the
+   round trip, as the web process waits for it.
+3. ``--servers``: the CPU the web server's processes spend per request over HTTP, for the production
+   server (``python -m core.serve``: uvicorn, ASGI) and, as a reference, gunicorn serving the same
+   Django app over WSGI (one worker each, one client in sequence, keep-alive).
+
+The database must hold the benchmark notes: run ``python -m benchmarks.compare --notes 10000
+--skip-mem0`` first (it leaves ``bench_colony``; add ``--reuse`` to later runs). Loopback only,
+bounded call counts. Figures from a loaded machine are noisy; compare phases within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import itertools
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PHASES = [
+    # (module, attribute, label): each wraps what the one before it does not.
+    ("core.throttling", "TokenRateThrottle.allow_request", "throttle (per-token counts in the cache)"),
+    ("brain.apis.memory", "MemoryInputSerializer.is_valid", "input validation (DRF serializer)"),
+    ("brain.embedding", "embed", "query embedding (ONNX Runtime)"),
+    ("brain.selectors.search", "_fetch", "search statement + rows to candidates"),
+    ("brain.ranking", "rank", "fusion and multipliers"),
+    ("brain.services.pheromones", "retrieval_record", "reinforcement + query log (one statement)"),
+    ("rest_framework.renderers", "JSONRenderer.render", "JSON rendering"),
+]
+
+
+def _setup(database: str) -> str:
+    sys.path.insert(0, str(BASE_DIR))
+    os.chdir(BASE_DIR)
+    from benchmarks.compare import server_url
+
+    url = server_url(database)
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ["LOG_LEVEL"] = "WARNING"
+    os.environ["DEBUG"] = "false"
+    import django
+
+    django.setup()
+    from brain.models import Thought
+
+    if not Thought.objects.exists():
+        sys.exit(f"{database} holds no thoughts: run `python -m benchmarks.compare --notes 10000 --skip-mem0` first.")
+    return url
+
+
+def _token() -> str:
+    from core import services
+    from core.models import Space
+
+    _agent, token = services.agent_create(
+        name=f"profile-{int(time.time() * 1000)}", role="dev", space=Space.objects.get(slug="default")
+    )
+    return token
+
+
+def _prompts(seed: int):
+    from benchmarks import seed as notes
+
+    rng = random.Random(seed)
+    for i in itertools.count():
+        yield (
+            f"Why does {rng.choice(notes.COMPONENTS)} {rng.choice(notes.ACTIONS)} {rng.choice(notes.CONDITIONS)}? ({i})"
+        )
+
+
+def _wrap(spent: dict, module: str, attribute: str, label: str) -> None:
+    import importlib
+
+    owner = importlib.import_module(module)
+    *path, name = attribute.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def timed(*args, **kwargs):
+        started = time.thread_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[label] += time.thread_time() - started
+
+    setattr(owner, name, timed)
+
+
+def in_process(calls: int) -> None:
+    from django.db import connection
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {_token()}")
+    prompts = _prompts(5)
+
+    def call() -> None:
+        response = client.get("/api/v1/memory", {"prompt": next(prompts), "contribute": "false"}, HTTP_HOST="127.0.0.1")
+        assert response.status_code == 200, response.content[:300]
+
+    for _ in range(20):
+        call()
+    spent: dict[str, float] = collections.defaultdict(float)
+    for module, attribute, label in PHASES:
+        _wrap(spent, module, attribute, label)
+    statements: dict[str, list[float]] = collections.defaultdict(list)
+
+    def sql_timer(execute, sql, params, many, context):
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            statements[" ".join(sql.split())[:70]].append((time.perf_counter() - started) * 1000)
+
+    walls = []
+    cpu_started = time.thread_time()
+    with connection.execute_wrapper(sql_timer):
+        for _ in range(calls):
+            started = time.perf_counter()
+            call()
+            walls.append((time.perf_counter() - started) * 1000)
+    total = (time.thread_time() - cpu_started) / calls * 1000
+    print(f"\n1. CPU of the calling thread per retrieve-only call (in-process, {calls} calls): {total:.2f} ms")
+    accounted = 0.0
+    for _module, _attribute, label in PHASES:
+        ms = spent[label] / calls * 1000
+        accounted += ms
+        print(f"   {ms:6.2f} ms  {ms / total:4.0%}  {label}")
+    print(f"   {total - accounted:6.2f} ms  {(total - accounted) / total:4.0%}  the rest: Django + DRF + middleware")
+    print(
+        f"   wall per call: p50 {statistics.median(walls):.1f} ms, p95 {sorted(walls)[int(0.95 * len(walls))]:.1f} ms"
+    )
+    print("\n2. SQL statements per call, wall time as the web process waits for each (p50 / mean ms):")
+    for text, samples in sorted(statements.items(), key=lambda item: -sum(item[1])):
+        per_call = len(samples) / calls
+        print(f"   {statistics.median(samples):6.2f} / {statistics.mean(samples):6.2f}  x{per_call:.0f}  {text}")
+
+
+def servers(url: str, calls: int, port: int) -> None:
+    import httpx
+    import psutil
+
+    token = _token()
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "DATABASE_URL": url, "PORT": str(port), "WEB_WORKERS": "1", "LOG_LEVEL": "WARNING"}
+    commands = {
+        "uvicorn (production: core.serve, ASGI)": ([sys.executable, "-m", "core.serve"], {}),
+        "gunicorn (reference: WSGI, sync worker)": (
+            [str(bin_dir / "gunicorn"), "config.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+            {"DATABASE_POOL": "false"},
+        ),
+    }
+    print(f"\n3. Web server CPU per retrieve-only request over HTTP (one worker, {calls} requests in sequence):")
+    for name, (command, extra) in commands.items():
+        process = subprocess.Popen(command, env={**env, **extra}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                try:
+                    httpx.get(base + "/api/v1/health", timeout=2)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.5)
+            client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            prompts = _prompts(9)
+
+            def call(client=client, prompts=prompts) -> float:
+                started = time.perf_counter()
+                response = client.get("/api/v1/memory", params={"prompt": next(prompts), "contribute": "false"})
+                assert response.status_code == 200, response.text[:300]
+                return (time.perf_counter() - started) * 1000
+
+            for _ in range(20):
+                call()
+            tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+
+            def cpu(tree=tree) -> float:
+                return sum(p.cpu_times().user + p.cpu_times().system for p in tree)
+
+            before = cpu()
+            walls = [call() for _ in range(calls)]
+            per_request = (cpu() - before) / calls * 1000
+            print(
+                f"   {per_request:6.2f} ms CPU/request; latency p50 {statistics.median(walls):.1f} ms, "
+                f"p95 {sorted(walls)[int(0.95 * calls)]:.1f} ms  {name}"
+            )
+        finally:
+            process.terminate()
+            process.wait(30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", default="bench_colony")
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--servers", action="store_true", help="also measure the web servers' CPU per request")
+    parser.add_argument("--port", type=int, default=8291)
+    args = parser.parse_args(argv)
+    url = _setup(args.database)
+    in_process(args.calls)
+    if args.servers:
+        servers(url, args.calls, args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
