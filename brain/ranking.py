@@ -13,9 +13,8 @@
    paraphrase shares few words with its answer: a distractor sharing one word weighs less against
    the dense side's first places than in the weighted sum alone); the weighted part keeps an
    absolute measure, so a lone weak candidate does not score like an exact match and close calls
-   are decided by how close. A thought
-   whose embedding is still pending has no cosine: its stand-in is
-   ``FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN · lexical``;
+   are decided by how close. A thought whose embedding is still pending has no cosine: its stand-in
+   is ``FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN · lexical``;
 2. lineage — superseded thoughts lose, corrections and refinements of what they supersede win;
 3. quality flags — each flag multiplies by its own constant (several flags multiply);
 4. the quality loop's ``effective_confidence`` (only while ``settings.QUALITY_RANKING_ENABLED``), through
