@@ -186,3 +186,50 @@ def test_values_the_database_cannot_hold_are_line_errors(dev, space, fake_embedd
     lines = response.json()["error"]["lines"]
     assert [e["line"] for e in lines] == [1, 2, 3, 4, 5]
     assert not Thought.objects.filter(space=space).exists()
+
+
+# Values outside the documented schema that make fuzz-api (100 examples) found accepted, or a 500
+# (a dict as thought_category: unhashable in the choice check).
+OFF_SCHEMA = [
+    ("thought_category", {"a": [1]}),
+    ("thought_type", ["original"]),
+    ("quality_flags", [{"x": 1}]),
+    ("related_thoughts", 0.0),
+    ("related_thoughts", False),
+    ("source_ids", ""),
+    ("supersedes", {}),
+    ("co_retrieved_with", 0),
+    ("co_retrieved_with", ""),
+    ("co_retrieved_with", [{"thought_id": "a", "count": "3"}]),
+    ("co_retrieved_with", [{"thought_id": "a"}]),
+    ("co_retrieved_with", [{"thought_id": 7, "count": 3}]),
+    ("temporal_scope", 20260101),
+    ("created_at", 1700000000),
+    ("embedding", [3.4000000000000003e38] * 384),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), OFF_SCHEMA)
+def test_a_value_the_schema_refuses_is_a_line_error(dev, space, fake_embedder, name, value):
+    response = post(dev, [{"content": "off schema", name: value}])
+    assert response.status_code == 400, response.content[:300]
+    error = response.json()["error"]
+    assert error["code"] == "IMPORT_INVALID" and [(e["line"], e["field"]) for e in error["lines"]] == [(1, name)]
+    assert not Thought.objects.filter(space=space).exists()
+
+
+def test_what_the_schema_documents_as_not_given_or_the_seed_form_is_accepted(dev, space, fake_embedder):
+    item = {
+        "content": "documented forms",
+        "id": "",
+        "created_at": "",
+        "temporal_scope": "",
+        "superseded_by": None,
+        "related_thoughts": None,
+        "co_retrieved_with": [{"thought_id": "a", "count": 3, "last": "2026-01-01"}],
+        "embedding": [3.4e38] + [0.0] * 383,
+    }
+    response = post(dev, [item])
+    assert response.status_code == 201, response.content[:300]
+    stored = Thought.objects.get(space=space)
+    assert stored.co_retrieved_with == {"a": 3} and stored.temporal_scope is None

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS
-from brain.services.transfer import LineError, import_batch_max, thoughts_import
+from brain.services.transfer import FLOAT32_MAX, LineError, import_batch_max, thoughts_import
 from core import fields as strict
 from core.errors import ValidationFailed
 from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
@@ -73,8 +73,28 @@ def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineErro
 
 
 INT32_MAX = 2**31 - 1
-FLOAT32_MAX = 3.4e38  # a little below the largest float32: a vector stays finite
 _NULL_OK = {"required": False, "allow_null": True}
+
+
+def _or_not_given(schema: dict) -> dict:
+    """An optional value the import takes as "not given" when it is the empty string (seed exports write
+    ""), as it does null (``allow_null``: drf-spectacular adds the null branch)."""
+    return {"anyOf": [schema, {"type": "string", "enum": [""]}]}
+
+
+@extend_schema_field(_or_not_given({"type": "string", "format": "uuid"}))
+class _OptionalUuidField(strict.UUIDField):
+    pass
+
+
+@extend_schema_field(_or_not_given({"type": "string", "format": "date-time"}))
+class _OptionalDateTimeField(serializers.DateTimeField):
+    pass
+
+
+@extend_schema_field(_or_not_given({"type": "string", "format": "date"}))
+class _OptionalDateField(strict.DateField):
+    pass
 
 
 def _ids(**kwargs) -> serializers.ListField:
@@ -106,12 +126,25 @@ class _MetadataField(serializers.JSONField):
     pass
 
 
+_COUNT = {"type": "integer", "minimum": 0, "maximum": INT32_MAX}
+
+
 @extend_schema_field(
     {
         "description": "{thought id: count} (or the seed brain's [{thought_id, count}]).",
-        "type": ["object", "null"],
-        "propertyNames": {"pattern": NO_NUL_PATTERN},
-        "additionalProperties": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
+        "anyOf": [
+            {"type": "null"},
+            {"type": "object", "propertyNames": {"pattern": NO_NUL_PATTERN}, "additionalProperties": _COUNT},
+            {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["thought_id", "count"],
+                    "properties": {"thought_id": {"type": "string", "pattern": NO_NUL_PATTERN}, "count": _COUNT},
+                    "additionalProperties": JSON_VALUE_REF,  # other keys of a seed entry are ignored
+                },
+            },
+        ],
     }
 )
 class _CoRetrievedField(serializers.JSONField):
@@ -128,7 +161,7 @@ class ImportItemSerializer(serializers.Serializer):
     ``related_thoughts``) names a thought of the batch or of the space, and a thought is not related
     to itself."""
 
-    id = strict.UUIDField(help_text="Kept when given (must be new); generated otherwise.", **_NULL_OK)
+    id = _OptionalUuidField(help_text="Kept when given (must be new); generated otherwise.", **_NULL_OK)
     kind = serializers.JSONField(required=False, help_text="Ignored (export files carry it).")
     content = strict.CharField(help_text="Required; any length (imports have no contribution threshold).")
     context_metadata = _MetadataField(required=False)
@@ -137,13 +170,13 @@ class ImportItemSerializer(serializers.Serializer):
     agent = strict.CharField(
         max_length=100, allow_blank=True, help_text="Name of an agent of this space to link, if any.", **_NULL_OK
     )
-    created_at = serializers.DateTimeField(help_text="Kept; default now.", **_NULL_OK)
+    created_at = _OptionalDateTimeField(help_text="Kept; default now.", **_NULL_OK)
     thought_type = strict.ChoiceField(choices=ThoughtType.choices, allow_blank=True, **_NULL_OK)
     source_ids = _ids()
     tags = serializers.ListField(child=strict.CharField(max_length=100, allow_blank=True), **_NULL_OK)
     thought_category = strict.ChoiceField(choices=ThoughtCategory.choices, allow_blank=True, **_NULL_OK)
     topic = strict.CharField(max_length=200, allow_blank=True, **_NULL_OK)
-    temporal_scope = strict.DateField(**_NULL_OK)
+    temporal_scope = _OptionalDateField(help_text="A date-time's date part is kept.", **_NULL_OK)
     source_ref = serializers.DictField(**_NULL_OK)
     alternatives_considered = strict.CharField(allow_blank=True, **_NULL_OK)
     corrected_fact = strict.CharField(allow_blank=True, **_NULL_OK)
@@ -151,17 +184,17 @@ class ImportItemSerializer(serializers.Serializer):
     supersedes = _ids()
     quality_flags = serializers.ListField(child=strict.ChoiceField(choices=QualityFlag.choices), **_NULL_OK)
     superseded = strict.BooleanField(required=False)
-    superseded_at = serializers.DateTimeField(**_NULL_OK)
-    superseded_by = strict.UUIDField(**_NULL_OK)
-    refined_by = strict.UUIDField(**_NULL_OK)
-    contradicted_by = strict.UUIDField(**_NULL_OK)
+    superseded_at = _OptionalDateTimeField(**_NULL_OK)
+    superseded_by = _OptionalUuidField(**_NULL_OK)
+    refined_by = _OptionalUuidField(**_NULL_OK)
+    contradicted_by = _OptionalUuidField(**_NULL_OK)
     related_thoughts = _ids()
     embedding = _vector()
     corrected_fact_embedding = _vector()
     embedding_model = strict.CharField(max_length=200, allow_blank=True, **_NULL_OK)
     pheromone_weight = serializers.FloatField(min_value=0, required=False)
     access_count = strict.IntegerField(min_value=0, max_value=INT32_MAX, required=False)
-    last_accessed = serializers.DateTimeField(**_NULL_OK)
+    last_accessed = _OptionalDateTimeField(**_NULL_OK)
     accessed_by = serializers.ListField(child=strict.CharField(max_length=100, allow_blank=True), **_NULL_OK)
     co_retrieved_with = _CoRetrievedField(required=False)
     usage_score = serializers.FloatField(**_NULL_OK)

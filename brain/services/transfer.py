@@ -77,6 +77,8 @@ VALUE_FIELDS = (
 #: Array references (stored as arrays of ids) and foreign-key references.
 ARRAY_REFS = ("source_ids", "supersedes")
 FK_REFS = ("refined_by", "superseded_by", "contradicted_by")
+#: Vectors are stored as float32: a value beyond this would not stay finite (a little below float32's largest).
+FLOAT32_MAX = 3.4e38
 VECTOR_FIELDS = ("embedding", "corrected_fact_embedding")
 ITEM_FIELDS = frozenset(("id", "agent", "related_thoughts", *VALUE_FIELDS, *ARRAY_REFS, *FK_REFS, *VECTOR_FIELDS))
 
@@ -132,10 +134,12 @@ def _uuid(value: Any, name: str) -> uuid.UUID:
 
 
 def _datetime(value: Any, name: str) -> dt.datetime | None:
-    if value in (None, ""):
+    if value is None or value == "":
         return None
     if isinstance(value, dt.datetime):
         parsed = value
+    elif not isinstance(value, str):
+        raise _Bad(name, f"{value!r} is not an ISO 8601 date-time (a string).")
     else:
         try:
             parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
@@ -150,10 +154,12 @@ def _datetime(value: Any, name: str) -> dt.datetime | None:
 
 
 def _date(value: Any, name: str) -> dt.date | None:
-    if value in (None, ""):
+    if value is None or value == "":
         return None
+    if not isinstance(value, str):  # 20260101 is not the date "20260101"
+        raise _Bad(name, f"{value!r} is not an ISO date (YYYY-MM-DD, a string).")
     try:
-        return dt.date.fromisoformat(str(value)[:10])
+        return dt.date.fromisoformat(value[:10])
     except ValueError:
         raise _Bad(name, f"{value!r} is not an ISO date (YYYY-MM-DD).")
 
@@ -201,16 +207,16 @@ def _vector(value: Any, name: str):
         return None
     if not isinstance(value, list) or len(value) != EMBEDDING_DIMENSIONS or not set(map(type, value)) <= {int, float}:
         raise _Bad(name, f"must be a list of {EMBEDDING_DIMENSIONS} numbers (or left out to embed on import).")
-    array = np.asarray(value, dtype=np.float32)
-    if not np.isfinite(array).all():
-        raise _Bad(name, "must hold finite numbers only.")
-    return array
+    exact = np.asarray(value, dtype=np.float64)
+    if not (np.abs(exact) <= FLOAT32_MAX).all():  # NaN fails the comparison too
+        raise _Bad(name, f"must hold finite numbers between -{FLOAT32_MAX:g} and {FLOAT32_MAX:g} only.")
+    return exact.astype(np.float32)
 
 
 def _choice(value: Any, name: str, choices: Iterable[str], default: str) -> str:
-    if value in (None, ""):
+    if value is None or value == "":
         return default
-    if value not in set(choices):
+    if not isinstance(value, str) or value not in set(choices):
         raise _Bad(name, f"{value!r} is not one of: {', '.join(choices)}.")
     return value
 
@@ -278,12 +284,16 @@ def item_clean(item: Any) -> dict[str, Any]:
     out["access_count"] = _number(item.get("access_count", 0), "access_count", integer=True, minimum=0)
     out["last_accessed"] = _datetime(item.get("last_accessed"), "last_accessed")
     out["accessed_by"] = _string_list(item.get("accessed_by"), "accessed_by", 100)
-    co = item.get("co_retrieved_with") or {}
-    if isinstance(co, list):  # the seed brain's [{thought_id, count}]
-        try:
-            co = {str(entry["thought_id"]): int(entry["count"]) for entry in co}
-        except (TypeError, KeyError, ValueError):
+    co = item.get("co_retrieved_with")
+    if co is None:
+        co = {}
+    if isinstance(co, list):  # the seed brain's [{thought_id, count}]; the counts are checked below
+        if not all(
+            isinstance(entry, dict) and entry.keys() >= {"thought_id", "count"} and isinstance(entry["thought_id"], str)
+            for entry in co
+        ):
             raise _Bad("co_retrieved_with", "must be {id: count} or [{thought_id, count}].")
+        co = {entry["thought_id"]: entry["count"] for entry in co}
     if isinstance(co, dict):
         co = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in co.items()}
     if not isinstance(co, dict) or not all(
@@ -295,13 +305,15 @@ def item_clean(item: Any) -> dict[str, Any]:
     out["contradiction_score"] = _number(item.get("contradiction_score"), "contradiction_score", nullable=True)
     out["effective_confidence"] = _number(item.get("effective_confidence", 1.0), "effective_confidence", minimum=0)
     for name in ARRAY_REFS:
-        values = item.get(name) or []
+        values = item.get(name)
+        values = [] if values is None else values
         if not isinstance(values, list):
             raise _Bad(name, "must be a list of thought ids.")
         out[name] = list(dict.fromkeys(_uuid(v, name) for v in values))
     for name in FK_REFS:
         out[name] = _uuid(item[name], name) if item.get(name) not in (None, "") else None
-    related = item.get("related_thoughts") or []
+    related = item.get("related_thoughts")
+    related = [] if related is None else related
     if not isinstance(related, list):
         raise _Bad("related_thoughts", "must be a list of thought ids.")
     out["related_thoughts"] = list(dict.fromkeys(_uuid(v, "related_thoughts") for v in related))
