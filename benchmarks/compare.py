@@ -137,7 +137,9 @@ class Mem0Peer:
     """Mem0 in its own venv (``benchmarks/mem0_side.py --serve``): adds the notes (or finds them there
     with ``reuse``), then answers one query at a time, so its queries interleave with Colony's."""
 
-    def __init__(self, data: list[dict], workdir: Path, *, reuse: bool = False, database: str = MEM0_DB) -> None:
+    def __init__(
+        self, data: list[dict], workdir: Path, *, reuse: bool = False, database: str = MEM0_DB, add_first: int = 0
+    ) -> None:
         python = BENCH_VENV / "bin" / "python"
         if not python.exists():
             raise SystemExit(f"{python} is missing: run `make bench-compare` (it installs mem0ai into {BENCH_VENV}).")
@@ -145,7 +147,9 @@ class Mem0Peer:
         url = server_url(database) if skip_add else recreate_database(database)
         workdir = workdir.resolve()
         payload = workdir / "mem0_input.json"
-        payload.write_text(json.dumps({"database_url": url, "notes": data, "skip_add": skip_add}))
+        payload.write_text(
+            json.dumps({"database_url": url, "notes": data, "skip_add": skip_add, "add_first": add_first})
+        )
         what = f"reusing its {len(data)} notes in {database}" if skip_add else f"add(infer=False) {len(data)} notes"
         print(f"Mem0 (in {BENCH_VENV}): {what} ...", flush=True)
         self.process = subprocess.Popen(
@@ -408,6 +412,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="web worker processes of Colony's server")
     parser.add_argument("--skip-mem0", action="store_true", help="Colony only")
     parser.add_argument("--database", default=COLONY_DB, help=f"Colony's database (default {COLONY_DB})")
+    parser.add_argument(
+        "--mem0-add",
+        type=int,
+        default=10_000,
+        help="notes Mem0 loads through add() (its add rate); the rest in bulk through its own embedder and "
+        "vector store (default 10000: all of a 10k run)",
+    )
     parser.add_argument("--mem0-database", default=MEM0_DB, help=f"Mem0's database (default {MEM0_DB})")
     parser.add_argument(
         "--reuse",
@@ -421,7 +432,13 @@ def main(argv: list[str] | None = None) -> int:
     workdir = BASE_DIR / "var" / "bench-compare"
     workdir.mkdir(parents=True, exist_ok=True)
     data, qs = notes(args.notes), queries(args.notes, args.queries)
-    peer = None if args.skip_mem0 else Mem0Peer(data, workdir, reuse=args.reuse, database=args.mem0_database)
+    peer = (
+        None
+        if args.skip_mem0
+        else Mem0Peer(
+            data, workdir, reuse=args.reuse, database=args.mem0_database, add_first=min(args.mem0_add, args.notes)
+        )
+    )
     try:
         colony, mem0 = run_colony(
             data,
