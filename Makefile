@@ -92,9 +92,11 @@ bench-compare: $(STAMP) $(BENCH_VENV)/.installed
 	$(BIN)/python -m benchmarks.compare --notes $(NOTES)
 
 # The memory endpoint at a million thoughts (synthetic vectors; not in CI, takes long).
+# SCALE_ARGS=--reuse reruns the queries on the loaded database (docs/performance.md).
 THOUGHTS ?= 1000000
+SCALE_ARGS ?=
 bench-scale: $(STAMP)
-	$(BIN)/python -m benchmarks.scale --thoughts $(THOUGHTS)
+	$(BIN)/python -m benchmarks.scale --thoughts $(THOUGHTS) $(SCALE_ARGS)
 
 clean:
 	-$(BIN)/python -m core.embedded_db stop

@@ -1,21 +1,24 @@
 """``make bench-compare``: Colony against Mem0 OSS on the same notes, queries, model and PostgreSQL.
 
     python -m benchmarks.compare [--notes 10000] [--queries 300] [--port 8250] [--workers 2]
-        [--skip-mem0] [--database bench_colony] [--reuse]
+        [--skip-mem0] [--database bench_colony] [--mem0-database bench_mem0] [--reuse]
 
 1. Generates ``--notes`` deterministic notes (``benchmarks.seed.seed_text``) and ``--queries``
    questions, each written for one target note (the same texts on every run).
 2. Mem0 (``mem0ai``, installed only in the benchmark venv ``var/bench-venv`` by ``make
    bench-compare``, never a Colony dependency) runs in that venv (``benchmarks/mem0_side.py``):
-   ``add(infer=False)`` of every note (notes/s), then ``search()`` in-process for every query, with
+   ``add(infer=False)`` of every note (notes/s), then ``search()`` in-process for every query (timed
+   inside Mem0's process; each query is sent to Mem0 and to Colony one after the other, in
+   alternating order, so both are measured under the same machine load), with
    pgvector (HNSW, cosine) in the database ``bench_mem0`` of the same embedded PostgreSQL and the
    same all-MiniLM-L6-v2 from the installed model package (sentence-transformers on torch).
 3. Colony runs as the production web server (``python -m core.serve``, uvicorn, ``--workers``) on
    127.0.0.1:``--port`` against the database ``bench_colony`` of the same server (recreated each
-   run). The notes go in through ``POST /api/v1/thoughts/import`` in batches of 1000, one request per
-   web worker in flight (notes/s,
-   embedding included), the queries as retrieve-only ``GET /api/v1/memory?contribute=false`` calls
-   over HTTP (keep-alive), then ``--contribute`` contribute+retrieve ``POST``s of new statements.
+   run unless ``--reuse`` finds the notes there; ``--reuse`` also keeps Mem0's ``bench_mem0``). The
+   notes go in through ``POST /api/v1/thoughts/import`` in batches of 1000, one request per web
+   worker in flight (notes/s, embedding included), the queries as retrieve-only
+   ``GET /api/v1/memory?contribute=false`` calls over HTTP (keep-alive), then ``--contribute``
+   contribute+retrieve ``POST``s of new statements.
 4. Prints one table: p50/p95/p99 ms, notes/s, hit@10 and MRR (target note in the top 10 / mean
    reciprocal rank), and Colony/Mem0 ratios; then the issue 14 targets, met or not.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import signal
@@ -129,23 +133,62 @@ def _manage(env: dict, *args: str) -> str:
 
 
 # --- Mem0 -----------------------------------------------------------------------------------------
-def run_mem0(data: list[dict], qs: list[dict], workdir: Path) -> dict:
-    python = BENCH_VENV / "bin" / "python"
-    if not python.exists():
-        raise SystemExit(f"{python} is missing: run `make bench-compare` (it installs mem0ai into {BENCH_VENV}).")
-    url = recreate_database(MEM0_DB)
-    workdir = workdir.resolve()
-    payload = workdir / "mem0_input.json"
-    payload.write_text(json.dumps({"database_url": url, "notes": data, "queries": [q["query"] for q in qs]}))
-    out = workdir / "mem0_output.json"
-    print(f"Mem0: add(infer=False) {len(data)} notes, then {len(qs)} searches (in {BENCH_VENV}) ...", flush=True)
-    subprocess.run(
-        [str(python), str(BASE_DIR / "benchmarks" / "mem0_side.py"), str(payload), str(out)],
-        cwd=workdir,
-        check=True,
-        env={**os.environ, "MEM0_DIR": str(workdir / "mem0"), "TOKENIZERS_PARALLELISM": "false"},
-    )
-    return json.loads(out.read_text())
+class Mem0Peer:
+    """Mem0 in its own venv (``benchmarks/mem0_side.py --serve``): adds the notes (or finds them there
+    with ``reuse``), then answers one query at a time, so its queries interleave with Colony's."""
+
+    def __init__(
+        self, data: list[dict], workdir: Path, *, reuse: bool = False, database: str = MEM0_DB, add_first: int = 0
+    ) -> None:
+        python = BENCH_VENV / "bin" / "python"
+        if not python.exists():
+            raise SystemExit(f"{python} is missing: run `make bench-compare` (it installs mem0ai into {BENCH_VENV}).")
+        skip_add = reuse and _mem0_rows(server_url(database)) == len(data)
+        url = server_url(database) if skip_add else recreate_database(database)
+        workdir = workdir.resolve()
+        payload = workdir / "mem0_input.json"
+        payload.write_text(
+            json.dumps({"database_url": url, "notes": data, "skip_add": skip_add, "add_first": add_first})
+        )
+        what = f"reusing its {len(data)} notes in {database}" if skip_add else f"add(infer=False) {len(data)} notes"
+        print(f"Mem0 (in {BENCH_VENV}): {what} ...", flush=True)
+        self.process = subprocess.Popen(
+            [str(python), str(BASE_DIR / "benchmarks" / "mem0_side.py"), str(payload), "--serve"],
+            cwd=workdir,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "MEM0_DIR": str(workdir / "mem0"), "TOKENIZERS_PARALLELISM": "false"},
+        )
+        line = self.process.stdout.readline()
+        if not line.startswith("READY "):
+            self.process.kill()
+            raise SystemExit(f"Mem0's side stopped before it was ready (output: {line!r}); see its messages above.")
+        self.notes_per_s = json.loads(line[len("READY ") :])["notes_per_s"]
+
+    def search(self, text: str) -> tuple[float, list[int]]:
+        self.process.stdin.write(json.dumps(text) + "\n")
+        self.process.stdin.flush()
+        answer = json.loads(self.process.stdout.readline())
+        return answer["ms"], answer["ranked"]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def _mem0_rows(url: str) -> int:
+    import psycopg
+
+    try:
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            return conn.execute("SELECT count(*) FROM bench_notes").fetchone()[0]
+    except psycopg.Error:
+        return 0
 
 
 # --- Colony ---------------------------------------------------------------------------------------
@@ -220,7 +263,10 @@ def run_colony(
     contribute: int,
     database: str = COLONY_DB,
     reuse: bool = False,
-) -> dict:
+    peer: Mem0Peer | None = None,
+) -> tuple[dict, dict | None]:
+    """Colony's figures, and the peer's when given: each query goes to both, in alternating order
+    (Mem0 first on even queries, Colony first on odd ones), so both are timed under the same load."""
     import httpx
 
     loaded = _loaded_note_ids(server_url(database), len(data)) if reuse else None
@@ -267,10 +313,22 @@ def run_colony(
         for i in range(4 * workers):  # every worker loads its model and opens its connection
             retrieve(f"warm-up question {i} about the deploy pipeline")
         samples, ranked = [], []
-        for q in qs:
+        peer_samples, peer_ranked = [], []
+
+        def ask_colony(text: str) -> None:
             t0 = time.perf_counter()
-            ranked.append(retrieve(q["query"]))
+            ranked.append(retrieve(text))
             samples.append((time.perf_counter() - t0) * 1000)
+
+        def ask_peer(text: str) -> None:
+            ms, found = peer.search(text)
+            peer_samples.append(ms)
+            peer_ranked.append(found)
+
+        for i, q in enumerate(qs):
+            order = (ask_colony,) if peer is None else (ask_peer, ask_colony) if i % 2 == 0 else (ask_colony, ask_peer)
+            for ask in order:
+                ask(q["query"])
         contribute_samples = []
         for i in range(contribute):
             body = {
@@ -281,12 +339,16 @@ def run_colony(
             t0 = time.perf_counter()
             client.post("/api/v1/memory", json=body).raise_for_status()
             contribute_samples.append((time.perf_counter() - t0) * 1000)
-        return {
+        colony = {
             "notes_per_s": len(data) / import_seconds if loaded is None else float("nan"),
             "search_ms": samples,
             "ranked": ranked,
             "contribute_ms": contribute_samples,
         }
+        mem0 = None
+        if peer is not None:
+            mem0 = {"notes_per_s": peer.notes_per_s, "search_ms": peer_samples, "ranked": peer_ranked}
+        return colony, mem0
     finally:
         server.stop()
 
@@ -324,18 +386,21 @@ def print_table(n_notes: int, qs: list[dict], colony: dict, mem0: dict | None) -
     p50_target = 8.0 if n_notes <= 10_000 else 12.0
     print()
     print("issue 14 targets:")
+    rates = not math.isnan(colony_row[4])  # --reuse: nothing was imported, no rate to judge
     checks = [
         (f"retrieve p50 <= {p50_target:g} ms", colony_row[1] <= p50_target),
         ("retrieve p95 <= 20 ms (10k)", colony_row[2] <= 20.0),
-        ("import >= 300 notes/s", colony_row[4] >= 300),
+        ("import >= 300 notes/s", colony_row[4] >= 300 if rates else None),
     ]
     if c:
         checks.append(("contribute+retrieve p50 <= 20 ms", percentile(c, 0.5) <= 20.0))
     if len(rows) == 2:
         checks.append(("retrieve p50 at least 2x faster than Mem0", rows[0][1] >= 2 * colony_row[1]))
-        checks.append(("import at least 6x Mem0's add rate", colony_row[4] >= 6 * rows[0][4]))
+        both_rates = rates and not math.isnan(rows[0][4])
+        checks.append(("import at least 6x Mem0's add rate", colony_row[4] >= 6 * rows[0][4] if both_rates else None))
     for label, ok in checks:
-        print(f"  {'met    ' if ok else 'NOT met'}  {label}")
+        verdict = "not measured (--reuse)" if ok is None else "met    " if ok else "NOT met"
+        print(f"  {verdict}  {label}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,7 +413,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-mem0", action="store_true", help="Colony only")
     parser.add_argument("--database", default=COLONY_DB, help=f"Colony's database (default {COLONY_DB})")
     parser.add_argument(
-        "--reuse", action="store_true", help="keep Colony's database when it already holds the notes (no import)"
+        "--mem0-add",
+        type=int,
+        default=10_000,
+        help="notes Mem0 loads through add() (its add rate); the rest in bulk through its own embedder and "
+        "vector store (default 10000: all of a 10k run)",
+    )
+    parser.add_argument("--mem0-database", default=MEM0_DB, help=f"Mem0's database (default {MEM0_DB})")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep Colony's and Mem0's databases when they already hold the notes (no import, no adds: no rates)",
     )
     args = parser.parse_args(argv)
 
@@ -357,16 +432,27 @@ def main(argv: list[str] | None = None) -> int:
     workdir = BASE_DIR / "var" / "bench-compare"
     workdir.mkdir(parents=True, exist_ok=True)
     data, qs = notes(args.notes), queries(args.notes, args.queries)
-    mem0 = None if args.skip_mem0 else run_mem0(data, qs, workdir)
-    colony = run_colony(
-        data,
-        qs,
-        port=args.port,
-        workers=args.workers,
-        contribute=args.contribute,
-        database=args.database,
-        reuse=args.reuse,
+    peer = (
+        None
+        if args.skip_mem0
+        else Mem0Peer(
+            data, workdir, reuse=args.reuse, database=args.mem0_database, add_first=min(args.mem0_add, args.notes)
+        )
     )
+    try:
+        colony, mem0 = run_colony(
+            data,
+            qs,
+            port=args.port,
+            workers=args.workers,
+            contribute=args.contribute,
+            database=args.database,
+            reuse=args.reuse,
+            peer=peer,
+        )
+    finally:
+        if peer is not None:
+            peer.close()
     print_table(args.notes, qs, colony, mem0)
     return 0
 

@@ -1,7 +1,8 @@
 """``make bench-scale``: the memory endpoint at a million thoughts (issue 14 item 6; not in CI).
 
     python -m benchmarks.scale [--thoughts 1000000] [--real 2000] [--queries 300] [--reuse]
-        [--build-memory 4GB] [--nice 5] [--port 8260] [--workers 2] [--load-only]
+        [--build-memory 4GB] [--nice 5] [--port 8260] [--workers 2] [--database bench_scale]
+        [--load-only] [--verify-stats] [--json FILE]
 
 Builds the database ``bench_scale`` on the embedded PostgreSQL (or ``BENCH_DATABASE_URL``'s server)
 and measures the memory endpoint over HTTP against the production web server:
@@ -51,6 +52,7 @@ from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+#: The benchmark's database (``--database``).
 DATABASE = "bench_scale"
 BATCH = 10_000
 NOISE = 0.35
@@ -393,7 +395,7 @@ def load(*, thoughts: int, real: int, build_memory: str, niceness: int) -> dict:
             def report(name: str, seconds: float, notices: list[str]) -> None:
                 print(f"  index {name} built in {seconds:.1f} s" + "".join(f"\n    notice: {n}" for n in notices))
 
-            print(f"rebuilding the indexes (maintenance_work_mem {build_memory}, 2 parallel workers) ...", flush=True)
+            print(f"(re)building any dropped index (maintenance_work_mem {build_memory}, 2 parallel workers)")
             built = secondary_indexes_build(cursor, build_memory=build_memory, report=report)
             if built:
                 figures["indexes"] = built
@@ -448,10 +450,12 @@ def sizes() -> dict:
             "SELECT count(*), pg_table_size('brain_thought'), pg_relation_size('thought_embedding_hnsw'), "
             "pg_indexes_size('brain_thought'), pg_total_relation_size('brain_thought'), "
             "pg_database_size(current_database()), current_setting('shared_buffers'), "
+            "(SELECT COALESCE(pg_relation_size(NULLIF(reltoastrelid, 0)), 0) FROM pg_class "
+            "WHERE oid = 'brain_thought'::regclass), "
             "(SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
             "(SELECT count(*) FROM brain_lexemestats), version() FROM brain_thought"
         )
-        count, table, hnsw, indexes, total, database, shared, pgvector, lexeme_rows, version = cursor.fetchone()
+        count, table, hnsw, indexes, total, database, shared, toast, pgvector, lexeme_rows, version = cursor.fetchone()
         cursor.execute(
             "SELECT i.relname, pg_relation_size(i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
             "WHERE x.indrelid = 'brain_thought'::regclass ORDER BY 2 DESC"
@@ -459,7 +463,8 @@ def sizes() -> dict:
         each = cursor.fetchall()
     mb = 2**20
     print(
-        f"{count} thoughts: table {table / mb:.0f} MB (TOAST included), HNSW index {hnsw / mb:.0f} MB, "
+        f"{count} thoughts: table {table / mb:.0f} MB (of which TOAST {toast / mb:.0f} MB), "
+        f"HNSW index {hnsw / mb:.0f} MB, "
         f"all indexes {indexes / mb:.0f} MB, table + indexes {total / mb:.0f} MB, database {database / mb:.0f} MB; "
         f"shared_buffers {shared}; pgvector {pgvector}; {lexeme_rows} LexemeStats rows"
     )
@@ -467,6 +472,7 @@ def sizes() -> dict:
     return {
         "thoughts": count,
         "table_mb": table / mb,
+        "toast_mb": toast / mb,
         "hnsw_mb": hnsw / mb,
         "indexes_mb": indexes / mb,
         "total_mb": total / mb,
@@ -636,6 +642,7 @@ def measure(*, thoughts: int, queries: int, port: int, workers: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global DATABASE
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--thoughts", type=int, default=1_000_000)
     parser.add_argument("--real", type=int, default=2000, help="thoughts with their own real vector")
@@ -644,11 +651,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nice", type=int, default=5, help="niceness of the load and the index builds")
     parser.add_argument("--port", type=int, default=8260)
     parser.add_argument("--workers", type=int, default=2, help="web worker processes (core.serve)")
-    parser.add_argument("--reuse", action="store_true", help="keep bench_scale and the rows it holds")
+    parser.add_argument("--database", default=DATABASE, help=f"the database (default {DATABASE}), recreated")
+    parser.add_argument("--reuse", action="store_true", help="keep the database and the rows it holds")
     parser.add_argument("--load-only", action="store_true", help="no queries")
     parser.add_argument("--verify-stats", action="store_true", help="recount the BM25 statistics after the load")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     args = parser.parse_args(argv)
+    DATABASE = args.database
     sys.path.insert(0, str(BASE_DIR))
     started = time.perf_counter()
     setup(args.reuse)
