@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -126,11 +127,17 @@ class _Bad(Exception):
         self.message = message
 
 
+#: A UUID as JSON Schema's ``format: uuid`` has it (RFC 9562): 8-4-4-4-12 hex digits. Python's
+#: ``uuid.UUID`` also takes braces, ``urn:uuid:`` and 32 bare digits, which the schema refuses.
+_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
 def _uuid(value: Any, name: str) -> uuid.UUID:
-    try:
-        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-    except (TypeError, ValueError, AttributeError):
-        raise _Bad(name, f"{value!r} is not a thought id (UUID).")
+    if isinstance(value, uuid.UUID):
+        return value
+    if not isinstance(value, str) or not _CANONICAL_UUID.fullmatch(value):
+        raise _Bad(name, f"{value!r} is not a thought id (a UUID, 8-4-4-4-12 hex digits).")
+    return uuid.UUID(value)
 
 
 def _datetime(value: Any, name: str) -> dt.datetime | None:
