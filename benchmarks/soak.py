@@ -387,6 +387,10 @@ class Sampler(threading.Thread):
         self.cpu: list[float] = []
         self.rss: list[float] = []
         self.by_kind: collections.Counter = collections.Counter()  # summed CPU % samples per kind
+        # Beside the server: the whole machine (% of one core, all cores summed), this load client,
+        # and every PostgreSQL and Redis process on the machine (their servers aren't our children).
+        self.machine: list[float] = []
+        self.beside: collections.Counter = collections.Counter()
         self.stop = threading.Event()
 
     @staticmethod
@@ -417,11 +421,38 @@ class Sampler(threading.Thread):
                 pass
         return found
 
+    def sample_beside(self, others: dict) -> None:
+        import psutil
+
+        cores = psutil.cpu_count() or 1
+        self.machine.append(psutil.cpu_percent(None) * cores)
+        seen = set()
+        for proc in psutil.process_iter(["name"]):
+            name = proc.info["name"] or ""
+            label = "client" if proc.pid == os.getpid() else "postgres" if name.startswith("postgres") else None
+            label = label or ("redis" if name.startswith("redis-server") else None)
+            if label is None:
+                continue
+            seen.add(proc.pid)
+            try:
+                if proc.pid not in others:
+                    others[proc.pid] = proc
+                    proc.cpu_percent(None)
+                    continue
+                self.beside[label] += others[proc.pid].cpu_percent(None)
+            except psutil.Error:
+                others.pop(proc.pid, None)
+        for pid in set(others) - seen:
+            others.pop(pid)
+
     def run(self):
         import psutil
 
         known: dict[int, psutil.Process] = {}
+        others: dict[int, psutil.Process] = {}
+        psutil.cpu_percent(None)
         while not self.stop.wait(1.0):
+            self.sample_beside(others)
             current = self.processes()
             for pid, proc in current.items():
                 if pid not in known:
@@ -761,6 +792,12 @@ def soak(args, base: str, stack: Stack | None, sender) -> int:
         samples = len(sampler.cpu)
         shares = ", ".join(f"{kind} {total / samples:.0f}%" for kind, total in sampler.by_kind.most_common())
         print(f"  mean CPU by process kind (% of one core): {shares}")
+        beside = ", ".join(f"{kind} {total / samples:.0f}%" for kind, total in sampler.beside.most_common())
+        machine = sum(sampler.machine) / max(1, len(sampler.machine))
+        print(
+            f"  beside the server (% of one core): {beside}; the whole machine: mean {machine:.0f}% "
+            f"of {100 * (os.cpu_count() or 1)}%"
+        )
     if events:
         print("faults:")
         for event in events:
