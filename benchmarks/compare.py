@@ -193,8 +193,22 @@ def _mem0_rows(url: str) -> int:
 
 # --- Colony ---------------------------------------------------------------------------------------
 class ColonyServer:
-    def __init__(self, *, port: int, workers: int, database: str = COLONY_DB, reuse: bool = False) -> None:
+    """Colony's web server on 127.0.0.1:``port`` against ``database``: the production one
+    (``python -m core.serve``) unless ``command`` names another (e.g. a WSGI reference), with
+    ``extra_env`` on top of the benchmark environment."""
+
+    def __init__(
+        self,
+        *,
+        port: int,
+        workers: int,
+        database: str = COLONY_DB,
+        reuse: bool = False,
+        command: list[str] | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.port, self.workers, self.database = port, workers, database
+        self.command = command or [sys.executable, "-m", "core.serve"]
         self.url = server_url(database) if reuse else recreate_database(database)
         self.env = {
             **os.environ,
@@ -205,17 +219,17 @@ class ColonyServer:
             "DEBUG": "false",
             "LOG_LEVEL": "WARNING",
             "CELERY_TASK_ALWAYS_EAGER": "false",
+            **(extra_env or {}),
         }
         self.process: subprocess.Popen | None = None
 
     def start(self) -> str:
-        print(f"Colony: migrating {self.database}, starting python -m core.serve on :{self.port} ...", flush=True)
+        shown = " ".join(Path(part).name if i == 0 else part for i, part in enumerate(self.command[:3]))
+        print(f"Colony: migrating {self.database}, starting {shown} on :{self.port} ...", flush=True)
         _manage(self.env, "migrate", "--verbosity", "0")
         name = f"bench-agent-{int(time.time())}"  # a fresh agent (and token) also in a reused database
         token = _manage(self.env, "agent", "create", name, "--role", "dev").strip().splitlines()[-1].strip()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "core.serve"], cwd=BASE_DIR, env=self.env, start_new_session=True
-        )
+        self.process = subprocess.Popen(self.command, cwd=BASE_DIR, env=self.env, start_new_session=True)
         import httpx
 
         deadline = time.monotonic() + 120

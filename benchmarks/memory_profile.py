@@ -25,7 +25,6 @@ import itertools
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,13 +42,12 @@ PHASES = [
 ]
 
 
-def _setup(database: str) -> str:
+def _setup(database: str) -> None:
     sys.path.insert(0, str(BASE_DIR))
     os.chdir(BASE_DIR)
     from benchmarks.compare import server_url
 
-    url = server_url(database)
-    os.environ["DATABASE_URL"] = url
+    os.environ["DATABASE_URL"] = server_url(database)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["LOG_LEVEL"] = "WARNING"
     os.environ["DEBUG"] = "false"
@@ -60,7 +58,6 @@ def _setup(database: str) -> str:
 
     if not Thought.objects.exists():
         sys.exit(f"{database} holds no thoughts: run `python -m benchmarks.compare --notes 10000 --skip-mem0` first.")
-    return url
 
 
 def _token() -> str:
@@ -152,33 +149,27 @@ def in_process(calls: int) -> None:
         print(f"   {statistics.median(samples):6.2f} / {statistics.mean(samples):6.2f}  x{per_call:.0f}  {text}")
 
 
-def servers(url: str, calls: int, port: int) -> None:
+def servers(database: str, calls: int, port: int) -> None:
     import httpx
     import psutil
 
-    token = _token()
+    from benchmarks.compare import ColonyServer
+
     bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "DATABASE_URL": url, "PORT": str(port), "WEB_WORKERS": "1", "LOG_LEVEL": "WARNING"}
-    commands = {
-        "uvicorn (production: core.serve, ASGI)": ([sys.executable, "-m", "core.serve"], {}),
-        "gunicorn (reference: WSGI, sync worker)": (
-            [str(bin_dir / "gunicorn"), "config.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
-            {"DATABASE_POOL": "false"},
-        ),
+    gunicorn = [str(bin_dir / "gunicorn"), "config.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}"]
+    gunicorn += ["--log-level", "warning"]
+    candidates = {
+        "uvicorn (production: core.serve, ASGI)": (None, {}),
+        "gunicorn (reference: WSGI, sync worker)": (gunicorn, {"DATABASE_POOL": "false"}),
     }
     print(f"\n3. Web server CPU per retrieve-only request over HTTP (one worker, {calls} requests in sequence):")
-    for name, (command, extra) in commands.items():
-        process = subprocess.Popen(command, env={**env, **extra}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for name, (command, extra) in candidates.items():
+        server = ColonyServer(port=port, workers=1, database=database, reuse=True, command=command, extra_env=extra)
+        token = server.start()
         try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                try:
-                    httpx.get(base + "/api/v1/health", timeout=2)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.5)
-            client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            client = httpx.Client(
+                base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}, timeout=30
+            )
             prompts = _prompts(9)
 
             def call(client=client, prompts=prompts) -> float:
@@ -189,7 +180,8 @@ def servers(url: str, calls: int, port: int) -> None:
 
             for _ in range(20):
                 call()
-            tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+            root = psutil.Process(server.process.pid)
+            tree = [root, *root.children(recursive=True)]
 
             def cpu(tree=tree) -> float:
                 return sum(p.cpu_times().user + p.cpu_times().system for p in tree)
@@ -202,8 +194,7 @@ def servers(url: str, calls: int, port: int) -> None:
                 f"p95 {sorted(walls)[int(0.95 * calls)]:.1f} ms  {name}"
             )
         finally:
-            process.terminate()
-            process.wait(30)
+            server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,10 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--servers", action="store_true", help="also measure the web servers' CPU per request")
     parser.add_argument("--port", type=int, default=8291)
     args = parser.parse_args(argv)
-    url = _setup(args.database)
+    _setup(args.database)
     in_process(args.calls)
     if args.servers:
-        servers(url, args.calls, args.port)
+        servers(args.database, args.calls, args.port)
     return 0
 
 
