@@ -14,6 +14,15 @@ from pgvector.django import HnswIndex, VectorField
 from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
 
 EMBEDDING_DIMENSIONS = 384
+#: The columns no page or response shows: two 384-float vectors (parsed from text, ~1 ms per row) and
+#: the tsvector. Reads that only show a thought defer them (``thought_defer_bulky``).
+THOUGHT_BULKY_FIELDS = ("embedding", "corrected_fact_embedding", "search_vector")
+
+
+def thought_defer_bulky(*relations: str) -> list[str]:
+    """``defer()`` arguments leaving out the bulky columns of the thoughts at these relation paths
+    ("" for the queryset's own model, e.g. ``"thought"`` for a suggestion's thought)."""
+    return [f"{relation}__{name}" if relation else name for relation in relations for name in THOUGHT_BULKY_FIELDS]
 
 
 class Thought(models.Model):

@@ -6,6 +6,12 @@ check). The history lives in the ``throttle`` cache, which every process sees: R
 broker (``THROTTLE_CACHE=auto``), else the database cache table ``colony_cache`` (created by a
 migration). ``API_THROTTLE_RATE`` (``N/s``, ``N/min``, ``N/hour``; ``off`` disables) is read on each
 request. Over the rate: 429 ``THROTTLED`` in the envelope with ``Retry-After`` (seconds).
+
+The cache object is one per process (:func:`throttle_cache`), not Django's ``caches[...]``: those
+are per asyncio context, so under ASGI every request built a new Redis client and opened a new TCP
+connection (connect + handshake on each request, measured with ``benchmarks/op_costs.py``). Both
+backends are thread-safe (redis-py's connection pool; the database cache uses Django's per-thread
+connections).
 """
 
 from __future__ import annotations
@@ -18,6 +24,17 @@ from rest_framework.throttling import SimpleRateThrottle
 
 logger = logging.getLogger("colony.throttling")
 
+_shared: dict[str, object] = {}
+
+
+def throttle_cache():
+    """This process's throttle cache (created once from ``CACHES[THROTTLE_CACHE_ALIAS]``)."""
+    alias = settings.THROTTLE_CACHE_ALIAS
+    cache = _shared.get(alias)
+    if cache is None:
+        cache = _shared[alias] = caches.create_connection(alias)
+    return cache
+
 
 class TokenRateThrottle(SimpleRateThrottle):
     scope = "token"
@@ -26,7 +43,7 @@ class TokenRateThrottle(SimpleRateThrottle):
     def __init__(self):
         # SimpleRateThrottle reads its rate once per class from DRF settings; this one reads the Django
         # setting on every request (tests and operators can change it without a restart of the class).
-        self.cache = caches[settings.THROTTLE_CACHE_ALIAS]
+        self.cache = throttle_cache()
         self.rate = self.get_rate()
         self.num_requests, self.duration = self.parse_rate(self.rate)
 

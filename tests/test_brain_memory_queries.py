@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -64,3 +66,40 @@ def test_first_call_gets_onboarding_and_the_second_not(agent_factory, thought_fa
     second = client.post("/api/v1/memory", {"prompt": QUERY}, format="json").json()
     assert "onboarding" in first["trace"]["operations"] and "Welcome" in first["result"]["guidance"]
     assert "onboarding" not in second["trace"]["operations"]
+
+
+def _reads_a_vector(statements: list[str]) -> list[str]:
+    """SELECTs that fetch a vector or tsvector column (each vector is ~1 ms of parsing per row)."""
+    columns = ('."embedding"', '."corrected_fact_embedding"', '."search_vector"')
+    selects = [sql for sql in statements if sql.lstrip().upper().startswith("SELECT")]
+    # A null test of a column ("has_embedding") reads no vector.
+    select_lists = [re.sub(r'"\w+"\."\w+" IS (NOT )?NULL', "", sql.split(" FROM ")[0]) for sql in selects]
+    return [sql for sql in select_lists if any(column in sql for column in columns)]
+
+
+def test_pending_corrections_are_listed_without_reading_vectors(agent_factory, thought_factory, fake_embedder):
+    from brain.services.suggestions import suggestion_create
+
+    client = agent_factory("dev")
+    _seed(thought_factory, 3)
+    wrong = thought_factory("Deploy fact: the pipeline restarts the workers before the migrations.")
+    suggestion_create(thought=wrong, statement="Migrations run first.", origin="contradiction", agent=client.agent)
+    statements = _statements(client, {"prompt": QUERY, "session_id": "s", "contribute": False})
+    body = client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s", "contribute": False}, format="json")
+    assert [p["thought_id"] for p in body.json()["result"]["pending_corrections"]] == [str(wrong.id)]
+    assert _reads_a_vector(statements) == []
+
+
+def test_a_thought_is_read_without_its_vectors(agent_factory, thought_factory):
+    client = agent_factory("dev")
+    old = thought_factory("The deploy pipeline restarts the workers first.")
+    new = thought_factory("The deploy pipeline runs the migrations first.", source_ids=[old.id])
+    old.related_thoughts.add(thought_factory("Deploys happen on Tuesdays."))
+    Thought.objects.filter(pk=old.pk).update(superseded=True, superseded_by=new, refined_by=new)
+    with CaptureQueriesContext(connection) as ctx:
+        body = client.get(f"/api/v1/thoughts/{old.id}").json()
+    assert body["has_embedding"] is True and body["superseded_by"] == str(new.id)
+    assert body["related_thoughts"] == [str(t.id) for t in old.related_thoughts.all()] != []
+    assert _reads_a_vector([q["sql"] for q in ctx.captured_queries]) == []
+    Thought.objects.filter(pk=new.pk).update(embedding=None)
+    assert client.get(f"/api/v1/thoughts/{new.id}").json()["has_embedding"] is False

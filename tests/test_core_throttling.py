@@ -9,25 +9,33 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
-from django.core.cache import caches
 from django.db import connection
 
-from core.throttling import TokenRateThrottle
+from core.throttling import TokenRateThrottle, throttle_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _forget(*clients) -> None:
     """Drop these tokens' counts (never cache.clear(): on Redis that would flush the broker's database)."""
-    cache = caches[django_settings.THROTTLE_CACHE_ALIAS]
+    cache = throttle_cache()
     for client in clients:
         token = client.agent.tokens.get()
         cache.delete(TokenRateThrottle.cache_format % {"scope": "token", "ident": token.pk})
 
 
 def test_the_throttle_cache_is_shared_by_processes():
-    backend = type(caches[django_settings.THROTTLE_CACHE_ALIAS]).__name__
+    backend = type(throttle_cache()).__name__
     assert backend in {"RedisCache", "DatabaseCache"}  # never a per-process memory cache
+
+
+def test_the_throttle_cache_is_one_per_process_not_one_per_request():
+    """Django's caches[...] are per asyncio context: under ASGI that was a new Redis connection per request."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        seen = set(pool.map(lambda _: id(throttle_cache()), range(8)))
+    assert seen == {id(throttle_cache())}
 
 
 @pytest.mark.django_db

@@ -47,7 +47,8 @@ class ThoughtOutputSerializer(serializers.ModelSerializer):
         exclude = ["embedding", "corrected_fact_embedding", "search_vector"]
 
     def get_has_embedding(self, thought: Thought) -> bool:
-        return thought.embedding is not None
+        known = getattr(thought, "has_embedding", None)  # annotated by thought_get (the vector stays deferred)
+        return thought.embedding is not None if known is None else known
 
 
 class ThoughtDetailApi(APIView):

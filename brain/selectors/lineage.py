@@ -11,9 +11,10 @@ from __future__ import annotations
 import uuid
 
 from django.db import connection
+from django.db.models import BooleanField, ExpressionWrapper, Prefetch, Q, prefetch_related_objects
 
 from brain.choices import ThoughtCategory, ThoughtType
-from brain.models import Thought
+from brain.models import Thought, thought_defer_bulky
 from core.errors import NotFound
 from core.models import Space
 
@@ -31,6 +32,8 @@ def thought_get(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
     thought = (
         Thought.objects.filter(space=space, pk=key)
         .select_related("agent", "superseded_by", "refined_by", "contradicted_by")
+        .defer(*thought_defer_bulky("", "superseded_by", "refined_by", "contradicted_by"))
+        .annotate(has_embedding=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField()))
         .first()
     )
     if thought is None:
@@ -46,6 +49,8 @@ def thought_detail(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
     superseded, with where each one stands now (a later correction may have taken over).
     """
     thought = thought_get(space=space, thought_id=thought_id)
+    # The response lists related thoughts by id: read only their ids (not every column and vector).
+    prefetch_related_objects([thought], Prefetch("related_thoughts", queryset=Thought.objects.only("id")))
     thought.corrected_by = list(
         Thought.objects.filter(
             space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]

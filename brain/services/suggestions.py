@@ -15,7 +15,7 @@ from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
-from brain.models import CorrectionSuggestion, Thought
+from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
 from core.errors import Conflict, NotFound
 from core.models import Agent, Space
 
@@ -46,7 +46,7 @@ def suggestion_create(
 ) -> tuple[CorrectionSuggestion, bool]:
     """Raise a pending suggestion; returns (suggestion, created). An identical pending one is reused."""
     # Lock the thought row so two workers raising the same contradiction don't both insert.
-    Thought.objects.select_for_update().filter(pk=thought.pk).first()
+    Thought.objects.select_for_update().filter(pk=thought.pk).values_list("pk", flat=True).first()
     existing = CorrectionSuggestion.objects.filter(
         thought=thought, statement=statement, status=SuggestionStatus.PENDING
     ).first()
@@ -118,8 +118,10 @@ def suggestions_pending_for(
     With neither, every pending suggestion of the space. This is what the memory response lists as
     ``result.pending_corrections`` (SPEC 4.5: "for that agent or session").
     """
-    pending = CorrectionSuggestion.objects.filter(space=space, status=SuggestionStatus.PENDING).select_related(
-        "thought"
+    pending = (
+        CorrectionSuggestion.objects.filter(space=space, status=SuggestionStatus.PENDING)
+        .select_related("thought")
+        .defer(*thought_defer_bulky("thought"))
     )
     if agent is None and not session_id:
         return pending.order_by("-created_at")
@@ -138,7 +140,11 @@ def suggestions_list(
 
     ``mine`` keeps only those addressed to ``agent``.
     """
-    suggestions = CorrectionSuggestion.objects.filter(space=space).select_related("thought", "agent")
+    suggestions = (
+        CorrectionSuggestion.objects.filter(space=space)
+        .select_related("thought", "agent")
+        .defer(*thought_defer_bulky("thought"))
+    )
     if status:
         suggestions = suggestions.filter(status=status)
     if agent is None:
