@@ -10,7 +10,7 @@ import pytest
 from brain import embedding
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.flags import correction_guard
-from brain.services.suggestions import suggestion_as_pending, suggestion_create, suggestions_pending_for
+from brain.services.suggestions import suggestion_create, suggestions_pending_for, suggestions_pending_items
 from brain.services.thoughts import thought_create
 
 pytestmark = pytest.mark.django_db
@@ -286,5 +286,6 @@ def test_pending_for_an_agent_or_its_session(space, other_space, agent_factory):
     ]
     assert [s.id for s in suggestions_pending_for(space=space, session_id="sess-1")] == [by_session.id]
     assert suggestions_pending_for(space=space).count() == 3
-    item = suggestion_as_pending(by_agent)
+    (item,) = suggestions_pending_items(space=space, agent=dev.agent, limit=20)
+    assert item["suggestion_id"] == str(by_agent.id) and item["thought_preview"] == old.content[:80]
     assert item["thought_id"] == str(old.id) and item["accept"] == f"/api/v1/corrections/{by_agent.id}/accept"

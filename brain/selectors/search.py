@@ -39,7 +39,7 @@ from django.db.models.base import ModelState
 
 from brain import ranking
 from brain.models import Thought
-from brain.selectors.hnsw import hnsw_filtered_scan, hnsw_filtered_scan_config_sql
+from brain.selectors.hnsw import hnsw_filtered_scan_config_sql
 from core.db import prepared_cursor
 from core.models import Space
 
@@ -207,7 +207,7 @@ _SCAN_SETTINGS_SQL = "SELECT " + ", ".join(
 )
 
 
-def _thought_from_row(attnames: list[str], values: list) -> Thought:
+def thought_from_row(attnames: list[str], values: list) -> Thought:
     """What ``Thought.from_db`` builds (a saved instance whose unread columns load on access), without
     ``Model.__init__``'s per-field loop: ~45 candidates per query made that ~2 ms of CPU. Thought has no
     ``pre_init``/``post_init`` receivers, which are all ``__init__`` would add."""
@@ -266,7 +266,7 @@ def _fetch(
     params.update(
         {
             "space": space.pk,
-            "vector": "[" + ",".join(map(str, vector)) + "]",
+            "vector": vector_param(vector),
             "pool": pool,
             "rescore": max(pool, ranking.LEXICAL_RESCORE),
             "k1": ranking.BM25_K1,
@@ -307,7 +307,7 @@ def _fetch(
             convert(value, None, connection) if convert else value
             for convert, value in zip(converters, row[:width], strict=True)
         ]
-        thought = _thought_from_row(attnames, values)
+        thought = thought_from_row(attnames, values)
         (
             superseded_by_category,
             similarity,
@@ -409,21 +409,37 @@ def thought_search(
     return SearchResult(candidates=ranked, fetched=fetched)
 
 
+#: The nearest thoughts by cosine alone (HNSW, the filtered-scan settings of the caller's transaction).
+_NEAREST_SQL = """
+SELECT t.id, t.content, 1 - (t.embedding <=> %(vector)s::vector) AS similarity
+FROM brain_thought t
+WHERE t.space_id = %(space)s AND t.embedding IS NOT NULL AND t.id <> ALL(%(exclude)s::uuid[])
+ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
+"""
+_NEAREST_SETTINGS_SQL = "SELECT " + ", ".join(hnsw_filtered_scan_config_sql(ef_search="%(ef_search)s"))
+
+
+def vector_param(vector: list[float]) -> str:
+    """A vector as the text of a ``%s::vector`` parameter (server-side bound)."""
+    return "[" + ",".join(map(str, vector)) + "]"
+
+
 def thought_nearest(
     *, space: Space, vector: list[float], exclude_ids: Iterable[str] = (), limit: int = 1
 ) -> list[tuple[Thought, float]]:
-    """The most similar thoughts of the space by cosine similarity alone (near-duplicate check)."""
-    from pgvector.django import CosineDistance
+    """The most similar thoughts of the space by cosine similarity alone (near-duplicate check).
 
-    qs = Thought.objects.filter(space=space, embedding__isnull=False)
-    exclude = [str(i) for i in exclude_ids]
-    if exclude:
-        qs = qs.exclude(id__in=exclude)
-    rows = (
-        qs.defer(*_DEFERRED, *_NOT_READ)
-        .annotate(distance=CosineDistance("embedding", vector))
-        .order_by("distance")[:limit]
-    )
-    with transaction.atomic():
-        hnsw_filtered_scan(ef_search=max(40, limit * EF_SEARCH_FACTOR))
-        return [(t, 1.0 - t.distance) for t in rows]
+    Each thought carries ``id`` and ``content``; any other field loads on access. Two prepared
+    statements (this runs on every contribution; the ORM built and compiled the query each time).
+    """
+    params = {
+        "space": space.pk,
+        "vector": vector_param(vector),
+        "exclude": [str(i) for i in exclude_ids],
+        "limit": limit,
+    }
+    with transaction.atomic(), prepared_cursor() as cursor:
+        cursor.execute(_NEAREST_SETTINGS_SQL, {"ef_search": str(max(40, limit * EF_SEARCH_FACTOR))})
+        cursor.execute(_NEAREST_SQL, params)
+        rows = cursor.fetchall()
+    return [(thought_from_row(["id", "content"], [pk, content]), float(similarity)) for pk, content, similarity in rows]

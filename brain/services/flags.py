@@ -31,11 +31,12 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Exists, F, Func, Value
 from django.utils import timezone
-from pgvector.django import CosineDistance
 
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.judging.cues import negation_cue
 from brain.models import QueryLog, Thought
+from brain.selectors.search import thought_from_row, vector_param
+from core.db import prepared_cursor
 from core.models import Agent, Space
 
 KEYWORD_ECHO_MIN_OVERLAP = 0.6
@@ -153,7 +154,8 @@ def correction_guard(*, space: Space, vector: list[float], text: str | None = No
     """The correction of ``space`` whose corrected (wrong) fact a new contribution repeats, or None.
 
     The most similar correction above CORRECTION_GUARD_MIN_SIMILARITY, found in SQL by cosine
-    distance on ``corrected_fact_embedding``; the returned thought carries ``guard_similarity``.
+    distance on ``corrected_fact_embedding``; the returned thought carries ``id``, ``corrected_fact``,
+    ``correct_fact`` (other fields load on access) and ``guard_similarity``.
     A correction that was itself superseded (by a later correction) no longer guards: it is not the
     authority on that fact any more. Don't call it for a contribution that IS a correction.
 
@@ -161,25 +163,34 @@ def correction_guard(*, space: Space, vector: list[float], text: str | None = No
     the certified coach" scores 0.96 against "Thomas is the certified coach". When the text negates
     the corrected fact (the judges' negation cue), it agrees with the correction and is not flagged.
     """
-    max_distance = 1.0 - CORRECTION_GUARD_MIN_SIMILARITY
-    candidates = (
-        Thought.objects.filter(
-            space=space,
-            thought_category=ThoughtCategory.CORRECTION,
-            superseded=False,
-            corrected_fact_embedding__isnull=False,
-        )
-        .defer("embedding", "corrected_fact_embedding", "search_vector", "co_retrieved_with")
-        .annotate(guard_distance=CosineDistance("corrected_fact_embedding", vector))
-        .filter(guard_distance__lt=max_distance)
-        .order_by("guard_distance", "-created_at")[:GUARD_CANDIDATES]
-    )
-    for correction in candidates:
-        if text and negation_cue(correction.corrected_fact, text):
+    params = {
+        "space": space.pk,
+        "vector": vector_param(vector),
+        "max_distance": 1.0 - CORRECTION_GUARD_MIN_SIMILARITY,
+        "limit": GUARD_CANDIDATES,
+    }
+    with prepared_cursor() as cursor:  # one prepared statement: this runs on every contribution
+        cursor.execute(_GUARD_SQL, params)
+        rows = cursor.fetchall()
+    for pk, corrected_fact, correct_fact, distance in rows:
+        if text and negation_cue(corrected_fact, text):
             continue
-        correction.guard_similarity = 1.0 - correction.guard_distance
+        correction = thought_from_row(["id", "corrected_fact", "correct_fact"], [pk, corrected_fact, correct_fact])
+        correction.guard_similarity = 1.0 - distance
         return correction
     return None
+
+
+#: The live corrections of a space nearest to a vector by their corrected (wrong) fact (exact scan:
+#: corrections are few, and one must guard at once, whatever an approximate index would return).
+_GUARD_SQL = """
+SELECT t.id, t.corrected_fact, t.correct_fact, t.corrected_fact_embedding <=> %(vector)s::vector AS distance
+FROM brain_thought t
+WHERE t.space_id = %(space)s AND t.thought_category = 'correction' AND NOT t.superseded
+      AND t.corrected_fact_embedding IS NOT NULL
+      AND (t.corrected_fact_embedding <=> %(vector)s::vector) < %(max_distance)s
+ORDER BY distance, t.created_at DESC LIMIT %(limit)s
+"""
 
 
 def contribution_flags(

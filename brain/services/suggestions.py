@@ -12,6 +12,7 @@ import uuid
 
 from django.db import transaction
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models.functions import Left
 from django.utils import timezone
 
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
@@ -155,18 +156,35 @@ def suggestions_list(
     return suggestions.annotate(own_first=own_first).order_by("own_first", "-created_at")
 
 
-def suggestion_as_pending(suggestion: CorrectionSuggestion) -> dict:
-    """The item shape of ``result.pending_corrections`` in the memory response."""
+#: What a memory response's pending correction shows of a suggestion (read as values, no instances).
+PENDING_FIELDS = ("id", "thought_id", "statement", "confidence", "reason", "origin", "draft", "created_at")
+PENDING_PREVIEW_CHARS = 80
+
+
+def suggestions_pending_items(
+    *, space: Space, agent: Agent | None = None, session_id: str | None = None, limit: int
+) -> list[dict]:
+    """``result.pending_corrections`` of a memory response: the newest ``limit`` pending suggestions for
+    this agent or session (:func:`suggestions_pending_for`), read as plain values (this runs on memory
+    calls: building model instances of suggestions and their thoughts cost more than the query)."""
+    rows = suggestions_pending_for(space=space, agent=agent, session_id=session_id).values(
+        *PENDING_FIELDS, thought_preview=Left("thought__content", PENDING_PREVIEW_CHARS)
+    )[:limit]
+    return [suggestion_as_pending(row) for row in rows]
+
+
+def suggestion_as_pending(row: dict) -> dict:
+    """The item shape of ``result.pending_corrections`` in the memory response, from a values row."""
     return {
-        "suggestion_id": str(suggestion.id),
-        "thought_id": str(suggestion.thought_id),
-        "thought_preview": suggestion.thought.content[:80],
-        "statement": suggestion.statement,
-        "confidence": suggestion.confidence,
-        "reason": suggestion.reason,
-        "origin": suggestion.origin,
-        "draft": suggestion.draft,
-        "created_at": suggestion.created_at.isoformat(),
-        "accept": f"/api/v1/corrections/{suggestion.id}/accept",
-        "dismiss": f"/api/v1/corrections/{suggestion.id}/dismiss",
+        "suggestion_id": str(row["id"]),
+        "thought_id": str(row["thought_id"]),
+        "thought_preview": row["thought_preview"],
+        "statement": row["statement"],
+        "confidence": row["confidence"],
+        "reason": row["reason"],
+        "origin": row["origin"],
+        "draft": row["draft"],
+        "created_at": row["created_at"].isoformat(),
+        "accept": f"/api/v1/corrections/{row['id']}/accept",
+        "dismiss": f"/api/v1/corrections/{row['id']}/dismiss",
     }

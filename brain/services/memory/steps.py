@@ -31,7 +31,7 @@ from brain.services.corrections import (
 from brain.services.memory.call import MemoryCall
 from brain.services.memory.threshold import contribution_threshold_met
 from brain.services.pipeline import thought_schedule_followups
-from brain.services.suggestions import suggestion_as_pending, suggestions_pending_for
+from brain.services.suggestions import suggestions_pending_items
 from brain.services.thoughts import thought_create
 from core.errors import ServiceFailure, ValidationFailed
 
@@ -392,8 +392,9 @@ def step_pending_corrections(call: MemoryCall) -> None:
     """Correction suggestions addressed to this agent or this session (SPEC 4.5), newest first."""
     if not call.suggestions_pending:  # the common case, answered by step_reinforce's statement
         return
-    pending = suggestions_pending_for(space=call.space, agent=call.agent, session_id=call.session_id)
-    call.pending_corrections = [suggestion_as_pending(s) for s in pending[:PENDING_CORRECTIONS_RETURNED]]
+    call.pending_corrections = suggestions_pending_items(
+        space=call.space, agent=call.agent, session_id=call.session_id, limit=PENDING_CORRECTIONS_RETURNED
+    )
     if call.pending_corrections:
         call.guidance.append(
             f"{len(call.pending_corrections)} pending correction suggestion(s) concern your work: "
