@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from brain import embedding, jobs
@@ -283,3 +284,18 @@ def test_embed_missing_also_runs_the_check_its_lost_job_would_have_chained(
     assert Thought.objects.filter(pk__in=[new.pk, marker.pk], embedding__isnull=False).count() == 2
     suggestion = CorrectionSuggestion.objects.get()
     assert (suggestion.thought_id, suggestion.contradicting_thought_id) == (old.id, new.id)
+
+
+@pytest.mark.django_db
+def test_embeddings_read_in_binary_equal_the_orm_ones(thought_factory):
+    """The detector reads candidates' vectors through vector_send (faster); the values are exactly the ORM's."""
+    from brain.models import thought_embedding_received, thoughts_with_embedding_send
+
+    stored = thought_factory("The nightly backup runs at 02:00 UTC and keeps 14 copies.")
+    via_orm = Thought.objects.get(pk=stored.pk).embedding
+    fast = thought_embedding_received(thoughts_with_embedding_send(Thought.objects.filter(pk=stored.pk)).get())
+    # The same float32s (the text form prints them rounded to 8 digits, the binary form is exact).
+    assert len(via_orm) == 384 and np.array_equal(np.float32(fast.embedding), np.float32(via_orm))
+    Thought.objects.filter(pk=stored.pk).update(embedding=None)
+    pending = thought_embedding_received(thoughts_with_embedding_send(Thought.objects.filter(pk=stored.pk)).get())
+    assert pending.embedding is None

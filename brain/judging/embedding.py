@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from brain import embedding
 from brain.judging.base import JudgeUnavailable, Verdict
 from brain.judging.cues import (
@@ -102,7 +104,10 @@ def _vectors(texts: list[str]) -> list[tuple[float, ...]]:
 def _similarities(a: str, others: list[str]) -> list[float]:
     """Cosine similarity of ``a`` with each of ``others`` (normalised vectors: the dot product)."""
     va, *rest = _vectors([a, *others])
-    return [float(sum(x * y for x, y in zip(va, vb, strict=True))) for vb in rest]
+    if not rest:
+        return []
+    # In double precision, as the plain Python sum it replaces (~40 µs per pair, in the worker's hot loop).
+    return (np.asarray(rest, dtype=np.float64) @ np.asarray(va, dtype=np.float64)).tolist()
 
 
 def _similarity(a: str, b: str) -> float:

@@ -21,7 +21,7 @@ from brain import embedding
 from brain.choices import SuggestionOrigin, ThoughtCategory
 from brain.judging import Judge, get_judge
 from brain.judging.embedding import vectors_remember
-from brain.models import CorrectionSuggestion, Thought
+from brain.models import CorrectionSuggestion, Thought, thought_embedding_received, thoughts_with_embedding_send
 from brain.selectors.hnsw import hnsw_filtered_scan
 from brain.services.suggestions import suggestion_create
 
@@ -61,19 +61,21 @@ def _candidates(thought: Thought) -> list[Thought]:
     )
     chosen: dict = {}
     if thought.topic:
-        for candidate in base.filter(topic=thought.topic).order_by("-created_at")[:TOPIC_CANDIDATES_LIMIT]:
-            chosen[candidate.pk] = candidate
+        same_topic = thoughts_with_embedding_send(base.filter(topic=thought.topic))
+        for candidate in same_topic.order_by("-created_at")[:TOPIC_CANDIDATES_LIMIT]:
+            chosen[candidate.pk] = thought_embedding_received(candidate)
     with transaction.atomic():
         # Filters (space, superseded, category) apply after the index scan; let it keep scanning.
         hnsw_filtered_scan(ef_search=HNSW_EF_SEARCH)
         neighbours = list(
-            base.filter(embedding__isnull=False)
+            thoughts_with_embedding_send(base.filter(embedding__isnull=False))
             .annotate(distance=CosineDistance("embedding", thought.embedding))
             .filter(distance__lt=1.0 - NEIGHBOUR_MIN_SIMILARITY)
             .order_by("distance")[:NEIGHBOUR_CANDIDATES_LIMIT]
         )
     for candidate in neighbours:
-        chosen.setdefault(candidate.pk, candidate)
+        if candidate.pk not in chosen:
+            chosen[candidate.pk] = thought_embedding_received(candidate)
     return list(chosen.values())
 
 
@@ -84,13 +86,13 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
     pending suggestion for the same old thought and statement. Raises :class:`EmbeddingPending` while
     the thought has no vector, and lets ``JudgeUnavailable`` through: both are retried by the job.
     """
-    thought = Thought.objects.filter(pk=thought_id).select_related("agent").first()
+    thought = thoughts_with_embedding_send(Thought.objects.filter(pk=thought_id).select_related("agent")).first()
     if thought is None:
         logger.warning("detect_contradictions: thought %s does not exist", thought_id)
         return []
     if thought.thought_category in SKIPPED_CATEGORIES or thought.superseded:
         return []
-    if thought.embedding is None:
+    if thought_embedding_received(thought).embedding is None:
         raise EmbeddingPending(f"Thought {thought_id} has no embedding yet.")
     judge = judge or get_judge()
     session_id = (thought.context_metadata or {}).get("session_id", "")
