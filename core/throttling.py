@@ -1,51 +1,140 @@
 """Per-token request throttling (issue 16 item 7), shared by every web worker process.
 
-One DRF throttle, :class:`TokenRateThrottle`, counts the requests of each agent token (requests
+One DRF throttle, :class:`TokenRateThrottle`, limits the requests of each agent token (requests
 without a token are not throttled here: they are refused by authentication, or are the health
-check). The history lives in the ``throttle`` cache, which every process sees: Redis when it is the
-broker (``THROTTLE_CACHE=auto``), else the database cache table ``colony_cache`` (created by a
-migration). ``API_THROTTLE_RATE`` (``N/s``, ``N/min``, ``N/hour``; ``off`` disables) is read on each
+check). ``API_THROTTLE_RATE`` (``N/s``, ``N/min``, ``N/hour``; ``off`` disables) is read on each
 request. Over the rate: 429 ``THROTTLED`` in the envelope with ``Retry-After`` (seconds).
 
-The cache object is one per process (:func:`throttle_cache`), not Django's ``caches[...]``: those
-are per asyncio context, so under ASGI every request built a new Redis client and opened a new TCP
-connection (connect + handshake on each request, measured with ``benchmarks/op_costs.py``). Both
-backends are thread-safe (redis-py's connection pool; the database cache uses Django's per-thread
-connections).
+The algorithm is GCRA (the generic cell rate algorithm, "leaky bucket as a meter"): each token has
+one number, its theoretical arrival time (TAT). A request at ``now`` is allowed when
+``max(TAT, now) - now <= (N - 1) * period / N`` — at most N requests at once, then one every
+``period / N`` — and moves the TAT on by ``period / N``; a refused one waits until that holds. One
+atomic read-modify-write per request, in the store every process sees (``THROTTLE_CACHE``):
+
+- :class:`RedisGcra` — a Lua script on Redis (one round trip, atomic by Redis's design);
+- :class:`DatabaseGcra` — one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` on the table
+  ``colony_cache`` (atomic under PostgreSQL's row lock).
+
+Why not DRF's ``SimpleRateThrottle``: it keeps every request's timestamp of the window in the cache,
+reads and rewrites that whole list on each request (at 3000/min that is up to 3000 floats pickled
+per request), and two concurrent requests of one token can both read the same list and lose a count.
+The stores are one per process (:func:`throttle_store`), never per request.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 from django.conf import settings
-from django.core.cache import caches
+from django.db import connection
 from rest_framework.throttling import SimpleRateThrottle
 
 logger = logging.getLogger("colony.throttling")
 
-_shared: dict[str, object] = {}
+KEY_FORMAT = "throttle_token_%(ident)s"
 
 
-def throttle_cache():
-    """This process's throttle cache (created once from ``CACHES[THROTTLE_CACHE_ALIAS]``)."""
-    alias = settings.THROTTLE_CACHE_ALIAS
-    cache = _shared.get(alias)
-    if cache is None:
-        cache = _shared[alias] = caches.create_connection(alias)
-    return cache
+class RedisGcra:
+    """GCRA in Redis: the TAT as a string with an expiry, updated by one Lua script (Redis's clock)."""
+
+    SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+if tat - now > tolerance then return tostring(tat - now - tolerance) end
+tat = tat + interval
+redis.call('SET', KEYS[1], string.format('%.6f', tat), 'PX', math.ceil((tat - now) * 1000) + 1000)
+return '0'
+"""
+
+    def __init__(self, url: str, prefix: str):
+        import redis
+
+        self.prefix = prefix
+        self.client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        self.script = self.client.register_script(self.SCRIPT)
+
+    def hit(self, key: str, *, interval: float, tolerance: float) -> float:
+        """0.0 when allowed (and counted), else the seconds to wait."""
+        return float(self.script(keys=[f"{self.prefix}:{key}"], args=[repr(interval), repr(tolerance)]))
+
+    def forget(self, key: str) -> None:
+        self.client.delete(f"{self.prefix}:{key}")
+
+
+class DatabaseGcra:
+    """GCRA in PostgreSQL: the TAT (epoch seconds, as text) in the table ``colony_cache``."""
+
+    HIT_SQL = """
+INSERT INTO colony_cache AS c (cache_key, value, expires)
+VALUES (%(key)s, (%(now)s + %(interval)s)::text, to_timestamp(%(now)s + %(interval)s))
+ON CONFLICT (cache_key) DO UPDATE
+    SET value = (GREATEST(c.value::float8, %(now)s) + %(interval)s)::text,
+        expires = to_timestamp(GREATEST(c.value::float8, %(now)s) + %(interval)s)
+    WHERE GREATEST(c.value::float8, %(now)s) - %(now)s <= %(tolerance)s
+RETURNING 0
+"""
+    WAIT_SQL = "SELECT GREATEST(value::float8 - %(now)s - %(tolerance)s, 0) FROM colony_cache WHERE cache_key = %(key)s"
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def hit(self, key: str, *, interval: float, tolerance: float) -> float:
+        params = {"key": f"{self.prefix}:{key}", "now": time.time(), "interval": interval, "tolerance": tolerance}
+        with connection.cursor() as cursor:
+            cursor.execute(self.HIT_SQL, params)
+            if cursor.fetchone() is not None:
+                return 0.0
+            cursor.execute(self.WAIT_SQL, params)
+            row = cursor.fetchone()
+        return max(float(row[0]) if row else 0.0, 1e-3)
+
+    def forget(self, key: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM colony_cache WHERE cache_key = %s", [f"{self.prefix}:{key}"])
+
+
+_stores: dict[tuple, RedisGcra | DatabaseGcra] = {}
+_stores_lock = threading.Lock()
+
+
+def throttle_store() -> RedisGcra | DatabaseGcra:
+    """This process's store, as ``CACHES[THROTTLE_CACHE_ALIAS]`` configures it (Redis or the database)."""
+    config = settings.CACHES[settings.THROTTLE_CACHE_ALIAS]
+    identity = (config["BACKEND"], config.get("LOCATION"), config.get("KEY_PREFIX", ""))
+    store = _stores.get(identity)
+    if store is None:
+        with _stores_lock:
+            store = _stores.get(identity)
+            if store is None:
+                prefix = config.get("KEY_PREFIX", "colony")
+                if config["BACKEND"].endswith("RedisCache"):
+                    store = RedisGcra(config["LOCATION"], prefix)
+                else:
+                    store = DatabaseGcra(prefix)
+                _stores[identity] = store
+    return store
+
+
+def gcra_parameters(num_requests: int, duration: float) -> tuple[float, float]:
+    """(interval, tolerance) of the rate ``num_requests`` per ``duration`` seconds."""
+    interval = duration / num_requests
+    return interval, interval * (num_requests - 1)
 
 
 class TokenRateThrottle(SimpleRateThrottle):
     scope = "token"
-    cache_format = "throttle_%(scope)s_%(ident)s"
 
     def __init__(self):
-        # SimpleRateThrottle reads its rate once per class from DRF settings; this one reads the Django
-        # setting on every request (tests and operators can change it without a restart of the class).
-        self.cache = throttle_cache()
+        # The rate is read from the Django setting on every request (tests and operators can change
+        # it without a restart); SimpleRateThrottle is used for its rate parsing only.
         self.rate = self.get_rate()
         self.num_requests, self.duration = self.parse_rate(self.rate)
+        self.waiting = 0.0
 
     def get_rate(self):
         rate = (settings.API_THROTTLE_RATE or "").strip().lower()
@@ -55,14 +144,20 @@ class TokenRateThrottle(SimpleRateThrottle):
         token = getattr(request, "auth", None)
         if token is None or getattr(token, "pk", None) is None:
             return None
-        return self.cache_format % {"scope": self.scope, "ident": token.pk}
+        return KEY_FORMAT % {"ident": token.pk}
 
     def allow_request(self, request, view):
+        if self.rate is None:
+            return True
+        key = self.get_cache_key(request, view)
+        if key is None:
+            return True
+        interval, tolerance = gcra_parameters(self.num_requests, self.duration)
         # The counts live in Redis (or the database): while that store is down, let the request
         # through (fail open, logged) instead of answering 500; the request itself then succeeds
         # or gets its own 503 (database down).
         try:
-            return super().allow_request(request, view)
+            self.waiting = throttle_store().hit(key, interval=interval, tolerance=tolerance)
         except Exception as exc:
             from core.errors import is_database_unavailable
 
@@ -70,3 +165,7 @@ class TokenRateThrottle(SimpleRateThrottle):
                 raise
             logger.warning("throttle store unavailable, not throttling this request: %s", exc)
             return True
+        return self.waiting == 0.0
+
+    def wait(self):
+        return self.waiting or None

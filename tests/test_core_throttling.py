@@ -11,31 +11,75 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connection
 
-from core.throttling import TokenRateThrottle, throttle_cache
+from core.throttling import KEY_FORMAT, DatabaseGcra, RedisGcra, TokenRateThrottle, throttle_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _forget(*clients) -> None:
-    """Drop these tokens' counts (never cache.clear(): on Redis that would flush the broker's database)."""
-    cache = throttle_cache()
+    """Drop these tokens' throttle state (only theirs: on Redis the broker shares the database)."""
     for client in clients:
-        token = client.agent.tokens.get()
-        cache.delete(TokenRateThrottle.cache_format % {"scope": "token", "ident": token.pk})
+        throttle_store().forget(KEY_FORMAT % {"ident": client.agent.tokens.get().pk})
 
 
-def test_the_throttle_cache_is_shared_by_processes():
-    backend = type(throttle_cache()).__name__
-    assert backend in {"RedisCache", "DatabaseCache"}  # never a per-process memory cache
+def test_the_throttle_store_is_shared_by_processes():
+    assert isinstance(throttle_store(), (RedisGcra, DatabaseGcra))  # never a per-process memory
 
 
-def test_the_throttle_cache_is_one_per_process_not_one_per_request():
+def test_the_throttle_store_is_one_per_process_not_one_per_request():
     """Django's caches[...] are per asyncio context: under ASGI that was a new Redis connection per request."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(2) as pool:
-        seen = set(pool.map(lambda _: id(throttle_cache()), range(8)))
-    assert seen == {id(throttle_cache())}
+        seen = set(pool.map(lambda _: id(throttle_store()), range(8)))
+    assert seen == {id(throttle_store())}
+
+
+def _stores():
+    """Both stores: the database one always, Redis when the settings' Redis answers."""
+    stores = [DatabaseGcra("colony-test-throttle")]
+    if isinstance(throttle_store(), RedisGcra):
+        stores.append(RedisGcra(django_settings.REDIS_URL, "colony-test-throttle"))
+    return stores
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_store_allows_the_burst_then_one_per_interval():
+    for store in _stores():
+        key = f"burst-{type(store).__name__}"
+        store.forget(key)
+        try:
+            waits = [store.hit(key, interval=20.0, tolerance=40.0) for _ in range(4)]  # 3/min
+            assert waits[:3] == [0.0, 0.0, 0.0], type(store).__name__
+            assert 19.0 < waits[3] <= 20.0, (type(store).__name__, waits)
+        finally:
+            store.forget(key)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_of_one_token_are_counted_exactly():
+    """8 threads x 10 requests against a limit of 25: exactly 25 allowed (DRF's read-then-write
+    throttle could let more through when two requests read the same history)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connections
+
+    for store in _stores():
+        key = f"race-{type(store).__name__}"
+        store.forget(key)
+
+        def burst(_, store=store, key=key):
+            try:
+                return sum(store.hit(key, interval=3600.0, tolerance=3600.0 * 24) == 0.0 for _ in range(10))
+            finally:
+                connections.close_all()
+
+        try:
+            with ThreadPoolExecutor(8) as pool:
+                allowed = sum(pool.map(burst, range(8)))
+            assert allowed == 25, (type(store).__name__, allowed)
+        finally:
+            store.forget(key)
 
 
 @pytest.mark.django_db
