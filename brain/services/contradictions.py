@@ -15,15 +15,22 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
-from pgvector.django import CosineDistance
 
 from brain import embedding
 from brain.choices import SuggestionOrigin, ThoughtCategory
 from brain.judging import Judge, get_judge
 from brain.judging.embedding import vectors_remember
-from brain.models import CorrectionSuggestion, Thought, thought_embedding_received, thoughts_with_embedding_send
-from brain.selectors.hnsw import hnsw_filtered_scan
+from brain.models import (
+    CorrectionSuggestion,
+    Thought,
+    thought_embedding_received,
+    thoughts_with_embedding_send,
+    vector_from_send,
+)
+from brain.selectors.hnsw import hnsw_filtered_scan_config_sql
+from brain.selectors.search import thought_from_row, vector_param
 from brain.services.suggestions import suggestion_create
+from core.db import prepared_cursor
 
 logger = logging.getLogger("colony.brain")
 
@@ -52,31 +59,66 @@ class EmbeddingPending(RuntimeError):
     """The thought has no embedding yet (its embedding job has not run): retry later."""
 
 
+#: The candidates of :func:`_candidates` in one statement: the newest live thoughts of the same topic,
+#: then the nearest live neighbours by embedding (HNSW); vectors in binary (``vector_send``).
+_CANDIDATES_SQL = """
+WITH topic AS (
+    SELECT t.id, t.created_at FROM brain_thought t
+    WHERE t.space_id = %(space)s AND NOT t.superseded AND t.id <> %(id)s
+          AND t.thought_category <> ALL(%(skipped)s::text[]) AND %(topic)s <> '' AND t.topic = %(topic)s
+    ORDER BY t.created_at DESC LIMIT %(topic_limit)s
+),
+near AS (
+    SELECT n.id, row_number() OVER () AS rank FROM (
+        SELECT t.id FROM brain_thought t
+        WHERE t.space_id = %(space)s AND NOT t.superseded AND t.id <> %(id)s
+              AND t.thought_category <> ALL(%(skipped)s::text[]) AND t.embedding IS NOT NULL
+              AND (t.embedding <=> %(vector)s::vector) < %(max_distance)s
+        ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(near_limit)s
+    ) n
+)
+SELECT t.id, t.space_id, t.content, t.topic, t.embedding_model, vector_send(t.embedding)
+FROM brain_thought t
+LEFT JOIN topic tp ON tp.id = t.id
+LEFT JOIN near n ON n.id = t.id
+WHERE t.id IN (SELECT id FROM topic UNION SELECT id FROM near)
+ORDER BY tp.created_at DESC NULLS LAST, n.rank
+"""
+_CANDIDATE_FIELDS = ["id", "space_id", "content", "topic", "embedding_model"]
+
+
 def _candidates(thought: Thought) -> list[Thought]:
-    """Live thoughts of the same space that ``thought`` could contradict: same topic, then neighbours."""
-    base = (
-        Thought.objects.filter(space_id=thought.space_id, superseded=False)
-        .exclude(pk=thought.pk)
-        .exclude(thought_category__in=SKIPPED_CATEGORIES)
-    )
-    chosen: dict = {}
-    if thought.topic:
-        same_topic = thoughts_with_embedding_send(base.filter(topic=thought.topic))
-        for candidate in same_topic.order_by("-created_at")[:TOPIC_CANDIDATES_LIMIT]:
-            chosen[candidate.pk] = thought_embedding_received(candidate)
-    with transaction.atomic():
+    """Live thoughts of the same space that ``thought`` could contradict: same topic (newest first,
+    at most TOPIC_CANDIDATES_LIMIT), then neighbours (nearest first, at most NEIGHBOUR_CANDIDATES_LIMIT).
+
+    Each carries id, space, content, topic, embedding and its model (other fields load on access).
+    Two prepared statements, the filtered-scan settings and the candidates (the ORM's two queries
+    cost more CPU to build than the database spent answering them).
+    """
+    params = {
+        "space": thought.space_id,
+        "id": thought.pk,
+        "skipped": [str(category) for category in SKIPPED_CATEGORIES],
+        "topic": thought.topic or "",
+        "topic_limit": TOPIC_CANDIDATES_LIMIT,
+        "vector": vector_param(thought.embedding),
+        "max_distance": 1.0 - NEIGHBOUR_MIN_SIMILARITY,
+        "near_limit": NEIGHBOUR_CANDIDATES_LIMIT,
+    }
+    with transaction.atomic(), prepared_cursor() as cursor:
         # Filters (space, superseded, category) apply after the index scan; let it keep scanning.
-        hnsw_filtered_scan(ef_search=HNSW_EF_SEARCH)
-        neighbours = list(
-            thoughts_with_embedding_send(base.filter(embedding__isnull=False))
-            .annotate(distance=CosineDistance("embedding", thought.embedding))
-            .filter(distance__lt=1.0 - NEIGHBOUR_MIN_SIMILARITY)
-            .order_by("distance")[:NEIGHBOUR_CANDIDATES_LIMIT]
-        )
-    for candidate in neighbours:
-        if candidate.pk not in chosen:
-            chosen[candidate.pk] = thought_embedding_received(candidate)
-    return list(chosen.values())
+        cursor.execute(_SCAN_SETTINGS_SQL)
+        cursor.execute(_CANDIDATES_SQL, params)
+        rows = cursor.fetchall()
+    candidates = []
+    for *values, vector in rows:
+        candidate = thought_from_row(_CANDIDATE_FIELDS, values)
+        candidate.embedding = vector_from_send(vector)
+        candidates.append(candidate)
+    return candidates
+
+
+_SCAN_SETTINGS_SQL = "SELECT " + ", ".join(hnsw_filtered_scan_config_sql(ef_search=f"'{HNSW_EF_SEARCH}'"))
 
 
 def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None) -> list[CorrectionSuggestion]:
