@@ -160,11 +160,11 @@ class Ledger:
     late: int = 0
     faults: bool = False  # with faults, a 503 is the expected answer while a dependency is down
 
-    def record(self, op: str, response, elapsed_ms: float, *, expect_refusal: bool = False) -> None:
+    def record(self, op: str, response, elapsed_ms: float, *, expect_refusal: bool = False, error: str = "") -> None:
         with self.lock:
             if response is None:
                 self.statuses[(op, "timeout/conn")] += 1
-                self.unexpected.append((op, "timeout/conn", ""))
+                self.unexpected.append((op, "timeout/conn", error[:200]))
                 return
             code = response.status_code
             self.statuses[(op, code)] += 1
@@ -212,11 +212,13 @@ class Load:
         import httpx
 
         started = time.perf_counter()
+        error = ""
         try:
             response = agent.client.request(method, path, **kwargs)
-        except httpx.HTTPError:
-            response = None
-        self.ledger.record(op, response, (time.perf_counter() - started) * 1000, expect_refusal=expect_refusal)
+        except httpx.HTTPError as exc:
+            response, error = None, f"{type(exc).__name__} after {time.perf_counter() - started:.1f} s: {exc}"
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        self.ledger.record(op, response, elapsed_ms, expect_refusal=expect_refusal, error=error)
         return response
 
     def search(self, agent: Agent) -> None:
