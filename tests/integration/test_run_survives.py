@@ -222,10 +222,25 @@ def test_an_idle_keep_alive_connection_outlives_common_client_expiries(colony):
     request = (
         f"GET /api/v1/agents/me HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {colony.token}\r\n\r\n"
     ).encode()
+
+    def read_response(conn) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            assert chunk, f"the server closed the connection: {data[:200]!r}"
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head)[1])
+        while len(body) < length:
+            chunk = conn.recv(65536)
+            assert chunk, "the server closed the connection mid-body"
+            body += chunk
+        return head
+
     with socket.create_connection(("127.0.0.1", colony.port), timeout=10) as conn:
         for attempt in range(2):
             if attempt:
                 time.sleep(6)
             conn.sendall(request)
-            head = conn.recv(65536)
+            head = read_response(conn)
             assert head.startswith(b"HTTP/1.1 200"), (attempt, head[:200])

@@ -1,0 +1,118 @@
+"""core.wsgi_bridge: Django's WSGI handler behind the ASGI server (the live-server tests of MCP, hooks
+and URL tokens, and tests/integration/test_run_survives.py, go through it end to end)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from core.wsgi_bridge import WsgiBridge, wsgi_environ
+
+
+def _run(coroutine_function) -> None:
+    """asyncio.run in a thread of its own (other tests of the suite may leave a loop running in this one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, coroutine_function()).result()
+
+
+def _scope(**overrides) -> dict:
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/api/v1/thoughts/é",
+        "root_path": "",
+        "query_string": b"a=1&b=%C3%A9",
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 51000),
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", b"2"),
+            (b"authorization", b"Bearer t"),
+            (b"x-many", b"a"),
+            (b"x-many", b"b"),
+        ],
+    }
+    return scope | overrides
+
+
+def test_the_environ_follows_pep_3333():
+    environ = wsgi_environ(_scope(), body=None)
+    assert environ["PATH_INFO"] == "/api/v1/thoughts/é".encode().decode("latin-1")  # bytes as latin-1
+    assert environ["QUERY_STRING"] == "a=1&b=%C3%A9"
+    assert environ["CONTENT_TYPE"] == "application/json" and environ["CONTENT_LENGTH"] == "2"
+    assert "HTTP_CONTENT_TYPE" not in environ
+    assert environ["HTTP_AUTHORIZATION"] == "Bearer t"
+    assert environ["HTTP_X_MANY"] == "a,b"  # repeated headers joined, as a WSGI server does
+    assert environ["REMOTE_ADDR"] == "127.0.0.1" and environ["SERVER_PORT"] == "8000"
+
+
+def _serve(app, *, body_parts: list[bytes], scope: dict | None = None) -> list[dict]:
+    sent: list[dict] = []
+
+    async def main():
+        parts = list(body_parts)
+
+        async def receive():
+            chunk = parts.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(parts)}
+
+        async def send(message):
+            sent.append(message)
+
+        await WsgiBridge(app, threads=2)(scope or _scope(), receive, send)
+
+    _run(main)
+    return sent
+
+
+def test_the_body_arrives_whole_and_a_streamed_response_goes_out_in_parts():
+    seen = {}
+
+    def app(environ, start_response):
+        seen["body"] = environ["wsgi.input"].read()
+        start_response("201 Created", [("Content-Type", "text/plain")])
+        return iter([b"one ", b"", b"two"])
+
+    sent = _serve(app, body_parts=[b"{", b"}"])
+    assert seen["body"] == b"{}"
+    assert sent[0] == {"type": "http.response.start", "status": 201, "headers": [(b"content-type", b"text/plain")]}
+    assert [(m["body"], m["more_body"]) for m in sent[1:]] == [(b"one ", True), (b"two", False)]
+
+
+def test_an_empty_response_still_starts_and_ends_and_close_is_called():
+    closed = []
+
+    class Result(list):
+        def close(self):
+            closed.append(True)  # Django's request_finished (connections go back) runs here
+
+    def app(environ, start_response):
+        start_response("204 No Content", [])
+        return Result()
+
+    sent = _serve(app, body_parts=[b""])
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[0]["status"] == 204 and sent[1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    assert closed == [True]
+
+
+def test_a_client_gone_before_the_body_arrived_runs_nothing():
+    ran = []
+
+    def app(environ, start_response):
+        ran.append(True)
+
+    async def main():
+        async def receive():
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            raise AssertionError("nothing to send")
+
+        await WsgiBridge(app, threads=1)(_scope(), receive, send)
+
+    _run(main)
+    assert ran == []
