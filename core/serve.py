@@ -1,6 +1,6 @@
-"""The web process: uvicorn serving ``config.asgi`` (the Django app, and what is mounted beside it)
-with several worker processes. ``make run`` starts it (Procfile ``web``); in production run
-``python -m core.serve`` behind a TLS proxy.
+"""The web process: uvicorn serving ``config.asgi`` (the Django app, through ``core.wsgi_bridge``'s
+thread pool, and the MCP endpoint beside it) with several worker processes. ``make run`` starts it
+(Procfile ``web``); in production run ``python -m core.serve`` behind a TLS proxy.
 
 Settings: ``HOST`` (127.0.0.1), ``PORT`` (8000), ``WEB_WORKERS`` (2 x cores, at most 4, at least 2),
 ``WEB_TIMEOUT_KEEP_ALIVE`` (100 s). uvicorn's master process restarts a worker that dies.
