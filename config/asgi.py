@@ -19,7 +19,11 @@ else:
 
     from core.wsgi_bridge import WsgiBridge
 
-    django_application = WsgiBridge(get_wsgi_application(), threads=int(os.environ.get("WEB_THREADS", "8")))
+    # More threads than database connections (DATABASE_POOL_SIZE, 8): while the database is down each
+    # request waits up to DATABASE_CONNECT_TIMEOUT before its 503, and with only 8 threads the others
+    # queued behind them (the fault soak's 503s took up to 8.4 s at 20 requests/s). Idle threads cost
+    # nothing; the pool still bounds what reaches the database.
+    django_application = WsgiBridge(get_wsgi_application(), threads=int(os.environ.get("WEB_THREADS", "32")))
 
 from colony_mcp.asgi import ColonyAsgi  # noqa: E402  (needs Django set up)
 
