@@ -19,35 +19,15 @@ EMBEDDING_DIMENSIONS = 384
 THOUGHT_BULKY_FIELDS = ("embedding", "corrected_fact_embedding", "search_vector")
 
 
-class VectorSend(models.Func):
-    """A vector column in pgvector's binary form (``vector_send``: bytea), which Python reads ~7x
-    faster than the text form the ORM gets (384 floats parsed one by one). Decode with
-    :func:`vector_from_send`; the values are exactly the stored float32s."""
-
-    function = "vector_send"
-    output_field = models.BinaryField()
-
-
 def vector_from_send(data) -> list[float] | None:
-    """A :class:`VectorSend` value as the list of floats the ORM would give (int16 dimensions, int16
-    unused, then big-endian float32s)."""
+    """A vector read as ``vector_send(column)`` (pgvector's binary form, bytea: int16 dimensions, int16
+    unused, then big-endian float32s) as the list of floats the ORM would give: ~7x faster to read
+    than the text form the ORM parses float by float, and exactly the stored float32s."""
     if data is None:
         return None
     import numpy as np
 
     return np.frombuffer(bytes(data), dtype=">f4", offset=4).astype(np.float64).tolist()
-
-
-def thoughts_with_embedding_send(queryset):
-    """``queryset`` without its bulky columns, the embedding read through :class:`VectorSend` instead;
-    call :func:`thought_embedding_received` on each thought before using ``thought.embedding``."""
-    return queryset.defer(*THOUGHT_BULKY_FIELDS).annotate(embedding_send=VectorSend("embedding"))
-
-
-def thought_embedding_received(thought):
-    """Set ``thought.embedding`` from the ``embedding_send`` annotation; returns the thought."""
-    thought.embedding = vector_from_send(thought.embedding_send)
-    return thought
 
 
 def thought_defer_bulky(*relations: str) -> list[str]:

@@ -287,15 +287,13 @@ def test_embed_missing_also_runs_the_check_its_lost_job_would_have_chained(
 
 
 @pytest.mark.django_db
-def test_embeddings_read_in_binary_equal_the_orm_ones(thought_factory):
+def test_candidates_carry_their_stored_vectors_exactly(space):
     """The detector reads candidates' vectors through vector_send (faster); the values are exactly the ORM's."""
-    from brain.models import thought_embedding_received, thoughts_with_embedding_send
-
-    stored = thought_factory("The nightly backup runs at 02:00 UTC and keeps 14 copies.")
-    via_orm = Thought.objects.get(pk=stored.pk).embedding
-    fast = thought_embedding_received(thoughts_with_embedding_send(Thought.objects.filter(pk=stored.pk)).get())
+    new = store(space, "The nightly backup runs at 02:00 UTC and keeps 14 copies.", topic="t")
+    old = store(space, "The nightly backup runs at 03:00 UTC and keeps 7 copies.", topic="t")
+    pending = store(space, "The nightly backup has no vector yet.", vector=None, topic="t")
+    by_id = {c.pk: c for c in contradictions._candidates(Thought.objects.get(pk=new.pk))}
+    via_orm = Thought.objects.get(pk=old.pk).embedding
     # The same float32s (the text form prints them rounded to 8 digits, the binary form is exact).
-    assert len(via_orm) == 384 and np.array_equal(np.float32(fast.embedding), np.float32(via_orm))
-    Thought.objects.filter(pk=stored.pk).update(embedding=None)
-    pending = thought_embedding_received(thoughts_with_embedding_send(Thought.objects.filter(pk=stored.pk)).get())
-    assert pending.embedding is None
+    assert len(via_orm) == 384 and np.array_equal(np.float32(by_id[old.pk].embedding), np.float32(via_orm))
+    assert by_id[pending.pk].embedding is None

@@ -9,7 +9,7 @@ from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
 from brain.choices import SuggestionStatus, ThoughtCategory
-from brain.models import CorrectionSuggestion, Thought
+from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
 from core.models import Agent, Space
 from quality import formulas
 from quality.models import QualityRollup, TurnItem
@@ -99,7 +99,7 @@ def transition_history(*, task: Task) -> QuerySet[TransitionLog]:
     return (
         TransitionLog.objects.filter(task=task)
         .select_related("agent", "user", "confirmation__user", "marker")
-        .defer("marker__embedding", "marker__corrected_fact_embedding", "marker__search_vector")
+        .defer(*thought_defer_bulky("marker"))
         .order_by("-created_at", "-id")
     )
 

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from brain.choices import ThoughtCategory
-from brain.models import Thought
+from brain.models import THOUGHT_BULKY_FIELDS, Thought
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
 from brain.selectors.listing import thought_list
 from brain.services.retraction import REASON_MAX_CHARS, thought_retract
@@ -44,7 +44,7 @@ class ThoughtOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Thought
-        exclude = ["embedding", "corrected_fact_embedding", "search_vector"]
+        exclude = list(THOUGHT_BULKY_FIELDS)
 
     def get_has_embedding(self, thought: Thought) -> bool:
         known = getattr(thought, "has_embedding", None)  # annotated by thought_get (the vector stays deferred)

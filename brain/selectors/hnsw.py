@@ -30,6 +30,12 @@ def hnsw_filtered_scan_config_sql(*, ef_search: str) -> list[str]:
     ]
 
 
+def hnsw_filtered_scan_select_sql(*, ef_search: str) -> str:
+    """The settings of a filtered scan as one ``SELECT set_config(...)`` statement (preparable);
+    ``ef_search`` as in :func:`hnsw_filtered_scan_config_sql`."""
+    return "SELECT " + ", ".join(hnsw_filtered_scan_config_sql(ef_search=ef_search))
+
+
 def hnsw_filtered_scan(*, ef_search: int) -> None:
     """Set ``hnsw.iterative_scan`` and ``hnsw.ef_search`` for the rest of the current transaction."""
     with connection.cursor() as cursor:

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.db.models import Q, QuerySet
 
-from brain.models import Thought
+from brain.models import Thought, thought_defer_bulky
 from core.models import Space
 
 
@@ -21,7 +21,7 @@ def thought_list(
 ) -> QuerySet[Thought]:
     """Thoughts of ``space`` only, newest first. ``contributor`` is the agent's registered name
     (or, for thoughts without an agent such as imports, the stored contributor name)."""
-    qs = Thought.objects.filter(space=space).select_related("agent").defer("embedding", "corrected_fact_embedding")
+    qs = Thought.objects.filter(space=space).select_related("agent").defer(*thought_defer_bulky(""))
     if topic:
         qs = qs.filter(topic=topic)
     if category:

@@ -38,8 +38,8 @@ from django.db import connection, transaction
 from django.db.models.base import ModelState
 
 from brain import ranking
-from brain.models import Thought
-from brain.selectors.hnsw import hnsw_filtered_scan_config_sql
+from brain.models import THOUGHT_BULKY_FIELDS, Thought
+from brain.selectors.hnsw import hnsw_filtered_scan_config_sql, hnsw_filtered_scan_select_sql
 from core.db import prepared_cursor
 from core.models import Space
 
@@ -56,7 +56,7 @@ EF_SEARCH_MAX = 1000
 REPLACEMENT_DEPTH = 5
 
 #: The thought columns read back (the vectors and the tsvector stay in the database).
-_DEFERRED = {"embedding", "corrected_fact_embedding", "search_vector"}
+_DEFERRED = set(THOUGHT_BULKY_FIELDS)
 #: ... nor what neither ranking nor a response reads (JSON to parse, long texts): a candidate's
 #: thought is a deferred-field instance, and reading one of these loads it (one query).
 _NOT_READ = {"co_retrieved_with", "context_metadata", "alternatives_considered", "corrected_fact", "correct_fact"}
@@ -416,7 +416,7 @@ FROM brain_thought t
 WHERE t.space_id = %(space)s AND t.embedding IS NOT NULL AND t.id <> ALL(%(exclude)s::uuid[])
 ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
 """
-_NEAREST_SETTINGS_SQL = "SELECT " + ", ".join(hnsw_filtered_scan_config_sql(ef_search="%(ef_search)s"))
+_NEAREST_SETTINGS_SQL = hnsw_filtered_scan_select_sql(ef_search="%(ef_search)s")
 
 
 def vector_param(vector: list[float]) -> str:

@@ -20,14 +20,8 @@ from brain import embedding
 from brain.choices import SuggestionOrigin, ThoughtCategory
 from brain.judging import Judge, get_judge
 from brain.judging.embedding import vectors_remember
-from brain.models import (
-    CorrectionSuggestion,
-    Thought,
-    thought_embedding_received,
-    thoughts_with_embedding_send,
-    vector_from_send,
-)
-from brain.selectors.hnsw import hnsw_filtered_scan_config_sql
+from brain.models import CorrectionSuggestion, Thought, vector_from_send
+from brain.selectors.hnsw import hnsw_filtered_scan_select_sql
 from brain.selectors.search import thought_from_row, vector_param
 from brain.services.suggestions import suggestion_create
 from core.db import prepared_cursor
@@ -118,7 +112,7 @@ def _candidates(thought: Thought) -> list[Thought]:
     return candidates
 
 
-_SCAN_SETTINGS_SQL = "SELECT " + ", ".join(hnsw_filtered_scan_config_sql(ef_search=f"'{HNSW_EF_SEARCH}'"))
+_SCAN_SETTINGS_SQL = hnsw_filtered_scan_select_sql(ef_search=f"'{HNSW_EF_SEARCH}'")
 
 
 def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None) -> list[CorrectionSuggestion]:
@@ -128,13 +122,13 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
     pending suggestion for the same old thought and statement. Raises :class:`EmbeddingPending` while
     the thought has no vector, and lets ``JudgeUnavailable`` through: both are retried by the job.
     """
-    thought = thoughts_with_embedding_send(Thought.objects.filter(pk=thought_id).select_related("agent")).first()
+    thought = Thought.objects.filter(pk=thought_id).select_related("agent").first()
     if thought is None:
         logger.warning("detect_contradictions: thought %s does not exist", thought_id)
         return []
     if thought.thought_category in SKIPPED_CATEGORIES or thought.superseded:
         return []
-    if thought_embedding_received(thought).embedding is None:
+    if thought.embedding is None:
         raise EmbeddingPending(f"Thought {thought_id} has no embedding yet.")
     judge = judge or get_judge()
     session_id = (thought.context_metadata or {}).get("session_id", "")
