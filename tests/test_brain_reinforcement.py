@@ -180,3 +180,58 @@ def test_a_memory_write_chosen_as_deadlock_victim_is_run_again(monkeypatch):
     with pytest.raises(OperationalError), transaction.atomic():
         pheromones._execute_retrying_deadlock(Cursor(), "SELECT 1", {})
     assert len(calls) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_contradiction_suggestion_locks_its_two_thoughts_in_id_order(thought_factory):
+    """The detector's suggestion references the old thought and the contradicting one; it locks both
+    in id order, as the memory write does, before its insert's foreign-key check would take a lock on
+    the contradicting thought out of order (a 500 DeadlockDetected seen in op_costs: a worker raising
+    suggestions while the next memory call reinforced the same two thoughts)."""
+    from django.db import connections, transaction
+
+    from brain.models import CorrectionSuggestion
+    from brain.services.suggestions import suggestion_create
+
+    low, high = sorted((thought_factory(text) for text in TEXTS[:2]), key=lambda t: t.pk)
+    holding, release, done = threading.Event(), threading.Event(), []
+
+    def memory_write():  # holds the lower id, as retrieval_record does while it locks in order
+        try:
+            with transaction.atomic():
+                list(Thought.objects.select_for_update().filter(pk=low.pk).values_list("pk"))
+                holding.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    def detector():
+        try:
+            suggestion_create(thought=high, statement="It doesn't.", origin="contradiction", contradicting_thought=low)
+            done.append(True)
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=memory_write)
+    writer.start()
+    assert holding.wait(30)
+    worker = threading.Thread(target=detector)
+    worker.start()
+    try:
+        with connection.cursor() as cursor:  # wait until the detector waits for a lock
+            for _ in range(300):
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+                if cursor.fetchone()[0]:
+                    break
+                threading.Event().wait(0.02)
+            else:
+                pytest.fail("the detector never waited for the lower id's lock")
+        # It waits before locking the higher id, so whoever holds the lower one can still take it.
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT id FROM brain_thought WHERE id = %s FOR UPDATE NOWAIT", [high.pk])
+    finally:
+        release.set()
+        writer.join(30)
+        worker.join(30)
+    assert done == [True]
+    assert CorrectionSuggestion.objects.filter(thought=high, contradicting_thought=low).count() == 1

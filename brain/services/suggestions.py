@@ -46,8 +46,12 @@ def suggestion_create(
     contradicting_thought: Thought | None = None,
 ) -> tuple[CorrectionSuggestion, bool]:
     """Raise a pending suggestion; returns (suggestion, created). An identical pending one is reused."""
-    # Lock the thought row so two workers raising the same contradiction don't both insert.
-    Thought.objects.select_for_update().filter(pk=thought.pk).values_list("pk", flat=True).first()
+    # Lock the thought row so two workers raising the same contradiction don't both insert. The
+    # contradicting thought is locked with it, in id order: the insert's foreign-key check would
+    # otherwise take its KEY SHARE lock afterwards, out of order, and deadlock with a memory call
+    # that locks both (brain.services.pheromones locks what it reinforces in id order).
+    lock_ids = sorted({thought.pk, *([contradicting_thought.pk] if contradicting_thought is not None else [])})
+    list(Thought.objects.select_for_update().filter(pk__in=lock_ids).order_by("pk").values_list("pk", flat=True))
     existing = CorrectionSuggestion.objects.filter(
         thought=thought, statement=statement, status=SuggestionStatus.PENDING
     ).first()
