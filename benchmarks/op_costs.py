@@ -135,9 +135,11 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1)
         ensure_projects(agents)
         load = Load(agents, Ledger())
-        for i in range(10 * args.web_workers):  # every worker loads its model
+        for i in range(10 * args.web_workers):  # every worker loads its model (a fresh folder exports it first)
             load.search(agents[i % len(agents)])
             load.contribute(agents[i % len(agents)])
+        warmup_unexpected = list(load.ledger.unexpected)  # a warm-up call may wait out the export
+        load.ledger.unexpected.clear()
         groups = Groups(stack)
         rows = {}
         for op in operations:
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             total = sum(weighted[k] for k in kinds if k != "client")
             print(f"{'soak mix':12}" + "".join(f"{weighted[k]:10.1f}" for k in kinds) + f"{total:10.1f}")
             print(f"the server's CPU at 50 requests/s: {total * 50 / 10:.0f}% of one core (2 cores = 200%)")
+        if warmup_unexpected:
+            print(f"unexpected responses while warming up: {len(warmup_unexpected)}, e.g. {warmup_unexpected[:3]}")
         if unexpected:
             print(f"unexpected responses: {len(unexpected)}, e.g. {unexpected[:3]}")
         return 0
