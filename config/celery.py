@@ -135,6 +135,11 @@ def make_app() -> Celery:
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],
+        # Nothing reads a job's return value (the jobs write what they did to the database): storing
+        # each one in the result backend cost the worker a Redis write and publish per job, ~6% of a
+        # contradiction job (py-spy under benchmarks/op_costs.py). A caller that wants one asks for it
+        # (``send_task(..., ignore_result=False)``, as the integration tests do).
+        task_ignore_result=True,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,

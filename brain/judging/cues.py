@@ -3,11 +3,17 @@
 Pure text functions (no model, no database): the embedding judge combines them with sentence
 similarity (:mod:`brain.judging.embedding`), and the brain's correction guard uses
 :func:`negation_cue` on its own. Every constant says why it has its value.
+
+The per-text steps (tokens, stems, numbers, sentences) are memoized per process (``TEXT_CACHE_SIZE``
+texts): the detector compares one new thought with up to 30 others, each a few cues that tokenize
+both sides again, and a turn's response is compared with every injected item (a profile of the
+worker under the soak's contributions: re-tokenizing was a quarter of a contradiction job).
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 NUMBER_MISMATCH_MIN_WORD_OVERLAP = 0.6
 """...whose words other than the numbers overlap (Jaccard) at least this much: the same sentence
@@ -100,15 +106,20 @@ STOP_WORDS = frozenset(
 )
 """Words that carry no content, for overlap and negation scope."""
 
+TEXT_CACHE_SIZE = 4096
+"""Texts whose tokens, numbers and sentences a process keeps (the judge's vector cache holds as many)."""
+
 _TOKEN = re.compile(r"[a-z0-9äöüß]+(?:['’][a-z]+)?(?:[.\-][a-z0-9]+)*", re.IGNORECASE)
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)*$")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;:])\s+|\n+")
 
 
-def _tokens(text: str) -> list[str]:
-    return [t.lower().replace("’", "'") for t in _TOKEN.findall(text)]
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _tokens(text: str) -> tuple[str, ...]:
+    return tuple(t.lower().replace("’", "'") for t in _TOKEN.findall(text))
 
 
+@lru_cache(maxsize=4 * TEXT_CACHE_SIZE)
 def _stem(word: str) -> str:
     """A crude stem so that "use"/"uses"/"used" and "require"/"requires"/"required" meet."""
     for suffix in ("ing", "ed", "es", "s"):
@@ -122,11 +133,14 @@ def _is_negation(token: str) -> bool:
     return token in NEGATIONS or token.endswith("n't")
 
 
-def _content_stems(tokens: list[str]) -> set[str]:
-    return {_stem(t) for t in tokens if t not in STOP_WORDS and not _is_negation(t)}
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _content_stems(tokens: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(_stem(t) for t in tokens if t not in STOP_WORDS and not _is_negation(t))
 
 
-def _scoped_negations(tokens: list[str], other_stems: set[str], negations: frozenset[str] = NEGATIONS) -> int:
+def _scoped_negations(
+    tokens: tuple[str, ...], other_stems: frozenset[str], negations: frozenset[str] = NEGATIONS
+) -> int:
     """Negations whose next NEGATION_SCOPE_WORDS content words include one the other text has."""
     count = 0
     for index, token in enumerate(tokens):
@@ -214,15 +228,21 @@ def sentences(text: str) -> list[str]:
     """The statements of a response: split after . ! ? ; : and at line breaks (each tool call is a
     line). Fragments shorter than MIN_SENTENCE_CHARS are dropped; a text without any split is one
     sentence."""
-    parts = [part.strip() for part in _SENTENCE_SPLIT.split(text or "")]
+    return list(_sentences(text or ""))
+
+
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _sentences(text: str) -> tuple[str, ...]:
+    parts = [part.strip() for part in _SENTENCE_SPLIT.split(text)]
     kept = [part for part in parts if len(part) >= MIN_SENTENCE_CHARS]
-    return kept or ([text.strip()] if text and text.strip() else [])
+    return tuple(kept or ([text.strip()] if text.strip() else []))
 
 
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
 
 
-def _numbers(text: str) -> set[str]:
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _numbers(text: str) -> frozenset[str]:
     """The values a text states, normalised so that equal values meet: "30%" also counts as 0.3,
     "0.30" as 0.3. 0 and 1 are left out: they are bounds, flags and "one thing" far more often than
     a stated value ("count > 0", "max(1.0, w)")."""
@@ -238,7 +258,7 @@ def _numbers(text: str) -> set[str]:
             values.add(token)  # a version like 3.12.1: compared as written
         elif value not in (0.0, 1.0):
             values.add(f"{value:g}")
-    return values
+    return frozenset(values)
 
 
 def sentence_number_mismatch(item: str, sentence: str, whole: str) -> bool:

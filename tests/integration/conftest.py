@@ -90,7 +90,8 @@ class WorkerHandle:
         self.log = log
 
     def send(self, name: str, *args, **kwargs):
-        return self.app.send_task(name, args=args, kwargs=kwargs)
+        # Colony's jobs store no result (task_ignore_result); the tests read theirs.
+        return self.app.send_task(name, args=args, kwargs=kwargs, ignore_result=False)
 
     def output(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
