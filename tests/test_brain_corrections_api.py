@@ -289,3 +289,17 @@ def test_pending_for_an_agent_or_its_session(space, other_space, agent_factory):
     (item,) = suggestions_pending_items(space=space, agent=dev.agent, limit=20)
     assert item["suggestion_id"] == str(by_agent.id) and item["thought_preview"] == old.content[:80]
     assert item["thought_id"] == str(old.id) and item["accept"] == f"/api/v1/corrections/{by_agent.id}/accept"
+    # A memory call names its agent and session: one prepared statement, the same items as the queryset.
+    from django.db.models.functions import Left
+
+    from brain.services.suggestions import PENDING_FIELDS, suggestion_as_pending
+
+    both = suggestions_pending_for(space=space, agent=dev.agent, session_id="sess-1")
+    expected = [
+        suggestion_as_pending(row) for row in both.values(*PENDING_FIELDS, thought_preview=Left("thought__content", 80))
+    ]
+    items = suggestions_pending_items(space=space, agent=dev.agent, session_id="sess-1", limit=20)
+    assert items == expected
+    assert [i["suggestion_id"] for i in items] == [str(by_session.id), str(by_agent.id)]
+    assert items[0]["draft"]["supersedes"] == [str(old.id)]
+    assert suggestions_pending_items(space=space, agent=dev.agent, session_id="sess-1", limit=1) == expected[:1]

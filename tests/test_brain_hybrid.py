@@ -320,3 +320,17 @@ def test_search_results_are_saved_thought_instances(dev, billing):
     thought.topic = "billing-retries"
     thought.save(update_fields=["topic"])
     assert Thought.objects.get(pk=thought.pk).topic == "billing-retries"
+
+
+def test_vector_param_formats_each_vector_and_reuses_the_last_text():
+    import numpy as np
+
+    from brain.selectors.search import vector_param
+
+    first = [0.5, -0.25, 1e-08]
+    assert vector_param(first) == "[0.5,-0.25,1e-08]"
+    assert vector_param(first) is vector_param(first)  # the same object: the kept text
+    second = [0.5, -0.25, 2.0]  # another vector, even one built right after, gets its own text
+    assert vector_param(second) == "[0.5,-0.25,2.0]"
+    assert vector_param(first) == "[0.5,-0.25,1e-08]"
+    assert vector_param(np.array([0.5, 0.25], dtype=np.float32)) == "[0.5,0.25]"

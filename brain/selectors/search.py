@@ -31,6 +31,7 @@ planner off HNSW for that part.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -419,9 +420,24 @@ ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
 _NEAREST_SETTINGS_SQL = hnsw_filtered_scan_select_sql(ef_search="%(ef_search)s")
 
 
-def vector_param(vector: list[float]) -> str:
-    """A vector as the text of a ``%s::vector`` parameter (server-side bound)."""
-    return "[" + ",".join(map(str, vector)) + "]"
+_LAST_VECTOR_PARAM = threading.local()
+
+
+def vector_param(vector) -> str:
+    """A vector (a list of floats or a numpy array) as the text of a ``%s::vector`` parameter
+    (server-side bound).
+
+    The text of the last vector converted on this thread is kept, by identity (the kept reference
+    stops that object from being freed and its id reused): a contribution hands the same vector to
+    the nearest-thought check, the correction guard and the search, and formatting 384 floats costs
+    more than the statements' other parameters together. Vectors are never changed in place.
+    """
+    last = getattr(_LAST_VECTOR_PARAM, "pair", None)
+    if last is not None and last[0] is vector:
+        return last[1]
+    text = "[" + ",".join(map(str, vector)) + "]"
+    _LAST_VECTOR_PARAM.pair = (vector, text)
+    return text
 
 
 def thought_nearest(

@@ -114,6 +114,31 @@ def _candidates(thought: Thought) -> list[Thought]:
 
 _SCAN_SETTINGS_SQL = hnsw_filtered_scan_select_sql(ef_search=f"'{HNSW_EF_SEARCH}'")
 
+#: The judged thought: what the detector reads of it, the session it was contributed in (a string, or
+#: '' when the metadata has none or not a string) and its vector in binary, as the candidates'.
+_JUDGED_SQL = """
+SELECT t.id, t.space_id, t.agent_id, t.content, t.topic, t.thought_category, t.superseded, t.embedding_model,
+       CASE WHEN jsonb_typeof(t.context_metadata -> 'session_id') = 'string'
+            THEN t.context_metadata ->> 'session_id' ELSE '' END,
+       vector_send(t.embedding)
+FROM brain_thought t WHERE t.id = %(id)s
+"""
+_JUDGED_FIELDS = ["id", "space_id", "agent_id", "content", "topic", "thought_category", "superseded", "embedding_model"]
+
+
+def _judged(thought_id) -> tuple[Thought | None, str]:
+    """The thought to judge (the fields above; others load on access) and its session id, in one
+    prepared statement (the ORM compiled a query of every column and the agent's on each job)."""
+    with prepared_cursor() as cursor:
+        cursor.execute(_JUDGED_SQL, {"id": thought_id})
+        row = cursor.fetchone()
+    if row is None:
+        return None, ""
+    *values, session_id, vector = row
+    thought = thought_from_row(_JUDGED_FIELDS, values)
+    thought.embedding = vector_from_send(vector)
+    return thought, session_id or ""
+
 
 def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None) -> list[CorrectionSuggestion]:
     """Judge a stored thought against existing facts; return the suggestions raised (new or already pending).
@@ -122,7 +147,7 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
     pending suggestion for the same old thought and statement. Raises :class:`EmbeddingPending` while
     the thought has no vector, and lets ``JudgeUnavailable`` through: both are retried by the job.
     """
-    thought = Thought.objects.filter(pk=thought_id).select_related("agent").first()
+    thought, session_id = _judged(thought_id)
     if thought is None:
         logger.warning("detect_contradictions: thought %s does not exist", thought_id)
         return []
@@ -131,7 +156,6 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
     if thought.embedding is None:
         raise EmbeddingPending(f"Thought {thought_id} has no embedding yet.")
     judge = judge or get_judge()
-    session_id = (thought.context_metadata or {}).get("session_id", "")
     raised: list[CorrectionSuggestion] = []
     candidates = _candidates(thought)
     # The embedding judge compares texts by their vectors: hand it the stored ones (same embedder),
@@ -150,7 +174,7 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
             confidence=verdict.confidence,
             reason=f"{judge.name} judge: {verdict.reason}",
             agent=thought.agent,
-            session_id=session_id if isinstance(session_id, str) else "",
+            session_id=session_id,
             contradicting_thought=thought,
         )
         raised.append(suggestion)

@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.judging.cues import negation_cue
-from brain.models import QueryLog, Thought
+from brain.models import Thought
 from brain.selectors.search import thought_from_row, vector_param
 from core.db import prepared_cursor
 from core.models import Agent, Space
@@ -234,10 +234,25 @@ def querylog_recent_queries(
     """
     if agent is None and not agent_ref:
         return []
-    since = (now or timezone.now()) - RECENT_QUERIES_WINDOW
-    logs = QueryLog.objects.filter(space=space, created_at__gte=since, stored_thought__isnull=True)
-    logs = logs.filter(agent=agent) if agent is not None else logs.filter(agent_ref=agent_ref)
-    return list(logs.order_by("-created_at").values_list("query_text", flat=True)[:RECENT_QUERIES_LIMIT])
+    params = {
+        "space": space.pk,
+        "since": (now or timezone.now()) - RECENT_QUERIES_WINDOW,
+        "agent": agent.pk if agent is not None else agent_ref,
+        "limit": RECENT_QUERIES_LIMIT,
+    }
+    with prepared_cursor() as cursor:  # one prepared statement: this runs on every contribution
+        cursor.execute(_RECENT_QUERIES_SQL.format(agent="agent_id" if agent is not None else "agent_ref"), params)
+        return [text for (text,) in cursor.fetchall()]
+
+
+#: The agent's latest queries (not contributions) in the space within the window; the agent by its
+#: id when authenticated (``agent_id``), else by the wire ``agent_id`` (``agent_ref``).
+_RECENT_QUERIES_SQL = """
+SELECT q.query_text FROM brain_querylog q
+WHERE q.space_id = %(space)s AND q.created_at >= %(since)s AND q.stored_thought_id IS NULL
+      AND q.{agent} = %(agent)s
+ORDER BY q.created_at DESC LIMIT %(limit)s
+"""
 
 
 def thoughts_flag_stale(*, today: dt.date, days: int | None = None) -> int:

@@ -76,6 +76,8 @@ def lineage_lock_sources(*, space: Space, source_ids: list[uuid.UUID]) -> list[T
     Must run inside the transaction that stores the new thought: the weight it inherits and the
     superseding it writes then see the same, current rows.
     """
+    if not source_ids:  # a plain contribution: nothing to lock (and no query to build)
+        return []
     rows = {
         t.id: t
         for t in Thought.objects.select_for_update()

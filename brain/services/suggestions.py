@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.db.models.functions import Left
 from django.utils import timezone
 
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
+from core.db import prepared_cursor
 from core.errors import Conflict, NotFound
 from core.models import Agent, Space
 
@@ -31,6 +32,13 @@ def suggestion_draft(*, thought: Thought, statement: str) -> dict:
         "correct_fact": statement,
         "supersedes": [str(thought.id)],
     }
+
+
+_LOCK_SQL = "SELECT id FROM brain_thought WHERE id = ANY(%(ids)s::uuid[]) ORDER BY id FOR UPDATE"
+_PENDING_SQL = """
+SELECT id FROM brain_correctionsuggestion
+WHERE thought_id = %(thought)s AND statement = %(statement)s AND status = %(pending)s LIMIT 1
+"""
 
 
 @transaction.atomic
@@ -50,13 +58,17 @@ def suggestion_create(
     # contradicting thought is locked with it, in id order: the insert's foreign-key check would
     # otherwise take its KEY SHARE lock afterwards, out of order, and deadlock with a memory call
     # that locks both (brain.services.pheromones locks what it reinforces in id order).
+    # Two prepared statements (the detector raises up to 30 per job; building the ORM's two queries
+    # cost more than running them). Separate, so the check's snapshot is taken after the lock.
     lock_ids = sorted({thought.pk, *([contradicting_thought.pk] if contradicting_thought is not None else [])})
-    list(Thought.objects.select_for_update().filter(pk__in=lock_ids).order_by("pk").values_list("pk", flat=True))
-    existing = CorrectionSuggestion.objects.filter(
-        thought=thought, statement=statement, status=SuggestionStatus.PENDING
-    ).first()
+    with prepared_cursor() as cursor:
+        cursor.execute(_LOCK_SQL, {"ids": lock_ids})
+        cursor.execute(
+            _PENDING_SQL, {"thought": thought.pk, "statement": statement, "pending": SuggestionStatus.PENDING}
+        )
+        existing = cursor.fetchone()
     if existing is not None:
-        return existing, False
+        return CorrectionSuggestion.objects.get(pk=existing[0]), False
     suggestion = CorrectionSuggestion.objects.create(
         space_id=thought.space_id,
         thought=thought,
@@ -170,11 +182,40 @@ def suggestions_pending_items(
 ) -> list[dict]:
     """``result.pending_corrections`` of a memory response: the newest ``limit`` pending suggestions for
     this agent or session (:func:`suggestions_pending_for`), read as plain values (this runs on memory
-    calls: building model instances of suggestions and their thoughts cost more than the query)."""
-    rows = suggestions_pending_for(space=space, agent=agent, session_id=session_id).values(
-        *PENDING_FIELDS, thought_preview=Left("thought__content", PENDING_PREVIEW_CHARS)
-    )[:limit]
-    return [suggestion_as_pending(row) for row in rows]
+    calls: building model instances of suggestions and their thoughts cost more than the query).
+    A memory call names both its agent and its session: then one prepared statement, the same query."""
+    if agent is None or not session_id:
+        rows = suggestions_pending_for(space=space, agent=agent, session_id=session_id).values(
+            *PENDING_FIELDS, thought_preview=Left("thought__content", PENDING_PREVIEW_CHARS)
+        )[:limit]
+        return [suggestion_as_pending(row) for row in rows]
+    params = {
+        "space": space.pk,
+        "pending": SuggestionStatus.PENDING,
+        "agent": agent.pk,
+        "session": session_id,
+        "preview": PENDING_PREVIEW_CHARS,
+        "limit": limit,
+    }
+    with prepared_cursor() as cursor:
+        cursor.execute(_PENDING_ITEMS_SQL, params)
+        rows = cursor.fetchall()
+    draft = CorrectionSuggestion._meta.get_field("draft")
+    items = []
+    for *values, preview in rows:
+        row = dict(zip(PENDING_FIELDS, values, strict=True))
+        row["draft"] = draft.from_db_value(row["draft"], None, connection)
+        items.append(suggestion_as_pending({**row, "thought_preview": preview}))
+    return items
+
+
+#: suggestions_pending_for(agent, session) as values, newest first (the order_by of that queryset).
+_PENDING_ITEMS_SQL = f"""
+SELECT {", ".join(f"s.{name}" for name in PENDING_FIELDS)}, left(t.content, %(preview)s)
+FROM brain_correctionsuggestion s JOIN brain_thought t ON t.id = s.thought_id
+WHERE s.space_id = %(space)s AND s.status = %(pending)s AND (s.agent_id = %(agent)s OR s.session_id = %(session)s)
+ORDER BY s.created_at DESC LIMIT %(limit)s
+"""
 
 
 def suggestion_as_pending(row: dict) -> dict:
