@@ -45,7 +45,7 @@ def thought_ids_field(**kwargs) -> serializers.ListField:
     return serializers.ListField(child=strict.UUIDField(), required=False, max_length=MAX_ID_LIST, **kwargs)
 
 
-class MemoryInputSerializer(strict.Serializer):
+class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
     prompt = strict.CharField(max_length=10000)
     agent_id = strict.CharField(max_length=100, required=False, allow_blank=True)
     agent_name = strict.CharField(max_length=200, required=False, allow_blank=True)

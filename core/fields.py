@@ -10,8 +10,12 @@ Use them as ``from core import fields`` then ``fields.CharField(...)`` in every 
 
 from __future__ import annotations
 
+import threading
+
 from django.http import QueryDict
+from django.utils.functional import cached_property
 from rest_framework import serializers
+from rest_framework.utils.serializer_helpers import BindingDict
 
 #: Serializer context flag: the data is a query string, so numbers and booleans arrive as strings.
 QUERY_STRING = "query_string"
@@ -114,3 +118,35 @@ class Serializer(serializers.Serializer):
                 message = self.error_messages["unknown_field"].format(allowed=", ".join(sorted(known)))
                 raise serializers.ValidationError({str(key): [message] for key in unknown})
         return super().to_internal_value(data)
+
+
+class FieldsReusedPerThread:
+    """Mix into a hot input serializer (before ``Serializer``): its fields are built once per thread.
+
+    DRF deep-copies every declared field for each serializer instance (``Serializer.get_fields``): for
+    the memory endpoint's 24 fields (lists and a nested serializer among them) that was ~11% of a memory
+    GET's CPU in the web process (py-spy under ``benchmarks/op_costs.py``). Here the copies bound by the
+    first instance of a class in a thread are kept and handed to the next instance in that thread,
+    re-parented to it (``field.parent``: context and ``root`` follow; name, source and validators are
+    the same). Only for a serializer used one instance at a time per thread — built, validated, read,
+    as an API view's input serializer is — and never mutated per instance.
+    """
+
+    _kept = threading.local()
+
+    @cached_property
+    def fields(self):
+        by_class = getattr(self._kept, "by_class", None)
+        if by_class is None:
+            by_class = self._kept.by_class = {}
+        kept = by_class.get(type(self))
+        fields = BindingDict(self)
+        if kept is None:
+            for key, value in self.get_fields().items():
+                fields[key] = value  # binds: name, parent, source
+            by_class[type(self)] = dict(fields.items())
+        else:
+            for key, field in kept.items():
+                field.parent = self
+                fields.fields[key] = field
+        return fields

@@ -178,3 +178,31 @@ def test_a_string_of_exactly_max_length_with_surrounding_whitespace_inside_it_is
     response = dev.post("/api/v1/turns", {**TURN, "session_id": session_id}, format="json")
     assert response.status_code == 202, response.content[:400]
     assert response.json()["session_id"] == "s" * 98
+
+
+def test_memory_input_fields_are_reused_per_thread_with_each_instances_context():
+    """The memory endpoint's input serializer builds its fields once per thread (core.fields.
+    FieldsReusedPerThread); each instance still validates with its own data and context."""
+    import threading
+
+    from django.http import QueryDict
+
+    from brain.inputs import MemoryInputSerializer
+    from core import fields as strict
+
+    body = MemoryInputSerializer(data={"prompt": "x", "limit": "5"})  # a string limit in a JSON body: refused
+    assert not body.is_valid() and set(body.errors) == {"limit"}
+    query = MemoryInputSerializer(data=QueryDict("prompt=x&limit=5&store=true"), context={strict.QUERY_STRING: True})
+    assert query.is_valid(), query.errors
+    assert query.validated_data["limit"] == 5 and query.validated_data["store"] is True
+    assert query.fields["limit"] is body.fields["limit"]  # the same objects, re-parented
+    assert query.fields["limit"].parent is query and query.fields["source_ref"].fields["type"].root is query
+    again = MemoryInputSerializer(data={"prompt": "y", "source_ref": {"type": "task", "value": "t", "x": 1}})
+    assert not again.is_valid() and set(again.errors) == {"source_ref"}
+    assert MemoryInputSerializer(data={"prompt": "z", "limit": 7}).is_valid()
+
+    elsewhere = []
+    thread = threading.Thread(target=lambda: elsewhere.append(MemoryInputSerializer(data={"prompt": "w"}).fields))
+    thread.start()
+    thread.join()
+    assert elsewhere[0]["limit"] is not body.fields["limit"]  # another thread: its own copies
