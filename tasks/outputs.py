@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.fields import FieldsReusedPerThread
 from tasks import selectors
 
 DETAIL_TRANSITIONS = 10
@@ -18,7 +19,9 @@ class ProjectOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class TransitionOutputSerializer(serializers.Serializer):
+# Task and transition outputs are built on every task request: their fields are kept per thread
+# (core.fields.FieldsReusedPerThread; each instance is built, read and dropped in turn).
+class TransitionOutputSerializer(FieldsReusedPerThread, serializers.Serializer):
     id = serializers.IntegerField()
     rule = serializers.CharField(source="rule_key")
     from_status = serializers.CharField()
@@ -35,7 +38,7 @@ class TransitionOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class TaskOutputSerializer(serializers.Serializer):
+class TaskOutputSerializer(FieldsReusedPerThread, serializers.Serializer):
     id = serializers.UUIDField()
     slug = serializers.CharField()
     title = serializers.CharField()

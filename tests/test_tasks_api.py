@@ -7,6 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from brain.models import Thought
+from core.errors import NotFound
 from tasks import workflow
 from tasks.models import Task, TransitionLog
 from tasks.services import markers
@@ -506,3 +507,41 @@ def test_in_flight_takes_a_fixed_number_of_queries(agent_factory, project):
         add_task(n)
     assert queries() == few
     assert len(client.get("/api/v1/agents/dev/in-flight").json()["tasks"]) == 10
+
+
+def test_task_get_reads_the_task_its_project_and_links_in_one_statement(space, other_space, project):
+    """tasks.selectors.task_get: one prepared statement instead of a queryset with two prefetches;
+    the task, its project and its links are what the ORM gives, and reading them runs no query."""
+    from django.db.models import Prefetch
+
+    from tasks.outputs import task_output
+    from tasks.selectors import task_get
+
+    parent, first, second = (make_task(project, slug=slug) for slug in ("parent", "dep-1", "dep-2"))
+    task = make_task(project, slug="t1", dna={"a": [1, {"b": None}]})
+    task.parents.add(parent)
+    task.depends_on.add(first, second)
+    Task.objects.filter(pk=second.pk).update(status="active")
+    links = Task.objects.only("id", "slug", "status")
+    orm = (
+        Task.objects.filter(pk=task.pk)
+        .select_related("project")
+        .prefetch_related(Prefetch("parents", queryset=links), Prefetch("depends_on", queryset=links))
+        .get()
+    )
+    for ref in ("t1", str(task.id)):
+        with CaptureQueriesContext(connection) as ctx:
+            got = task_get(space=space, id_or_slug=ref)
+            output = task_output(got)
+            assert [t.slug for t in got.depends_on.all()] == [t.slug for t in orm.depends_on.all()]
+            assert got.project.approval_mode == orm.project.approval_mode
+        assert len(ctx.captured_queries) == 1
+        assert output == task_output(orm)
+        assert output["depends_on"] == [{"slug": "dep-1", "status": "backlog"}, {"slug": "dep-2", "status": "active"}]
+        assert output["parent_ids"] == ["parent"] and output["dna"] == {"a": [1, {"b": None}]}
+        assert {f.attname: getattr(got, f.attname) for f in Task._meta.concrete_fields} == {
+            f.attname: getattr(orm, f.attname) for f in Task._meta.concrete_fields
+        }
+    assert got.depends_on.filter(status="active").get().slug == "dep-2"  # the related queryset still filters
+    with pytest.raises(NotFound):
+        task_get(space=other_space, id_or_slug="t1")
