@@ -349,7 +349,8 @@ def _recency_factor(candidate: Candidate, shares: dict[str, float]) -> float:
 
 def _sort_key(candidate: Candidate):
     created: datetime | None = candidate.thought.created_at
-    return (-candidate.score, candidate.thought.superseded, -(created.timestamp() if created else 0.0))
+    # The id last: the order never depends on the order the statement's rows came in (its join order).
+    return (-candidate.score, candidate.thought.superseded, -(created.timestamp() if created else 0.0), candidate.id)
 
 
 def _newest_snapshots_first(candidates: list[Candidate], topic: str) -> None:
