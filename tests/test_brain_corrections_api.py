@@ -303,3 +303,9 @@ def test_pending_for_an_agent_or_its_session(space, other_space, agent_factory):
     assert [i["suggestion_id"] for i in items] == [str(by_session.id), str(by_agent.id)]
     assert items[0]["draft"]["supersedes"] == [str(old.id)]
     assert suggestions_pending_items(space=space, agent=dev.agent, session_id="sess-1", limit=1) == expected[:1]
+    for agent, session_id in ((dev.agent, None), (None, "sess-1"), (None, None)):  # every case of the queryset
+        chosen = suggestions_pending_for(space=space, agent=agent, session_id=session_id)
+        rows = chosen.values(*PENDING_FIELDS, thought_preview=Left("thought__content", 80))
+        assert suggestions_pending_items(space=space, agent=agent, session_id=session_id, limit=20) == [
+            suggestion_as_pending(row) for row in rows
+        ]

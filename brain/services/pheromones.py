@@ -21,6 +21,7 @@ from django.utils import timezone
 from brain.choices import SuggestionStatus
 from brain.models import Thought
 from brain.ranking import PHEROMONE_MAX
+from brain.services.thoughts import thoughts_lock
 from core.models import Agent, Space
 
 REINFORCE_STEP = 0.05  # per access, capped at PHEROMONE_MAX
@@ -93,10 +94,6 @@ class RetrievalRecord:
     suggestions_pending: bool  # a pending correction suggestion concerns this agent or session
 
 
-def _lock_in_order(*, space: Space, ids: list[str]) -> None:
-    list(Thought.objects.select_for_update().filter(space=space, id__in=ids).order_by("id").values_list("id"))
-
-
 def thoughts_reinforce(*, space: Space, thought_ids: Iterable[str | uuid.UUID], agent_name: str) -> int:
     """One access to each thought by ``agent_name``: count, weight, who, when, and co-retrieval.
 
@@ -108,7 +105,7 @@ def thoughts_reinforce(*, space: Space, thought_ids: Iterable[str | uuid.UUID], 
     if not ids:
         return 0
     with transaction.atomic():
-        _lock_in_order(space=space, ids=ids)
+        thoughts_lock(space=space, ids=ids)
         with connection.cursor() as cursor:
             cursor.execute(
                 _REINFORCE_SQL,
@@ -193,7 +190,7 @@ def thoughts_feedback(*, space: Space, thought_ids: Iterable[str | uuid.UUID], s
     if not ids:
         return 0
     with transaction.atomic():
-        _lock_in_order(space=space, ids=ids)
+        thoughts_lock(space=space, ids=ids)
         return Thought.objects.filter(space=space, id__in=ids).update(
             pheromone_weight=Least(Value(PHEROMONE_MAX), F("pheromone_weight") + step)
         )

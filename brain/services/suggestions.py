@@ -12,11 +12,11 @@ import uuid
 
 from django.db import connection, transaction
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
-from django.db.models.functions import Left
 from django.utils import timezone
 
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
+from brain.services.thoughts import thoughts_lock
 from core.db import prepared_cursor
 from core.errors import Conflict, NotFound
 from core.models import Agent, Space
@@ -34,7 +34,6 @@ def suggestion_draft(*, thought: Thought, statement: str) -> dict:
     }
 
 
-_LOCK_SQL = "SELECT id FROM brain_thought WHERE id = ANY(%(ids)s::uuid[]) ORDER BY id FOR UPDATE"
 _PENDING_SQL = """
 SELECT id FROM brain_correctionsuggestion
 WHERE thought_id = %(thought)s AND statement = %(statement)s AND status = %(pending)s LIMIT 1
@@ -58,11 +57,10 @@ def suggestion_create(
     # contradicting thought is locked with it, in id order: the insert's foreign-key check would
     # otherwise take its KEY SHARE lock afterwards, out of order, and deadlock with a memory call
     # that locks both (brain.services.pheromones locks what it reinforces in id order).
-    # Two prepared statements (the detector raises up to 30 per job; building the ORM's two queries
-    # cost more than running them). Separate, so the check's snapshot is taken after the lock.
-    lock_ids = sorted({thought.pk, *([contradicting_thought.pk] if contradicting_thought is not None else [])})
+    # Prepared statements (the detector raises up to 30 per job; building the ORM's queries cost more
+    # than running them). Separate, so the check's snapshot is taken after the lock.
+    thoughts_lock(ids=[thought.pk, *([contradicting_thought.pk] if contradicting_thought is not None else [])])
     with prepared_cursor() as cursor:
-        cursor.execute(_LOCK_SQL, {"ids": lock_ids})
         cursor.execute(
             _PENDING_SQL, {"thought": thought.pk, "statement": statement, "pending": SuggestionStatus.PENDING}
         )
@@ -181,19 +179,14 @@ def suggestions_pending_items(
     *, space: Space, agent: Agent | None = None, session_id: str | None = None, limit: int
 ) -> list[dict]:
     """``result.pending_corrections`` of a memory response: the newest ``limit`` pending suggestions for
-    this agent or session (:func:`suggestions_pending_for`), read as plain values (this runs on memory
-    calls: building model instances of suggestions and their thoughts cost more than the query).
-    A memory call names both its agent and its session: then one prepared statement, the same query."""
-    if agent is None or not session_id:
-        rows = suggestions_pending_for(space=space, agent=agent, session_id=session_id).values(
-            *PENDING_FIELDS, thought_preview=Left("thought__content", PENDING_PREVIEW_CHARS)
-        )[:limit]
-        return [suggestion_as_pending(row) for row in rows]
+    this agent or session, as :func:`suggestions_pending_for` selects them (with neither, every pending
+    one of the space), read as plain values in one prepared statement (this runs on memory calls:
+    building model instances of suggestions and their thoughts cost more than the query)."""
     params = {
         "space": space.pk,
         "pending": SuggestionStatus.PENDING,
-        "agent": agent.pk,
-        "session": session_id,
+        "agent": agent.pk if agent is not None else None,
+        "session": session_id or None,
         "preview": PENDING_PREVIEW_CHARS,
         "limit": limit,
     }
@@ -209,11 +202,14 @@ def suggestions_pending_items(
     return items
 
 
-#: suggestions_pending_for(agent, session) as values, newest first (the order_by of that queryset).
+#: suggestions_pending_for as values, newest first: addressed to the agent OR the session, or, with
+#: neither, every pending suggestion of the space.
 _PENDING_ITEMS_SQL = f"""
 SELECT {", ".join(f"s.{name}" for name in PENDING_FIELDS)}, left(t.content, %(preview)s)
 FROM brain_correctionsuggestion s JOIN brain_thought t ON t.id = s.thought_id
-WHERE s.space_id = %(space)s AND s.status = %(pending)s AND (s.agent_id = %(agent)s OR s.session_id = %(session)s)
+WHERE s.space_id = %(space)s AND s.status = %(pending)s
+      AND ((%(agent)s::uuid IS NULL AND %(session)s::text IS NULL)
+           OR s.agent_id = %(agent)s::uuid OR s.session_id = %(session)s::text)
 ORDER BY s.created_at DESC LIMIT %(limit)s
 """
 

@@ -20,6 +20,7 @@ from django.db import transaction
 from brain import embedding as embedder
 from brain.choices import ThoughtCategory, ThoughtType
 from brain.models import Thought
+from core.db import prepared_cursor
 from core.errors import NotFound, ValidationFailed
 from core.models import Agent, Space
 
@@ -162,3 +163,22 @@ def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
         if with_fact:
             Thought.objects.bulk_update(with_fact, ["corrected_fact_embedding"])
     return len(thoughts)
+
+
+#: Row locks on thoughts, always taken in id order: the one order every writer of several thoughts
+#: uses (reinforcement, feedback, suggestions, the memory write's statement), so two writers touching
+#: overlapping thoughts wait for each other instead of deadlocking.
+_LOCK_SQL = "SELECT id FROM brain_thought WHERE id = ANY(%(ids)s::uuid[]) ORDER BY id FOR UPDATE"
+_LOCK_IN_SPACE_SQL = (
+    "SELECT id FROM brain_thought WHERE space_id = %(space)s AND id = ANY(%(ids)s::uuid[]) ORDER BY id FOR UPDATE"
+)
+
+
+def thoughts_lock(*, ids: Iterable[str | uuid.UUID], space: Space | None = None) -> None:
+    """Lock these thoughts (those of ``space`` only, when given) FOR UPDATE in id order, until the
+    caller's transaction ends. One prepared statement."""
+    params = {"ids": sorted({str(i) for i in ids})}
+    if space is not None:
+        params["space"] = space.pk
+    with prepared_cursor() as cursor:
+        cursor.execute(_LOCK_SQL if space is None else _LOCK_IN_SPACE_SQL, params)
