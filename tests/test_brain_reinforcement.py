@@ -235,3 +235,39 @@ def test_a_contradiction_suggestion_locks_its_two_thoughts_in_id_order(thought_f
         worker.join(30)
     assert done == [True]
     assert CorrectionSuggestion.objects.filter(thought=high, contradicting_thought=low).count() == 1
+
+
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('synchronous_commit')")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retrieval_write_commits_asynchronously_in_its_own_transaction_only(agent_factory, thought_factory):
+    """The memory call's bookkeeping write (reinforcement + query log) does not wait for its WAL flush
+    when it is a transaction of its own; inside a caller's transaction it must not change how that
+    transaction commits (a contribution in it must stay durable)."""
+    from django.db import transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from brain.services.pheromones import retrieval_record
+
+    thought = thought_factory(TEXTS[0])
+    agent = agent_factory("dev").agent
+    record = dict(space=agent.space, agent=agent, agent_ref=agent.name, session_id="s", query_text=QUERY)
+    results = [{"id": str(thought.id), "score": 0.9}]
+
+    with CaptureQueriesContext(connection) as own:
+        retrieval_record(**record, results=results)
+    assert "synchronous_commit" in own.captured_queries[-1]["sql"]
+    assert _synchronous_commit() == "on"  # local to the write's transaction, which has ended
+
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as inside:
+            retrieval_record(**record, results=results)
+        assert "synchronous_commit" not in inside.captured_queries[-1]["sql"]
+        assert _synchronous_commit() == "on"  # the caller's transaction still commits synchronously
+
+    thought.refresh_from_db()
+    assert thought.access_count == 2 and QueryLog.objects.filter(agent=agent).count() == 2

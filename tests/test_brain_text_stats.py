@@ -95,6 +95,25 @@ def test_the_search_reads_them(thought_factory, space):
     assert terms.avgdl > 0 and set(terms.match) == {"deploy", "pgbouncer", "pool"}
 
 
+def _settings(cursor) -> list[str]:
+    names = ["hnsw.ef_search", "hnsw.iterative_scan", "enable_seqscan", "join_collapse_limit"]
+    cursor.execute("SELECT " + ", ".join(f"current_setting('{name}', true)" for name in names))
+    return list(cursor.fetchone())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_search_terms_statement_sets_the_scan_settings_for_its_transaction_only(thought_factory, space):
+    """The search's first round trip also applies its scan settings (one statement, not two)."""
+    thought_factory("The pgbouncer pool size is twenty.")
+    with connection.cursor() as cursor:
+        outside = _settings(cursor)
+        with transaction.atomic():
+            terms = search.query_terms(cursor, space_id=space.pk, query_text="pgbouncer pool", ef_search=77)
+            assert _settings(cursor) == ["77", "relaxed_order", "off", "1"]
+        assert terms.lexemes == ["pgbouncer", "pool"]
+        assert _settings(cursor) == outside != ["77", "relaxed_order", "off", "1"]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_writers_lose_no_count(space):
     """Eight threads insert into one space at once: the deltas are append-only, so nobody waits on a

@@ -2,12 +2,13 @@
 
 Two round trips in one transaction:
 
-1. :data:`_TERMS_SQL` — the query's lexemes (PostgreSQL's English stemming), each one's document
-   frequency in the space and the space's size and total length: index reads of the statistics that
-   triggers keep (``brain.models.LexemeStats`` / ``SpaceTextStats``). IDF and the lexemes the
-   lexical side matches on are computed in Python (``ranking.bm25_idf``,
-   ``ranking.lexical_match_lexemes``: the rarest ones, within ``ranking.LEXICAL_MATCH_BUDGET``
-   thoughts, so the statement stays bounded at any size).
+1. :data:`_TERMS_AND_SETTINGS_SQL` — the transaction's scan settings (``_SCAN_SETTINGS``), the
+   query's lexemes (PostgreSQL's English stemming), each one's document frequency in the space and
+   the space's size and total length: index reads of the statistics that triggers keep
+   (``brain.models.LexemeStats`` / ``SpaceTextStats``). IDF and the lexemes the lexical side matches
+   on are computed in Python (``ranking.bm25_idf``, ``ranking.lexical_match_lexemes``: the rarest
+   ones, within ``ranking.LEXICAL_MATCH_BUDGET`` thoughts, so the statement stays bounded at any
+   size).
 2. :data:`_SEARCH_SQL` returns, for one space and the caller's filters:
 
 - dense candidates: the HNSW scan (cosine) for the ``pool`` nearest thoughts;
@@ -83,7 +84,7 @@ def _quote(lexeme: str) -> str:
 
 #: The query's lexemes (in the query's order) with their document frequency in the space, and the
 #: space's size and total lexeme count: primary-key reads of the statistics the triggers keep.
-_TERMS_SQL = """
+_TERMS_SELECT = """
 WITH q AS (
     SELECT u.lexeme, u.ord
     FROM unnest((tsvector_to_array(to_tsvector('english', %(query_text)s::text)))[1:%(max_lexemes)s::int])
@@ -93,9 +94,7 @@ SELECT (SELECT COALESCE(sum(s.documents), 0) FROM brain_spacetextstats s WHERE s
        (SELECT COALESCE(sum(s.lexemes), 0) FROM brain_spacetextstats s WHERE s.space_id = %(space)s),
        COALESCE(array_agg(q.lexeme ORDER BY q.ord), '{}'),
        COALESCE(array_agg((SELECT COALESCE(sum(l.documents), 0) FROM brain_lexemestats l
-                           WHERE l.space_id = %(space)s AND l.lexeme = q.lexeme) ORDER BY q.ord), '{}')
-FROM q
-"""
+                           WHERE l.space_id = %(space)s AND l.lexeme = q.lexeme) ORDER BY q.ord), '{}')"""
 
 
 @dataclass
@@ -112,10 +111,41 @@ class QueryTerms:
         return sum(self.idf)
 
 
-def query_terms(cursor, *, space_id: int, query_text: str) -> QueryTerms:
-    """The query's lexemes, their IDF in the space and which of them the lexical side matches on."""
-    cursor.execute(_TERMS_SQL, {"query_text": query_text, "max_lexemes": MAX_QUERY_LEXEMES, "space": space_id})
-    documents, lexemes_total, lexemes, dfs = cursor.fetchone()
+#: The filtered-scan settings (brain.selectors.hnsw) for this transaction, and no sequential scan of
+#: brain_thought: every part of the search reads it through an index (a space filter, HNSW, GIN),
+#: and the planner, seeing a frequent lexeme, sometimes preferred scanning a 10 000-thought space.
+#: The joins are planned in the order written (``join_collapse_limit`` / ``from_collapse_limit`` 1):
+#: the statement is planned on every execution (custom plans), and searching every order of its
+#: seven-way final join was 2.7 of its ~10 ms in PostgreSQL at 10,000 thoughts; in written order
+#: planning took 1.7 ms and execution 0.3 ms more (EXPLAIN ANALYZE over 40 of bench-compare's
+#: questions, medians; the rows are the same whatever the join order).
+_SCAN_SETTINGS = ", ".join(
+    [
+        *hnsw_filtered_scan_config_sql(ef_search="%(ef_search)s"),
+        "set_config('enable_seqscan', 'off', true)",
+        "set_config('join_collapse_limit', '1', true)",
+        "set_config('from_collapse_limit', '1', true)",
+    ]
+)
+
+
+#: The terms statement as the search runs it: the same statement also applies the scan settings
+#: (``set_config(..., true)`` lasts until the transaction ends), one round trip instead of two.
+_TERMS_AND_SETTINGS_SQL = f"{_TERMS_SELECT},\n       {_SCAN_SETTINGS}\nFROM q"
+_TERMS_SQL = f"{_TERMS_SELECT}\nFROM q"
+
+
+def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int | None = None) -> QueryTerms:
+    """The query's lexemes, their IDF in the space and which of them the lexical side matches on.
+
+    With ``ef_search``, the same statement also sets the search's scan settings for the rest of the
+    transaction (see ``_SCAN_SETTINGS``)."""
+    params = {"query_text": query_text, "max_lexemes": MAX_QUERY_LEXEMES, "space": space_id}
+    if ef_search is None:
+        cursor.execute(_TERMS_SQL, params)
+    else:
+        cursor.execute(_TERMS_AND_SETTINGS_SQL, {**params, "ef_search": str(ef_search)})
+    documents, lexemes_total, lexemes, dfs = cursor.fetchone()[:4]
     n = int(documents)
     dfs = [int(df) for df in dfs]
     return QueryTerms(
@@ -200,24 +230,6 @@ _BM25_SQL = """(SELECT COALESCE(sum(i.idf * u.tf * (%(k1)s + 1)
     JOIN idf i ON i.lexeme = u.lexeme)"""
 
 
-#: The filtered-scan settings (brain.selectors.hnsw) for this transaction, and no sequential scan of
-#: brain_thought: every part of the search reads it through an index (a space filter, HNSW, GIN),
-#: and the planner, seeing a frequent lexeme, sometimes preferred scanning a 10 000-thought space.
-#: The joins are planned in the order written (``join_collapse_limit`` / ``from_collapse_limit`` 1):
-#: the statement is planned on every execution (custom plans), and searching every order of its
-#: seven-way final join was 2.7 of its ~10 ms in PostgreSQL at 10,000 thoughts; in written order
-#: planning took 1.7 ms and execution 0.3 ms more (EXPLAIN ANALYZE over 40 of bench-compare's
-#: questions, medians; the rows are the same whatever the join order).
-_SCAN_SETTINGS_SQL = "SELECT " + ", ".join(
-    [
-        *hnsw_filtered_scan_config_sql(ef_search="%(ef_search)s"),
-        "set_config('enable_seqscan', 'off', true)",
-        "set_config('join_collapse_limit', '1', true)",
-        "set_config('from_collapse_limit', '1', true)",
-    ]
-)
-
-
 def thought_from_row(attnames: list[str], values: list) -> Thought:
     """What ``Thought.from_db`` builds (a saved instance whose unread columns load on access), without
     ``Model.__init__``'s per-field loop: ~45 candidates per query made that ~2 ms of CPU. Thought has no
@@ -290,8 +302,7 @@ def _fetch(
     width = len(attnames)
     candidates = []
     with transaction.atomic(), prepared_cursor() as cursor:
-        cursor.execute(_SCAN_SETTINGS_SQL, {"ef_search": str(ef_search)})
-        terms = query_terms(cursor, space_id=space.pk, query_text=query_text)
+        terms = query_terms(cursor, space_id=space.pk, query_text=query_text, ef_search=ef_search)
         params.update(
             {
                 "lexemes": terms.lexemes,

@@ -84,6 +84,14 @@ SELECT (SELECT id FROM logged), (SELECT count(*) FROM reinforced), (SELECT count
                WHERE space_id = %(space)s AND status = %(pending)s
                      AND (agent_id = %(agent_id)s OR session_id = %(session_id)s))
 """
+# Run in a transaction of its own (autocommit), the write commits without waiting for its WAL to reach
+# the disk (``synchronous_commit`` off for that transaction only): it is bookkeeping of a read —
+# reinforcement and the query log — and a PostgreSQL crash (not a restart: a clean stop flushes the WAL)
+# can lose at most the last ~0.6 s of it (3 × wal_writer_delay), never corrupt it or anything else; a
+# contribution, a transition or a turn still commits synchronously (a 2xx means it is on disk).
+# Inside a caller's transaction the setting would apply to that transaction's commit, so it is not set.
+_RETRIEVAL_SYNC_SQL = _RETRIEVAL_SQL
+_RETRIEVAL_ASYNC_SQL = _RETRIEVAL_SQL.rstrip() + ",\n       set_config('synchronous_commit', 'off', true)\n"
 
 
 @dataclass(frozen=True)
@@ -173,9 +181,10 @@ def retrieval_record(
         "stored_thought_id": stored_thought_id,
         "pending": SuggestionStatus.PENDING,
     }
+    sql = _RETRIEVAL_SYNC_SQL if connection.in_atomic_block else _RETRIEVAL_ASYNC_SQL
     with connection.cursor() as cursor:
-        _execute_retrying_deadlock(cursor, _RETRIEVAL_SQL, params)
-        log_id, reinforced, _locked, queried_before, suggestions_pending = cursor.fetchone()
+        _execute_retrying_deadlock(cursor, sql, params)
+        log_id, reinforced, _locked, queried_before, suggestions_pending = cursor.fetchone()[:5]
     return RetrievalRecord(
         query_log_id=log_id,
         reinforced=reinforced,
