@@ -471,6 +471,27 @@ def test_implicit_feedback_counts_a_showing_for_one_contribution(dev, fake_embed
     assert Thought.objects.get(pk=shown.pk).pheromone_weight == pytest.approx(weight)
 
 
+def test_implicit_feedback_skips_log_entries_that_are_not_thought_ids(dev, fake_embedder, thought_factory):
+    """An imported query log may hold anything in ``results``: what is not a thought id is skipped,
+    the rest of the session's showings still count, and the contribution succeeds."""
+    shown = thought_factory("The deploy pipeline restarts web workers one by one.")
+    session = memory(dev, prompt="deploy pipeline web workers")["trace"]["session_id"]
+    log = QueryLog.objects.get(session_id=session)
+    for junk in (
+        {"not": "a list"},
+        ["a string", 7, None, {"score": 1}, {"id": "not-a-uuid"}, {"id": str(uuid.uuid4())}],
+    ):
+        QueryLog.objects.create(
+            space=log.space, agent=log.agent, session_id=session, query_text="imported", results=junk
+        )
+    weight = Thought.objects.get(pk=shown.pk).pheromone_weight
+    body = memory(
+        dev, prompt="Deploys restart web workers one by one, so no downtime.", session_id=session, filter_topic="x"
+    )
+    assert "implicit_feedback:1" in body["trace"]["operations"]
+    assert Thought.objects.get(pk=shown.pk).pheromone_weight == pytest.approx(weight + 0.02)
+
+
 def test_no_implicit_feedback_without_a_contribution_or_in_a_new_session(dev, fake_embedder, thought_factory):
     shown = thought_factory("The deploy pipeline restarts web workers one by one.")
     session = memory(dev, prompt="deploy pipeline web workers")["trace"]["session_id"]

@@ -244,30 +244,38 @@ def _synchronous_commit() -> str:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_retrieval_write_commits_asynchronously_in_its_own_transaction_only(agent_factory, thought_factory):
-    """The memory call's bookkeeping write (reinforcement + query log) does not wait for its WAL flush
-    when it is a transaction of its own; inside a caller's transaction it must not change how that
-    transaction commits (a contribution in it must stay durable)."""
+def test_the_memory_calls_bookkeeping_commits_asynchronously_in_its_own_transaction_only(
+    agent_factory, thought_factory
+):
+    """A memory call's bookkeeping writes (reinforcement + query log; implicit feedback) don't wait for
+    their WAL flush when each is a transaction of its own; inside a caller's transaction they must not
+    change how that transaction commits (a contribution in it must stay durable)."""
     from django.db import transaction
     from django.test.utils import CaptureQueriesContext
 
-    from brain.services.pheromones import retrieval_record
+    from brain.services.pheromones import retrieval_record, session_feedback
 
-    thought = thought_factory(TEXTS[0])
+    thought, stored = thought_factory(TEXTS[0]), thought_factory(TEXTS[1])
     agent = agent_factory("dev").agent
     record = dict(space=agent.space, agent=agent, agent_ref=agent.name, session_id="s", query_text=QUERY)
     results = [{"id": str(thought.id), "score": 0.9}]
 
+    def bookkeeping() -> tuple[int, int]:
+        log_id = retrieval_record(**record, results=results).query_log_id
+        return log_id, session_feedback(space=agent.space, session_id="s", before_id=log_id + 1, stored_id=stored.id)
+
     with CaptureQueriesContext(connection) as own:
-        retrieval_record(**record, results=results)
-    assert "synchronous_commit" in own.captured_queries[-1]["sql"]
-    assert _synchronous_commit() == "on"  # local to the write's transaction, which has ended
+        assert bookkeeping()[1] == 1
+    writes = [query["sql"] for query in own.captured_queries if "brain_querylog" in query["sql"]]
+    assert len(writes) == 2 and all("synchronous_commit" in sql for sql in writes)
+    assert _synchronous_commit() == "on"  # local to each write's transaction, which has ended
 
     with transaction.atomic():
         with CaptureQueriesContext(connection) as inside:
-            retrieval_record(**record, results=results)
-        assert "synchronous_commit" not in inside.captured_queries[-1]["sql"]
+            assert bookkeeping()[1] == 1
+        assert not any("synchronous_commit" in query["sql"] for query in inside.captured_queries)
         assert _synchronous_commit() == "on"  # the caller's transaction still commits synchronously
 
     thought.refresh_from_db()
     assert thought.access_count == 2 and QueryLog.objects.filter(agent=agent).count() == 2
+    assert thought.pheromone_weight == pytest.approx(1.0 + 2 * 0.05 + 2 * 0.02)

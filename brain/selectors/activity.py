@@ -88,19 +88,6 @@ def thought_highways(*, space: Space, limit: int = 20) -> list[dict]:
     return [_highway(thought) for thought in _highways(space).order_by("-traffic", "-created_at")[:limit]]
 
 
-def session_shown_ids(*, space: Space, session_id: str, before_id: int | None = None) -> set[str]:
-    """Every thought id the session's memory calls returned since its previous contribution (and
-    before the call ``before_id``): what it saw on the way to what it now contributes. A showing
-    counts for one contribution only, so a long session does not re-reward all it ever saw."""
-    logs = QueryLog.objects.filter(space=space, session_id=session_id)
-    if before_id is not None:
-        logs = logs.filter(pk__lt=before_id)
-    previous = logs.filter(stored_thought__isnull=False).order_by("-pk").values_list("pk", flat=True).first()
-    if previous is not None:
-        logs = logs.filter(pk__gte=previous)  # the previous contribution's own results count: seen after it
-    return {item["id"] for results in logs.values_list("results", flat=True) for item in results or [] if "id" in item}
-
-
 # --- the brain as evidence for the task workflow's memory gates (tasks.services.gates) ---
 
 

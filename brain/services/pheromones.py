@@ -15,13 +15,14 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 from django.db.models import F, Value
-from django.db.models.functions import Coalesce, Greatest, Least
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from brain.choices import SuggestionStatus
 from brain.models import Thought
 from brain.ranking import PHEROMONE_MAX
 from brain.services.thoughts import thoughts_lock
+from core.db import prepared_cursor
 from core.models import Agent, Space
 
 REINFORCE_STEP = 0.05  # per access, capped at PHEROMONE_MAX
@@ -84,14 +85,25 @@ SELECT (SELECT id FROM logged), (SELECT count(*) FROM reinforced), (SELECT count
                WHERE space_id = %(space)s AND status = %(pending)s
                      AND (agent_id = %(agent_id)s OR session_id = %(session_id)s))
 """
-# Run in a transaction of its own (autocommit), the write commits without waiting for its WAL to reach
-# the disk (``synchronous_commit`` off for that transaction only): it is bookkeeping of a read —
-# reinforcement and the query log — and a PostgreSQL crash (not a restart: a clean stop flushes the WAL)
-# can lose at most the last ~0.6 s of it (3 × wal_writer_delay), never corrupt it or anything else; a
-# contribution, a transition or a turn still commits synchronously (a 2xx means it is on disk).
-# Inside a caller's transaction the setting would apply to that transaction's commit, so it is not set.
-_RETRIEVAL_SYNC_SQL = _RETRIEVAL_SQL
-_RETRIEVAL_ASYNC_SQL = _RETRIEVAL_SQL.rstrip() + ",\n       set_config('synchronous_commit', 'off', true)\n"
+
+
+def _bookkeeping(select_sql: str) -> tuple[str, str]:
+    """A memory call's bookkeeping statement (a SELECT), as run inside a caller's transaction and as
+    run in a transaction of its own (autocommit). The latter commits without waiting for its WAL to
+    reach the disk (``synchronous_commit`` off for that transaction only): reinforcement, feedback
+    and the query log are bookkeeping of reads, and a PostgreSQL crash (not a restart: a clean stop
+    flushes the WAL) can lose at most the last ~0.6 s of them (3 × wal_writer_delay), never corrupt
+    them or anything else. A contribution, a transition or a turn still commits synchronously (a 2xx
+    means it is on disk). Inside a caller's transaction the setting would apply to that transaction's
+    commit, so it is not set there."""
+    return select_sql, select_sql.rstrip() + ",\n       set_config('synchronous_commit', 'off', true)\n"
+
+
+def _bookkeeping_sql(variants: tuple[str, str]) -> str:
+    return variants[0] if connection.in_atomic_block else variants[1]
+
+
+_RETRIEVAL = _bookkeeping(_RETRIEVAL_SQL)
 
 
 @dataclass(frozen=True)
@@ -181,9 +193,8 @@ def retrieval_record(
         "stored_thought_id": stored_thought_id,
         "pending": SuggestionStatus.PENDING,
     }
-    sql = _RETRIEVAL_SYNC_SQL if connection.in_atomic_block else _RETRIEVAL_ASYNC_SQL
     with connection.cursor() as cursor:
-        _execute_retrying_deadlock(cursor, sql, params)
+        _execute_retrying_deadlock(cursor, _bookkeeping_sql(_RETRIEVAL), params)
         log_id, reinforced, _locked, queried_before, suggestions_pending = cursor.fetchone()[:5]
     return RetrievalRecord(
         query_log_id=log_id,
@@ -193,16 +204,57 @@ def retrieval_record(
     )
 
 
-def thoughts_feedback(*, space: Space, thought_ids: Iterable[str | uuid.UUID], step: float = FEEDBACK_STEP) -> int:
-    """Implicit feedback: +``step`` weight (capped) to thoughts a session saw before it contributed."""
-    ids = sorted(dict.fromkeys(str(i) for i in thought_ids))
-    if not ids:
-        return 0
-    with transaction.atomic():
-        thoughts_lock(space=space, ids=ids)
-        return Thought.objects.filter(space=space, id__in=ids).update(
-            pheromone_weight=Least(Value(PHEROMONE_MAX), F("pheromone_weight") + step)
-        )
+#: Implicit feedback in one statement: the thoughts the session's memory calls returned since its
+#: previous contribution (that contribution's own results included: seen after it) and before this
+#: call, but not the thought this call stored, get +step weight (capped), locked in id order first
+#: like every write here. A showing counts for one contribution only, so a long session does not
+#: re-reward all it ever saw. Ids are read from the logs' ``results`` (``[{"id", "score"}]``); an
+#: entry that is not an object with a UUID id (an imported log) is skipped.
+_FEEDBACK_SQL = """
+WITH previous AS (
+    SELECT COALESCE(max(p.id), 0) AS id FROM brain_querylog p
+    WHERE p.space_id = %(space)s AND p.session_id = %(session_id)s AND p.id < %(before_id)s
+          AND p.stored_thought_id IS NOT NULL
+), shown AS (
+    SELECT DISTINCT (item ->> 'id')::uuid AS id
+    FROM brain_querylog q
+    CROSS JOIN LATERAL jsonb_array_elements(
+        CASE WHEN jsonb_typeof(q.results) = 'array' THEN q.results ELSE '[]'::jsonb END) AS item
+    WHERE q.space_id = %(space)s AND q.session_id = %(session_id)s
+          AND q.id < %(before_id)s AND q.id >= (SELECT id FROM previous)
+          AND jsonb_typeof(item) = 'object'
+          AND (item ->> 'id') ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
+), locked AS (
+    SELECT t.id FROM brain_thought t
+    WHERE t.space_id = %(space)s AND t.id IN (SELECT id FROM shown) AND t.id <> %(stored_id)s
+    ORDER BY t.id FOR UPDATE
+), rewarded AS (
+    UPDATE brain_thought AS t SET pheromone_weight = LEAST(%(max)s, t.pheromone_weight + %(step)s)
+    WHERE t.id IN (SELECT id FROM locked)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM rewarded)
+"""
+_FEEDBACK = _bookkeeping(_FEEDBACK_SQL)
+
+
+def session_feedback(
+    *, space: Space, session_id: str, before_id: int, stored_id: uuid.UUID, step: float = FEEDBACK_STEP
+) -> int:
+    """Implicit feedback (SPEC 2.6): +``step`` weight (capped) to what the session was shown on the way
+    to the contribution ``stored_id`` (see ``_FEEDBACK_SQL``); returns how many thoughts it rewarded.
+    One prepared statement, retried like the memory call's write if chosen as a deadlock victim."""
+    params = {
+        "space": space.pk,
+        "session_id": session_id,
+        "before_id": before_id,
+        "stored_id": stored_id,
+        "max": PHEROMONE_MAX,
+        "step": step,
+    }
+    with prepared_cursor() as cursor:
+        _execute_retrying_deadlock(cursor, _bookkeeping_sql(_FEEDBACK), params)
+        return cursor.fetchone()[0]
 
 
 def thoughts_decay(*, now: datetime | None = None) -> int:

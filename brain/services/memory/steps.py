@@ -371,9 +371,9 @@ def step_implicit_feedback(call: MemoryCall) -> None:
     """A session that contributes after being shown thoughts probably used them: +0.02 each."""
     if call.thought is None or call.new_session:
         return
-    shown = activity.session_shown_ids(space=call.space, session_id=call.session_id, before_id=call.query_log.pk)
-    shown.discard(str(call.thought.id))
-    count = pheromones.thoughts_feedback(space=call.space, thought_ids=shown)
+    count = pheromones.session_feedback(
+        space=call.space, session_id=call.session_id, before_id=call.query_log.pk, stored_id=call.thought.id
+    )
     if count:
         call.operations.append(f"implicit_feedback:{count}")
 
