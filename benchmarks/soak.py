@@ -456,9 +456,11 @@ class Sampler(threading.Thread):
         while not self.stop.wait(1.0):
             self.sample_beside(others)
             current = self.processes()
+            new = set()
             for pid, proc in current.items():
                 if pid not in known:
                     known[pid] = proc
+                    new.add(pid)
                     proc.colony_kind = self.kind(proc)
                     try:
                         proc.cpu_percent(None)
@@ -470,7 +472,9 @@ class Sampler(threading.Thread):
                     known.pop(pid)
                     continue
                 try:
-                    share = known[pid].cpu_percent(None)
+                    # A process seen for the first time was just primed: its share over the few
+                    # microseconds since is meaningless (a restarted worker read as ~3000%).
+                    share = 0.0 if pid in new else known[pid].cpu_percent(None)
                     cpu += share
                     self.by_kind[getattr(known[pid], "colony_kind", "other")] += share
                     rss += known[pid].memory_info().rss
