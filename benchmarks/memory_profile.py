@@ -37,7 +37,8 @@ PHASES = [
     ("brain.embedding", "embed", "query embedding (ONNX Runtime)"),
     ("brain.selectors.search", "_fetch", "search statement + rows to candidates"),
     ("brain.ranking", "rank", "fusion and multipliers"),
-    ("brain.services.pheromones", "retrieval_record", "reinforcement + query log (one statement)"),
+    ("brain.services.pheromones", "retrieval_log", "query log (one statement)"),
+    ("brain.services.pheromones", "thoughts_reinforce", "reinforcement (one statement, after the response)"),
     ("rest_framework.renderers", "JSONRenderer.render", "JSON rendering"),
 ]
 

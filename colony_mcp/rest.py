@@ -83,6 +83,8 @@ def rest_call(
             payload = json.loads(response.content or b"null")
         except ValueError:
             payload = error_body("INTERNAL_ERROR", "The server answered with something that is not JSON.")
+        finally:
+            response.close()  # as a WSGI server does once the answer is out: work after the response runs
         return RestResult(response.status_code, payload)
     finally:
         close_old_connections()

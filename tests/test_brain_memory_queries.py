@@ -16,12 +16,29 @@ QUERY = "Deploy fact: the pipeline runs migrations then restarts the workers"
 STATEMENT = "The deploy pipeline runs the database migrations before restarting the web workers."
 
 
-def _statements(client, body) -> list[str]:
-    with CaptureQueriesContext(connection) as ctx:
+def _statements(client, body, *, split: bool = False):
+    """The SQL of one memory call; with ``split``, (before the response is sent, after it)."""
+    from core.responses import ResponseThenWork
+
+    sent_at = []
+    close = ResponseThenWork.close
+
+    def close_marking(response):
+        sent_at.append(len(ctx.captured_queries))
+        close(response)
+
+    with pytest.MonkeyPatch.context() as patch, CaptureQueriesContext(connection) as ctx:
+        patch.setattr(ResponseThenWork, "close", close_marking)
         response = client.post("/api/v1/memory", body, format="json")
         assert response.status_code == 200, response.content
     # SAVEPOINT/RELEASE are the test's transaction standing in for BEGIN/COMMIT: not counted.
-    return [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+    counted = [
+        (i, q["sql"]) for i, q in enumerate(ctx.captured_queries) if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))
+    ]
+    if not split:
+        return [sql for _, sql in counted]
+    assert len(sent_at) == 1, "the test client closes the response once, as a WSGI server does"
+    return [sql for i, sql in counted if i < sent_at[0]], [sql for i, sql in counted if i >= sent_at[0]]
 
 
 def _seed(thought_factory, n: int, start: int = 0) -> None:
@@ -33,19 +50,21 @@ def test_retrieve_only_call_takes_a_fixed_few_statements(agent_factory, thought_
     client = agent_factory("dev")
     _seed(thought_factory, 3)
     client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s"}, format="json")  # token's first use
-    few = _statements(client, {"prompt": QUERY, "session_id": "s", "contribute": False})
-    # token; the search: query terms (lexemes + BM25 statistics, and the scan settings), candidates
-    # with every ranking input; then reinforcement + query log + onboarding and pending-suggestion
-    # checks in ONE statement. Highways come from the search's own candidates; pending corrections
-    # are read only when that statement says there are some.
+    few, after = _statements(client, {"prompt": QUERY, "session_id": "s", "contribute": False}, split=True)
+    # Before the answer: the token; the search: query terms (lexemes + BM25 statistics, and the scan
+    # settings), candidates with every ranking input; the query log, which also says whether the
+    # agent queried before and whether a correction suggestion is pending (read only when there are
+    # some). Highways come from the search's own candidates. After the answer is sent: reinforcing
+    # what it returned, one statement.
     assert len(few) <= 4, "\n".join(few)
-    assert sum("brain_querylog" in sql for sql in few) == 1  # the combined write, nothing else
+    assert sum("brain_querylog" in sql for sql in few) == 1  # the log, nothing else
+    assert len(after) == 1 and "access_count" in after[0], "\n".join(after)
     _seed(thought_factory, 20, start=3)
     before = list(Thought.objects.values_list("access_count", flat=True))
-    more = _statements(client, {"prompt": QUERY, "session_id": "s", "contribute": False})
-    assert len(more) == len(few), "\n".join(more)
-    after = list(Thought.objects.values_list("access_count", flat=True))
-    assert sum(after) - sum(before) == 10  # ten results, each reinforced once
+    more, more_after = _statements(client, {"prompt": QUERY, "session_id": "s", "contribute": False}, split=True)
+    assert (len(more), len(more_after)) == (len(few), len(after)), "\n".join(more + more_after)
+    after_counts = list(Thought.objects.values_list("access_count", flat=True))
+    assert sum(after_counts) - sum(before) == 10  # ten results, each reinforced once
     assert QueryLog.objects.count() == 3
 
 
@@ -54,7 +73,7 @@ def test_contribute_and_retrieve_call_takes_a_fixed_number_of_statements(agent_f
     _seed(thought_factory, 3)
     client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s"}, format="json")
     few = _statements(client, {"prompt": STATEMENT + " one", "session_id": "s"})
-    assert len(few) <= 16, "\n".join(few)
+    assert len(few) <= 13, "\n".join(few)
     _seed(thought_factory, 20, start=3)
     assert len(_statements(client, {"prompt": STATEMENT + " two", "session_id": "s"})) == len(few)
 

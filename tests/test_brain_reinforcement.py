@@ -157,7 +157,8 @@ def test_concurrent_refinements_and_queries_neither_deadlock_nor_lose_updates(
 @pytest.mark.django_db(transaction=True)
 def test_a_memory_write_chosen_as_deadlock_victim_is_run_again(monkeypatch):
     """The write is one statement in its own transaction: a deadlock victim changed nothing, so
-    pheromones.retrieval_record runs it again (seen once in a 5-minute soak: a 500 before)."""
+    pheromones.thoughts_reinforce and session_feedback run it again (seen once in a 5-minute soak: a 500
+    before)."""
     import psycopg
     from django.db import OperationalError, transaction
 
@@ -196,7 +197,7 @@ def test_a_contradiction_suggestion_locks_its_two_thoughts_in_id_order(thought_f
     low, high = sorted((thought_factory(text) for text in TEXTS[:2]), key=lambda t: t.pk)
     holding, release, done = threading.Event(), threading.Event(), []
 
-    def memory_write():  # holds the lower id, as retrieval_record does while it locks in order
+    def memory_write():  # holds the lower id, as thoughts_reinforce does while it locks in order
         try:
             with transaction.atomic():
                 list(Thought.objects.select_for_update().filter(pk=low.pk).values_list("pk"))
@@ -247,32 +248,32 @@ def _synchronous_commit() -> str:
 def test_the_memory_calls_bookkeeping_commits_asynchronously_in_its_own_transaction_only(
     agent_factory, thought_factory
 ):
-    """A memory call's bookkeeping writes (reinforcement + query log; implicit feedback) don't wait for
+    """A memory call's bookkeeping writes (query log, reinforcement, implicit feedback) don't wait for
     their WAL flush when each is a transaction of its own; inside a caller's transaction they must not
     change how that transaction commits (a contribution in it must stay durable)."""
     from django.db import transaction
     from django.test.utils import CaptureQueriesContext
 
-    from brain.services.pheromones import retrieval_record, session_feedback
+    from brain.services.pheromones import retrieval_log, session_feedback
 
     thought, stored = thought_factory(TEXTS[0]), thought_factory(TEXTS[1])
     agent = agent_factory("dev").agent
     record = dict(space=agent.space, agent=agent, agent_ref=agent.name, session_id="s", query_text=QUERY)
-    results = [{"id": str(thought.id), "score": 0.9}]
 
-    def bookkeeping() -> tuple[int, int]:
-        log_id = retrieval_record(**record, results=results).query_log_id
-        return log_id, session_feedback(space=agent.space, session_id="s", before_id=log_id + 1, stored_id=stored.id)
+    def bookkeeping() -> int:
+        log_id = retrieval_log(**record, results=[{"id": str(thought.id), "score": 0.9}]).query_log_id
+        assert thoughts_reinforce(space=agent.space, thought_ids=[thought.id], agent_name=agent.name) == 1
+        return session_feedback(space=agent.space, session_id="s", before_id=log_id + 1, stored_id=stored.id)
 
     with CaptureQueriesContext(connection) as own:
-        assert bookkeeping()[1] == 1
-    writes = [query["sql"] for query in own.captured_queries if "brain_querylog" in query["sql"]]
-    assert len(writes) == 2 and all("synchronous_commit" in sql for sql in writes)
+        assert bookkeeping() == 1
+    assert len(own.captured_queries) == 3
+    assert all("synchronous_commit" in query["sql"] for query in own.captured_queries)
     assert _synchronous_commit() == "on"  # local to each write's transaction, which has ended
 
     with transaction.atomic():
         with CaptureQueriesContext(connection) as inside:
-            assert bookkeeping()[1] == 1
+            assert bookkeeping() == 1
         assert not any("synchronous_commit" in query["sql"] for query in inside.captured_queries)
         assert _synchronous_commit() == "on"  # the caller's transaction still commits synchronously
 

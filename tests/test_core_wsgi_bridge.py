@@ -49,8 +49,8 @@ def test_the_environ_follows_pep_3333():
     assert environ["REMOTE_ADDR"] == "127.0.0.1" and environ["SERVER_PORT"] == "8000"
 
 
-def _serve(app, *, body_parts: list[bytes], scope: dict | None = None) -> list[dict]:
-    sent: list[dict] = []
+def _serve(app, *, body_parts: list[bytes], scope: dict | None = None, sent: list | None = None) -> list[dict]:
+    sent = [] if sent is None else sent
 
     async def main():
         parts = list(body_parts)
@@ -97,6 +97,26 @@ def test_an_empty_response_still_starts_and_ends_and_close_is_called():
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
     assert sent[0]["status"] == 204 and sent[1] == {"type": "http.response.body", "body": b"", "more_body": False}
     assert closed == [True]
+
+
+def test_close_runs_once_the_whole_response_is_sent():
+    """Work after the response (core.responses.ResponseThenWork: the memory call's reinforcement)
+    runs in close(), which must come after the last byte went out, not before."""
+    sent: list[dict] = []
+    seen_at_close = []
+
+    class Result(list):
+        def close(self):
+            seen_at_close.append([(m["type"], m.get("more_body")) for m in sent])
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return Result([b'{"a":', b"1}"])
+
+    _serve(app, body_parts=[b""], sent=sent)
+    assert seen_at_close == [
+        [("http.response.start", None), ("http.response.body", True), ("http.response.body", False)]
+    ]
 
 
 def test_a_client_gone_before_the_body_arrived_runs_nothing():

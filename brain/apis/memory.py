@@ -6,7 +6,6 @@ import json
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from brain.inputs import MemoryInputSerializer
@@ -14,6 +13,7 @@ from brain.services.memory import memory_run
 from core import fields as strict
 from core.errors import ValidationFailed
 from core.models import UrlToken
+from core.responses import ResponseThenWork
 from core.schema import error_responses
 
 LIST_FIELDS = {"consolidates", "supersedes", "related_thoughts", "tags"}
@@ -176,7 +176,10 @@ class MemoryApi(APIView):
             data = {**data, "contribute": False}
         serializer = MemoryInputSerializer(data=data, context={strict.QUERY_STRING: query_string})
         serializer.is_valid(raise_exception=True)
-        return Response(memory_run(agent=request.user, request=serializer.validated_data))
+        after: list = []  # reinforcement: run once the answer is sent (core.responses)
+        return ResponseThenWork(
+            memory_run(agent=request.user, request=serializer.validated_data, defer=after.append), after=after
+        )
 
 
 def memory_schema_rules(result, generator, request, public):

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
@@ -21,7 +21,6 @@ from django.utils import timezone
 from brain.choices import SuggestionStatus
 from brain.models import Thought
 from brain.ranking import PHEROMONE_MAX
-from brain.services.thoughts import thoughts_lock
 from core.db import prepared_cursor
 from core.models import Agent, Space
 
@@ -51,35 +50,33 @@ _REINFORCE_SET = """
         ) AS kept
     )
 """
+# One access to each returned thought, one statement: lock them in id order (two calls with
+# overlapping results can't deadlock), then reinforce them, every increment computed from the current
+# row (no increment is lost).
 _REINFORCE_SQL = f"""
-UPDATE brain_thought AS t SET {_REINFORCE_SET}
-WHERE t.space_id = %(space)s AND t.id = ANY(%(ids)s::uuid[])
-"""
-# The memory call's whole write, one statement: lock the returned thoughts in id order (two calls
-# with overlapping results can't deadlock), reinforce them (computed from the current row, so no
-# increment is lost), log the query, and say whether the agent had queried before (the statement's
-# snapshot does not see its own insert) and whether a pending correction suggestion concerns it. The
-# thought this call stored is locked in the same id order (not reinforced): the query log's foreign-
-# key check takes a KEY SHARE lock on it at the end of the statement, which must not wait out of
-# order for a concurrent call holding it (a deadlock seen with concurrent refinements). ``count(*)
-# FROM locked`` makes every lock be taken before that.
-_RETRIEVAL_SQL = f"""
 WITH locked AS (
     SELECT id FROM brain_thought
-    WHERE space_id = %(space)s AND id = ANY(%(lock_ids)s::uuid[])
+    WHERE space_id = %(space)s AND id = ANY(%(ids)s::uuid[])
     ORDER BY id FOR UPDATE
 ), reinforced AS (
     UPDATE brain_thought AS t SET {_REINFORCE_SET}
-    WHERE t.id IN (SELECT id FROM locked) AND t.id = ANY(%(ids)s::uuid[])
+    WHERE t.id IN (SELECT id FROM locked)
     RETURNING 1
-), logged AS (
+)
+SELECT (SELECT count(*) FROM reinforced)
+"""
+# A memory call's query-log row, one statement, which also says whether the agent had queried this
+# space before (the statement's snapshot does not see its own insert) and whether a pending
+# correction suggestion concerns the agent or the session.
+_LOG_SQL = """
+WITH logged AS (
     INSERT INTO brain_querylog
         (space_id, agent_id, agent_ref, session_id, query_text, results, stored_thought_id, created_at)
     VALUES (%(space)s, %(agent_id)s, %(agent_ref)s, %(session_id)s, %(query_text)s, %(results)s::jsonb,
             %(stored_thought_id)s, %(now)s)
     RETURNING id
 )
-SELECT (SELECT id FROM logged), (SELECT count(*) FROM reinforced), (SELECT count(*) FROM locked),
+SELECT (SELECT id FROM logged),
        EXISTS (SELECT 1 FROM brain_querylog WHERE space_id = %(space)s AND agent_id = %(agent_id)s),
        EXISTS (SELECT 1 FROM brain_correctionsuggestion
                WHERE space_id = %(space)s AND status = %(pending)s
@@ -103,13 +100,13 @@ def _bookkeeping_sql(variants: tuple[str, str]) -> str:
     return variants[0] if connection.in_atomic_block else variants[1]
 
 
-_RETRIEVAL = _bookkeeping(_RETRIEVAL_SQL)
+_REINFORCE = _bookkeeping(_REINFORCE_SQL)
+_LOG = _bookkeeping(_LOG_SQL)
 
 
 @dataclass(frozen=True)
 class RetrievalRecord:
     query_log_id: int
-    reinforced: int
     queried_before: bool  # the agent had called the memory endpoint of this space before
     suggestions_pending: bool  # a pending correction suggestion concerns this agent or session
 
@@ -124,25 +121,21 @@ def thoughts_reinforce(*, space: Space, thought_ids: Iterable[str | uuid.UUID], 
     ids = sorted(dict.fromkeys(str(i) for i in thought_ids))
     if not ids:
         return 0
-    with transaction.atomic():
-        thoughts_lock(space=space, ids=ids)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _REINFORCE_SQL,
-                {
-                    "max": PHEROMONE_MAX,
-                    "step": REINFORCE_STEP,
-                    "now": timezone.now(),
-                    "agent": agent_name,
-                    "ids": ids,
-                    "cap": CO_RETRIEVAL_PARTNERS_MAX,
-                    "space": space.pk,
-                },
-            )
-            return cursor.rowcount
+    params = {
+        "max": PHEROMONE_MAX,
+        "step": REINFORCE_STEP,
+        "now": timezone.now(),
+        "agent": agent_name,
+        "ids": ids,
+        "cap": CO_RETRIEVAL_PARTNERS_MAX,
+        "space": space.pk,
+    }
+    with prepared_cursor() as cursor:
+        _execute_retrying_deadlock(cursor, _bookkeeping_sql(_REINFORCE), params)
+        return cursor.fetchone()[0]
 
 
-#: A memory call's write is one statement in its own transaction: when PostgreSQL picks it as a
+#: A memory call's writes are each one statement in its own transaction: when PostgreSQL picks one as a
 #: deadlock's victim (another transaction locking some of the same thoughts in another order), nothing
 #: of it happened, so it is simply run again, at most this many more times.
 DEADLOCK_RETRIES = 2
@@ -162,7 +155,7 @@ def _execute_retrying_deadlock(cursor, sql: str, params: dict) -> None:
                 raise
 
 
-def retrieval_record(
+def retrieval_log(
     *,
     space: Space,
     agent: Agent,
@@ -172,18 +165,12 @@ def retrieval_record(
     results: list[dict],
     stored_thought_id: uuid.UUID | None = None,
 ) -> RetrievalRecord:
-    """One memory call's writes in one statement: reinforce every returned thought (as
-    :func:`thoughts_reinforce`), add the query-log row, and tell whether it is the agent's first call."""
-    ids = sorted(dict.fromkeys(str(item["id"]) for item in results))
-    lock_ids = sorted({*ids, str(stored_thought_id)} if stored_thought_id else ids)
+    """One memory call's query-log row (every retrieval leaves one, SPEC 2.3), in one statement that
+    also tells whether it is the agent's first call and whether a correction suggestion is pending.
+    Reinforcing what it returned is :func:`thoughts_reinforce`, which the memory call runs after its
+    response is sent."""
     params = {
-        "max": PHEROMONE_MAX,
-        "step": REINFORCE_STEP,
         "now": timezone.now(),
-        "agent": agent.name,
-        "ids": ids,
-        "lock_ids": lock_ids,
-        "cap": CO_RETRIEVAL_PARTNERS_MAX,
         "space": space.pk,
         "agent_id": agent.pk,
         "agent_ref": agent_ref,
@@ -193,15 +180,10 @@ def retrieval_record(
         "stored_thought_id": stored_thought_id,
         "pending": SuggestionStatus.PENDING,
     }
-    with connection.cursor() as cursor:
-        _execute_retrying_deadlock(cursor, _bookkeeping_sql(_RETRIEVAL), params)
-        log_id, reinforced, _locked, queried_before, suggestions_pending = cursor.fetchone()[:5]
-    return RetrievalRecord(
-        query_log_id=log_id,
-        reinforced=reinforced,
-        queried_before=queried_before,
-        suggestions_pending=suggestions_pending,
-    )
+    with prepared_cursor() as cursor:
+        cursor.execute(_bookkeeping_sql(_LOG), params)
+        log_id, queried_before, suggestions_pending = cursor.fetchone()[:3]
+    return RetrievalRecord(query_log_id=log_id, queried_before=queried_before, suggestions_pending=suggestions_pending)
 
 
 #: Implicit feedback in one statement: the thoughts the session's memory calls returned since its

@@ -19,7 +19,8 @@ re-contamination guard, ``step_contribute`` stores a correction through ``though
 supersedes in the same transaction) and schedules contradiction detection for everything else.
 
 Transactions are per step and short: the contribution (insert + superseding its sources) is one
-transaction, the reinforcement of what was returned another, each locking its rows in id order, so
+transaction, the query log another, the reinforcement of what was returned a third (run after the
+response is sent when the caller can, see :func:`memory_run`), each locking its rows in id order, so
 concurrent calls neither lose updates nor deadlock, and the slow model call holds no lock at all.
 Everything that can refuse a request (validation, unknown ids, the embedding) runs before the
 first write, so a refused call changes nothing.
@@ -27,6 +28,7 @@ first write, so a refused call changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from brain.services.memory.call import MemoryCall
@@ -35,9 +37,21 @@ from brain.services.memory.steps import MEMORY_STEPS
 from core.models import Agent
 
 
-def memory_run(*, agent: Agent, request: dict[str, Any]) -> dict[str, Any]:
-    """One memory call: the validated request (see brain.apis.memory) in, the wire response out."""
+def memory_run(
+    *, agent: Agent, request: dict[str, Any], defer: Callable[[Callable[[], Any]], None] | None = None
+) -> dict[str, Any]:
+    """One memory call: the validated request (see brain.apis.memory) in, the wire response out.
+
+    Work the answer does not depend on (reinforcing what was returned) is handed to ``defer``, which
+    the API view uses to run it after the response is sent; without ``defer`` it runs before this
+    returns."""
     call = MemoryCall(agent=agent, space=agent.space, request=request)
     for step in MEMORY_STEPS:
         step(call)
-    return memory_render(call)
+    rendered = memory_render(call)
+    for work in call.after_response:
+        if defer is None:
+            work()
+        else:
+            defer(work)
+    return rendered

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,9 @@ class MemoryCall:
     lineage_summary: dict | None = None
     guidance: list[str] = field(default_factory=list)
     operations: list[str] = field(default_factory=list)
+    # Bookkeeping the answer does not depend on (reinforcing what was returned), run after the
+    # response is sent when the caller can (see brain.services.memory.memory_run).
+    after_response: list[Callable[[], Any]] = field(default_factory=list)
 
     @property
     def prompt(self) -> str:

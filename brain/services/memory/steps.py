@@ -7,6 +7,7 @@ place in the list.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -260,24 +261,38 @@ def step_retrieve(call: MemoryCall) -> None:
 
 
 def step_reinforce(call: MemoryCall) -> None:
-    """Every access reinforces, and every retrieval leaves a query-log row (SPEC 2.3, 2.6): one
-    statement, which also tells whether this is the agent's first call (``step_onboarding``) and whether
-    a pending correction suggestion concerns it (``step_pending_corrections``)."""
-    record = pheromones.retrieval_record(
+    """Every retrieval leaves a query-log row and every access reinforces (SPEC 2.3, 2.6).
+
+    The log is written now, in one statement that also tells whether this is the agent's first call
+    (``step_onboarding``) and whether a pending correction suggestion concerns it
+    (``step_pending_corrections``); the workflow's memory gates read it, so it is there before the
+    answer is. Reinforcing the returned thoughts changes nothing in the answer: it runs after the
+    response is sent (``call.after_response``), one statement, exact under concurrency."""
+    results = [{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources]
+    record = pheromones.retrieval_log(
         space=call.space,
         agent=call.agent,
         agent_ref=call.agent_ref,
         session_id=call.session_id,
         query_text=call.prompt,
         stored_thought_id=call.thought.id if call.thought is not None else None,
-        results=[{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources],
+        results=results,
     )
     call.query_log = QueryLog(
         pk=record.query_log_id, space=call.space, agent=call.agent, session_id=call.session_id, query_text=call.prompt
     )
     call.first_query = not record.queried_before
     call.suggestions_pending = record.suggestions_pending
-    call.operations.append(f"reinforce:{record.reinforced}")
+    if results:
+        call.after_response.append(
+            functools.partial(
+                pheromones.thoughts_reinforce,
+                space=call.space,
+                thought_ids=[item["id"] for item in results],
+                agent_name=call.agent.name,
+            )
+        )
+    call.operations.append(f"reinforce:{len(results)}")
 
 
 def step_disambiguation(call: MemoryCall) -> None:

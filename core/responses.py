@@ -1,0 +1,37 @@
+"""A DRF response that runs work after it has been sent.
+
+A WSGI server calls the response's ``close()`` once the last byte is out (``core.wsgi_bridge`` does
+too, as does Django's test client), so what runs there is off the client's wait but still in the
+request's thread, on its database connection, before ``request_finished`` releases it. Use it for
+bookkeeping the response does not depend on (the memory call's reinforcement). A failure there
+can't reach the client any more: it is logged with its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from rest_framework.response import Response
+
+logger = logging.getLogger("colony.api")
+
+
+class ResponseThenWork(Response):
+    """``Response(data)`` whose ``after`` callables run, in order, when the server closes it."""
+
+    def __init__(self, data: Any, *, after: list[Callable[[], Any]], **kwargs: Any) -> None:
+        super().__init__(data, **kwargs)
+        self.after = after
+
+    def close(self) -> None:
+        try:
+            for work in self.after:
+                try:
+                    work()
+                except Exception:
+                    logger.exception("Work after the response failed (the client already has its answer): %r", work)
+            self.after = []
+        finally:
+            super().close()
