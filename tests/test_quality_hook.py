@@ -201,6 +201,23 @@ def test_a_hanging_colony_is_abandoned_at_the_timeout(fake):
     assert elapsed < 1 + SLACK
 
 
+def test_a_hanging_colony_reads_as_given_up_when_the_request_times_out_first(fake, monkeypatch, capsys):
+    """The request's own timeout can fire just before the hook's deadline (a loaded machine): the
+    hook must still say it gave up, not that Colony was unreachable (it was reached)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("colony_stop_hook_under_test", HOOK)
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    server = fake("hang")
+    monkeypatch.setenv("COLONY_URL", server.url)
+    monkeypatch.setenv("COLONY_TOKEN", "t")
+    result: dict = {}
+    hook.run(["--prompt", "p", "--response", "r"], 0.5, result)  # in this thread: the timeout always fires
+    err = capsys.readouterr().err
+    assert result == {} and "gave up after 0.5s" in err and "could not reach" not in err
+
+
 @pytest.mark.parametrize(
     ("args", "stdin", "env", "message"),
     [
