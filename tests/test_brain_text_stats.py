@@ -89,7 +89,7 @@ def test_the_search_reads_them(thought_factory, space):
         thought_factory(f"Routine note {i}: the deploy pipeline restarts workers.")
     thought_factory("The pgbouncer pool size is twenty.")
     with connection.cursor() as cursor:
-        terms = search.query_terms(cursor, space_id=space.pk, query_text="deploy pgbouncer pool")
+        terms = search.query_terms(cursor, space_id=space.pk, query_text="deploy pgbouncer pool", ef_search=40)
     idf = dict(zip(terms.lexemes, terms.idf, strict=True))
     assert idf["pgbouncer"] > idf["deploy"] > 0  # rarer is worth more
     assert terms.avgdl > 0 and set(terms.match) == {"deploy", "pgbouncer", "pool"}

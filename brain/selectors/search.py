@@ -2,7 +2,7 @@
 
 Two round trips in one transaction:
 
-1. :data:`_TERMS_AND_SETTINGS_SQL` — the transaction's scan settings (``_SCAN_SETTINGS``), the
+1. :data:`_TERMS_SQL` — the transaction's scan settings (``_SCAN_SETTINGS``), the
    query's lexemes (PostgreSQL's English stemming), each one's document frequency in the space and
    the space's size and total length: index reads of the statistics that triggers keep
    (``brain.models.LexemeStats`` / ``SpaceTextStats``). IDF and the lexemes the lexical side matches
@@ -129,22 +129,21 @@ _SCAN_SETTINGS = ", ".join(
 )
 
 
-#: The terms statement as the search runs it: the same statement also applies the scan settings
-#: (``set_config(..., true)`` lasts until the transaction ends), one round trip instead of two.
-_TERMS_AND_SETTINGS_SQL = f"{_TERMS_SELECT},\n       {_SCAN_SETTINGS}\nFROM q"
-_TERMS_SQL = f"{_TERMS_SELECT}\nFROM q"
+#: The terms statement also applies the scan settings (``set_config(..., true)`` lasts until the
+#: transaction ends): one round trip instead of two.
+_TERMS_SQL = f"{_TERMS_SELECT},\n       {_SCAN_SETTINGS}\nFROM q"
 
 
-def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int | None = None) -> QueryTerms:
-    """The query's lexemes, their IDF in the space and which of them the lexical side matches on.
-
-    With ``ef_search``, the same statement also sets the search's scan settings for the rest of the
-    transaction (see ``_SCAN_SETTINGS``)."""
-    params = {"query_text": query_text, "max_lexemes": MAX_QUERY_LEXEMES, "space": space_id}
-    if ef_search is None:
-        cursor.execute(_TERMS_SQL, params)
-    else:
-        cursor.execute(_TERMS_AND_SETTINGS_SQL, {**params, "ef_search": str(ef_search)})
+def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int) -> QueryTerms:
+    """The query's lexemes, their IDF in the space and which of them the lexical side matches on; the
+    same statement sets the search's scan settings for the rest of the transaction (``_SCAN_SETTINGS``)."""
+    params = {
+        "query_text": query_text,
+        "max_lexemes": MAX_QUERY_LEXEMES,
+        "space": space_id,
+        "ef_search": str(ef_search),
+    }
+    cursor.execute(_TERMS_SQL, params)
     documents, lexemes_total, lexemes, dfs = cursor.fetchone()[:4]
     n = int(documents)
     dfs = [int(df) for df in dfs]

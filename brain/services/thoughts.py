@@ -166,19 +166,14 @@ def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
 
 
 #: Row locks on thoughts, always taken in id order: the one order every writer of several thoughts
-#: uses (reinforcement, feedback, suggestions, the memory write's statement), so two writers touching
-#: overlapping thoughts wait for each other instead of deadlocking.
+#: uses (suggestions here; reinforcement and implicit feedback lock the same way inside their own
+#: statements, brain.services.pheromones), so two writers touching overlapping thoughts wait for each
+#: other instead of deadlocking.
 _LOCK_SQL = "SELECT id FROM brain_thought WHERE id = ANY(%(ids)s::uuid[]) ORDER BY id FOR UPDATE"
-_LOCK_IN_SPACE_SQL = (
-    "SELECT id FROM brain_thought WHERE space_id = %(space)s AND id = ANY(%(ids)s::uuid[]) ORDER BY id FOR UPDATE"
-)
 
 
-def thoughts_lock(*, ids: Iterable[str | uuid.UUID], space: Space | None = None) -> None:
-    """Lock these thoughts (those of ``space`` only, when given) FOR UPDATE in id order, until the
-    caller's transaction ends. One prepared statement."""
-    params = {"ids": sorted({str(i) for i in ids})}
-    if space is not None:
-        params["space"] = space.pk
+def thoughts_lock(*, ids: Iterable[str | uuid.UUID]) -> None:
+    """Lock these thoughts FOR UPDATE in id order, until the caller's transaction ends. One prepared
+    statement."""
     with prepared_cursor() as cursor:
-        cursor.execute(_LOCK_SQL if space is None else _LOCK_IN_SPACE_SQL, params)
+        cursor.execute(_LOCK_SQL, {"ids": sorted({str(i) for i in ids})})
