@@ -60,7 +60,8 @@ def pheromone_decay() -> int:
 
 @shared_task(name="brain.jobs.text_stats_compact", autoretry_for=(OperationalError,), max_retries=3, time_limit=600)
 def text_stats_compact() -> int:
-    """Every ten minutes (config/celery.py): fold BM25's statistics deltas (brain.services.text_stats)."""
+    """Every 15 s (config/celery.py TEXT_STATS_COMPACT_SECONDS): fold BM25's statistics deltas of the
+    spaces written to since the last run (brain.services.text_stats)."""
     return text_stats.text_stats_compact()
 
 

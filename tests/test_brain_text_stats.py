@@ -84,6 +84,38 @@ def test_compaction_folds_deltas_without_changing_a_statistic(thought_factory, s
     assert text_stats_verify(space.pk) == []
 
 
+def test_compaction_folds_only_the_spaces_written_since_its_last_run(thought_factory, space):
+    """The job runs every few seconds, so a run reads only what changed: a space nobody wrote to keeps
+    its folded rows as they are (same ids), and a run with nothing to fold writes nothing."""
+    quiet = Space.objects.create(slug="quiet-stats", name="Quiet")
+    for i in range(3):
+        thought_factory(f"Quiet note {i}: the archive is read-only.", in_space=quiet)
+    text_stats_compact()
+    folded = sorted(LexemeStats.objects.filter(space=quiet).values_list("id", flat=True))
+    assert text_stats_compact() == 0  # nothing written since: nothing to fold
+
+    for i in range(3):
+        thought_factory(f"Busy note {i}: the archive sync retries.")
+    assert LexemeStats.objects.filter(space=space, lexeme="archiv").count() == 3
+    assert text_stats_compact() > 0
+    assert LexemeStats.objects.filter(space=space, lexeme="archiv").count() == 1
+    assert sorted(LexemeStats.objects.filter(space=quiet).values_list("id", flat=True)) == folded
+    assert (_df(space, "archiv"), _df(quiet, "archiv")) == (3, 3)
+    assert text_stats_verify(space.pk) == [] and text_stats_verify(quiet.pk) == []
+    assert text_stats_compact() == 0
+
+
+def test_compaction_is_scheduled_every_few_seconds_and_never_piles_up():
+    """A search sums its lexemes' delta rows: folding them every ten minutes let a busy space's
+    common lexemes reach thousands of rows. A run queued while the workers are down expires."""
+    from config.celery import PERIODIC_JOBS
+
+    entry = PERIODIC_JOBS["text-stats-compact"]
+    assert entry["task"] == "brain.jobs.text_stats_compact"
+    assert isinstance(entry["schedule"], float) and entry["schedule"] <= 30
+    assert 0 < entry["options"]["expires"] <= 120
+
+
 def test_the_search_reads_them(thought_factory, space):
     for i in range(3):
         thought_factory(f"Routine note {i}: the deploy pipeline restarts workers.")
