@@ -8,6 +8,7 @@ import threading
 import pytest
 from django.db import connection, connections, transaction
 
+from brain import ranking
 from brain.models import LexemeStats, SpaceTextStats, Thought
 from brain.selectors import search
 from brain.services.text_stats import text_stats_compact, text_stats_verify
@@ -125,6 +126,37 @@ def test_the_search_reads_them(thought_factory, space):
     idf = dict(zip(terms.lexemes, terms.idf, strict=True))
     assert idf["pgbouncer"] > idf["deploy"] > 0  # rarer is worth more
     assert terms.avgdl > 0 and set(terms.match) == {"deploy", "pgbouncer", "pool"}
+
+
+def test_every_candidates_bm25_is_the_exact_bm25_of_its_row(thought_factory, space):
+    """Lexical and dense-only candidates alike carry BM25 with tf from the tsvector's positions (the
+    final SELECT reuses the lexical side's value for its rows): checked against a recount in Python."""
+    from tests.conftest import fake_vector
+
+    for i in range(6):
+        thought_factory(f"Routine note {i}: the deploy pipeline restarts workers after the deploy check.")
+    thought_factory("Deploy deploy deploy: the pgbouncer pool size is twenty, the pool is shared.")
+    thought_factory("Tomatoes need six hours of sun.")
+    query = "deploy pgbouncer pool restarts"
+    found = search.thought_search(space=space, vector=fake_vector(query), query_text=query, limit=20).fetched
+    with connection.cursor() as cursor:
+        terms = search.query_terms(cursor, space_id=space.pk, query_text=query, ef_search=40)
+        idf = dict(zip(terms.lexemes, terms.idf, strict=True))
+        assert {c.via_fulltext for c in found} == {True, False}  # both kinds are checked
+        for candidate in found:
+            cursor.execute(
+                "SELECT x.lexeme, COALESCE(array_length(x.positions, 1), 1), length(t.search_vector) "
+                "FROM brain_thought t, unnest(t.search_vector) x WHERE t.id = %s",
+                [candidate.thought.id],
+            )
+            rows = cursor.fetchall()
+            k1, b, dl = ranking.BM25_K1, ranking.BM25_B, rows[0][2]
+            expected = sum(
+                idf[lexeme] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / terms.avgdl))
+                for lexeme, tf, _ in rows
+                if lexeme in idf
+            )
+            assert candidate.bm25 == pytest.approx(expected, rel=1e-9), candidate.thought.content
 
 
 def _settings(cursor) -> list[str]:

