@@ -226,12 +226,8 @@ class Load:
         self.call("search", agent, "GET", "/api/v1/memory", params={"prompt": prompt, "contribute": "false"})
 
     def contribute(self, agent: Agent) -> None:
-        n = next(self.counter)
         topic = random.choice(TOPICS)
-        text = (
-            f"Soak note {n} from {agent.name}: the {topic} step {uuid.uuid4().hex[:10]} needs a retry with "
-            f"backoff after {random.randint(2, 90)} seconds when the upstream answers slowly."
-        )
+        text = soak_note(next(self.counter), agent.name, topic, random)
         response = self.call("contribute", agent, "POST", "/api/v1/memory", json={"prompt": text, "topic": topic})
         if response is not None and response.status_code < 300:
             thought_id = response.json()["trace"]["thought_id"]
@@ -533,6 +529,14 @@ def run_faults(args, stack: Stack, base: str, events: list[str], done: threading
 
 
 # --- setup and ground truth -------------------------------------------------------------------------
+def soak_note(n: int, agent_name: str, topic: str, rng) -> str:
+    """A contribution's text: the soak's notes share most of their words, like a team's routine notes."""
+    return (
+        f"Soak note {n} from {agent_name}: the {topic} step {uuid.uuid4().hex[:10]} needs a retry with "
+        f"backoff after {rng.randint(2, 90)} seconds when the upstream answers slowly."
+    )
+
+
 def django_setup(database_url: str) -> None:
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")

@@ -63,10 +63,11 @@ def broker_settings(*, choice: str, redis_url: str, data_dir: Path) -> dict:
 
 #: How often BM25's statistics deltas are folded (``brain.services.text_stats.text_stats_compact``).
 #: A search reads every delta row of its query's lexemes. It ran every ten minutes: a space taking
-#: five writes a second (the soak) gains ~300 rows per common lexeme a minute; after 150 s of soak the
-#: terms statement of a contribution took 3.8 ms against 1.5 ms once folded (median of 50, this
-#: session's machine), and it kept growing until the next run. At 15 s a common lexeme has at most
-#: ~75 rows; a run with nothing to fold is one statement over the small space table.
+#: five writes a second (the soak) gains ~300 rows per common lexeme a minute; after 150 s of soak a
+#: contribution's terms statement took 7.3 ms and its whole search 34.0 ms, against 2.0 and 23.5 ms
+#: once folded (``python -m benchmarks.soak_search``, docs/performance.md), growing until the next
+#: run. At 15 s a common lexeme has at most ~75 rows; a run with nothing to fold is one statement
+#: over the small space table.
 TEXT_STATS_COMPACT_SECONDS = 15.0
 
 PERIODIC_JOBS = {
