@@ -63,6 +63,53 @@ def percentile(samples: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))] if ordered else 0.0
 
 
+#: Issue 16 item 1: p95 under this for every operation, at the asked rate of at least TARGET_RATE.
+TARGET_P95_MS = 100.0
+TARGET_RATE = 50.0
+#: The whole machine above this share of its cores: the latencies are mostly queueing.
+SATURATED_SHARE = 0.9
+
+
+def targets_report(
+    *,
+    latencies: dict[str, list[float]],
+    fivexx: int,
+    unexpected: int,
+    asked_rate: float,
+    achieved_rate: float,
+    machine_percent: float | None,
+    cores: int,
+    faults: bool = False,
+) -> list[str]:
+    """The soak's targets, one line each (met / NOT met), and a warning when the machine was saturated.
+    With faults injected the latency target is not judged (it is the plain soak's)."""
+    lines = []
+    slow = {op: percentile(samples, 0.95) for op, samples in latencies.items() if samples}
+    over = {op: p95 for op, p95 in slow.items() if p95 >= TARGET_P95_MS}
+    worst = ", ".join(f"{op} {p95:.0f}" for op, p95 in sorted(over.items(), key=lambda item: -item[1])[:3])
+    checks = [
+        (asked_rate >= TARGET_RATE, f"asked rate >= {TARGET_RATE:.0f} requests/s (asked {asked_rate:.0f})"),
+        (
+            None if faults else not over and bool(slow),
+            f"p95 < {TARGET_P95_MS:.0f} ms for every operation" + (f" (over: {worst} ms)" if over else ""),
+        ),
+        (fivexx == 0, f"zero 5xx outside the faults ({fivexx})"),
+        (unexpected == 0, f"zero unexpected errors ({unexpected})"),
+    ]
+    lines.append("issue 16 item 1 targets:")
+    verdicts = {True: "met    ", False: "NOT met", None: "not judged (faults injected)"}
+    lines += [f"  {verdicts[ok]}  {text}" for ok, text in checks]
+    saturated = machine_percent is not None and machine_percent >= SATURATED_SHARE * 100 * cores
+    if saturated or achieved_rate < 0.95 * asked_rate:
+        why = f"the whole machine at {machine_percent:.0f}% of {100 * cores}%" if saturated else ""
+        short = f"{achieved_rate:.1f} of {asked_rate:.0f} responses/s" if achieved_rate < 0.95 * asked_rate else ""
+        lines.append(
+            f"  note: this machine was saturated ({', '.join(x for x in (why, short) if x)}): the latencies are "
+            "mostly queueing for a core; `python -m benchmarks.op_costs` says what each request costs"
+        )
+    return lines
+
+
 # --- the production-shape stack ---------------------------------------------------------------------
 class Stack:
     """PostgreSQL (TCP), Redis, web, two workers and beat under the supervisor, in ``folder``."""
@@ -812,8 +859,20 @@ def soak(args, base: str, stack: Stack | None, sender) -> int:
         print("faults:")
         for event in events:
             print(f"  {event}")
-    ok = ground_truth(ledger, load, sender=sender, timeout=args.drain_timeout)
     fivexx = sum(n for code, n in by_code.items() if isinstance(code, int) and code >= 500 and code != 503)
+    machine_percent = sum(sampler.machine) / len(sampler.machine) if sampler.machine else None
+    for line in targets_report(
+        latencies=ledger.latencies,
+        fivexx=fivexx,
+        unexpected=len(ledger.unexpected),
+        asked_rate=args.rate,
+        achieved_rate=total / wall,
+        machine_percent=machine_percent,
+        cores=os.cpu_count() or 1,
+        faults=ledger.faults,
+    ):
+        print(line)
+    ok = ground_truth(ledger, load, sender=sender, timeout=args.drain_timeout)
     print(f"verdict: {'OK' if ok and not unexpected and not fivexx else 'PROBLEMS (see above)'}")
     return 0 if ok else 1
 
