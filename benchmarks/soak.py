@@ -67,7 +67,7 @@ def percentile(samples: list[float], share: float) -> float:
 TARGET_P95_MS = 100.0
 TARGET_RATE = 50.0
 #: The whole machine above this share of its cores: the latencies are mostly queueing.
-SATURATED_SHARE = 0.9
+SATURATED_SHARE = 0.8
 
 
 def targets_report(
