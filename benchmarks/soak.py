@@ -100,9 +100,11 @@ def targets_report(
     verdicts = {True: "met    ", False: "NOT met", None: "not judged (faults injected)"}
     lines += [f"  {verdicts[ok]}  {text}" for ok, text in checks]
     saturated = machine_percent is not None and machine_percent >= SATURATED_SHARE * 100 * cores
-    if saturated or achieved_rate < 0.95 * asked_rate:
+    # With faults, requests wait out the outages (503 after the connect timeout): a low rate says nothing.
+    behind = not faults and achieved_rate < 0.95 * asked_rate
+    if saturated or behind:
         why = f"the whole machine at {machine_percent:.0f}% of {100 * cores}%" if saturated else ""
-        short = f"{achieved_rate:.1f} of {asked_rate:.0f} responses/s" if achieved_rate < 0.95 * asked_rate else ""
+        short = f"{achieved_rate:.1f} of {asked_rate:.0f} responses/s" if behind else ""
         lines.append(
             f"  note: this machine was saturated ({', '.join(x for x in (why, short) if x)}): the latencies are "
             "mostly queueing for a core; `python -m benchmarks.op_costs` says what each request costs"
