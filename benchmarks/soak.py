@@ -707,6 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.target and not urlparse_host_is_loopback(args.target):
         parser.error("--target must be on 127.0.0.1/localhost (the soak sends traffic to loopback only)")
 
+    exit_on_sigterm()
     stack = None
     if args.target:
         base = args.target.rstrip("/")
@@ -714,21 +715,28 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--target needs DATABASE_URL naming that server's database")
         django_setup(os.environ["DATABASE_URL"])
         sender = None
-    else:
-        stack = Stack(Path(args.folder), web_workers=args.web_workers)
-        stack.start()
-        base = f"http://127.0.0.1:{stack.port}"
-        django_setup(stack.env["DATABASE_URL"])
-        os.environ["REDIS_URL"] = stack.env["REDIS_URL"]
-        from celery import Celery
-
-        sender = Celery("soak-sender", broker=stack.env["REDIS_URL"], set_as_current=False)
     try:
+        if not args.target:
+            stack = Stack(Path(args.folder), web_workers=args.web_workers)
+            stack.start()
+            base = f"http://127.0.0.1:{stack.port}"
+            django_setup(stack.env["DATABASE_URL"])
+            os.environ["REDIS_URL"] = stack.env["REDIS_URL"]
+            from celery import Celery
+
+            sender = Celery("soak-sender", broker=stack.env["REDIS_URL"], set_as_current=False)
         return soak(args, base, stack, sender)
     finally:
         if stack is not None:
             say("stopping the stack ...")
             stack.stop()
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM (``kill``, ``timeout``, a CI runner) ends the soak as Ctrl-C does: ``main``'s ``finally``
+    stops the stack it started (PostgreSQL, Redis, the supervisor and its processes) instead of leaving
+    them running on their ports."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def urlparse_host_is_loopback(url: str) -> bool:
