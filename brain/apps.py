@@ -12,7 +12,7 @@ class BrainConfig(AppConfig):
 
         health_register("embedding_model", lambda: {"embedding_model": current_model_label()})
         # Advisory (never makes the status an error): stored vectors from another embedder.
-        health_register("embedding", lambda: {"embedding": health_embedding()})
+        health_register("embedding", lambda: {"embedding": health_embedding()}, needs_database=True)
         from core.metrics import metrics_register_gauge
 
         metrics_register_gauge(

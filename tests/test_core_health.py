@@ -47,3 +47,23 @@ def test_heartbeat_is_one_row_per_worker(db):
     services.worker_heartbeat(hostname="w1@host", pid=1, started_at=started)
     services.worker_heartbeat(hostname="w2@host", pid=2, started_at=started)
     assert WorkerHeartbeat.objects.count() == 2
+
+
+def test_with_the_database_down_the_parts_that_need_it_are_not_asked(anon, monkeypatch):
+    # Each part that reads the database waited out its own connection timeout while PostgreSQL was
+    # down (pgvector check + the embedding notice: ~6 s for one 503). Now only the first one waits.
+    from core import health
+
+    asked = []
+    monkeypatch.setattr(health, "health_pgvector", lambda: None)  # what a failed connection returns
+    monkeypatch.setattr(embedding, "stored_vectors_notice", lambda: asked.append(1) or {})
+    response = anon.get("/api/v1/health")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["database"] is False and body["pgvector"] is None and body["worker"] is False
+    assert body["embedding"] is None and asked == []
+    assert body["embedding_model"] == embedding.current_model_label()  # needs no database: still said
+
+    monkeypatch.setattr(health, "health_pgvector", lambda: "0.8.0")
+    anon.get("/api/v1/health")
+    assert asked == [1]  # with the database up the embedding part is asked again
