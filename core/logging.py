@@ -52,3 +52,22 @@ def install_access_log_masking() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, MaskUrlTokens) for f in logger.filters):
             logger.addFilter(MaskUrlTokens())
+
+
+class HealthProbeAnswerIsAWarning(logging.Filter):
+    """``GET /api/v1/health`` answering 503 is the probe's answer (a part is down, or the workers are
+    still starting), not a server error: Django's ``django.request`` logs every 5xx at ERROR, so each
+    probe during a start or an outage added an ERROR line beside the health module's own warning
+    naming the part. On that logger, this filter lowers such records to WARNING."""
+
+    PATH = "/api/v1/health"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request = getattr(record, "request", None)
+        if (
+            record.levelno == logging.ERROR
+            and getattr(record, "status_code", None) == 503
+            and getattr(request, "path", None) == self.PATH
+        ):
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+        return True

@@ -67,3 +67,33 @@ def test_with_the_database_down_the_parts_that_need_it_are_not_asked(anon, monke
     monkeypatch.setattr(health, "health_pgvector", lambda: "0.8.0")
     anon.get("/api/v1/health")
     assert asked == [1]  # with the database up the embedding part is asked again
+
+
+def test_a_503_health_answer_is_logged_as_a_warning_not_an_error(anon, caplog):
+    # Every probe while a part was down (or the workers were starting) logged
+    # "ERROR django.request: Service Unavailable: /api/v1/health".
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="django.request"):
+        assert anon.get("/api/v1/health").status_code == 503  # no worker heartbeat
+    records = [r for r in caplog.records if r.name == "django.request"]
+    assert records and all(r.levelno == logging.WARNING for r in records)
+    assert "Service Unavailable: /api/v1/health" in records[0].getMessage()
+
+
+def test_other_5xx_answers_stay_errors():
+    import logging
+
+    from django.test import RequestFactory
+
+    from core.logging import HealthProbeAnswerIsAWarning
+
+    def record(path: str, status: int) -> logging.LogRecord:
+        r = logging.LogRecord("django.request", logging.ERROR, __file__, 1, "Service Unavailable: %s", (path,), None)
+        r.status_code, r.request = status, RequestFactory().get(path)
+        HealthProbeAnswerIsAWarning().filter(r)
+        return r
+
+    assert record("/api/v1/memory", 503).levelno == logging.ERROR
+    assert record("/api/v1/health", 500).levelno == logging.ERROR
+    assert record("/api/v1/health", 503).levelno == logging.WARNING
