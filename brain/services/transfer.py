@@ -496,6 +496,7 @@ def thoughts_import(
             extra={"lines": [], "error_count": 1},
         )
     thoughts_analyze_if_stale()
+    thoughts_gin_flush()
     return ImportResult(
         ids=[str(r.id) for r in rows],
         embedded=sum(1 for _, n, _ in to_embed if n == "embedding"),
@@ -532,6 +533,32 @@ def thoughts_analyze_if_stale() -> bool:
             logger.warning("ANALYZE %s after an import failed (autovacuum will do it): %s", Thought._meta.db_table, exc)
             return False
     return True
+
+
+def thoughts_gin_flush() -> int:
+    """Merge brain_thought's GIN pending lists into their indexes; the number of pages merged.
+
+    A GIN index with ``fastupdate`` (PostgreSQL's default) puts new entries in a pending list, and
+    every search through the index reads that whole list until it is merged: by an insert that
+    finds it over ``gin_pending_list_limit`` (4 MB), or by (auto)vacuum. After an import it held
+    ~10,000 thoughts' lexemes (315 pages at 10,000 notes), which every full-text side of a memory
+    search scanned: bench-compare's retrieve-only calls ran p50 14.8 ms until autovacuum came, 9.7 ms
+    once merged (docs/performance.md, eighth session). An import merges what it added, in bulk, as
+    the list is meant to be; a refused call (not the index's owner) is logged and changes nothing."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:  # a savepoint inside a caller's transaction
+            cursor.execute(
+                """
+                SELECT COALESCE(sum(gin_clean_pending_list(i.indexrelid)), 0)
+                FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+                WHERE i.indrelid = %s::regclass AND a.amname = 'gin'
+                """,
+                [Thought._meta.db_table],
+            )
+            return int(cursor.fetchone()[0])
+    except DatabaseError as exc:
+        logger.warning("Merging %s's GIN pending lists after an import failed: %s", Thought._meta.db_table, exc)
+        return 0
 
 
 def _copy_thoughts(rows: list[Thought]) -> None:
