@@ -67,7 +67,7 @@ class HealthProbeAnswerIsAWarning(logging.Filter):
         if (
             record.levelno == logging.ERROR
             and getattr(record, "status_code", None) == 503
-            and getattr(request, "path", None) == self.PATH
+            and getattr(request, "path_info", None) == self.PATH  # under a SCRIPT_NAME prefix too
         ):
             record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
         return True
