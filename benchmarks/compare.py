@@ -403,25 +403,36 @@ def print_table(n_notes: int, qs: list[dict], colony: dict, mem0: dict | None) -
             f"{'Mem0 / Colony (× faster)':30} {m[1] / k[1]:8.2f} {m[2] / k[2]:8.2f} {m[3] / k[3]:8.2f} "
             f"{k[4] / m[4]:9.2f} {k[5] - m[5]:+7.1%} {k[6] - m[6]:+6.3f}"
         )
-    colony_row = rows[-1]
-    p50_target = 8.0 if n_notes <= 10_000 else 12.0
     print()
     print("issue 14 targets:")
-    rates = not math.isnan(colony_row[4])  # --reuse: nothing was imported, no rate to judge
-    checks = [
-        (f"retrieve p50 <= {p50_target:g} ms", colony_row[1] <= p50_target),
-        ("retrieve p95 <= 20 ms (10k)", colony_row[2] <= 20.0),
-        ("import >= 300 notes/s", colony_row[4] >= 300 if rates else None),
-    ]
-    if c:
-        checks.append(("contribute+retrieve p50 <= 20 ms", percentile(c, 0.5) <= 20.0))
-    if len(rows) == 2:
-        checks.append(("retrieve p50 at least 2x faster than Mem0", rows[0][1] >= 2 * colony_row[1]))
-        both_rates = rates and not math.isnan(rows[0][4])
-        checks.append(("import at least 6x Mem0's add rate", colony_row[4] >= 6 * rows[0][4] if both_rates else None))
+    checks = issue14_checks(n_notes, colony_row=rows[-1], mem0_row=rows[0] if len(rows) == 2 else None, contribute_ms=c)
     for label, ok in checks:
         verdict = "not measured (--reuse)" if ok is None else "met    " if ok else "NOT met"
         print(f"  {verdict}  {label}")
+
+
+def issue14_checks(
+    n_notes: int, *, colony_row: tuple, mem0_row: tuple | None, contribute_ms: list[float]
+) -> list[tuple[str, bool | None]]:
+    """Issue 14's targets for a run of ``n_notes``: (label, met; None = not measured, --reuse). A row is
+    (name, p50, p95, p99, notes/s, hit@10, MRR). At 10,000 notes: retrieve p50 <= 8 ms and p95 <= 20 ms,
+    contribute+retrieve p50 <= 20 ms; at 100,000 the issue sets only p50 <= 12 ms; the import and Mem0
+    ratios at any size."""
+    at_10k = n_notes <= 10_000
+    rates = not math.isnan(colony_row[4])  # --reuse: nothing was imported, no rate to judge
+    checks: list[tuple[str, bool | None]] = [
+        (f"retrieve p50 <= {8 if at_10k else 12} ms", colony_row[1] <= (8.0 if at_10k else 12.0))
+    ]
+    if at_10k:
+        checks.append(("retrieve p95 <= 20 ms", colony_row[2] <= 20.0))
+    checks.append(("import >= 300 notes/s", colony_row[4] >= 300 if rates else None))
+    if contribute_ms and at_10k:
+        checks.append(("contribute+retrieve p50 <= 20 ms", percentile(contribute_ms, 0.5) <= 20.0))
+    if mem0_row is not None:
+        checks.append(("retrieve p50 at least 2x faster than Mem0", mem0_row[1] >= 2 * colony_row[1]))
+        both_rates = rates and not math.isnan(mem0_row[4])
+        checks.append(("import at least 6x Mem0's add rate", colony_row[4] >= 6 * mem0_row[4] if both_rates else None))
+    return checks
 
 
 def main(argv: list[str] | None = None) -> int:
