@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import psycopg
 from django.db import connection
+
+
+class _Executed(NamedTuple):
+    """Stands in for psycopg's record of the last query, which it keeps only for unprepared
+    executions: Django's query log and CaptureQueriesContext read ``cursor._query.query``."""
+
+    query: bytes
 
 
 class _PreparedCursor(psycopg.Cursor):
     """psycopg's server-side-binding cursor, preparing every statement it runs."""
 
     def execute(self, query, params=None, *, prepare=None, binary=None):
-        return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+        result = super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+        if self._query is None:  # it ran prepared
+            self._query = _Executed(query.encode() if isinstance(query, str) else bytes(query))
+        return result
 
 
 def prepared_cursor():
@@ -21,6 +33,7 @@ def prepared_cursor():
     logging, CaptureQueriesContext and execute wrappers see these statements like any other.
 
     Use it for fixed statement texts run on every request; a text that varies per call would fill
-    the connection's prepared-statement cache for nothing."""
+    the connection's prepared-statement cache for nothing. With DATABASE_PREPARED_STATEMENTS=false
+    (config/settings.py) nothing is prepared and the server still binds the parameters."""
     connection.ensure_connection()
     return connection._prepare_cursor(_PreparedCursor(connection.connection))

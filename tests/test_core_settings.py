@@ -36,3 +36,30 @@ def test_database_url_with_socket_and_tcp():
     )
     with pytest.raises(ValueError, match="postgresql://"):
         database_from_url("sqlite:///x.db")
+
+
+def test_prepared_statement_options_keep_the_urls_own_options():
+    from config.settings import prepared_statement_options
+
+    options = prepared_statement_options({"sslmode": "require", "options": "-c statement_timeout=5000"})
+    assert options["sslmode"] == "require"
+    assert options["options"] == "-c statement_timeout=5000 -c plan_cache_mode=force_custom_plan"
+    assert options["prepare_threshold"] >= 2**31 - 1  # the ORM's statements: never prepared
+    assert prepared_statement_options({"prepare_threshold": 5})["prepare_threshold"] == 5  # the URL's wins
+
+
+def test_prepared_statements_can_be_turned_off_for_a_pooler():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json, django; django.setup(); from django.conf import settings; "
+        "print(json.dumps(settings.DATABASES['default']['OPTIONS']))"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_PREPARED_STATEMENTS": "false"}
+    command = [sys.executable, "-c", script]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=True)
+    options = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "prepare_threshold" not in options and "plan_cache_mode" not in options.get("options", "")
