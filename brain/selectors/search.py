@@ -2,7 +2,8 @@
 
 Two round trips in one transaction:
 
-1. :data:`_TERMS_SQL` — the transaction's scan settings (``_SCAN_SETTINGS``), the
+1. :data:`_TERMS_SQL` — the transaction's scan settings (``_SCAN_SETTINGS``) and the search's plan
+   mode (:data:`GENERIC_PLAN_MIN_THOUGHTS`), the
    query's lexemes (PostgreSQL's English stemming), each one's document frequency in the space and
    the space's size and total length: index reads of the statistics that triggers keep
    (``brain.models.LexemeStats`` / ``SpaceTextStats``). IDF and the lexemes the lexical side matches
@@ -105,6 +106,13 @@ class QueryTerms:
     idf: list[float]
     avgdl: float
     match: list[str]  # the lexemes the lexical side matches on (ranking.lexical_match_lexemes)
+    documents: int = 0  # thoughts in the space
+
+    @property
+    def generic_plan(self) -> bool:
+        """The search statement runs with its generic plan (GENERIC_PLAN_MIN_THOUGHTS; the terms
+        statement set the plan mode from the same count)."""
+        return self.documents >= GENERIC_PLAN_MIN_THOUGHTS
 
     @property
     def idf_total(self) -> float:
@@ -115,8 +123,8 @@ class QueryTerms:
 #: brain_thought: every part of the search reads it through an index (a space filter, HNSW, GIN),
 #: and the planner, seeing a frequent lexeme, sometimes preferred scanning a 10 000-thought space.
 #: The joins are planned in the order written (``join_collapse_limit`` / ``from_collapse_limit`` 1):
-#: the statement is planned on every execution (custom plans), and searching every order of its
-#: seven-way final join was 2.7 of its ~10 ms in PostgreSQL at 10,000 thoughts; in written order
+#: below GENERIC_PLAN_MIN_THOUGHTS the statement is planned on every execution, and searching every
+#: order of its seven-way final join was 2.7 of its ~10 ms in PostgreSQL at 10,000 thoughts; in written order
 #: planning took 1.7 ms and execution 0.3 ms more (EXPLAIN ANALYZE over 40 of bench-compare's
 #: questions, medians; the rows are the same whatever the join order).
 _SCAN_SETTINGS = ", ".join(
@@ -129,19 +137,44 @@ _SCAN_SETTINGS = ", ".join(
 )
 
 
-#: The terms statement also applies the scan settings (``set_config(..., true)`` lasts until the
-#: transaction ends): one round trip instead of two.
-_TERMS_SQL = f"{_TERMS_SELECT},\n       {_SCAN_SETTINGS}\nFROM q"
+#: A space of at least this many thoughts is searched with the search statement's generic plan:
+#: made once per connection and statement shape (the prepared statement's, ``plan_cache_mode``)
+#: instead of on every call; planning was ~1.2 of the statement's ~6 ms at 10,000 thoughts. A smaller
+#: space keeps a plan made for its values (the connection's ``force_custom_plan``, config/settings),
+#: where PostgreSQL may scan the space exactly rather than through HNSW (a few thousand thoughts and
+#: below), which only a plan that knows the space can choose.
+#:
+#: A generic plan can't see the space nor the query's lexemes, so its shape is fixed by the statement,
+#: not left to estimates (e.g. an average over many small spaces would make an exact scan of a big
+#: space look cheap): the dense and lexical sides name the space as ``space_id + 0``, which no index
+#: answers, and the transaction disables sorts, which makes an exact scan (scan + sort) lose to the
+#: HNSW scan; the lexical side then has the GIN scan as its only index (sorts it can't avoid stay;
+#: ``enable_sort`` only ranks plans). ``tests/test_brain_search_plans.py`` checks the shape with
+#: misleading statistics.
+GENERIC_PLAN_MIN_THOUGHTS = 5000
+
+#: The terms statement also applies the scan settings and the search's plan mode (``set_config(...,
+#: true)`` lasts until the transaction ends): one round trip instead of two. The space's size is read
+#: twice (in the statement's result and for the plan mode), from the same snapshot.
+_GENERIC = """(SELECT COALESCE(sum(g.documents), 0) >= %(generic_min)s
+                 FROM brain_spacetextstats g WHERE g.space_id = %(space)s)"""
+_TERMS_SQL = f"""{_TERMS_SELECT},
+       {_SCAN_SETTINGS},
+       set_config('plan_cache_mode', CASE WHEN {_GENERIC} THEN 'force_generic_plan' ELSE 'force_custom_plan' END, true),
+       set_config('enable_sort', CASE WHEN {_GENERIC} THEN 'off' ELSE 'on' END, true)
+FROM q"""
 
 
 def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int) -> QueryTerms:
     """The query's lexemes, their IDF in the space and which of them the lexical side matches on; the
-    same statement sets the search's scan settings for the rest of the transaction (``_SCAN_SETTINGS``)."""
+    same statement sets the search's scan settings and plan mode for the rest of the transaction
+    (``_SCAN_SETTINGS``, :data:`GENERIC_PLAN_MIN_THOUGHTS`)."""
     params = {
         "query_text": query_text,
         "max_lexemes": MAX_QUERY_LEXEMES,
         "space": space_id,
         "ef_search": str(ef_search),
+        "generic_min": GENERIC_PLAN_MIN_THOUGHTS,
     }
     cursor.execute(_TERMS_SQL, params)
     documents, lexemes_total, lexemes, dfs = cursor.fetchone()[:4]
@@ -152,6 +185,7 @@ def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int) -> Qu
         idf=[ranking.bm25_idf(n=n, df=df) for df in dfs],
         avgdl=float(lexemes_total) / n if n > 0 else 1.0,
         match=ranking.lexical_match_lexemes(list(zip(lexemes, dfs, strict=True))),
+        documents=n,
     )
 
 
@@ -163,7 +197,7 @@ idf AS MATERIALIZED (
 dense AS (
     SELECT t.id, row_number() OVER () AS rank FROM (
         SELECT t.id FROM brain_thought t
-        WHERE t.space_id = %(space)s AND t.embedding IS NOT NULL {filters}
+        WHERE {in_space} AND t.embedding IS NOT NULL {filters}
         ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(pool)s
     ) t
 ),
@@ -171,7 +205,7 @@ lexical AS (
     SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, created_at DESC, id) AS rank FROM (
         SELECT x.id, x.created_at, {bm25_x} AS bm25 FROM (
             SELECT t.id, t.created_at, t.search_vector FROM brain_thought t
-            WHERE t.space_id = %(space)s AND {lexical_match} {filters}
+            WHERE {in_space} AND {lexical_match} {filters}
             ORDER BY {approximate_bm25} DESC, t.created_at DESC, t.id LIMIT %(rescore)s
         ) x
         ORDER BY 3 DESC, x.created_at DESC, x.id LIMIT %(pool)s
@@ -320,6 +354,7 @@ def _fetch(
             approximate_bm25=_approximate_bm25_sql(terms, params),
             # No lexeme to match on (none in the query, or all too frequent): no lexical candidates.
             lexical_match="t.search_vector @@ %(match)s::tsquery" if terms.match else "FALSE",
+            in_space="t.space_id + 0 = %(space)s" if terms.generic_plan else "t.space_id = %(space)s",
             columns=columns,
         )
         cursor.execute(sql, params)

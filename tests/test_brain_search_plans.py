@@ -1,0 +1,115 @@
+"""The search statement's plans (brain.selectors.search.GENERIC_PLAN_MIN_THOUGHTS): a big space is
+searched with the prepared statement's generic plan, a small one with a plan made for its values, and
+both find the same thoughts in the same order. The generic plan's shape is fixed by the statement,
+whatever the table's statistics suggest."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection, transaction
+
+from brain.selectors import search
+from core.models import Space
+from tests.conftest import fake_vector
+
+pytestmark = pytest.mark.django_db
+
+TOPICS = ["deploy", "pgbouncer", "migrations", "cache", "celery", "tokens", "backups", "search"]
+QUERIES = [
+    "how do deploys run migrations",
+    "pgbouncer pool size for celery workers",
+    "where are the backups kept",
+    "search ranking with tokens",
+]
+
+
+@pytest.fixture
+def brain(thought_factory, space):
+    for i in range(48):
+        topic, other = TOPICS[i % len(TOPICS)], TOPICS[(i * 3 + 1) % len(TOPICS)]
+        thought_factory(f"Note {i}: the {topic} setup depends on {other}; checked on host {i % 5} after the incident.")
+    return space
+
+
+def _search(space, query):
+    result = search.thought_search(space=space, vector=fake_vector(query), query_text=query, limit=10)
+    return [(c.id, round(c.score, 6)) for c in result.candidates]
+
+
+def _plans() -> tuple[int, int]:
+    """(generic, custom) plans of this connection's prepared search statements so far."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COALESCE(sum(generic_plans), 0), COALESCE(sum(custom_plans), 0) FROM pg_prepared_statements "
+            "WHERE statement LIKE %s",
+            ["%WITH RECURSIVE%idf AS MATERIALIZED%"],
+        )
+        generic, custom = cursor.fetchone()
+    return int(generic), int(custom)
+
+
+def test_a_big_space_uses_the_generic_plan_a_small_one_a_plan_of_its_own_and_both_find_the_same(brain, monkeypatch):
+    monkeypatch.setattr(search, "GENERIC_PLAN_MIN_THOUGHTS", 10**9)
+    custom = {query: _search(brain, query) for query in QUERIES for _ in range(2)}
+    assert _plans()[0] == 0 and _plans()[1] >= len(QUERIES)
+    monkeypatch.setattr(search, "GENERIC_PLAN_MIN_THOUGHTS", 40)  # the space holds 48
+    generic = {query: _search(brain, query) for query in QUERIES for _ in range(2)}
+    assert _plans()[0] >= len(QUERIES)
+    assert generic == custom and all(custom.values())
+
+
+def _numbered(sql: str) -> str:
+    """The statement with psycopg's named placeholders numbered ($1, $2 ... by first appearance)."""
+    names: dict[str, int] = {}
+
+    def number(match: re.Match) -> str:
+        return f"${names.setdefault(match.group(1), len(names) + 1)}"
+
+    return re.sub(r"%\((\w+)\)s", number, sql).replace("%%", "%")
+
+
+def test_the_generic_plan_scans_hnsw_and_gin_even_when_statistics_say_spaces_are_tiny(brain, monkeypatch):
+    # 300 spaces of one thought each: to the planner, "space_id = $1" now means about one row, which
+    # makes an exact scan of the space look cheaper than HNSW, for a space of 10,000 as for this one.
+    spaces = Space.objects.bulk_create(Space(slug=f"tiny-{i}", name=f"Tiny {i}") for i in range(300))
+    from brain.services.thoughts import thought_create
+
+    for i, tiny in enumerate(spaces):
+        thought_create(
+            space=tiny,
+            content=f"tiny note {i} about pgbouncer",
+            embedding=fake_vector(f"tiny {i}"),
+            contributor_id="tester",
+            contributor_name="Tester",
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE brain_thought")
+    monkeypatch.setattr(search, "GENERIC_PLAN_MIN_THOUGHTS", 40)
+    seen = []
+    execute = search.prepared_cursor
+
+    def capturing():
+        cursor = execute()
+        original = cursor.execute
+
+        def remember(sql, params=None):
+            seen.append((sql, params))
+            return original(sql, params)
+
+        cursor.execute = remember
+        return cursor
+
+    monkeypatch.setattr(search, "prepared_cursor", capturing)
+    query = "pgbouncer pool size for celery workers"
+    assert _search(brain, query)
+    (terms_sql, terms_params), (search_sql, _params) = seen[:2]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(terms_sql, terms_params)  # the transaction's settings, as the search has them
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_generic_plan"
+        cursor.execute("EXPLAIN (GENERIC_PLAN) " + _numbered(search_sql))
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Index Scan using thought_embedding_hnsw" in plan, plan
+    assert "Bitmap Index Scan on thought_search_gin" in plan, plan
