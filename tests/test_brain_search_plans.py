@@ -60,6 +60,14 @@ def test_a_big_space_uses_the_generic_plan_a_small_one_a_plan_of_its_own_and_bot
     assert generic == custom and all(custom.values())
 
 
+def test_a_search_filtered_by_topic_keeps_a_plan_of_its_own_in_a_big_space(brain, monkeypatch):
+    monkeypatch.setattr(search, "GENERIC_PLAN_MIN_THOUGHTS", 40)
+    for query in QUERIES:
+        search.thought_search(space=brain, vector=fake_vector(query), query_text=query, limit=10, filter_topic="deploy")
+    generic, custom = _plans()
+    assert generic == 0 and custom >= len(QUERIES)
+
+
 def _numbered(sql: str) -> str:
     """The statement with psycopg's named placeholders numbered ($1, $2 ... by first appearance)."""
     names: dict[str, int] = {}

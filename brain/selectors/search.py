@@ -107,12 +107,7 @@ class QueryTerms:
     avgdl: float
     match: list[str]  # the lexemes the lexical side matches on (ranking.lexical_match_lexemes)
     documents: int = 0  # thoughts in the space
-
-    @property
-    def generic_plan(self) -> bool:
-        """The search statement runs with its generic plan (GENERIC_PLAN_MIN_THOUGHTS; the terms
-        statement set the plan mode from the same count)."""
-        return self.documents >= GENERIC_PLAN_MIN_THOUGHTS
+    generic_plan: bool = False  # the search statement runs with its generic plan (GENERIC_PLAN_MIN_THOUGHTS)
 
     @property
     def idf_total(self) -> float:
@@ -150,14 +145,16 @@ _SCAN_SETTINGS = ", ".join(
 #: answers, and the transaction disables sorts, which makes an exact scan (scan + sort) lose to the
 #: HNSW scan; the lexical side then has the GIN scan as its only index (sorts it can't avoid stay;
 #: ``enable_sort`` only ranks plans). ``tests/test_brain_search_plans.py`` checks the shape with
-#: misleading statistics.
+#: misleading statistics. A search filtered by topic or category keeps a custom plan at any size: for
+#: a rare topic PostgreSQL scans its few thoughts exactly, where a filtered HNSW scan could stop
+#: before it found them all.
 GENERIC_PLAN_MIN_THOUGHTS = 5000
 
 #: The terms statement also applies the scan settings and the search's plan mode (``set_config(...,
 #: true)`` lasts until the transaction ends): one round trip instead of two. The space's size is read
 #: twice (in the statement's result and for the plan mode), from the same snapshot.
-_GENERIC = """(SELECT COALESCE(sum(g.documents), 0) >= %(generic_min)s
-                 FROM brain_spacetextstats g WHERE g.space_id = %(space)s)"""
+_GENERIC = """(%(generic_allowed)s AND (SELECT COALESCE(sum(g.documents), 0) >= %(generic_min)s
+                                          FROM brain_spacetextstats g WHERE g.space_id = %(space)s))"""
 _TERMS_SQL = f"""{_TERMS_SELECT},
        {_SCAN_SETTINGS},
        set_config('plan_cache_mode', CASE WHEN {_GENERIC} THEN 'force_generic_plan' ELSE 'force_custom_plan' END, true),
@@ -165,16 +162,18 @@ _TERMS_SQL = f"""{_TERMS_SELECT},
 FROM q"""
 
 
-def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int) -> QueryTerms:
+def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int, filtered: bool = False) -> QueryTerms:
     """The query's lexemes, their IDF in the space and which of them the lexical side matches on; the
     same statement sets the search's scan settings and plan mode for the rest of the transaction
-    (``_SCAN_SETTINGS``, :data:`GENERIC_PLAN_MIN_THOUGHTS`)."""
+    (``_SCAN_SETTINGS``; the generic plan when the space is big enough and the search not
+    ``filtered`` by topic or category, :data:`GENERIC_PLAN_MIN_THOUGHTS`)."""
     params = {
         "query_text": query_text,
         "max_lexemes": MAX_QUERY_LEXEMES,
         "space": space_id,
         "ef_search": str(ef_search),
         "generic_min": GENERIC_PLAN_MIN_THOUGHTS,
+        "generic_allowed": not filtered,
     }
     cursor.execute(_TERMS_SQL, params)
     documents, lexemes_total, lexemes, dfs = cursor.fetchone()[:4]
@@ -186,6 +185,7 @@ def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int) -> Qu
         avgdl=float(lexemes_total) / n if n > 0 else 1.0,
         match=ranking.lexical_match_lexemes(list(zip(lexemes, dfs, strict=True))),
         documents=n,
+        generic_plan=not filtered and n >= GENERIC_PLAN_MIN_THOUGHTS,  # as the statement decided
     )
 
 
@@ -337,7 +337,13 @@ def _fetch(
     width = len(attnames)
     candidates = []
     with transaction.atomic(), prepared_cursor() as cursor:
-        terms = query_terms(cursor, space_id=space.pk, query_text=query_text, ef_search=ef_search)
+        terms = query_terms(
+            cursor,
+            space_id=space.pk,
+            query_text=query_text,
+            ef_search=ef_search,
+            filtered=bool(filter_topic or filter_category),
+        )
         params.update(
             {
                 "lexemes": terms.lexemes,
