@@ -141,7 +141,9 @@ DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", DATABASE_CONNECT_T
 # transaction mode. Prepared statements are planned with their values on every execution
 # (plan_cache_mode=force_custom_plan), as unprepared ones are: a generic plan can't see the space
 # (PostgreSQL plans an exact scan for a small space and HNSW for a big one) nor a query's lexemes,
-# and the query log's generic plan was seen taking 2.7 ms instead of 0.8.
+# and the query log's generic plan was seen taking 2.7 ms instead of 0.8. The one exception, a big
+# space's unfiltered search, says so in its own transaction (brain.selectors.search
+# GENERIC_PLAN_MIN_THOUGHTS).
 DATABASE_PREPARED_STATEMENTS = env("DATABASE_PREPARED_STATEMENTS", True)
 
 
