@@ -83,16 +83,24 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-#: The query's lexemes (in the query's order) with their document frequency in the space, and the
-#: space's size and total lexeme count: primary-key reads of the statistics the triggers keep.
+#: The query's lexemes (in the query's order) with their document frequency in the space, the
+#: space's size and total lexeme count (primary-key reads of the statistics the triggers keep), and
+#: whether the search statement runs with its generic plan (GENERIC_PLAN_MIN_THOUGHTS, decided here
+#: once: the plan mode set below and the statement's text in Python both read it).
 _TERMS_SELECT = """
 WITH q AS (
     SELECT u.lexeme, u.ord
     FROM unnest((tsvector_to_array(to_tsvector('english', %(query_text)s::text)))[1:%(max_lexemes)s::int])
          WITH ORDINALITY AS u(lexeme, ord)
+), size AS MATERIALIZED (
+    SELECT COALESCE(sum(s.documents), 0) AS documents, COALESCE(sum(s.lexemes), 0) AS lexemes
+    FROM brain_spacetextstats s WHERE s.space_id = %(space)s::bigint
+), plan AS MATERIALIZED (
+    SELECT %(generic_allowed)s::boolean AND size.documents >= %(generic_min)s::int AS generic FROM size
 )
-SELECT (SELECT COALESCE(sum(s.documents), 0) FROM brain_spacetextstats s WHERE s.space_id = %(space)s::bigint),
-       (SELECT COALESCE(sum(s.lexemes), 0) FROM brain_spacetextstats s WHERE s.space_id = %(space)s),
+SELECT (SELECT documents FROM size),
+       (SELECT lexemes FROM size),
+       (SELECT generic FROM plan),
        COALESCE(array_agg(q.lexeme ORDER BY q.ord), '{}'),
        COALESCE(array_agg((SELECT COALESCE(sum(l.documents), 0) FROM brain_lexemestats l
                            WHERE l.space_id = %(space)s AND l.lexeme = q.lexeme) ORDER BY q.ord), '{}')"""
@@ -106,7 +114,6 @@ class QueryTerms:
     idf: list[float]
     avgdl: float
     match: list[str]  # the lexemes the lexical side matches on (ranking.lexical_match_lexemes)
-    documents: int = 0  # thoughts in the space
     generic_plan: bool = False  # the search statement runs with its generic plan (GENERIC_PLAN_MIN_THOUGHTS)
 
     @property
@@ -151,14 +158,12 @@ _SCAN_SETTINGS = ", ".join(
 GENERIC_PLAN_MIN_THOUGHTS = 5000
 
 #: The terms statement also applies the scan settings and the search's plan mode (``set_config(...,
-#: true)`` lasts until the transaction ends): one round trip instead of two. The space's size is read
-#: twice (in the statement's result and for the plan mode), from the same snapshot.
-_GENERIC = """(%(generic_allowed)s AND (SELECT COALESCE(sum(g.documents), 0) >= %(generic_min)s
-                                          FROM brain_spacetextstats g WHERE g.space_id = %(space)s))"""
+#: true)`` lasts until the transaction ends): one round trip instead of two.
 _TERMS_SQL = f"""{_TERMS_SELECT},
        {_SCAN_SETTINGS},
-       set_config('plan_cache_mode', CASE WHEN {_GENERIC} THEN 'force_generic_plan' ELSE 'force_custom_plan' END, true),
-       set_config('enable_sort', CASE WHEN {_GENERIC} THEN 'off' ELSE 'on' END, true)
+       set_config('plan_cache_mode',
+                  CASE WHEN (SELECT generic FROM plan) THEN 'force_generic_plan' ELSE 'force_custom_plan' END, true),
+       set_config('enable_sort', CASE WHEN (SELECT generic FROM plan) THEN 'off' ELSE 'on' END, true)
 FROM q"""
 
 
@@ -176,7 +181,7 @@ def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int, filte
         "generic_allowed": not filtered,
     }
     cursor.execute(_TERMS_SQL, params)
-    documents, lexemes_total, lexemes, dfs = cursor.fetchone()[:4]
+    documents, lexemes_total, generic_plan, lexemes, dfs = cursor.fetchone()[:5]
     n = int(documents)
     dfs = [int(df) for df in dfs]
     return QueryTerms(
@@ -184,8 +189,7 @@ def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int, filte
         idf=[ranking.bm25_idf(n=n, df=df) for df in dfs],
         avgdl=float(lexemes_total) / n if n > 0 else 1.0,
         match=ranking.lexical_match_lexemes(list(zip(lexemes, dfs, strict=True))),
-        documents=n,
-        generic_plan=not filtered and n >= GENERIC_PLAN_MIN_THOUGHTS,  # as the statement decided
+        generic_plan=bool(generic_plan),
     )
 
 
