@@ -58,11 +58,14 @@ def test_a_full_cycle_logs_no_token(agent_factory, anon, space, caplog, capfd, f
     settings.DEBUG_PROPAGATE_EXCEPTIONS = False
     dev.raise_request_exception = False
     assert dev.get(f"/api/v1/thoughts/{thought_id}").status_code == 500
-    settings.API_THROTTLE_RATE = "1/hour"
-    assert liaison.get("/api/v1/agents/me").status_code in (200, 429)
-    assert liaison.get("/api/v1/agents/me").status_code == 429
     from tests.test_core_throttling import _forget
 
+    # The earlier calls left the liaison's throttle state a few milliseconds ahead of the clock at
+    # the default rate; forgotten, its first call at 1/hour passes and the second is refused.
+    _forget(liaison)
+    settings.API_THROTTLE_RATE = "1/hour"
+    assert liaison.get("/api/v1/agents/me").status_code == 200
+    assert liaison.get("/api/v1/agents/me").status_code == 429
     _forget(dev, liaison)
 
     captured = capfd.readouterr()
