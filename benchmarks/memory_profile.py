@@ -1,10 +1,11 @@
 """Where a retrieve-only memory call's time goes (issue 14: "where a target can't be met, say what the
 time is spent on"). Prints three views of the same call:
 
-    python -m benchmarks.memory_profile [--database bench_colony] [--calls 300] [--servers]
+    python -m benchmarks.memory_profile [--database bench_colony] [--calls 300] [--servers] [--contribute]
 
 1. CPU of the calling thread per phase (``time.thread_time`` around the functions that make up the
    call, through the whole Django + DRF stack in-process), and what is left for the framework.
+   ``--contribute`` profiles contribute+retrieve calls instead (each stores a new thought).
 2. Wall time of every SQL statement the call runs (a Django execute wrapper): database work plus the
    round trip, as the web process waits for it.
 3. ``--servers``: the CPU the web server's processes spend per request over HTTP, for the production
@@ -24,12 +25,15 @@ import functools
 import itertools
 import os
 import random
+import re
 import statistics
 import sys
 import time
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+#: Django names each savepoint uniquely; statements are grouped without the name.
+SAVEPOINT_NAME = re.compile(r'"s\d+_x\d+"')
 PHASES = [
     # (module, attribute, label): each wraps what the one before it does not.
     ("core.throttling", "TokenRateThrottle.allow_request", "throttle (per-token counts in the cache)"),
@@ -101,15 +105,22 @@ def _wrap(spent: dict, module: str, attribute: str, label: str) -> None:
     setattr(owner, name, timed)
 
 
-def in_process(calls: int) -> None:
+def in_process(calls: int, *, contribute: bool = False) -> None:
     from django.db import connection
     from django.test import Client
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {_token()}")
     prompts = _prompts(5)
+    kind = "contribute+retrieve" if contribute else "retrieve-only"
 
     def call() -> None:
-        response = client.get("/api/v1/memory", {"prompt": next(prompts), "contribute": "false"}, HTTP_HOST="127.0.0.1")
+        if contribute:  # a new statement each time (a numbered prompt), stored and answered
+            body = {"prompt": f"Observed: {next(prompts)} It needed a restart of the worker pool."}
+            response = client.post("/api/v1/memory", body, content_type="application/json", HTTP_HOST="127.0.0.1")
+        else:
+            response = client.get(
+                "/api/v1/memory", {"prompt": next(prompts), "contribute": "false"}, HTTP_HOST="127.0.0.1"
+            )
         assert response.status_code == 200, response.content[:300]
 
     for _ in range(20):
@@ -124,7 +135,9 @@ def in_process(calls: int) -> None:
         try:
             return execute(sql, params, many, context)
         finally:
-            statements[" ".join(sql.split())[:70]].append((time.perf_counter() - started) * 1000)
+            statements[SAVEPOINT_NAME.sub('"…"', " ".join(sql.split()))[:70]].append(
+                (time.perf_counter() - started) * 1000
+            )
 
     walls = []
     cpu_started = time.thread_time()
@@ -134,7 +147,7 @@ def in_process(calls: int) -> None:
             call()
             walls.append((time.perf_counter() - started) * 1000)
     total = (time.thread_time() - cpu_started) / calls * 1000
-    print(f"\n1. CPU of the calling thread per retrieve-only call (in-process, {calls} calls): {total:.2f} ms")
+    print(f"\n1. CPU of the calling thread per {kind} call (in-process, {calls} calls): {total:.2f} ms")
     accounted = 0.0
     for _module, _attribute, label in PHASES:
         ms = spent[label] / calls * 1000
@@ -204,9 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--servers", action="store_true", help="also measure the web servers' CPU per request")
     parser.add_argument("--port", type=int, default=8291)
+    parser.add_argument(
+        "--contribute", action="store_true", help="profile contribute+retrieve calls (each stores a new thought)"
+    )
     args = parser.parse_args(argv)
     _setup(args.database)
-    in_process(args.calls)
+    in_process(args.calls, contribute=args.contribute)
     if args.servers:
         servers(args.database, args.calls, args.port)
     return 0

@@ -177,6 +177,32 @@ def test_without_the_flag_nothing_is_checked(space, dev, django_capture_on_commi
     assert callbacks == [] and not CorrectionSuggestion.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_memory_contribution_sends_its_check_after_the_answer_once_committed(dev, monkeypatch):
+    """Publishing the job (~2.5 ms of kombu) is no longer part of the contribution's answer."""
+    from django.db import connection
+
+    from core.responses import ResponseThenWork
+
+    closing, sent = [], []
+    close = ResponseThenWork.close
+
+    def close_marking(response):
+        closing.append(True)
+        close(response)
+
+    def delay(thought_id):
+        committed = Thought.objects.filter(pk=thought_id).exists() and not connection.in_atomic_block
+        sent.append((thought_id, len(closing), committed))
+
+    monkeypatch.setattr(ResponseThenWork, "close", close_marking)
+    monkeypatch.setattr(jobs.detect_contradictions, "delay", delay)
+    body = {"prompt": "The nightly backup job is disabled on the database server since the last deploy."}
+    response = dev.post("/api/v1/memory", body, format="json")
+    assert response.status_code == 200, response.content
+    assert sent == [(response.json()["trace"]["thought_id"], 1, True)]  # after the answer, committed
+
+
 # --- candidates (deterministic vectors, recording judge) -------------------------------------------
 
 

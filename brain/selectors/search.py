@@ -1,6 +1,5 @@
-"""Retrieval (SPEC 2.3): dense and lexical candidates in one SQL statement, fused by brain.ranking.
-
-Two round trips in one transaction:
+"""Retrieval (SPEC 2.3): dense and lexical candidates fused by brain.ranking, three statements in
+one transaction:
 
 1. :data:`_TERMS_SQL` — the transaction's scan settings (``_SCAN_SETTINGS``) and the search's plan
    mode (:data:`GENERIC_PLAN_MIN_THOUGHTS`), the
@@ -10,13 +9,15 @@ Two round trips in one transaction:
    on are computed in Python (``ranking.bm25_idf``, ``ranking.lexical_match_lexemes``: the rarest
    ones, within ``ranking.LEXICAL_MATCH_BUDGET`` thoughts, so the statement stays bounded at any
    size).
-2. :data:`_SEARCH_SQL` returns, for one space and the caller's filters:
+2. :data:`_LEXICAL_SQL` — the lexical candidates: full text with OR semantics over the matched
+   lexemes, ordered by BM25 as if every word occurred once (cheap: one ``@@`` per query lexeme), the
+   best ``ranking.LEXICAL_RESCORE`` of them rescored with the exact BM25 (tf from the tsvector's
+   positions), the ``pool`` best kept. It needs no vector, so the memory endpoint embeds the query
+   while the database runs it (pipeline mode, :func:`_lexical_rows`).
+3. :data:`_SEARCH_SQL` returns, for one space and the caller's filters:
 
 - dense candidates: the HNSW scan (cosine) for the ``pool`` nearest thoughts;
-- lexical candidates: full text with OR semantics over the matched lexemes, ordered by BM25 as if
-  every word occurred once (cheap: one ``@@`` per query lexeme), the best
-  ``ranking.LEXICAL_RESCORE`` of them rescored with the exact BM25 (tf from the tsvector's
-  positions), the ``pool`` best kept;
+- the lexical candidates of statement 2 (their ids and BM25, passed back as arrays);
 - live corrections compared EXACTLY (not through the approximate index, see below);
 - for every superseded candidate, its live replacement (following superseded_by / refined_by up to
   :data:`REPLACEMENT_DEPTH` hops), fetched by id even when neither side found it;
@@ -34,9 +35,10 @@ planner off HNSW for that part.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import psycopg
 from django.db import connection, transaction
 from django.db.models.base import ModelState
 
@@ -64,6 +66,12 @@ _DEFERRED = set(THOUGHT_BULKY_FIELDS)
 #: thought is a deferred-field instance, and reading one of these loads it (one query).
 _NOT_READ = {"co_retrieved_with", "context_metadata", "alternatives_considered", "corrected_fact", "correct_fact"}
 _COLUMNS = [f for f in Thought._meta.concrete_fields if f.name not in _DEFERRED | _NOT_READ]
+_COLUMNS_SQL = ", ".join(f"t.{f.column}" for f in _COLUMNS)
+
+#: A query's vector, or what computes it (the memory endpoint embeds while the lexical side runs).
+Vector = list[float] | Callable[[], list[float]]
+#: Whether this psycopg can pipeline (libpq 14+); without it the lexical side waits for the vector.
+PIPELINE = psycopg.Pipeline.is_supported()
 
 
 @dataclass
@@ -193,6 +201,24 @@ def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int, filte
     )
 
 
+#: The lexical side: full text with OR semantics over the matched lexemes, ordered by BM25 as if every
+#: word occurred once (cheap: one ``@@`` per query lexeme), the best ``ranking.LEXICAL_RESCORE``
+#: rescored with the exact BM25, the ``pool`` best returned, best first (their order is their rank).
+#: It needs no vector: it can run while the query is embedded (see :func:`_lexical_rows`).
+_LEXICAL_SQL = """
+WITH idf AS MATERIALIZED (
+    SELECT i.lexeme, i.idf FROM unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS i(lexeme, idf)
+)
+SELECT x.id, {bm25_x} AS bm25 FROM (
+    SELECT t.id, t.created_at, t.search_vector FROM brain_thought t
+    WHERE {in_space} AND t.search_vector @@ %(match)s::tsquery {filters}
+    ORDER BY {approximate_bm25} DESC, t.created_at DESC, t.id LIMIT %(rescore)s
+) x
+ORDER BY 2 DESC, x.created_at DESC, x.id LIMIT %(pool)s
+"""
+
+#: Everything else, given the vector and the lexical side's rows (``lexical_ids`` / ``lexical_bm25``,
+#: best first).
 _SEARCH_SQL = """
 WITH RECURSIVE
 idf AS MATERIALIZED (
@@ -206,14 +232,8 @@ dense AS (
     ) t
 ),
 lexical AS (
-    SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, created_at DESC, id) AS rank FROM (
-        SELECT x.id, x.created_at, {bm25_x} AS bm25 FROM (
-            SELECT t.id, t.created_at, t.search_vector FROM brain_thought t
-            WHERE {in_space} AND {lexical_match} {filters}
-            ORDER BY {approximate_bm25} DESC, t.created_at DESC, t.id LIMIT %(rescore)s
-        ) x
-        ORDER BY 3 DESC, x.created_at DESC, x.id LIMIT %(pool)s
-    ) y
+    SELECT l.id, l.bm25, l.rank
+    FROM unnest(%(lexical_ids)s::uuid[], %(lexical_bm25)s::float8[]) WITH ORDINALITY AS l(id, bm25, rank)
 ),
 corrections AS (
     SELECT t.id FROM brain_thought t
@@ -309,32 +329,69 @@ def _filters(*, filter_topic: str | None, filter_category: str | None, exclude_i
     return " ".join(parts), exclude, params
 
 
+def _lexical_rows(cursor, *, terms: QueryTerms, base: dict, filters: str, vector: Vector) -> tuple[list, list[float]]:
+    """The lexical side's ``(id, bm25)`` rows, best first, and the query's vector.
+
+    The lexical statement needs no vector: when the vector is still to be computed (``vector`` a
+    callable: the memory endpoint's retrieve-only calls), the statement is sent first in pipeline mode,
+    the database runs it while this process embeds the query, and its rows are read afterwards; the
+    embedding (~2.5-3.5 ms of CPU) hides the lexical side's ~1.5 ms at 10,000 thoughts. A statement
+    that fails surfaces at the read, inside the caller's transaction, like any other."""
+    if not terms.match:  # no lexeme to match on (none in the query, or all too frequent): no lexical side
+        return [], _resolve(vector)
+    params = {**base, "match": " | ".join(_quote(lexeme) for lexeme in terms.match)}
+    sql = _LEXICAL_SQL.format(
+        filters=filters,
+        bm25_x=_BM25_SQL.format(row="x"),
+        approximate_bm25=_approximate_bm25_sql(terms, params),
+        in_space=_in_space(terms),
+    )
+    if not callable(vector) or not PIPELINE:
+        rows = _run(cursor, sql, params)
+        return rows, _resolve(vector)
+    with cursor.connection.pipeline():
+        cursor.execute(sql, params)  # sent: the server works on it from now on
+        vector = vector()
+        rows = cursor.fetchall()
+    return rows, vector
+
+
+def _run(cursor, sql: str, params: dict) -> list:
+    cursor.execute(sql, params)
+    return cursor.fetchall()
+
+
+def _resolve(vector: Vector) -> list[float]:
+    return vector() if callable(vector) else vector
+
+
+def _in_space(terms: QueryTerms) -> str:
+    return "t.space_id + 0 = %(space)s" if terms.generic_plan else "t.space_id = %(space)s"
+
+
 def _fetch(
     *,
     space: Space,
-    vector: list[float],
+    vector: Vector,
     query_text: str,
     pool: int,
     filter_topic: str | None,
     filter_category: str | None,
     exclude_ids: list[str],
-) -> list[ranking.Candidate]:
-    """The one statement; every row becomes a :class:`ranking.Candidate` carrying its ranking inputs."""
+) -> tuple[list[ranking.Candidate], list[float]]:
+    """The search's statements in one transaction: (candidates, each carrying its ranking inputs; the
+    query's vector, computed here when ``vector`` is a callable)."""
     filters, exclude, params = _filters(
         filter_topic=filter_topic, filter_category=filter_category, exclude_ids=exclude_ids
     )
     ef_search = min(EF_SEARCH_MAX, max(40, pool * EF_SEARCH_FACTOR))
-    columns = ", ".join(f"t.{f.column}" for f in _COLUMNS)
     params.update(
         {
             "space": space.pk,
-            "vector": vector_param(vector),
             "pool": pool,
             "rescore": max(pool, ranking.LEXICAL_RESCORE),
             "k1": ranking.BM25_K1,
             "b": ranking.BM25_B,
-            "max_distance": 1.0 - ranking.MIN_SIMILARITY,
-            "depth": REPLACEMENT_DEPTH,
         }
     )
     attnames = [f.attname for f in _COLUMNS]
@@ -348,28 +405,27 @@ def _fetch(
             ef_search=ef_search,
             filtered=bool(filter_topic or filter_category),
         )
+        params.update({"lexemes": terms.lexemes, "idfs": terms.idf, "avgdl": terms.avgdl})
+        lexical, vector = _lexical_rows(cursor, terms=terms, base=params, filters=filters, vector=vector)
         params.update(
             {
-                "lexemes": terms.lexemes,
-                "idfs": terms.idf,
-                "avgdl": terms.avgdl,
-                "match": " | ".join(_quote(lexeme) for lexeme in terms.match),
+                "vector": vector_param(vector),
+                "lexical_ids": [row[0] for row in lexical],
+                "lexical_bm25": [row[1] for row in lexical],
+                "max_distance": 1.0 - ranking.MIN_SIMILARITY,
+                "depth": REPLACEMENT_DEPTH,
             }
         )
         sql = _SEARCH_SQL.format(
             filters=filters,
             exclude_t=exclude,
-            bm25_x=_BM25_SQL.format(row="x"),
             bm25_t=_BM25_SQL.format(row="t"),
-            approximate_bm25=_approximate_bm25_sql(terms, params),
-            # No lexeme to match on (none in the query, or all too frequent): no lexical candidates.
-            lexical_match="t.search_vector @@ %(match)s::tsquery" if terms.match else "FALSE",
-            in_space="t.space_id + 0 = %(space)s" if terms.generic_plan else "t.space_id = %(space)s",
-            columns=columns,
+            in_space=_in_space(terms),
+            columns=_COLUMNS_SQL,
         )
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        rows = _run(cursor, sql, params)
     converters = [getattr(f, "from_db_value", None) for f in _COLUMNS]
+    idf_total = terms.idf_total
     for row in rows:
         values = [
             convert(value, None, connection) if convert else value
@@ -392,7 +448,7 @@ def _fetch(
                 thought=thought,
                 similarity=None if similarity is None else float(similarity),
                 bm25=float(bm25 or 0.0),
-                idf_total=terms.idf_total,
+                idf_total=idf_total,
                 dense_rank=dense_rank,
                 lexical_rank=lexical_rank,
                 via_vector=dense_rank is not None or bool(via_correction),
@@ -402,7 +458,7 @@ def _fetch(
                 fetched_as_replacement=bool(fetched),
             )
         )
-    return candidates
+    return candidates, vector
 
 
 def _explain(candidate: ranking.Candidate, *, filter_topic: str | None, filter_category: str | None) -> None:
@@ -425,16 +481,16 @@ def _explain(candidate: ranking.Candidate, *, filter_topic: str | None, filter_c
 def _round(
     *,
     space: Space,
-    vector: list[float],
+    vector: Vector,
     query_text: str,
     limit: int,
     filter_topic: str | None,
     filter_category: str | None,
     exclude_ids: list[str],
-) -> tuple[list[ranking.Candidate], list[ranking.Candidate]]:
-    """One search: (the ranked page, every candidate fetched)."""
+) -> tuple[list[ranking.Candidate], list[ranking.Candidate], list[float]]:
+    """One search: (the ranked page, every candidate fetched, the query's vector)."""
     pool = max(MIN_POOL, limit * POOL_FACTOR)
-    candidates = _fetch(
+    candidates, vector = _fetch(
         space=space,
         vector=vector,
         query_text=query_text,
@@ -445,13 +501,13 @@ def _round(
     )
     for candidate in candidates:
         _explain(candidate, filter_topic=filter_topic, filter_category=filter_category)
-    return ranking.rank(candidates, filter_topic=filter_topic, limit=limit), candidates
+    return ranking.rank(candidates, filter_topic=filter_topic, limit=limit), candidates, vector
 
 
 def thought_search(
     *,
     space: Space,
-    vector: list[float],
+    vector: Vector,
     query_text: str,
     limit: int = 10,
     filter_topic: str | None = None,
@@ -460,14 +516,18 @@ def thought_search(
 ) -> SearchResult:
     """Ranked thoughts of ``space`` for a query; multi-round when a category filter finds too little.
 
-    ``exclude_ids`` keeps the thought this very call stored out of its own results.
+    ``exclude_ids`` keeps the thought this very call stored out of its own results. ``vector`` may be
+    a callable that computes it: it is then called once, while the database runs the first round's
+    lexical side (a relaxed second round reuses what it returned).
     """
     exclude_ids = [str(i) for i in exclude_ids]
-    kwargs = {"space": space, "vector": vector, "query_text": query_text, "limit": limit, "exclude_ids": exclude_ids}
-    ranked, fetched = _round(filter_topic=filter_topic, filter_category=filter_category, **kwargs)
+    kwargs = {"space": space, "query_text": query_text, "limit": limit, "exclude_ids": exclude_ids}
+    ranked, fetched, vector = _round(
+        filter_topic=filter_topic, filter_category=filter_category, vector=vector, **kwargs
+    )
     best = ranked[0].score if ranked else 0.0
     if filter_category and best < ranking.SUFFICIENT_SCORE:
-        ranked, fetched = _round(filter_topic=filter_topic, filter_category=None, **kwargs)
+        ranked, fetched, _vector = _round(filter_topic=filter_topic, filter_category=None, vector=vector, **kwargs)
         note = f"relaxed filter: no {filter_category} scored {ranking.SUFFICIENT_SCORE} or more (best {best:.2f})"
         for candidate in ranked:
             if candidate.thought.thought_category == filter_category:

@@ -27,7 +27,9 @@ from core.models import Agent, Space
 logger = logging.getLogger("colony.brain")
 
 
-@transaction.atomic
+#: No savepoint inside a caller's transaction (the memory call's, a correction's, a transition's): it
+#: joins it, all or nothing with it, and saves the SAVEPOINT/RELEASE round trips (~0.4 ms a contribution).
+@transaction.atomic(savepoint=False)
 def thought_create(
     *,
     space: Space,

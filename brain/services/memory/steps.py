@@ -121,13 +121,23 @@ def step_threshold(call: MemoryCall) -> None:
 
 
 def step_embed(call: MemoryCall) -> None:
-    """Embed the prompt once: the same vector is the query and the stored thought's embedding."""
+    """Embed the prompt once: the same vector is the query and the stored thought's embedding.
+
+    A call that stores nothing embeds in ``step_retrieve`` instead, while the database runs the
+    search's lexical side (``search.thought_search`` with a callable vector): nothing before the
+    search needs the vector, and nothing has been written when it fails."""
+    if call.contribute:
+        _embed(call)
+
+
+def _embed(call: MemoryCall) -> list[float]:
     try:
         call.vector = embedder.embed(call.prompt)
     except embedder.EmbeddingError as exc:
         logger.error("Embedding failed: %s", exc)
         raise ServiceFailure(f"Could not embed the prompt: {exc}", code="EMBEDDING_FAILED") from exc
     call.operations.append("embed")
+    return call.vector
 
 
 def step_flags(call: MemoryCall) -> None:
@@ -190,13 +200,17 @@ def step_contribute(call: MemoryCall) -> None:
 
     refines/consolidates inherit weight and supersede their sources; a correction supersedes every
     id of ``supersedes`` in the same transaction (all or nothing). Any other thought is checked for
-    contradictions with existing facts by a Celery job after commit (off the request path).
+    contradictions with existing facts by a Celery job, sent once it is committed and the answer is
+    out (off the request path).
     """
     if not call.contribute:
         return
     if call.is_correction:
         _contribute_correction(call)
         return
+    # The contradiction check is sent after the answer (call.after_response), once the thought is
+    # committed; inside a caller's transaction that commits later, at that commit as before.
+    defer = None if transaction.get_connection().in_atomic_block else call.after_response.append
     with transaction.atomic():
         sources = lineage.lineage_lock_sources(space=call.space, source_ids=call.lineage_ids)
         weight = lineage.lineage_inherited_weight(
@@ -214,7 +228,7 @@ def step_contribute(call: MemoryCall) -> None:
             related_thoughts=list(call.request.get("related_thoughts") or []),
             **_thought_fields(call),
         )
-        thought_schedule_followups(thought=call.thought, detect_contradictions=True)
+        thought_schedule_followups(thought=call.thought, detect_contradictions=True, defer=defer)
         if call.lineage_ids:
             lineage.lineage_supersede(thought=call.thought, source_ids=call.lineage_ids)
     call.operations.append(f"contribute:{call.thought_type}")
@@ -250,7 +264,7 @@ def step_retrieve(call: MemoryCall) -> None:
     request = call.request
     call.search = search.thought_search(
         space=call.space,
-        vector=call.vector,
+        vector=call.vector if call.vector is not None else functools.partial(_embed, call),
         query_text=call.prompt,
         limit=request.get("limit") or DEFAULT_LIMIT,
         filter_topic=request.get("filter_topic") or None,

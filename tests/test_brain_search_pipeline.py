@@ -1,0 +1,113 @@
+"""A retrieve-only memory call embeds its query while the database runs the search's lexical side
+(``brain.selectors.search._lexical_rows``: the statement is sent in pipeline mode before the model
+runs, its rows read after)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+import pytest
+from django.db import connection
+
+from brain import embedding
+from brain.models import QueryLog
+from brain.selectors import search
+from tests.conftest import fake_vector
+
+pytestmark = pytest.mark.django_db
+
+QUERY = "which pgbouncer pool size do the celery workers use"
+
+
+@pytest.fixture
+def brain(thought_factory, space):
+    for i in range(30):
+        thought_factory(f"Note {i}: the pgbouncer pool for celery workers is {10 + i}; deploy {i % 4} checked it.")
+    return space
+
+
+def _backend_query(pid: int) -> str:
+    """What PostgreSQL says the backend ``pid`` runs or last ran, asked over another connection."""
+    params = connection.get_connection_params()
+    with psycopg.connect(**{k: v for k, v in params.items() if k not in ("cursor_factory", "context")}) as other:
+        return other.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
+
+
+def test_the_query_is_embedded_while_the_lexical_statement_is_already_sent(dev, brain, monkeypatch):
+    seen = []
+
+    def embed_many(texts, *, batch_size=64):
+        pid = connection.connection.info.backend_pid
+        seen.append((connection.connection.pgconn.pipeline_status, _backend_query(pid)))
+        return [fake_vector(text) for text in texts]
+
+    monkeypatch.setattr(embedding, "embed_many", embed_many)
+    response = dev.get("/api/v1/memory", {"prompt": QUERY, "contribute": "false"})
+    assert response.status_code == 200, response.content
+    assert response.json()["result"]["sources"]
+    ((status, running),) = seen
+    assert status == psycopg.pq.PipelineStatus.ON
+    assert running.lstrip().startswith("WITH idf AS MATERIALIZED") and "@@" in running, running
+
+
+def test_a_call_that_stores_embeds_before_it_searches(dev, brain, monkeypatch):
+    # A contribution needs the vector before it is stored (near-duplicate check, correction guard).
+    statuses = []
+
+    def embed_many(texts, *, batch_size=64):
+        statuses.append(connection.connection.pgconn.pipeline_status)
+        return [fake_vector(text) for text in texts]
+
+    monkeypatch.setattr(embedding, "embed_many", embed_many)
+    body = {"prompt": "The celery workers use a pgbouncer pool of 25 connections since the last deploy."}
+    assert dev.post("/api/v1/memory", body, format="json").status_code == 200
+    assert statuses == [psycopg.pq.PipelineStatus.OFF]
+
+
+def _counted_embedding(calls: list) -> Callable[[], list[float]]:
+    def vector():
+        calls.append(QUERY)
+        return fake_vector(QUERY)
+
+    return vector
+
+
+def test_pipelined_and_sequential_searches_find_the_same(brain, monkeypatch):
+    def ranked(vector):
+        result = search.thought_search(space=brain, vector=vector, query_text=QUERY, limit=10)
+        return [(c.id, round(c.score, 6), c.dense_rank, c.lexical_rank) for c in result.candidates]
+
+    calls: list = []
+    pipelined = ranked(_counted_embedding(calls))
+    assert calls == [QUERY]  # computed once, by the search
+    given = ranked(fake_vector(QUERY))
+    monkeypatch.setattr(search, "PIPELINE", False)
+    sequential = ranked(_counted_embedding(calls))
+    assert calls == [QUERY, QUERY]
+    assert pipelined == given == sequential
+    assert any(lexical for *_, lexical in pipelined) and any(dense for *_, dense, _ in pipelined)
+
+
+def test_an_embedding_failure_during_the_lexical_statement_is_500_and_logs_nothing(dev, brain, monkeypatch):
+    def broken(texts, *, batch_size=64):
+        raise embedding.EmbeddingError("model file missing")
+
+    monkeypatch.setattr(embedding, "embed_many", broken)
+    response = dev.get("/api/v1/memory", {"prompt": QUERY, "contribute": "false"})
+    assert response.status_code == 500 and response.json()["error"]["code"] == "EMBEDDING_FAILED"
+    assert QueryLog.objects.count() == 0
+    assert connection.connection.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
+    monkeypatch.setattr(embedding, "embed_many", lambda texts, *, batch_size=64: [fake_vector(t) for t in texts])
+    again = dev.get("/api/v1/memory", {"prompt": QUERY, "contribute": "false"})  # the connection still works
+    assert again.status_code == 200 and again.json()["result"]["sources"]
+    assert QueryLog.objects.count() == 1
+
+
+def test_a_relaxed_second_round_reuses_the_vector_the_first_computed(brain):
+    calls: list = []
+    result = search.thought_search(
+        space=brain, vector=_counted_embedding(calls), query_text=QUERY, limit=10, filter_category="decision"
+    )
+    assert result.relaxed and result.candidates  # no decision in the brain: the filter was dropped
+    assert calls == [QUERY]
