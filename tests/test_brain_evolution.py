@@ -216,11 +216,12 @@ def test_an_old_uncategorized_call_works_unchanged(dev):
     stored = Thought.objects.get(pk=body["trace"]["thought_id"])
     assert stored.thought_category == "uncategorized" and stored.quality_flags == []
     assert (stored.topic, stored.supersedes, stored.contradicted_by_id) == ("", [], None)
-    assert body["trace"]["operations"][:6] == [
+    assert body["trace"]["operations"][:7] == [
         "validate",
         "session:new",
         "threshold:met",
         "embed",
+        "retrieve:0",
         "flags:none",
         "contribute:original",
     ]

@@ -11,10 +11,13 @@ import math
 import uuid
 
 import pytest
+from django.db import transaction
 
 from brain import embedding, ranking
 from brain.choices import SuggestionOrigin, SuggestionStatus
 from brain.models import CorrectionSuggestion, QueryLog, Thought
+from brain.selectors import search
+from brain.services.memory import steps
 from brain.services.suggestions import suggestion_create
 from tests.conftest import fake_vector
 
@@ -434,6 +437,28 @@ def test_no_near_duplicate_advice_against_the_thought_being_refined(dev, thought
     assert Thought.objects.get(pk=body["trace"]["thought_id"]).quality_flags == []
 
 
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_contribution_reads_its_nearest_thought_from_the_search_that_ran_first(
+    dev, monkeypatch, thought_factory, filtered
+):
+    # Unfiltered, the search that ran before storing fetched the nearest thought already: no scan of
+    # its own. Filtered by topic, the search can't see the rest of the space: one scan of its own,
+    # which finds the near-duplicate in another topic.
+    existing = thought_factory(
+        "The cache evicts by LRU and keeps entries ten minutes.", embedding=_unit(1.0), topic="cache"
+    )
+    monkeypatch.setattr(embedding, "embed_many", lambda texts, batch_size=64: [_unit(0.95) for _ in texts])
+    scans = []
+    nearest = search.thought_nearest
+    monkeypatch.setattr(search, "thought_nearest", lambda **kwargs: scans.append(1) or nearest(**kwargs))
+    memory(dev, prompt="warm up")
+    extra = {"filter_topic": "billing"} if filtered else {}
+    body = memory(dev, prompt="The cache uses LRU eviction with a 10 minute TTL for every tenant.", **extra)
+    assert len(scans) == (1 if filtered else 0)
+    assert Thought.objects.get(pk=body["trace"]["thought_id"]).quality_flags == ["near_duplicate"]
+    assert f'"consolidates": ["{existing.id}"' in body["result"]["guidance"]
+
+
 # --- implicit feedback ----------------------------------------------------------------------------
 def test_implicit_feedback_rewards_what_the_session_was_shown(dev, fake_embedder, thought_factory):
     shown = thought_factory("The deploy pipeline restarts web workers one by one.")
@@ -596,9 +621,12 @@ def test_any_text_is_a_valid_query(dev, fake_embedder, thought_factory, prompt):
 
 
 def test_steps_run_in_the_order_of_the_spec(agent_factory, thought_factory):
-    """validate → session → threshold → embed → flags → contribute (+ contradiction check scheduled) →
-    retrieve (+ reinforce) → disambiguation → onboarding → near-duplicate → implicit feedback → highways
-    → pending corrections. The real model (issue 12 item 10): the near-duplicate is one by meaning."""
+    """validate → session → threshold → embed + retrieve → flags → contribute (+ contradiction check
+    scheduled) → reinforce → disambiguation → onboarding → near-duplicate → implicit feedback →
+    highways → pending corrections. SPEC 2.2 retrieves after contributing; a plain contribution's
+    search runs first and answers the same (the next test), and a refinement's or a correction's
+    runs after its write (test_a_write_that_supersedes_searches_after_it). The real model (issue 12
+    item 10): the near-duplicate is one by meaning."""
     agent = agent_factory("dev")
     prompt = "retry policy queue consumer " * 3
     for i in range(10):
@@ -619,13 +647,58 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, thought_factory):
     body = memory(agent, prompt=prompt, session_id=session, limit=10)
     operations = [op.split(":")[0] for op in body["trace"]["operations"]]
     assert operations == [
-        "validate", "session", "threshold", "embed", "flags", "contribute", "contradiction_check", "retrieve",
+        "validate", "session", "threshold", "embed", "retrieve", "flags", "contribute", "contradiction_check",
         "reinforce", "disambiguation", "onboarding", "near_duplicate", "implicit_feedback", "highways",
         "pending_corrections",
     ]  # fmt: skip
     guidance = body["result"]["guidance"].splitlines()
     assert guidance[0].startswith("Welcome") and guidance[1].startswith("Near-duplicate")
     assert "pending correction" in guidance[2]
+
+
+def _answer(body: dict) -> list[tuple]:
+    return [(s["thought_id"], s["score"], s["matching_reason"]) for s in body["result"]["sources"]]
+
+
+def test_a_plain_contribution_searching_first_answers_what_searching_after_it_would(
+    dev, fake_embedder, thought_factory, monkeypatch
+):
+    # The search runs before the insert and counts the prompt in BM25's statistics as if stored: the
+    # same sources, scores and reasons (BM25 figures included) as SPEC 2.2's order, contribute then
+    # retrieve. The prompt's words are the query's, so a statistic that missed it would show.
+    for i in range(12):
+        thought_factory(f"Note {i}: the pgbouncer pool for celery workers is {10 + i}; deploy {i % 4} checked it.")
+    thought_factory("Gardening: tomatoes need sun and the celery beds need water.")
+    memory(dev, prompt="warm up")
+    prompt = "The celery workers now use a pgbouncer pool of 40 connections since the deploy."
+    answers, orders = [], []
+    for searches_last in (False, True):
+        if searches_last:
+            monkeypatch.setattr(steps, "_write_moves_the_search", lambda call: call.contribute)
+        with transaction.atomic():
+            body = memory(dev, prompt=prompt, session_id="s-first")
+            transaction.set_rollback(True)  # the same brain for both
+        answers.append(_answer(body))
+        orders.append([op.split(":")[0] for op in body["trace"]["operations"]])
+    assert orders[0].index("retrieve") < orders[0].index("contribute")
+    assert orders[1].index("retrieve") > orders[1].index("contribute")
+    first, last = answers
+    assert first == last and len(first) == 10
+    assert any("bm25" in reason for *_, reason in first)
+
+
+def test_a_write_that_supersedes_searches_after_it(dev, fake_embedder, thought_factory):
+    # A refinement's answer ranks the thought it superseded as superseded, below itself... which only
+    # a search after the write can see; the same for a correction.
+    original = thought_factory("The celery workers use a pgbouncer pool of 20 connections.")
+    memory(dev, prompt="warm up")
+    body = memory(
+        dev, prompt="The celery workers use a pgbouncer pool of 40 connections now.", refines=str(original.id)
+    )
+    operations = [op.split(":")[0] for op in body["trace"]["operations"]]
+    assert operations.index("contribute") < operations.index("retrieve")
+    (source,) = [s for s in body["result"]["sources"] if s["thought_id"] == str(original.id)]
+    assert source["superseded"] is True and "superseded" in source["matching_reason"]
 
 
 def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypatch, thought_factory):
@@ -654,7 +727,6 @@ def test_a_correction_beyond_the_vector_pool_is_found_exactly(dev, thought_facto
     business (brain.ranking, issue 13): 31st of 31 by cosine here, so ×1.3 no longer lifts it above
     thirty closer thoughts (ranking corrections higher inside the fusion cost recall on the
     retrieval benchmark's dev split: benchmarks/retrieval/README.md)."""
-    from brain.selectors import search
 
     for i in range(35):
         thought_factory(f"Filler neighbour {i} about something close in meaning.", embedding=_unit(0.9))

@@ -1,4 +1,5 @@
-"""A retrieve-only memory call embeds its query while the database runs the search's lexical side
+"""A memory call that searches before it writes anything (retrieve-only, or a plain contribution)
+embeds its query while the database runs the search's lexical side
 (``brain.selectors.search._lexical_rows``: the statement is sent in pipeline mode before the model
 runs, its rows read after)."""
 
@@ -51,8 +52,27 @@ def test_the_query_is_embedded_while_the_lexical_statement_is_already_sent(dev, 
     assert running.lstrip().startswith("WITH idf AS MATERIALIZED") and "@@" in running, running
 
 
-def test_a_call_that_stores_embeds_before_it_searches(dev, brain, monkeypatch):
-    # A contribution needs the vector before it is stored (near-duplicate check, correction guard).
+@pytest.mark.parametrize(
+    "extra, pipelined",
+    [
+        ({}, True),  # a plain contribution searches first, like a retrieve-only call
+        ({"refines": "ORIGINAL"}, False),  # its search must see the write: the vector is needed before it
+        (
+            {
+                "thought_category": "correction",
+                "topic": "pgbouncer",
+                "corrected_fact": "the pool is 20",
+                "correct_fact": "the pool is 25",
+                "supersedes": ["ORIGINAL"],
+            },
+            False,
+        ),
+    ],
+)
+def test_a_contribution_embeds_during_its_search_unless_its_write_moves_the_search(
+    dev, brain, thought_factory, monkeypatch, extra, pipelined
+):
+    original = thought_factory("The celery workers use a pgbouncer pool of 20 connections.")
     statuses = []
 
     def embed_many(texts, *, batch_size=64):
@@ -61,8 +81,13 @@ def test_a_call_that_stores_embeds_before_it_searches(dev, brain, monkeypatch):
 
     monkeypatch.setattr(embedding, "embed_many", embed_many)
     body = {"prompt": "The celery workers use a pgbouncer pool of 25 connections since the last deploy."}
-    assert dev.post("/api/v1/memory", body, format="json").status_code == 200
-    assert statuses == [psycopg.pq.PipelineStatus.OFF]
+    for key, value in extra.items():
+        body[key] = str(original.id) if value == "ORIGINAL" else [str(original.id)] if value == ["ORIGINAL"] else value
+    response = dev.post("/api/v1/memory", body, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["trace"]["thought_id"]
+    expected = psycopg.pq.PipelineStatus.ON if pipelined else psycopg.pq.PipelineStatus.OFF
+    assert set(statuses) == {expected}  # (a correction also embeds its corrected fact, before storing)
 
 
 def _counted_embedding(calls: list) -> Callable[[], list[float]]:

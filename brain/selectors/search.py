@@ -95,13 +95,22 @@ def _quote(lexeme: str) -> str:
 #: space's size and total lexeme count (primary-key reads of the statistics the triggers keep), and
 #: whether the search statement runs with its generic plan (GENERIC_PLAN_MIN_THOUGHTS, decided here
 #: once: the plan mode set below and the statement's text in Python both read it).
+#:
+#: ``pending_text`` (NULL for none) is the content of a thought this call is about to store: the
+#: statistics count it as if it were stored (one more document, its length, +1 to the frequency of
+#: each query lexeme it contains), exactly what the triggers will add, so a search run before the
+#: insert scores like one run after it (``thought_search``).
 _TERMS_SELECT = """
 WITH q AS (
     SELECT u.lexeme, u.ord
     FROM unnest((tsvector_to_array(to_tsvector('english', %(query_text)s::text)))[1:%(max_lexemes)s::int])
          WITH ORDINALITY AS u(lexeme, ord)
+), pending AS MATERIALIZED (
+    SELECT to_tsvector('english', p.text) AS vector
+    FROM (SELECT %(pending_text)s::text AS text) p WHERE p.text IS NOT NULL
 ), size AS MATERIALIZED (
-    SELECT COALESCE(sum(s.documents), 0) AS documents, COALESCE(sum(s.lexemes), 0) AS lexemes
+    SELECT COALESCE(sum(s.documents), 0) + (SELECT count(*) FROM pending) AS documents,
+           COALESCE(sum(s.lexemes), 0) + (SELECT COALESCE(sum(length(vector)), 0) FROM pending) AS lexemes
     FROM brain_spacetextstats s WHERE s.space_id = %(space)s::bigint
 ), plan AS MATERIALIZED (
     SELECT %(generic_allowed)s::boolean AND size.documents >= %(generic_min)s::int AS generic FROM size
@@ -111,7 +120,9 @@ SELECT (SELECT documents FROM size),
        (SELECT generic FROM plan),
        COALESCE(array_agg(q.lexeme ORDER BY q.ord), '{}'),
        COALESCE(array_agg((SELECT COALESCE(sum(l.documents), 0) FROM brain_lexemestats l
-                           WHERE l.space_id = %(space)s AND l.lexeme = q.lexeme) ORDER BY q.ord), '{}')"""
+                           WHERE l.space_id = %(space)s AND l.lexeme = q.lexeme)
+                          + (SELECT count(*) FROM pending WHERE q.lexeme = ANY(tsvector_to_array(pending.vector)))
+                          ORDER BY q.ord), '{}')"""
 
 
 @dataclass
@@ -175,13 +186,23 @@ _TERMS_SQL = f"""{_TERMS_SELECT},
 FROM q"""
 
 
-def query_terms(cursor, *, space_id: int, query_text: str, ef_search: int, filtered: bool = False) -> QueryTerms:
-    """The query's lexemes, their IDF in the space and which of them the lexical side matches on; the
-    same statement sets the search's scan settings and plan mode for the rest of the transaction
-    (``_SCAN_SETTINGS``; the generic plan when the space is big enough and the search not
-    ``filtered`` by topic or category, :data:`GENERIC_PLAN_MIN_THOUGHTS`)."""
+def query_terms(
+    cursor,
+    *,
+    space_id: int,
+    query_text: str,
+    ef_search: int,
+    filtered: bool = False,
+    pending_text: str | None = None,
+) -> QueryTerms:
+    """The query's lexemes, their IDF in the space and which of them the lexical side matches on (with
+    ``pending_text`` counted as a stored thought, see ``_TERMS_SELECT``); the same statement sets the
+    search's scan settings and plan mode for the rest of the transaction (``_SCAN_SETTINGS``; the
+    generic plan when the space is big enough and the search not ``filtered`` by topic or category,
+    :data:`GENERIC_PLAN_MIN_THOUGHTS`)."""
     params = {
         "query_text": query_text,
+        "pending_text": pending_text,
         "max_lexemes": MAX_QUERY_LEXEMES,
         "space": space_id,
         "ef_search": str(ef_search),
@@ -378,6 +399,7 @@ def _fetch(
     filter_topic: str | None,
     filter_category: str | None,
     exclude_ids: list[str],
+    pending_text: str | None = None,
 ) -> tuple[list[ranking.Candidate], list[float]]:
     """The search's statements in one transaction: (candidates, each carrying its ranking inputs; the
     query's vector, computed here when ``vector`` is a callable)."""
@@ -404,6 +426,7 @@ def _fetch(
             query_text=query_text,
             ef_search=ef_search,
             filtered=bool(filter_topic or filter_category),
+            pending_text=pending_text,
         )
         params.update({"lexemes": terms.lexemes, "idfs": terms.idf, "avgdl": terms.avgdl})
         lexical, vector = _lexical_rows(cursor, terms=terms, base=params, filters=filters, vector=vector)
@@ -487,6 +510,7 @@ def _round(
     filter_topic: str | None,
     filter_category: str | None,
     exclude_ids: list[str],
+    pending_text: str | None = None,
 ) -> tuple[list[ranking.Candidate], list[ranking.Candidate], list[float]]:
     """One search: (the ranked page, every candidate fetched, the query's vector)."""
     pool = max(MIN_POOL, limit * POOL_FACTOR)
@@ -498,6 +522,7 @@ def _round(
         filter_topic=filter_topic,
         filter_category=filter_category,
         exclude_ids=exclude_ids,
+        pending_text=pending_text,
     )
     for candidate in candidates:
         _explain(candidate, filter_topic=filter_topic, filter_category=filter_category)
@@ -513,15 +538,24 @@ def thought_search(
     filter_topic: str | None = None,
     filter_category: str | None = None,
     exclude_ids: Iterable[str] = (),
+    pending_text: str | None = None,
 ) -> SearchResult:
     """Ranked thoughts of ``space`` for a query; multi-round when a category filter finds too little.
 
     ``exclude_ids`` keeps the thought this very call stored out of its own results. ``vector`` may be
     a callable that computes it: it is then called once, while the database runs the first round's
-    lexical side (a relaxed second round reuses what it returned).
+    lexical side (a relaxed second round reuses what it returned). ``pending_text`` is the content of
+    a thought the caller is about to store, searching first: BM25's statistics count it as stored,
+    so the search scores as it would once the thought is stored and left out by ``exclude_ids``.
     """
     exclude_ids = [str(i) for i in exclude_ids]
-    kwargs = {"space": space, "query_text": query_text, "limit": limit, "exclude_ids": exclude_ids}
+    kwargs = {
+        "space": space,
+        "query_text": query_text,
+        "limit": limit,
+        "exclude_ids": exclude_ids,
+        "pending_text": pending_text,
+    }
     ranked, fetched, vector = _round(
         filter_topic=filter_topic, filter_category=filter_category, vector=vector, **kwargs
     )

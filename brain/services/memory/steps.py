@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from brain import embedding as embedder
 from brain.choices import QualityFlag, ThoughtCategory
-from brain.models import QueryLog
+from brain.models import QueryLog, Thought
 from brain.selectors import activity, search
 from brain.selectors.lineage import PREVIEW_CHARS, lineage_summary
 from brain.services import flags, lineage, pheromones
@@ -120,13 +120,29 @@ def step_threshold(call: MemoryCall) -> None:
         call.operations.append("threshold:met" if call.threshold_met else "threshold:not_met")
 
 
-def step_embed(call: MemoryCall) -> None:
-    """Embed the prompt once: the same vector is the query and the stored thought's embedding.
+def _write_moves_the_search(call: MemoryCall) -> bool:
+    """Whether this call's own write changes what its search must see: a correction supersedes the
+    thoughts it corrects, a refinement or consolidation its sources, and the answer ranks them as
+    superseded. Any other write only adds the new thought, which the search leaves out anyway."""
+    return call.contribute and (call.is_correction or bool(call.lineage_ids))
 
-    A call that stores nothing embeds in ``step_retrieve`` instead, while the database runs the
-    search's lexical side (``search.thought_search`` with a callable vector): nothing before the
-    search needs the vector, and nothing has been written when it fails."""
-    if call.contribute:
+
+def step_retrieve_first(call: MemoryCall) -> None:
+    """Search before anything is written, unless the write moves the search (see step_retrieve).
+
+    The query is embedded here, while the database runs the search's lexical side
+    (``search.thought_search`` with a callable vector): a retrieve-only call and a plain contribution
+    need the vector for nothing before the search, the contribution's flags then read its vector and
+    its nearest thought from what the search fetched (``step_flags``), and nothing has been written
+    when the embedding or the search fails."""
+    if not _write_moves_the_search(call):
+        _retrieve(call)
+
+
+def step_embed(call: MemoryCall) -> None:
+    """Embed the prompt once: the same vector is the query and the stored thought's embedding (a
+    call whose search ran first embedded there)."""
+    if call.contribute and call.vector is None:
         _embed(call)
 
 
@@ -160,8 +176,7 @@ def step_flags(call: MemoryCall) -> None:
         temporal_scope=call.request.get("temporal_scope"),
     )
     if not call.is_correction:
-        nearest = search.thought_nearest(space=call.space, vector=call.vector, exclude_ids=call.lineage_ids, limit=1)
-        call.nearest = nearest[0] if nearest else None
+        call.nearest = _nearest(call)
         if call.nearest is not None and flags.is_near_duplicate(call.nearest[1]):
             call.flags.append(QualityFlag.NEAR_DUPLICATE.value)
         call.contradicted_by = flags.correction_guard(space=call.space, vector=call.vector, text=call.prompt)
@@ -169,6 +184,22 @@ def step_flags(call: MemoryCall) -> None:
             call.flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
             call.guidance.append(correction_guidance(call.contradicted_by))
     call.operations.append(f"flags:{','.join(call.flags) or 'none'}")
+
+
+def _nearest(call: MemoryCall) -> tuple[Thought, float] | None:
+    """The existing thought most similar to the contribution (not one it refines or consolidates).
+
+    When the search ran first over the whole space (no topic or category filter), its rows already
+    hold it: the dense side's HNSW scan reads the nearest thoughts, with a deeper ef_search than a
+    scan of its own would, and every fetched row carries its exact cosine similarity. Otherwise one
+    scan of its own (``search.thought_nearest``)."""
+    request = call.request
+    if call.search is not None and not (request.get("filter_topic") or request.get("filter_category")):
+        scored = [c for c in call.search.fetched if c.similarity is not None]
+        best = max(scored, key=lambda c: c.similarity, default=None)
+        return None if best is None else (best.thought, best.similarity)
+    nearest = search.thought_nearest(space=call.space, vector=call.vector, exclude_ids=call.lineage_ids, limit=1)
+    return nearest[0] if nearest else None
 
 
 def _thought_fields(call: MemoryCall) -> dict[str, Any]:
@@ -260,6 +291,14 @@ def _contribute_correction(call: MemoryCall) -> None:
 
 
 def step_retrieve(call: MemoryCall) -> None:
+    """Ranked retrieval after the write, when the write moves the search (a correction, a refinement
+    or a consolidation: the answer must rank what it superseded as superseded); every other call
+    searched first (``step_retrieve_first``)."""
+    if _write_moves_the_search(call):
+        _retrieve(call)
+
+
+def _retrieve(call: MemoryCall) -> None:
     """Ranked retrieval without the thought this call stored (it would always match itself)."""
     request = call.request
     call.search = search.thought_search(
@@ -270,6 +309,8 @@ def step_retrieve(call: MemoryCall) -> None:
         filter_topic=request.get("filter_topic") or None,
         filter_category=request.get("filter_category") or None,
         exclude_ids=[call.thought.id] if call.thought else [],
+        # searching before storing (step_retrieve_first): score as if the prompt were stored already
+        pending_text=call.prompt if call.contribute and call.thought is None else None,
     )
     call.operations.append(f"retrieve:{len(call.sources)}")
 
@@ -448,6 +489,7 @@ MEMORY_STEPS = [
     step_validate,
     step_session,
     step_threshold,
+    step_retrieve_first,
     step_embed,
     step_flags,
     step_contribute,
