@@ -24,6 +24,14 @@ response is sent when the caller can, see :func:`memory_run`), each locking its 
 concurrent calls neither lose updates nor deadlock, and the slow model call holds no lock at all.
 Everything that can refuse a request (validation, unknown ids, the embedding) runs before the
 first write, so a refused call changes nothing.
+
+The search runs before the write when the write can't change what it reads (``step_retrieve_first``:
+a retrieve-only call, or a contribution that supersedes nothing), so the query is embedded while the
+database runs the search's full-text side and the contribution's near-duplicate check reads the
+search's rows; a correction, refinement or consolidation searches after its write
+(``step_retrieve``). Either way the answer is the one SPEC 2.2's order (contribute, then retrieve)
+gives (``search.thought_search(pending_text=)``), up to the HNSW scan being approximate: the insert
+adds a node to its graph, which can change which neighbours a later scan visits.
 """
 
 from __future__ import annotations
