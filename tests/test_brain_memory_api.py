@@ -470,7 +470,7 @@ def test_implicit_feedback_rewards_what_the_session_was_shown(dev, fake_embedder
     # +0.05 for being retrieved again, +0.02 because the session contributed after seeing it.
     assert Thought.objects.get(pk=shown.pk).pheromone_weight == pytest.approx(after_query + 0.05 + 0.02)
     assert Thought.objects.get(pk=unseen.pk).pheromone_weight == pytest.approx(1.0)
-    assert "implicit_feedback:1" in body["trace"]["operations"]
+    assert "implicit_feedback:after_response" in body["trace"]["operations"]
 
 
 def test_implicit_feedback_counts_a_showing_for_one_contribution(dev, fake_embedder, thought_factory):
@@ -484,15 +484,16 @@ def test_implicit_feedback_counts_a_showing_for_one_contribution(dev, fake_embed
         session_id=session,
         filter_topic="no-such-topic",
     )
-    assert "implicit_feedback:1" in one["trace"]["operations"] and one["result"]["sources"] == []
+    assert "implicit_feedback:after_response" in one["trace"]["operations"] and one["result"]["sources"] == []
     weight = Thought.objects.get(pk=shown.pk).pheromone_weight
+    assert weight == pytest.approx(1.05 + 0.02)
     two = memory(
         dev,
         prompt="Gardening: tomatoes need full sun and water every day.",
         session_id=session,
         filter_topic="no-such-topic",
     )
-    assert not any(op.startswith("implicit_feedback") for op in two["trace"]["operations"])
+    assert "implicit_feedback:after_response" in two["trace"]["operations"]  # scheduled: it found nothing new
     assert Thought.objects.get(pk=shown.pk).pheromone_weight == pytest.approx(weight)
 
 
@@ -513,7 +514,7 @@ def test_implicit_feedback_skips_log_entries_that_are_not_thought_ids(dev, fake_
     body = memory(
         dev, prompt="Deploys restart web workers one by one, so no downtime.", session_id=session, filter_topic="x"
     )
-    assert "implicit_feedback:1" in body["trace"]["operations"]
+    assert "implicit_feedback:after_response" in body["trace"]["operations"]
     assert Thought.objects.get(pk=shown.pk).pheromone_weight == pytest.approx(weight + 0.02)
 
 

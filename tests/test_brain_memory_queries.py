@@ -72,15 +72,16 @@ def test_contribute_and_retrieve_call_takes_a_fixed_number_of_statements(agent_f
     client = agent_factory("dev")
     _seed(thought_factory, 3)
     client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s"}, format="json")
-    few = _statements(client, {"prompt": STATEMENT + " one", "session_id": "s"})
-    # The token; the search, first (terms, lexical side while the prompt is embedded, candidates);
-    # the agent's recent queries (keyword echo) and the correction guard; the insert; the query log;
-    # implicit feedback; after the answer, the reinforcement. The nearest existing thought
-    # (near-duplicate) comes from the search's rows: no scan of its own.
-    assert len(few) <= 10, "\n".join(few)
+    few, after = _statements(client, {"prompt": STATEMENT + " one", "session_id": "s"}, split=True)
+    # Before the answer: the token; the search, first (terms, lexical side while the prompt is
+    # embedded, candidates); the agent's recent queries (keyword echo) and the correction guard; the
+    # insert; the query log. The nearest existing thought (near-duplicate) comes from the search's
+    # rows: no scan of its own. After it: the reinforcement, and the session's implicit feedback.
+    assert len(few) <= 8, "\n".join(few)
     assert not any("hnsw.ef_search" in sql for sql in few[2:])  # only the search's terms statement sets it
+    assert len(after) == 2 and "access_count" in after[0] and "previous" in after[1], "\n".join(after)
     _seed(thought_factory, 20, start=3)
-    assert len(_statements(client, {"prompt": STATEMENT + " two", "session_id": "s"})) == len(few)
+    assert len(_statements(client, {"prompt": STATEMENT + " two", "session_id": "s"})) == len(few) + len(after)
 
 
 def test_first_call_gets_onboarding_and_the_second_not(agent_factory, thought_factory, fake_embedder):

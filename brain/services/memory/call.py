@@ -43,8 +43,9 @@ class MemoryCall:
     lineage_summary: dict | None = None
     guidance: list[str] = field(default_factory=list)
     operations: list[str] = field(default_factory=list)
-    # Bookkeeping the answer does not depend on (reinforcing what was returned), run after the
-    # response is sent when the caller can (see brain.services.memory.memory_run).
+    # Work the answer does not depend on (reinforcing what was returned, implicit feedback, sending
+    # the contradiction check), run after the response is sent when the caller can (see
+    # brain.services.memory.memory_run).
     after_response: list[Callable[[], Any]] = field(default_factory=list)
 
     @property
