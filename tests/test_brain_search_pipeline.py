@@ -52,21 +52,26 @@ def test_the_query_is_embedded_while_the_lexical_statement_is_already_sent(dev, 
     assert running.lstrip().startswith("WITH idf AS MATERIALIZED") and "@@" in running, running
 
 
+def _refines(original) -> dict:
+    return {"refines": str(original.id)}
+
+
+def _corrects(original) -> dict:
+    return {
+        "thought_category": "correction",
+        "topic": "pgbouncer",
+        "corrected_fact": "the pool is 20",
+        "correct_fact": "the pool is 25",
+        "supersedes": [str(original.id)],
+    }
+
+
 @pytest.mark.parametrize(
     "extra, pipelined",
     [
-        ({}, True),  # a plain contribution searches first, like a retrieve-only call
-        ({"refines": "ORIGINAL"}, False),  # its search must see the write: the vector is needed before it
-        (
-            {
-                "thought_category": "correction",
-                "topic": "pgbouncer",
-                "corrected_fact": "the pool is 20",
-                "correct_fact": "the pool is 25",
-                "supersedes": ["ORIGINAL"],
-            },
-            False,
-        ),
+        (lambda original: {}, True),  # a plain contribution searches first, like a retrieve-only call
+        (_refines, False),  # its search must see the write: the vector is needed before it
+        (_corrects, False),
     ],
 )
 def test_a_contribution_embeds_during_its_search_unless_its_write_moves_the_search(
@@ -81,8 +86,7 @@ def test_a_contribution_embeds_during_its_search_unless_its_write_moves_the_sear
 
     monkeypatch.setattr(embedding, "embed_many", embed_many)
     body = {"prompt": "The celery workers use a pgbouncer pool of 25 connections since the last deploy."}
-    for key, value in extra.items():
-        body[key] = str(original.id) if value == "ORIGINAL" else [str(original.id)] if value == ["ORIGINAL"] else value
+    body.update(extra(original))
     response = dev.post("/api/v1/memory", body, format="json")
     assert response.status_code == 200, response.content
     assert response.json()["trace"]["thought_id"]

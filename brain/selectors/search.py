@@ -368,18 +368,13 @@ def _lexical_rows(cursor, *, terms: QueryTerms, base: dict, filters: str, vector
         in_space=_in_space(terms),
     )
     if not callable(vector) or not PIPELINE:
-        rows = _run(cursor, sql, params)
-        return rows, _resolve(vector)
+        cursor.execute(sql, params)
+        return cursor.fetchall(), _resolve(vector)
     with cursor.connection.pipeline():
         cursor.execute(sql, params)  # sent: the server works on it from now on
         vector = vector()
         rows = cursor.fetchall()
     return rows, vector
-
-
-def _run(cursor, sql: str, params: dict) -> list:
-    cursor.execute(sql, params)
-    return cursor.fetchall()
 
 
 def _resolve(vector: Vector) -> list[float]:
@@ -446,7 +441,8 @@ def _fetch(
             in_space=_in_space(terms),
             columns=_COLUMNS_SQL,
         )
-        rows = _run(cursor, sql, params)
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
     converters = [getattr(f, "from_db_value", None) for f in _COLUMNS]
     idf_total = terms.idf_total
     for row in rows:
