@@ -156,7 +156,7 @@ def _set_torch_threads(n_texts: int) -> None:
     if _torch_all_threads is None:
         _torch_all_threads = torch.get_num_threads()
     small = settings.EMBEDDING_THREADS > 0 and n_texts <= SMALL_BATCH
-    wanted = settings.EMBEDDING_THREADS if small else _torch_all_threads
+    wanted = settings.EMBEDDING_THREADS if small else (settings.EMBEDDING_BATCH_THREADS or _torch_all_threads)
     if torch.get_num_threads() != wanted:
         torch.set_num_threads(wanted)
 
@@ -338,7 +338,8 @@ def onnx_export(*, quantize: str | None = None, force: bool = False) -> Path:
 
 
 class OnnxEmbedder:
-    """Tokenizer + one ONNX Runtime session per thread budget (queries: EMBEDDING_THREADS, batches: all)."""
+    """Tokenizer + one ONNX Runtime session per thread budget (queries: EMBEDDING_THREADS, batches:
+    EMBEDDING_BATCH_THREADS, 0 = all cores)."""
 
     def __init__(self, path: Path, folder: Path) -> None:
         from tokenizers import Tokenizer
@@ -369,7 +370,7 @@ class OnnxEmbedder:
         import numpy as np
 
         small = settings.EMBEDDING_THREADS > 0 and len(texts) <= SMALL_BATCH
-        session = self.session(settings.EMBEDDING_THREADS if small else 0)
+        session = self.session(settings.EMBEDDING_THREADS if small else settings.EMBEDDING_BATCH_THREADS)
         with _encode_lock:
             encodings = self.tokenizer.encode_batch(texts)
         # Longest first, batches of similar length: little padding, as sentence-transformers does.

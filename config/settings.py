@@ -286,6 +286,9 @@ EMBEDDING_MODEL = env("EMBEDDING_MODEL", "")
 EMBEDDING_DIMENSIONS = 384
 # Threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
 EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
+#: Threads for one batch (imports, re-embedding); 0 = all cores. The production server (core.serve) sets
+#: cores // WEB_WORKERS for its workers, so concurrent imports in two workers don't oversubscribe the cores.
+EMBEDDING_BATCH_THREADS = env("EMBEDDING_BATCH_THREADS", 0)
 # onnx (ONNX Runtime, the model exported once into $COLONY_DATA_DIR/models) or torch.
 EMBEDDING_BACKEND = env("EMBEDDING_BACKEND", "onnx").lower()
 if EMBEDDING_BACKEND not in {"onnx", "torch"}:

@@ -34,6 +34,15 @@ def default_workers() -> int:
     return max(2, min(4, 2 * (os.cpu_count() or 1)))
 
 
+def batch_threads(workers: int) -> int:
+    """Embedding threads per batch in a web worker: the cores shared out among the workers.
+
+    A bulk client sends one import batch per worker at once; each batch on all cores ran 2x as many
+    ONNX threads as cores beside PostgreSQL's inserts (10,000 notes over HTTP, 2 cores, 2 workers:
+    211-234 notes/s on all cores, 258-268 on one thread each; docs/performance.md, twelfth session)."""
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
 def server_options() -> dict:
     """uvicorn.run keyword arguments from the environment (read with Colony's typed reader)."""
     from config.env import env
@@ -80,6 +89,8 @@ def main() -> int:
     except ImproperlyConfigured as exc:
         print(f"[colony] {exc}", file=sys.stderr, flush=True)
         return 2
+    # Inherited by the workers (config.settings reads it); an explicit setting wins.
+    os.environ.setdefault("EMBEDDING_BATCH_THREADS", str(batch_threads(options["workers"])))
     # The master process does not load Django; give its own messages (started, worker died,
     # restarting) a plain handler until the workers configure theirs.
     logging.basicConfig(

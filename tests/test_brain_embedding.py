@@ -142,3 +142,52 @@ def test_first_export_into_an_empty_data_folder_says_what_it_does(tmp_path, caps
         assert "Exporting the embedding model" in err and "offline" in err and "Quantizing it to int8" in err
         assert embedding.onnx_export(quantize="int8") == path  # cached: no second export
         assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("batch_threads", "expected"), [(0, 0), (1, 1)])
+def test_a_batch_runs_on_embedding_batch_threads_and_a_prompt_on_embedding_threads(
+    monkeypatch, batch_threads, expected
+):
+    model = embedding._onnx_model()
+    asked: list[int] = []
+    real_session = model.session
+
+    def session(threads):
+        asked.append(threads)
+        return real_session(threads)
+
+    monkeypatch.setattr(model, "session", session)
+    with override_settings(EMBEDDING_BATCH_THREADS=batch_threads, EMBEDDING_THREADS=1, EMBEDDING_CACHE_SIZE=0):
+        vectors = embedding.embed_many([f"an imported note about deploy {i}" for i in range(20)])
+        embedding.embed("a question about the deploy")
+    assert asked == [expected, 1]
+    assert len(vectors) == 20 and all(len(v) == 384 for v in vectors)
+
+
+@pytest.mark.parametrize(("cores", "workers", "threads"), [(2, 2, 1), (4, 2, 2), (8, 3, 2), (1, 4, 1)])
+def test_the_production_server_shares_the_cores_among_its_workers_batches(monkeypatch, cores, workers, threads):
+    from core import serve
+
+    monkeypatch.setattr(serve.os, "cpu_count", lambda: cores)
+    assert serve.batch_threads(workers) == threads
+
+
+def test_the_production_server_hands_its_workers_the_batch_thread_setting(monkeypatch):
+    import uvicorn
+
+    from core import serve
+
+    ran = {}
+    # main() sets process-wide variables (COLONY_WEB_PROCESS...): give it a copy of the environment.
+    monkeypatch.setattr(serve.os, "environ", dict(serve.os.environ))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: ran.update(options))
+    monkeypatch.setattr(serve.os, "cpu_count", lambda: 4)
+    monkeypatch.setenv("WEB_WORKERS", "2")
+    monkeypatch.delenv("EMBEDDING_BATCH_THREADS", raising=False)
+    monkeypatch.chdir(serve.BASE_DIR)
+    assert serve.main() == 0
+    assert ran["workers"] == 2
+    assert serve.os.environ["EMBEDDING_BATCH_THREADS"] == "2"
+    monkeypatch.setenv("EMBEDDING_BATCH_THREADS", "3")  # an explicit setting wins
+    assert serve.main() == 0
+    assert serve.os.environ["EMBEDDING_BATCH_THREADS"] == "3"
