@@ -289,6 +289,9 @@ EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
 #: Threads for one batch (imports, re-embedding); 0 = all cores. The production server (core.serve) sets
 #: cores // WEB_WORKERS for its workers, so concurrent imports in two workers don't oversubscribe the cores.
 EMBEDDING_BATCH_THREADS = env("EMBEDDING_BATCH_THREADS", 0)
+for _name, _threads in (("EMBEDDING_THREADS", EMBEDDING_THREADS), ("EMBEDDING_BATCH_THREADS", EMBEDDING_BATCH_THREADS)):
+    if _threads < 0:
+        raise ImproperSetting(f"{_name}={_threads} must be 0 (all cores) or more; unset it for the default.")
 # onnx (ONNX Runtime, the model exported once into $COLONY_DATA_DIR/models) or torch.
 EMBEDDING_BACKEND = env("EMBEDDING_BACKEND", "onnx").lower()
 if EMBEDDING_BACKEND not in {"onnx", "torch"}:
