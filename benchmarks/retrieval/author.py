@@ -18,6 +18,11 @@ Notation (one item per line; blank lines and lines starting with ``;`` are ignor
                                           (``|| wrong => right`` fills corrected_fact/correct_fact)
     ? single rate | What is the limit?    question: single/para/multi/temp/corr, evidence labels,
     ? multi a b | ...                     (multi: the two facts), temp/corr: NEW OLD (stale last)
+    == 2026-03-04 ~                       a haystack session: the team's other work in the same weeks,
+    + Forge: billing-api's pool is 25     distractors that answer no question; inside it only
+    Forge: sounds good                    unlabelled facts ("+ ") and chatter (ids cNN-hK-tMM)
+
+    python -m benchmarks.retrieval.author --check-source data/src/c01.txt   # parse one source, print its counts
 """
 
 from __future__ import annotations
@@ -61,7 +66,16 @@ def parse(path: Path, first_question: int) -> tuple[dict, list[dict]]:
             conv["participants"].append({"name": name, "kind": kind, "role": None if role == "-" else role})
             continue
         if line.startswith("== "):
-            session = {"id": f"{conv['id']}-s{len(conv['sessions']) + 1}", "date": line[3:].strip(), "turns": []}
+            date, _, mark = line[3:].strip().partition(" ")
+            if mark not in ("", "~"):
+                raise SourceError(f"{where}: a session line is '== YYYY-MM-DD' or '== YYYY-MM-DD ~' (haystack)")
+            haystack = mark == "~"
+            kind = "h" if haystack else "s"
+            number = sum(1 for s in conv["sessions"] if s.get("haystack", False) == haystack) + 1
+            session = {"id": f"{conv['id']}-{kind}{number}", "date": date}
+            if haystack:
+                session["haystack"] = True
+            session["turns"] = []
             conv["sessions"].append(session)
             continue
         if line.startswith("? "):
@@ -93,7 +107,14 @@ def parse(path: Path, first_question: int) -> tuple[dict, list[dict]]:
         if session is None:
             raise SourceError(f"{where}: a turn before the first '== date' line")
         turn: dict = {"id": f"{session['id']}-t{len(session['turns']) + 1:02d}"}
-        if line[0] in "+!":
+        if line.startswith("+ "):
+            if not session.get("haystack"):
+                raise SourceError(f"{where}: a fact needs a label ('+label Speaker: ...') outside haystack sessions")
+            turn["fact"] = True
+            line, old = line[2:], ""
+        elif line[0] in "+!":
+            if session.get("haystack"):
+                raise SourceError(f"{where}: a haystack session holds only '+ Speaker: ...' facts and chatter")
             marker, _, rest = line.partition(" ")
             label, _, old = marker[1:].partition(">")
             if not label or label in labels:
@@ -141,7 +162,25 @@ def build() -> tuple[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check that the JSONL files match the sources")
+    parser.add_argument("--check-source", metavar="FILE", help="parse one source file and print its counts")
     args = parser.parse_args(argv)
+    if args.check_source:
+        try:
+            conv, qs = parse(Path(args.check_source), first_question=1)
+        except (SourceError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for kind, haystack in (("core", False), ("haystack", True)):
+            sessions = [s for s in conv["sessions"] if s.get("haystack", False) == haystack]
+            turns = [t for s in sessions for t in s["turns"]]
+            facts = sum(1 for t in turns if t["fact"])
+            print(f"{kind}: {len(sessions)} sessions, {len(turns)} turns ({facts} facts)")
+        dates = [s["date"] for s in conv["sessions"]]
+        if dates != sorted(dates):
+            print("error: sessions are not in date order", file=sys.stderr)
+            return 2
+        print(f"questions: {len(qs)}")
+        return 0
     try:
         conversations, questions = build()
     except SourceError as exc:

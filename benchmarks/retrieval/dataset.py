@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -52,6 +52,7 @@ class Turn:
     corrects: tuple[str, ...] = ()
     corrected_fact: str | None = None
     correct_fact: str | None = None
+    haystack: bool = False  # in a haystack session: a distractor, never evidence
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Session:
     id: str
     date: str
     turns: tuple[Turn, ...]
+    haystack: bool = False  # the team's other work in the same weeks; answers no question
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class Dataset:
                 "sessions": sum(len(c.sessions) for c in convs),
                 "turns": len(turns),
                 "fact_turns": sum(1 for t in turns if t.fact),
+                "haystack_turns": sum(1 for t in turns if t.haystack),
                 "questions": len(qs),
                 **{qtype: sum(1 for q in qs if q.type == qtype) for qtype in QUESTION_TYPES},
             }
@@ -198,12 +201,18 @@ def _parse_conversations(path: Path) -> tuple[list[Conversation], dict[str, Turn
             raise _fail(path, line, f"{cid}: a participant name is listed twice")
         sessions = []
         last_date = ""
-        for index, s in enumerate(_require(path, line, row, "sessions", list), start=1):
+        numbers = {"s": 0, "h": 0}  # conversation sessions and haystack sessions are numbered apart
+        for s in _require(path, line, row, "sessions", list):
             if not isinstance(s, dict):
                 raise _fail(path, line, f"{cid}: each session must be an object")
             sid = _require(path, line, s, "id", str)
-            if sid != f"{cid}-s{index}":
-                raise _fail(path, line, f"{cid}: session {index} must have id {cid}-s{index}, got {sid!r}")
+            haystack = s.get("haystack", False)
+            if not isinstance(haystack, bool):
+                raise _fail(path, line, f"{sid}: field 'haystack' must be true or false")
+            kind = "h" if haystack else "s"
+            numbers[kind] += 1
+            if sid != f"{cid}-{kind}{numbers[kind]}":
+                raise _fail(path, line, f"{cid}: this session must have id {cid}-{kind}{numbers[kind]}, got {sid!r}")
             date = _require(path, line, s, "date", str)
             if not _DATE.match(date):
                 raise _fail(path, line, f"{sid}: date must be YYYY-MM-DD, got {date!r}")
@@ -236,6 +245,8 @@ def _parse_conversations(path: Path) -> tuple[list[Conversation], dict[str, Turn
                         raise _fail(path, line, f"{tid}: corrects {cref!r} from another conversation")
                 if corrects and not fact:
                     raise _fail(path, line, f"{tid}: a correcting turn states the right fact, so 'fact' must be true")
+                if corrects and haystack:
+                    raise _fail(path, line, f"{tid}: a haystack turn corrects nothing")
                 turn = Turn(
                     id=tid,
                     conversation=cid,
@@ -247,6 +258,7 @@ def _parse_conversations(path: Path) -> tuple[list[Conversation], dict[str, Turn
                     corrects=corrects,
                     corrected_fact=corrected_fact,
                     correct_fact=correct_fact,
+                    haystack=haystack,
                 )
                 if tid in turns:
                     raise _fail(path, line, f"turn id {tid!r} is used twice")
@@ -254,7 +266,7 @@ def _parse_conversations(path: Path) -> tuple[list[Conversation], dict[str, Turn
                 session_turns.append(turn)
             if not session_turns:
                 raise _fail(path, line, f"{sid} has no turns")
-            sessions.append(Session(id=sid, date=date, turns=tuple(session_turns)))
+            sessions.append(Session(id=sid, date=date, turns=tuple(session_turns), haystack=haystack))
         if not sessions:
             raise _fail(path, line, f"{cid} has no sessions")
         conversations.append(
@@ -300,6 +312,8 @@ def _parse_questions(path: Path, conversations: list[Conversation], turns: dict[
                 raise _fail(path, line, f"{qid}: turn {ref!r} belongs to {turns[ref].conversation}, not {cid}")
             if not turns[ref].fact:
                 raise _fail(path, line, f"{qid}: turn {ref!r} is chatter (fact: false); evidence must be facts")
+            if turns[ref].haystack:
+                raise _fail(path, line, f"{qid}: turn {ref!r} is in a haystack session, which answers no question")
         if set(evidence) & set(stale):
             raise _fail(path, line, f"{qid}: a turn is both evidence and stale")
         if qtype == "multihop":
@@ -331,8 +345,12 @@ def _turn_order(turn: Turn) -> tuple[str, int, int]:
     return (turn.date, session_no, turn_no)
 
 
-def load(split: str | None = None, *, data_dir: Path | None = None) -> Dataset:
-    """Read and check both files; return everything, or only one split (``"dev"`` or ``"test"``)."""
+def load(split: str | None = None, *, data_dir: Path | None = None, haystack: bool = True) -> Dataset:
+    """Read and check both files; return everything, or only one split (``"dev"`` or ``"test"``).
+
+    ``haystack=False`` leaves out the haystack sessions: the conversations as first written (the
+    "core" protocol, whose figures earlier results were measured on).
+    """
     if split is not None and split not in SPLITS:
         raise DatasetError(f"unknown split {split!r}; use one of {SPLITS} or None for both")
     directory = Path(data_dir) if data_dir is not None else DATA_DIR
@@ -343,4 +361,9 @@ def load(split: str | None = None, *, data_dir: Path | None = None) -> Dataset:
         keep = {c.id for c in conversations}
         questions = [q for q in questions if q.conversation in keep]
         turns = {tid: t for tid, t in turns.items() if t.conversation in keep}
+    if not haystack:
+        conversations = [
+            replace(c, sessions=tuple(s for s in c.sessions if not s.haystack)) for c in conversations
+        ]
+        turns = {tid: t for tid, t in turns.items() if not t.haystack}
     return Dataset(conversations=conversations, questions=questions, turns=turns)

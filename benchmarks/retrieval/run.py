@@ -1,6 +1,7 @@
 """``make bench-retrieval``: recall@1/5/10 and MRR of dense-only, lexical-only and Colony's ranking.
 
     python -m benchmarks.retrieval.run [--split dev|test|both] [--conversations c01,c02] [--json FILE]
+                                       [--pooled] [--core]
     python -m benchmarks.retrieval.run --sweep      # the dev-only sweep of brain/ranking.py's constants
 
 What it does, per conversation of the chosen split(s):
@@ -382,12 +383,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="all conversations of a split in ONE space (~200 thoughts, distractors from every conversation)",
     )
+    parser.add_argument(
+        "--core",
+        action="store_true",
+        help="leave out the haystack sessions: the conversations as first written (~35 turns a space)",
+    )
     parser.add_argument("--sweep", action="store_true", help="dev only: sweep ranking constants (sweep.py)")
     args = parser.parse_args(argv)
 
     from benchmarks.retrieval.dataset import load
 
-    dataset = load()
+    dataset = load(haystack=not args.core)
     splits = ["dev"] if args.sweep else (["dev", "test"] if args.split == "both" else [args.split])
     wanted = set(args.conversations.split(",")) if args.conversations else None
     print(f"Retrieval benchmark: splits {', '.join(splits)}; setting up database {BENCH_DATABASE} ...", file=sys.stderr)
@@ -409,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         scores, timings = evaluate(benches, questions)
         types = [t for t in ("single", "paraphrase", "multihop", "temporal", "correction") if scores["colony"].get(t)]
-        print_tables(f"{split}, pooled" if args.pooled else split, scores, types)
+        label = split + (", pooled" if args.pooled else "") + (", core (no haystack)" if args.core else "")
+        print_tables(label, scores, types)
         timings.sort()
         p50 = timings[len(timings) // 2] if timings else 0.0
         print(
