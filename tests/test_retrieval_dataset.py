@@ -19,6 +19,11 @@ MIN_PER_TYPE = {"single": 115, "paraphrase": 100, "multihop": 70, "temporal": 65
 MIN_PER_TYPE_PER_SPLIT = 30
 MIN_CHATTER = 40
 MIN_CORRECTIONS = 60
+# Haystack: the team's other work in the same weeks, so that a space holds as many turns as a real
+# agent memory of such a conversation and a top 10 is no longer a third of it.
+MIN_HAYSTACK_TURNS_PER_CONVERSATION = 100
+# The conversations as first written (load(haystack=False)): the figures of earlier runs.
+CORE_TURNS = {"dev": 208, "test": 194}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +44,7 @@ def test_counts_meet_the_promised_size(ds):
         assert sum(q.type == qtype for q in ds.questions) >= minimum, qtype
     assert sum(not t.fact for t in ds.turns.values()) >= MIN_CHATTER, "real conversations have chatter turns too"
     for conversation in ds.conversations:
-        assert 3 <= len(conversation.sessions) <= 6, conversation.id
+        assert 3 <= sum(not s.haystack for s in conversation.sessions) <= 6, conversation.id
         assert len({p.kind for p in conversation.participants}) == 2, "agents and people in every conversation"
 
 
@@ -142,3 +147,59 @@ def test_a_multihop_question_needs_two_facts_and_temporal_needs_stale(tmp_path):
 
     with pytest.raises(DatasetError, match="after the stale"):
         load(data_dir=_broken_copy(tmp_path / "c", swapped))
+
+
+def test_every_space_holds_a_haystack_of_the_teams_other_work(ds):
+    for conversation in ds.conversations:
+        haystack = [t for t in conversation.turns if t.haystack]
+        assert len(haystack) >= MIN_HAYSTACK_TURNS_PER_CONVERSATION, conversation.id
+        assert sum(t.fact for t in haystack) >= 0.8 * len(haystack), "distractors are statements, mostly"
+        assert all(t.session.startswith(f"{conversation.id}-h") for t in haystack)
+        order = [s.date for s in conversation.sessions]
+        assert order == sorted(order), f"{conversation.id}: haystack sessions go among the others by date"
+
+
+def test_without_the_haystack_the_conversations_are_as_first_written(ds):
+    core = load(haystack=False)
+    assert {split: counts["turns"] for split, counts in core.counts().items()} == CORE_TURNS
+    assert not any(t.haystack for t in core.turns.values())
+    assert set(core.turns) == {tid for tid, t in ds.turns.items() if not t.haystack}, "core ids don't move"
+    assert core.questions == ds.questions
+
+
+def test_a_haystack_turn_is_never_evidence(tmp_path, ds):
+    haystack_fact = next(t.id for t in ds.turns.values() if t.haystack and t.fact and t.conversation == "c01")
+
+    with pytest.raises(DatasetError, match="haystack session, which answers no question"):
+        load(data_dir=_broken_copy(tmp_path, lambda rows: rows[0].update(evidence=[haystack_fact])))
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["== 2026-01-02", "+ A: an unlabelled fact"], "needs a label"),
+        (["== 2026-01-02 ~", "+x A: a labelled fact"], "only '\\+ Speaker"),
+        (["== 2026-01-02 ~", "!x>a A: a correction"], "only '\\+ Speaker"),
+        (["== 2026-01-02 later", "+ A: text"], "'== YYYY-MM-DD ~'"),
+    ],
+)
+def test_a_haystack_source_line_out_of_place_fails_with_a_clear_message(tmp_path, lines, message):
+    source = tmp_path / "c99.txt"
+    head = ["# c99 dev | t", "@ A | human | -", "== 2026-01-01", "+a A: the fact"]
+    source.write_text("\n".join(head + lines) + "\n", encoding="utf-8")
+    with pytest.raises(author.SourceError, match=message):
+        author.parse(source, first_question=1)
+
+
+def test_haystack_sessions_are_numbered_apart_from_the_conversation(tmp_path):
+    source = tmp_path / "c99.txt"
+    source.write_text(
+        "# c99 dev | t\n@ A | human | -\n== 2026-01-01\n+a A: one\n== 2026-01-02 ~\n+ A: other work\n"
+        "A: ok\n== 2026-01-03\n+b A: two\n? single b | Which is two?\n",
+        encoding="utf-8",
+    )
+    conv, questions = author.parse(source, first_question=1)
+    assert [s["id"] for s in conv["sessions"]] == ["c99-s1", "c99-h1", "c99-s2"]
+    assert conv["sessions"][1]["haystack"] is True and "haystack" not in conv["sessions"][0]
+    assert [(t["id"], t["fact"]) for t in conv["sessions"][1]["turns"]] == [("c99-h1-t01", True), ("c99-h1-t02", False)]
+    assert questions[0]["evidence"] == ["c99-s2-t01"]
