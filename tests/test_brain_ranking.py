@@ -346,10 +346,9 @@ def test_fusion_keeps_the_dense_sides_first_place_above_one_word_lexical_distrac
     twelve distractors each share a word (their BM25 in the reverse order of their cosine). The
     weighted sum alone (same lexical weight, no rank part) lets the shared words win and drops the
     answer out of the top 10 (next test); the rank part keeps it in the top 10, above the distractors
-    that are both far by cosine and low on the lexical side. (With the int8 constants, RRF share 0.25,
-    the four distractors holding the first four lexical places and a third of the query's IDF rank
-    above it: it is fifth. With the fp32 choice, share 0.75, it was second; under int8 that choice
-    lost a pooled-dev question: benchmarks/retrieval/README.md.)"""
+    that are both far by cosine and low on the lexical side. (With the constants chosen on the
+    haystack dev split, RRF share 0.5 and k 2, it is third; with the earlier int8 choice, share 0.25
+    and k 1, it was fifth; with the fp32 choice, share 0.75, second: benchmarks/retrieval/README.md.)"""
     answer = _fused(0.45)
     distractors = [_fused(0.30 - 0.01 * i, bm25=1.0 + 0.2 * i, idf_total=10.0) for i in range(1, 13)]
     ranked = ranking.rank([answer, *distractors], limit=10)

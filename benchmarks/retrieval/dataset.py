@@ -362,8 +362,6 @@ def load(split: str | None = None, *, data_dir: Path | None = None, haystack: bo
         questions = [q for q in questions if q.conversation in keep]
         turns = {tid: t for tid, t in turns.items() if t.conversation in keep}
     if not haystack:
-        conversations = [
-            replace(c, sessions=tuple(s for s in c.sessions if not s.haystack)) for c in conversations
-        ]
+        conversations = [replace(c, sessions=tuple(s for s in c.sessions if not s.haystack)) for c in conversations]
         turns = {tid: t for tid, t in turns.items() if not t.haystack}
     return Dataset(conversations=conversations, questions=questions, turns=turns)

@@ -84,10 +84,17 @@ def maxblend(alpha: float) -> Relevance:
 
 
 def blend(
-    *, share: float = 0.75, k: float = 1, w: float = 0.4, gate: float | None = None, corrections: float = 0.0
+    *,
+    share: float = 0.75,
+    k: float = 1,
+    w: float = 0.4,
+    gate: float | None = None,
+    corrections: float = 0.0,
+    cos_gate: float | None = None,
 ) -> Relevance:
     """The shipped blend; ``gate``: the lexical RRF term × min(1, coverage / gate); ``corrections``: live
-    corrections as a third RRF list of that weight."""
+    corrections as a third RRF list of that weight; ``cos_gate``: both lexical terms × min(1, cosine /
+    cos_gate) (a shared word counts less in a thought far in meaning)."""
 
     def relevance(cands, ctx):
         cos = [_cos(c) for c in cands]
@@ -100,8 +107,9 @@ def blend(
         out = []
         for c, x, d, lx, ok, t in zip(cands, cos, dense, lexical, live, third, strict=True):
             g = min(1.0, c.lexical / gate) if gate else 1.0
-            rrf = 1 / (k + d) + (g / (k + lx) if c.bm25 > 0 else 0.0) + (corrections / (k + t) if ok else 0.0)
-            out.append(share * rrf * (k + 1) / 2 + (1 - share) * ((1 - w) * x + w * c.lexical))
+            cg = min(1.0, max(0.0, x) / cos_gate) if cos_gate else 1.0
+            rrf = 1 / (k + d) + (g * cg / (k + lx) if c.bm25 > 0 else 0.0) + (corrections / (k + t) if ok else 0.0)
+            out.append(share * rrf * (k + 1) / 2 + (1 - share) * ((1 - w) * x + w * cg * c.lexical))
         return out
 
     return relevance
@@ -181,6 +189,12 @@ FAMILIES: list[tuple[str, Relevance, dict]] = [
     *((f"blend + corrections list {wc}", blend(corrections=wc), {}) for wc in (0.25, 0.5)),
     *((f"blend + newer near-copy wins, {t}", newer_wins(t), {}) for t in (0.7, 0.8, 0.9)),
     *((f"blend, BM25 b {b}", bm25_b(b), {}) for b in (0.0, 0.25, 0.5, 0.75)),
+    # with the haystack (2026-11-24): the lexical side gated by the candidate's cosine
+    *(
+        (f"blend {sh}/{k}/{w}, cosine gate {cg}", blend(share=sh, k=k, w=w, cos_gate=cg), {})
+        for sh, k, w in ((0.25, 1, 0.6), (0.5, 2, 0.6))
+        for cg in (0.2, 0.3, 0.4)
+    ),
 ]
 
 
