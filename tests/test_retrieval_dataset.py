@@ -221,9 +221,7 @@ def _content_words(text: str) -> set[str]:
 
 
 def test_the_newer_conversations_paraphrases_share_at_most_one_word_with_their_evidence(ds):
-    strict = [
-        q for q in ds.questions if q.type == "paraphrase" and int(q.conversation[1:]) >= STRICT_PARAPHRASE_FROM
-    ]
+    strict = [q for q in ds.questions if q.type == "paraphrase" and int(q.conversation[1:]) >= STRICT_PARAPHRASE_FROM]
     assert len(strict) >= 100
     for q in strict:
         shared = _content_words(q.question) & set().union(*(_content_words(ds.turns[e].text) for e in q.evidence))

@@ -192,7 +192,7 @@ FAMILIES: list[tuple[str, Relevance, dict]] = [
     # with the haystack (2026-11-24): the lexical side gated by the candidate's cosine
     *(
         (f"blend {sh}/{k}/{w}, cosine gate {cg}", blend(share=sh, k=k, w=w, cos_gate=cg), {})
-        for sh, k, w in ((0.25, 1, 0.6), (0.5, 2, 0.6))
+        for sh, k, w in ((0.25, 1, 0.6), (0.5, 2, 0.6), (0.0, 1, 0.4))
         for cg in (0.2, 0.3, 0.4)
     ),
 ]
