@@ -27,8 +27,6 @@ def main(argv: list[str] | None = None) -> int:
 
     dataset = load("dev")
     run.setup_database(fresh=True)
-    import numpy as np
-
     from brain import embedding, ranking
     from brain.selectors.search import thought_search
 
@@ -38,14 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         ranking.CORRECTION_MULTIPLIER = args.correction_multiplier
     benches = run.ingest_split(dataset.conversations, split="dev", pooled=False)
     bench_of = {cid: bench for bench in benches for cid in bench.conversation_ids}
-    stored = {id(bench): run._stored(bench.space) for bench in benches}
+    baselines = {id(bench): run.Baselines(bench.space) for bench in benches}  # the harness's dense side
     missed = 0
     for question in dataset.questions:
         bench = bench_of[question.conversation]
         vector = embedding.embed(question.question)
-        ids, vectors, _counts = stored[id(bench)]
-        order = np.argsort(-(vectors @ np.asarray(vector)))[:10]
-        dense = [bench.turn_of_thought[ids[i]] for i in order]
+        dense = [bench.turn_of_thought[i] for i in baselines[id(bench)].dense(vector)]
         found = thought_search(space=bench.space, vector=vector, query_text=question.question, limit=40).candidates
         colony = [bench.turn_of_thought.get(c.id, "?") for c in found[:10]]
         if not any(e in dense for e in question.evidence) or any(e in colony for e in question.evidence):
