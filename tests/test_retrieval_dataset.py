@@ -226,3 +226,14 @@ def test_the_newer_conversations_paraphrases_share_at_most_one_word_with_their_e
     for q in strict:
         shared = _content_words(q.question) & set().union(*(_content_words(ds.turns[e].text) for e in q.evidence))
         assert len(shared) <= 1, (q.id, sorted(shared))
+
+
+def test_check_source_puts_one_source_through_the_loaders_checks(tmp_path, capsys):
+    good, bad = tmp_path / "c98.txt", tmp_path / "c99.txt"
+    good.write_text("# c98 dev | t\n@ A | human | -\n== 2026-01-05\n+a A: x\n== 2026-01-06 ~\n+ A: y\n? single a | q\n")
+    assert author.main(["--check-source", str(good)]) == 0
+    assert "haystack: 1 sessions, 1 turns (1 facts)" in capsys.readouterr().out
+    # out of date order: the loader's check, not a second one in the author
+    bad.write_text("# c99 dev | t\n@ A | human | -\n== 2026-01-05\n+a A: x\n== 2026-01-02 ~\n+ A: y\n? single a | q\n")
+    assert author.main(["--check-source", str(bad)]) == 2
+    assert "sessions must be in date order" in capsys.readouterr().err

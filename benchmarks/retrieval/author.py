@@ -33,7 +33,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks.retrieval.dataset import CONVERSATIONS_FILE, DATA_DIR, QUESTIONS_FILE, load
+from benchmarks.retrieval.dataset import CONVERSATIONS_FILE, DATA_DIR, QUESTIONS_FILE, DatasetError, load
 
 SRC_DIR = DATA_DIR / "src"
 TYPES = {"single": "single", "para": "paraphrase", "multi": "multihop", "temp": "temporal", "corr": "correction"}
@@ -149,14 +149,40 @@ def parse(path: Path, first_question: int) -> tuple[dict, list[dict]]:
     return conv, questions
 
 
+def _jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
 def build() -> tuple[str, str]:
     conversations, questions = [], []
     for path in sorted(SRC_DIR.glob("c*.txt")):
         conv, qs = parse(path, first_question=len(questions) + 1)
         conversations.append(conv)
         questions.extend(qs)
-    dump = lambda rows: "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)  # noqa: E731
-    return dump(conversations), dump(questions)
+    return _jsonl(conversations), _jsonl(questions)
+
+
+def check_source(path: Path) -> int:
+    """Parse one source and put it through every check of the loader (dataset.load on a temporary copy
+    of the two files holding only this conversation); print its counts or the first error."""
+    import tempfile
+
+    try:
+        conv, questions = parse(path, first_question=1)
+        with tempfile.TemporaryDirectory() as folder:
+            Path(folder, CONVERSATIONS_FILE.name).write_text(_jsonl([conv]), encoding="utf-8")
+            Path(folder, QUESTIONS_FILE.name).write_text(_jsonl(questions), encoding="utf-8")
+            ds = load(data_dir=Path(folder))
+    except (SourceError, DatasetError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    turns = list(ds.turns.values())
+    for kind, haystack in (("core", False), ("haystack", True)):
+        sessions = [s for s in ds.conversations[0].sessions if s.haystack == haystack]
+        mine = [t for t in turns if t.haystack == haystack]
+        print(f"{kind}: {len(sessions)} sessions, {len(mine)} turns ({sum(t.fact for t in mine)} facts)")
+    print(f"questions: {len(ds.questions)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,22 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-source", metavar="FILE", help="parse one source file and print its counts")
     args = parser.parse_args(argv)
     if args.check_source:
-        try:
-            conv, qs = parse(Path(args.check_source), first_question=1)
-        except (SourceError, OSError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        for kind, haystack in (("core", False), ("haystack", True)):
-            sessions = [s for s in conv["sessions"] if s.get("haystack", False) == haystack]
-            turns = [t for s in sessions for t in s["turns"]]
-            facts = sum(1 for t in turns if t["fact"])
-            print(f"{kind}: {len(sessions)} sessions, {len(turns)} turns ({facts} facts)")
-        dates = [s["date"] for s in conv["sessions"]]
-        if dates != sorted(dates):
-            print("error: sessions are not in date order", file=sys.stderr)
-            return 2
-        print(f"questions: {len(qs)}")
-        return 0
+        return check_source(Path(args.check_source))
     try:
         conversations, questions = build()
     except SourceError as exc:
