@@ -93,20 +93,13 @@ def quality_multiplier(effective_confidence: float | None) -> float:
 
 # --- fusion (issue 13; values chosen on the benchmark's dev split) ---------------------------------
 # Chosen on 2026-11-24 on the benchmark's 24 conversations (each with its haystack of the team's
-# other work, ~150 thoughts a space; the twelve newer ones with paraphrases that share at most one
-# word with their answer), by the rule fixed before any of their figures: highest standard-dev
-# recall@10 over the 31 settings of `make bench-retrieval-sweep` (12 dev conversations, 435
-# questions), then standard-dev MRR. The weighted sum alone at lexical 0.4 has 91.7; six settings
+# other work, ~150 thoughts a space), by the rule fixed before any of their figures: highest
+# standard-dev recall@10 over the 31 settings of `make bench-retrieval-sweep` (12 dev conversations,
+# 435 questions), then standard-dev MRR. The weighted sum alone at lexical 0.4 has 91.7; six settings
 # have 91.5, the others 88.3-91.3 and RRF at k 60 84.1 (dense through the same path: 89.9), so this is
-# one question ahead, not a finding about RRF; RRF_K is kept for the rank part as a setting.
-# On the twelve first conversations with their haystack the rule gave 0.5 / 2 / 0.6 (96.8), and
-# before the haystack:
-# re-chosen on 2026-11-23 with int8 query and thought vectors (EMBEDDING_QUANTIZE=int8, the default)
-# by the README's rule (highest pooled-dev recall@10, then standard-dev recall@10, then pooled-dev
-# MRR) over `make bench-retrieval-sweep` and its --pooled run. The fp32 choice (0.75, 1, 0.4) lost a
-# pooled-dev question under int8 (96.3 against 97.3); every blend is within two dev questions of
-# every other on recall@10: three tie on both recall@10 criteria and the MRR tie-break decides
-# (0.781 against 0.776 and 0.773), giving 0.25 / 1 / 0.6. Figures and the other methods tried: the README.
+# one question ahead, not a finding about RRF; RRF_K is kept for the rank part as a setting. The
+# earlier choices (0.25 / 1 / 0.6 before the haystack, 0.5 / 2 / 0.6 on its first twelve
+# conversations) and every figure: benchmarks/retrieval/README.md.
 #: Share of reciprocal-rank fusion in relevance; the calibrated weighted sum gets the rest
 #: (1.0: pure RRF, 0.0: pure weighted sum).
 RRF_SHARE = 0.0

@@ -92,7 +92,7 @@ def blend(
     corrections: float = 0.0,
     cos_gate: float | None = None,
 ) -> Relevance:
-    """The shipped blend; ``gate``: the lexical RRF term × min(1, coverage / gate); ``corrections``: live
+    """The blend of RRF and the weighted sum (defaults: the fp32-era choice); ``gate``: the lexical RRF term × min(1, coverage / gate); ``corrections``: live
     corrections as a third RRF list of that weight; ``cos_gate``: both lexical terms × min(1, cosine /
     cos_gate) (a shared word counts less in a thought far in meaning)."""
 
@@ -179,7 +179,7 @@ def bm25_b(b: float) -> Relevance:
 
 FAMILIES: list[tuple[str, Relevance, dict]] = [
     ("weighted 0.6 (before)", weighted(0.6), {}),
-    ("shipped blend", blend(), {}),
+    ("blend 0.75/1/0.4 (the fp32 choice)", blend(), {}),
     *((f"min-max, lexical {w}", minmax(w), {}) for w in (0.3, 0.6)),
     *((f"z-scores, lexical {w}", zscore(w), {}) for w in (0.3, 0.6)),
     *((f"adaptive lexical 0.6, full at {f}", adaptive(0.6, f), {}) for f in (0.3, 0.5)),
