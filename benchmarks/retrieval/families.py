@@ -92,8 +92,9 @@ def blend(
     corrections: float = 0.0,
     cos_gate: float | None = None,
 ) -> Relevance:
-    """The blend of RRF and the weighted sum (defaults: the fp32-era choice); ``gate``: the lexical RRF term × min(1, coverage / gate); ``corrections``: live
-    corrections as a third RRF list of that weight; ``cos_gate``: both lexical terms × min(1, cosine /
+    """The blend of RRF and the weighted sum (defaults: the fp32-era choice); ``gate``: the lexical
+    RRF term × min(1, coverage / gate); ``corrections``: live corrections as a third RRF list of that
+    weight; ``cos_gate``: both lexical terms × min(1, cosine /
     cos_gate) (a shared word counts less in a thought far in meaning)."""
 
     def relevance(cands, ctx):
