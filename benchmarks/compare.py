@@ -18,7 +18,11 @@
    notes go in through ``POST /api/v1/thoughts/import`` in batches of 1000, one request per web
    worker in flight (notes/s, embedding included), the queries as retrieve-only
    ``GET /api/v1/memory?contribute=false`` calls over HTTP (keep-alive), then ``--contribute``
-   contribute+retrieve ``POST``s of new statements.
+   contribute+retrieve ``POST``s of new statements. The timed calls go through :class:`TimingClient`
+   (the standard library's ``http.client`` on one keep-alive connection), so the figure is the
+   server's answer, not the client library's own work: httpx, which sends the import, spent
+   1.38 ms of CPU per call against 0.54 ms and measured p50 1.2 ms higher on the same server, same
+   queries, alternating (docs/performance.md, fourteenth session).
 4. Prints one table: p50/p95/p99 ms, notes/s, hit@10 and MRR (target note in the top 10 / mean
    reciprocal rank), and Colony/Mem0 ratios; then the issue 14 targets, met or not.
 
@@ -50,6 +54,40 @@ QUERY_FORMS = [
     "Why does {component} {action} {condition}?",
     "{component} {action}: what fixed it {condition}?",
 ]
+
+
+class TimingClient:
+    """The timed side of the benchmark: one keep-alive HTTP/1.1 connection (``http.client``), a bearer
+    token, JSON in and out. Mem0's search is timed inside its own process with no client at all; this
+    keeps what a Colony figure includes to the request, the server and the response."""
+
+    def __init__(self, port: int, token: str) -> None:
+        import http.client
+
+        self._connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        self._headers = {"Authorization": f"Bearer {token}"}
+
+    def _send(self, method: str, path: str, body: bytes | None = None) -> dict:
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        self._connection.request(method, path, body=body, headers=headers)
+        response = self._connection.getresponse()
+        payload = response.read()
+        if response.status != 200:
+            raise SystemExit(f"{method} {path[:80]} answered {response.status}: {payload[:500]!r}")
+        return json.loads(payload)
+
+    def get(self, path: str, params: dict) -> dict:
+        from urllib.parse import urlencode
+
+        return self._send("GET", f"{path}?{urlencode(params)}")
+
+    def post(self, path: str, body: dict) -> dict:
+        return self._send("POST", path, json.dumps(body).encode())
+
+    def close(self) -> None:
+        self._connection.close()
 
 
 # --- data -----------------------------------------------------------------------------------------
@@ -292,6 +330,7 @@ def run_colony(
         client = httpx.Client(
             base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}, timeout=300
         )
+        timed = TimingClient(port, token)
         note_ids: dict[str, int] = dict(loaded or {})
         # One request per web worker in flight, as any bulk client would send them: while one worker
         # embeds its batch, the other's is being written (the database's HNSW inserts), so neither the
@@ -299,16 +338,18 @@ def run_colony(
         from concurrent.futures import ThreadPoolExecutor
 
         def retrieve(text: str) -> list[int]:
-            response = client.get("/api/v1/memory", params={"prompt": text, "contribute": "false", "limit": 10})
-            response.raise_for_status()
-            return [note_ids.get(s["thought_id"], -1) for s in response.json()["result"]["sources"]]
+            body = timed.get("/api/v1/memory", {"prompt": text, "contribute": "false", "limit": 10})
+            return [note_ids.get(s["thought_id"], -1) for s in body["result"]["sources"]]
 
         # Every worker loads its model and opens its connection before anything is timed: the import
         # rate is the import's, not a first model load's (or, on a new machine, the one-time ONNX
         # export into the data folder: ~6 s, which made the first run's rate ~30% lower). Mem0's side
         # loads its model before its add() is timed as well.
+        def warm(text: str) -> None:  # concurrent, so that every worker gets some (httpx's pool)
+            client.get("/api/v1/memory", params={"prompt": text, "contribute": "false"}).raise_for_status()
+
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            list(pool.map(retrieve, [f"warm-up question {i} about the deploy pipeline" for i in range(4 * workers)]))
+            list(pool.map(warm, [f"warm-up question {i} about the deploy pipeline" for i in range(4 * workers)]))
         started = time.perf_counter()
 
         def send(start: int) -> tuple[int, list[str]]:
@@ -364,7 +405,7 @@ def run_colony(
                 "session_id": "bench-compare",
             }
             t0 = time.perf_counter()
-            client.post("/api/v1/memory", json=body).raise_for_status()
+            timed.post("/api/v1/memory", body)
             contribute_samples.append((time.perf_counter() - t0) * 1000)
         colony = {
             "notes_per_s": len(data) / import_seconds if loaded is None else float("nan"),
