@@ -310,15 +310,16 @@ _BM25_SQL = """(SELECT COALESCE(sum(i.idf * u.tf * (%(k1)s + 1)
     JOIN idf i ON i.lexeme = u.lexeme)"""
 
 
-def thought_from_row(attnames: list[str], values: list) -> Thought:
+def thought_from_row(attnames: list[str], values: list, *, db: str | None = None) -> Thought:
     """What ``Thought.from_db`` builds (a saved instance whose unread columns load on access), without
     ``Model.__init__``'s per-field loop: ~45 candidates per query made that ~2 ms of CPU. Thought has no
-    ``pre_init``/``post_init`` receivers, which are all ``__init__`` would add."""
+    ``pre_init``/``post_init`` receivers, which are all ``__init__`` would add. ``db``: the connection's
+    alias, when the caller has it (``connection.alias`` goes through a thread-local lookup per row)."""
     thought = Thought.__new__(Thought)
     thought.__dict__.update(zip(attnames, values, strict=True))
     state = thought._state = ModelState()
     state.adding = False
-    state.db = connection.alias
+    state.db = db or connection.alias
     return thought
 
 
@@ -445,12 +446,13 @@ def _fetch(
         rows = cursor.fetchall()
     converters = [getattr(f, "from_db_value", None) for f in _COLUMNS]
     idf_total = terms.idf_total
+    db = connection.alias
     for row in rows:
         values = [
             convert(value, None, connection) if convert else value
             for convert, value in zip(converters, row[:width], strict=True)
         ]
-        thought = thought_from_row(attnames, values)
+        thought = thought_from_row(attnames, values, db=db)
         (
             superseded_by_category,
             similarity,
