@@ -15,10 +15,26 @@ class _Executed(NamedTuple):
     query: bytes
 
 
+class _JsonbAsText(psycopg.adapt.Loader):
+    """jsonb in a BINARY result, loaded as its text: what Django's text-format loader for jsonb gives
+    (``JSONField.from_db_value`` parses it), so a statement read in binary needs no other handling."""
+
+    format = psycopg.pq.Format.BINARY
+
+    def load(self, data):
+        if data and data[0] != 1:
+            raise psycopg.DataError(f"unknown jsonb binary format: {data[0]}")
+        return bytes(data[1:]).decode()
+
+
 class _PreparedCursor(psycopg.Cursor):
-    """psycopg's server-side-binding cursor, preparing every statement it runs."""
+    """psycopg's server-side-binding cursor, preparing every statement it runs. ``binary_results``:
+    the result format of the statements it runs through Django's wrapper (which passes no format)."""
+
+    binary_results: bool | None = None
 
     def execute(self, query, params=None, *, prepare=None, binary=None):
+        binary = self.binary_results if binary is None else binary
         result = super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
         if self._query is None:  # it ran prepared
             self._query = _Executed(query.encode() if isinstance(query, str) else bytes(query))
@@ -36,4 +52,8 @@ def prepared_cursor():
     the connection's prepared-statement cache for nothing. With DATABASE_PREPARED_STATEMENTS=false
     (config/settings.py) nothing is prepared and the server still binds the parameters."""
     connection.ensure_connection()
-    return connection._prepare_cursor(_PreparedCursor(connection.connection))
+    raw = connection.connection
+    if not getattr(raw, "_colony_jsonb_binary", False):
+        raw.adapters.register_loader("jsonb", _JsonbAsText)
+        raw._colony_jsonb_binary = True
+    return connection._prepare_cursor(_PreparedCursor(raw))

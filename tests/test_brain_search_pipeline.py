@@ -140,3 +140,45 @@ def test_a_relaxed_second_round_reuses_the_vector_the_first_computed(brain):
     )
     assert result.relaxed and result.candidates  # no decision in the brain: the filter was dropped
     assert calls == [QUERY]
+
+
+def test_the_search_reads_its_rows_in_binary_and_builds_the_same_thoughts_as_the_orm(
+    space, thought_factory, monkeypatch
+):
+    """The candidates' statement is read in binary (timestamps, UUIDs, arrays and floats load in C):
+    every column of every candidate must equal what the ORM reads in text, jsonb included."""
+    import datetime as dt
+
+    from brain.models import Thought
+    from core import db
+
+    thought_factory(
+        "The pgbouncer pool for the celery workers is 40 since the March deploy.",
+        tags=["pgbouncer", "celery"],
+        topic="pool-size",
+        source_ref={"pr": 118, "files": ["deploy/pgbouncer.ini"], "note": "réglage"},
+        temporal_scope=dt.date(2026, 3, 14),
+    )
+    thought_factory("Celery workers restart nightly; the pool size stays at 40.", tags=["celery"])
+    formats = []
+    execute = db._PreparedCursor.execute
+
+    def recording(self, query, params=None, *, prepare=None, binary=None):
+        result = execute(self, query, params, prepare=prepare, binary=binary)
+        if self.pgresult is not None and self.pgresult.nfields:
+            formats.append((query.lstrip()[:14], self.pgresult.fformat(0)))
+        return result
+
+    monkeypatch.setattr(db._PreparedCursor, "execute", recording)
+    found = search.thought_search(space=space, vector=fake_vector(QUERY), query_text=QUERY, limit=10)
+    assert ("WITH RECURSIVE", 1) in formats  # the candidates' statement: binary
+    assert all(fmt == 0 for start, fmt in formats if start != "WITH RECURSIVE")  # the others: text
+    assert len(found.candidates) == 2
+    columns = [f.attname for f in search._COLUMNS]
+    for candidate in found.candidates:
+        stored = Thought.objects.get(pk=candidate.thought.id)
+        for name in columns:
+            assert getattr(candidate.thought, name) == getattr(stored, name), name
+    first = next(c for c in found.candidates if c.thought.topic == "pool-size")
+    assert first.thought.source_ref == {"pr": 118, "files": ["deploy/pgbouncer.ini"], "note": "réglage"}
+    assert first.thought.created_at.utcoffset() == dt.timedelta(0)

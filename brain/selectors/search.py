@@ -442,8 +442,14 @@ def _fetch(
             in_space=_in_space(terms),
             columns=_COLUMNS_SQL,
         )
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        # Read in binary: timestamps, UUIDs, arrays and floats load in C instead of parsing their text
+        # (Django's timestamptz loader is psycopg's Python one).
+        cursor.cursor.binary_results = True
+        try:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        finally:
+            cursor.cursor.binary_results = None
     converters = [getattr(f, "from_db_value", None) for f in _COLUMNS]
     idf_total = terms.idf_total
     db = connection.alias
