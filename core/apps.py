@@ -13,3 +13,8 @@ class CoreConfig(AppConfig):
         from core.metrics import connect_celery_signals
 
         connect_celery_signals()
+        from django.db.backends.signals import connection_created
+
+        from core.db import register_binary_jsonb
+
+        connection_created.connect(register_binary_jsonb, dispatch_uid="colony-binary-jsonb")

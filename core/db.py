@@ -52,8 +52,12 @@ def prepared_cursor():
     the connection's prepared-statement cache for nothing. With DATABASE_PREPARED_STATEMENTS=false
     (config/settings.py) nothing is prepared and the server still binds the parameters."""
     connection.ensure_connection()
-    raw = connection.connection
-    if not getattr(raw, "_colony_jsonb_binary", False):
-        raw.adapters.register_loader("jsonb", _JsonbAsText)
-        raw._colony_jsonb_binary = True
-    return connection._prepare_cursor(_PreparedCursor(raw))
+    return connection._prepare_cursor(_PreparedCursor(connection.connection))
+
+
+def register_binary_jsonb(sender, connection, **kwargs):
+    """``connection_created`` receiver (core.apps): every new connection loads a binary jsonb as its
+    text (:class:`_JsonbAsText`), so a statement read in binary hands Django's ``JSONField`` what it
+    parses. Text results, which everything else reads, are not affected."""
+    if connection.vendor == "postgresql":
+        connection.connection.adapters.register_loader("jsonb", _JsonbAsText)
