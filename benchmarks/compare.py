@@ -407,6 +407,7 @@ def run_colony(
             t0 = time.perf_counter()
             timed.post("/api/v1/memory", body)
             contribute_samples.append((time.perf_counter() - t0) * 1000)
+        timed.close()
         colony = {
             "notes_per_s": len(data) / import_seconds if loaded is None else float("nan"),
             "search_ms": samples,
