@@ -17,13 +17,15 @@ if os.environ.get("WEB_DJANGO_ADAPTER", "wsgi") == "asgi":
 else:
     from django.core.wsgi import get_wsgi_application
 
-    from core.wsgi_bridge import WsgiBridge
+    from core.wsgi_bridge import FREEZE_AFTER, WsgiBridge
 
     # More threads than database connections (DATABASE_POOL_SIZE, 8): while the database is down each
     # request waits up to DATABASE_CONNECT_TIMEOUT before its 503, and with only 8 threads the others
     # queued behind them (the fault soak's 503s took up to 8.4 s at 20 requests/s). Idle threads cost
     # nothing; the pool still bounds what reaches the database.
-    django_application = WsgiBridge(get_wsgi_application(), threads=int(os.environ.get("WEB_THREADS", "32")))
+    django_application = WsgiBridge(
+        get_wsgi_application(), threads=int(os.environ.get("WEB_THREADS", "32")), freeze_after=FREEZE_AFTER
+    )
 
 from colony_mcp.asgi import ColonyAsgi  # noqa: E402  (needs Django set up)
 

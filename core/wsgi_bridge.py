@@ -12,11 +12,19 @@ application yields it (a streamed export or a static file is not held in memory)
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 SPOOL_BYTES = 1 << 20
+#: After these requests a web worker's heap has settled (lazy imports, the embedding model, Django's
+#: URL resolver and caches): it is collected and frozen (``gc.freeze``), so that the cyclic collector's
+#: full collections no longer walk ~140,000 long-lived objects. Unfrozen, one of them paused a request
+#: for 64-77 ms about every 400 memory calls (docs/performance.md, "Fifteenth session"). Runs after the
+#: response is sent. config.asgi passes it; a bridge made without it never freezes.
+FREEZE_AFTER = (1, 100)
 
 
 def wsgi_environ(scope: dict, body) -> dict:
@@ -55,9 +63,12 @@ def wsgi_environ(scope: dict, body) -> dict:
 class WsgiBridge:
     """An ASGI application (http only) running a WSGI ``app`` in ``threads`` threads."""
 
-    def __init__(self, app, *, threads: int):
+    def __init__(self, app, *, threads: int, freeze_after: tuple[int, ...] = ()):
         self.app = app
+        self.freeze_after = freeze_after
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="wsgi")
+        self._served = 0
+        self._served_lock = threading.Lock()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -111,3 +122,13 @@ class WsgiBridge:
             close = getattr(result, "close", None)
             if close is not None:
                 close()  # Django sends request_finished here (database connections go back)
+            self._settle()
+
+    def _settle(self) -> None:
+        """Count a served request; at ``freeze_after``, collect and freeze the heap (see FREEZE_AFTER)."""
+        with self._served_lock:
+            self._served += 1
+            if self._served not in self.freeze_after:
+                return
+        gc.collect()
+        gc.freeze()

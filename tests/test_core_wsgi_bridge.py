@@ -4,6 +4,7 @@ and URL tokens, and tests/integration/test_run_survives.py, go through it end to
 from __future__ import annotations
 
 import asyncio
+import gc
 
 from core.wsgi_bridge import WsgiBridge, wsgi_environ
 
@@ -49,7 +50,14 @@ def test_the_environ_follows_pep_3333():
     assert environ["REMOTE_ADDR"] == "127.0.0.1" and environ["SERVER_PORT"] == "8000"
 
 
-def _serve(app, *, body_parts: list[bytes], scope: dict | None = None, sent: list | None = None) -> list[dict]:
+def _serve(
+    app,
+    *,
+    body_parts: list[bytes],
+    scope: dict | None = None,
+    sent: list | None = None,
+    bridge: WsgiBridge | None = None,
+) -> list[dict]:
     sent = [] if sent is None else sent
 
     async def main():
@@ -62,7 +70,7 @@ def _serve(app, *, body_parts: list[bytes], scope: dict | None = None, sent: lis
         async def send(message):
             sent.append(message)
 
-        await WsgiBridge(app, threads=2)(scope or _scope(), receive, send)
+        await (bridge or WsgiBridge(app, threads=2))(scope or _scope(), receive, send)
 
     _run(main)
     return sent
@@ -136,3 +144,35 @@ def test_a_client_gone_before_the_body_arrived_runs_nothing():
 
     _run(main)
     assert ran == []
+
+
+def test_the_heap_is_collected_and_frozen_once_after_the_configured_requests():
+    """A web worker freezes its settled heap (core.wsgi_bridge.FREEZE_AFTER) after the response is sent,
+    so full collections stop walking it; a bridge made without ``freeze_after`` never does."""
+    frozen_at_close = []
+
+    class Result(list):
+        def close(self):
+            frozen_at_close.append(gc.get_freeze_count())
+
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return Result([b"ok"])
+
+    gc.unfreeze()
+    try:
+        plain = WsgiBridge(app, threads=1)
+        for _ in range(3):
+            _serve(app, body_parts=[b""], bridge=plain)
+        assert gc.get_freeze_count() == 0
+        bridge = WsgiBridge(app, threads=1, freeze_after=(2,))
+        _serve(app, body_parts=[b""], bridge=bridge)
+        assert gc.get_freeze_count() == 0
+        _serve(app, body_parts=[b""], bridge=bridge)
+        assert frozen_at_close[-1] == 0  # after the response went out and close() ran
+        frozen = gc.get_freeze_count()
+        assert frozen > 1000  # this process's modules, classes and functions at least
+        _serve(app, body_parts=[b""], bridge=bridge)
+        assert gc.get_freeze_count() <= frozen  # once: the third request froze nothing more
+    finally:
+        gc.unfreeze()
