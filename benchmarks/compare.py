@@ -326,11 +326,12 @@ def run_colony(
         print(f"Colony: {database} does not hold the {len(data)} notes; loading them.", flush=True)
     server = ColonyServer(port=port, workers=workers, database=database, reuse=loaded is not None)
     token = server.start()
+    # Neither opens a connection before its first call; both are closed however the run ends.
+    client = httpx.Client(
+        base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}, timeout=300
+    )
+    timed = TimingClient(port, token)
     try:
-        client = httpx.Client(
-            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}, timeout=300
-        )
-        timed = TimingClient(port, token)
         note_ids: dict[str, int] = dict(loaded or {})
         # One request per web worker in flight, as any bulk client would send them: while one worker
         # embeds its batch, the other's is being written (the database's HNSW inserts), so neither the
@@ -407,7 +408,6 @@ def run_colony(
             t0 = time.perf_counter()
             timed.post("/api/v1/memory", body)
             contribute_samples.append((time.perf_counter() - t0) * 1000)
-        timed.close()
         colony = {
             "notes_per_s": len(data) / import_seconds if loaded is None else float("nan"),
             "search_ms": samples,
@@ -419,6 +419,8 @@ def run_colony(
             mem0 = {"notes_per_s": peer.notes_per_s, "search_ms": peer_samples, "ranked": peer_ranked}
         return colony, mem0
     finally:
+        timed.close()
+        client.close()
         server.stop()
 
 
