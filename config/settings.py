@@ -199,6 +199,9 @@ WHITENOISE_USE_FINDERS = DEBUG
 WHITENOISE_AUTOREFRESH = False
 
 # --- API ------------------------------------------------------------------------------------------
+# Seconds a process trusts an agent token it looked up (core.services.TokenRows): a revoked token or a
+# deactivated agent is refused at once by the process that revoked it, by the others within this. 0: off.
+TOKEN_CACHE_SECONDS = env("TOKEN_CACHE_SECONDS", 10)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["core.auth.AgentTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["core.auth.IsAgent"],

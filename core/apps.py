@@ -18,3 +18,11 @@ class CoreConfig(AppConfig):
         from core.db import register_binary_jsonb
 
         connection_created.connect(register_binary_jsonb, dispatch_uid="colony-binary-jsonb")
+        from django.db.models.signals import post_delete, post_save
+
+        from core.models import Agent, AgentToken, Space
+        from core.services import token_rows
+
+        for model in (AgentToken, Agent, Space):  # what a cached token row holds (core.services.TokenRows)
+            for name, signal in (("save", post_save), ("delete", post_delete)):
+                signal.connect(token_rows.clear, sender=model, dispatch_uid=f"colony-token-rows-{name}-{model.__name__}")

@@ -46,7 +46,7 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
         # Recorded at most once a minute per token, to keep a write off most requests.
         now = timezone.now()
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
-            type(token).objects.filter(pk=token.pk).update(last_used_at=now)
+            services.token_touch(token=token, now=now)
         return token.agent, token
 
     def _authenticate_url_token(self, request, *, has_header: bool):

@@ -51,12 +51,14 @@ def test_retrieve_only_call_takes_a_fixed_few_statements(agent_factory, thought_
     _seed(thought_factory, 3)
     client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s"}, format="json")  # token's first use
     few, after = _statements(client, {"prompt": QUERY, "session_id": "s", "contribute": False}, split=True)
-    # Before the answer: the token; the search: query terms (lexemes + BM25 statistics, and the scan
+    # Before the answer (the token was looked up by the first call and is kept: core.services.TokenRows):
+    # the search: query terms (lexemes + BM25 statistics, and the scan
     # settings), the lexical side (run while the query is embedded: no wait of its own), candidates
     # with every ranking input; the query log, which also says whether the agent queried before and
     # whether a correction suggestion is pending (read only when there are some). Highways come from
     # the search's own candidates. After the answer is sent: reinforcing what it returned, one statement.
-    assert len(few) <= 5, "\n".join(few)
+    assert len(few) <= 4, "\n".join(few)
+    assert not any("core_agenttoken" in sql for sql in few), "\n".join(few)
     assert sum("brain_querylog" in sql for sql in few) == 1  # the log, nothing else
     assert len(after) == 1 and "access_count" in after[0], "\n".join(after)
     _seed(thought_factory, 20, start=3)

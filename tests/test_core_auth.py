@@ -86,3 +86,116 @@ def test_bootstrap_creates_space_admin_and_default_agents_once(db, capsys, monke
     from django.contrib.auth import authenticate
 
     assert authenticate(username="admin", password="s3cret-pass") is not None
+
+
+# --- the per-process token cache (core.services.TokenRows) ----------------------------------------
+def _token_statements(client, path="/api/v1/agents/me") -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(path).status_code == 200
+    return sum("core_agenttoken" in q["sql"] and q["sql"].lstrip().startswith("SELECT") for q in ctx.captured_queries)
+
+
+def test_a_token_is_looked_up_once_then_kept(dev):
+    services.token_rows.clear()
+    assert _token_statements(dev) == 1
+    assert _token_statements(dev) == 0
+    assert _token_statements(dev) == 0
+
+
+def test_no_cache_when_token_cache_seconds_is_zero(dev, settings):
+    settings.TOKEN_CACHE_SECONDS = 0
+    services.token_rows.clear()
+    assert _token_statements(dev) == 1
+    assert _token_statements(dev) == 1
+
+
+def test_a_kept_token_revoked_elsewhere_is_refused_once_its_time_is_up(dev, settings, monkeypatch):
+    """Another process revoking the token (here: the row changed without this process hearing of it) is
+    seen after TOKEN_CACHE_SECONDS at most; until then this process still trusts what it read."""
+    import time
+
+    from django.utils import timezone
+
+    settings.TOKEN_CACHE_SECONDS = 10
+    services.token_rows.clear()
+    assert dev.get("/api/v1/agents/me").status_code == 200
+    AgentToken.objects.filter(agent=dev.agent).update(revoked_at=timezone.now())  # no signal: "elsewhere"
+    now = time.monotonic()
+    monkeypatch.setattr(time, "monotonic", lambda: now + 9)
+    assert dev.get("/api/v1/agents/me").status_code == 200
+    monkeypatch.setattr(time, "monotonic", lambda: now + 11)
+    assert dev.get("/api/v1/agents/me").status_code == 401
+
+
+def test_changes_made_in_this_process_apply_at_once(dev, settings):
+    """Revoking (an update, no signal: token_revoke clears itself) and saving an agent or a space clear
+    this process's kept tokens, whatever TOKEN_CACHE_SECONDS says."""
+    settings.TOKEN_CACHE_SECONDS = 3600
+    second = services.token_create(agent=dev.agent, label="second")
+    assert dev.get("/api/v1/agents/me").status_code == 200
+    dev.agent.role = "qa"
+    dev.agent.save()
+    assert dev.get("/api/v1/agents/me").json()["role"] == "qa"
+    dev.agent.space.name = "Renamed"
+    dev.agent.space.save()
+    assert dev.get("/api/v1/agents/me").status_code == 200
+    services.token_revoke(agent=dev.agent, prefix=dev.token[:12])
+    assert dev.get("/api/v1/agents/me").status_code == 401
+    dev.credentials(HTTP_AUTHORIZATION=f"Bearer {second}")
+    assert dev.get("/api/v1/agents/me").status_code == 200
+    AgentToken.objects.get(prefix=second[:12]).delete()
+    assert dev.get("/api/v1/agents/me").status_code == 401
+
+
+def test_an_unknown_token_is_not_kept(anon, dev, settings):
+    """A miss is not remembered: a token another process creates a moment later works at once."""
+    settings.TOKEN_CACHE_SECONDS = 3600
+    services.token_rows.clear()
+    anon.credentials(HTTP_AUTHORIZATION="Bearer col_not-yet")
+    assert anon.get("/api/v1/agents/me").status_code == 401
+    AgentToken.objects.create(
+        agent=dev.agent, key_hash=hashlib.sha256(b"col_not-yet").hexdigest(), prefix="col_not-yet"[:12]
+    )
+    assert anon.get("/api/v1/agents/me").status_code == 200
+
+
+def test_kept_tokens_record_their_use_once_a_minute(dev, settings, monkeypatch):
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    settings.TOKEN_CACHE_SECONDS = 3600
+    services.token_rows.clear()
+    start = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: start)
+    assert dev.get("/api/v1/agents/me").status_code == 200
+    token = AgentToken.objects.get(agent=dev.agent)
+    assert token.last_used_at == start
+
+    def writes() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert dev.get("/api/v1/agents/me").status_code == 200
+        return sum(q["sql"].startswith("UPDATE") and "last_used_at" in q["sql"] for q in ctx.captured_queries)
+
+    monkeypatch.setattr(timezone, "now", lambda: start + timedelta(seconds=61))
+    assert writes() == 1
+    assert writes() == 0  # the kept row knows it was just recorded
+    monkeypatch.setattr(timezone, "now", lambda: start + timedelta(seconds=130))
+    assert writes() == 1
+    token.refresh_from_db()
+    assert token.last_used_at == start + timedelta(seconds=130)
+
+
+def test_kept_tokens_are_bounded(settings):
+    settings.TOKEN_CACHE_SECONDS = 3600
+    rows = services.TokenRows()
+    for i in range(rows.MAX_ROWS + 5):
+        rows.put(f"k{i}", (i,))
+    assert len(rows._rows) == rows.MAX_ROWS
+    assert rows.get("k0") == (None, None)  # the oldest went first
+    assert rows.get(f"k{rows.MAX_ROWS + 4}") == ((rows.MAX_ROWS + 4,), None)
