@@ -119,8 +119,7 @@ def thoughts_reinforce(*, space: Space, thought_ids: Iterable[str | uuid.UUID], 
     earlier ones, so a new partner always gets in and the rarest old one makes room.
     """
     ids = sorted(dict.fromkeys(str(i) for i in thought_ids))
-    import os  # AB-TEMP
-    if not ids or os.environ.get("AB_NO_REINFORCE"):  # AB-TEMP
+    if not ids:
         return 0
     params = {
         "max": PHEROMONE_MAX,
