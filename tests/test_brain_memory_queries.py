@@ -75,15 +75,38 @@ def test_contribute_and_retrieve_call_takes_a_fixed_number_of_statements(agent_f
     _seed(thought_factory, 3)
     client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s"}, format="json")
     few, after = _statements(client, {"prompt": STATEMENT + " one", "session_id": "s"}, split=True)
-    # Before the answer: the token; the search, first (terms, lexical side while the prompt is
-    # embedded, candidates); the agent's recent queries (keyword echo) and the correction guard; the
-    # insert; the query log. The nearest existing thought (near-duplicate) comes from the search's
+    # Before the answer: the search, first (terms, lexical side while the prompt is embedded,
+    # candidates); the agent's recent queries (keyword echo) and the correction guard, sent together;
+    # the insert; the query log. The nearest existing thought (near-duplicate) comes from the search's
     # rows: no scan of its own. After it: the reinforcement, and the session's implicit feedback.
-    assert len(few) <= 8, "\n".join(few)
+    assert len(few) <= 7, "\n".join(few)
     assert not any("hnsw.ef_search" in sql for sql in few[2:])  # only the search's terms statement sets it
     assert len(after) == 2 and "access_count" in after[0] and "previous" in after[1], "\n".join(after)
     _seed(thought_factory, 20, start=3)
     assert len(_statements(client, {"prompt": STATEMENT + " two", "session_id": "s"})) == len(few) + len(after)
+
+
+def test_a_contributions_flag_reads_share_one_round_trip(agent_factory, thought_factory, fake_embedder):
+    """The keyword-echo read and the correction guard are both sent before either is read (pipeline mode)."""
+    import psycopg
+
+    client = agent_factory("dev")
+    _seed(thought_factory, 3)
+    client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s"}, format="json")
+    seen: list[tuple[str, bool]] = []
+
+    def record(execute, sql, params, many, context):
+        status = context["connection"].connection.pgconn.pipeline_status
+        seen.append((sql, status != psycopg.pq.PipelineStatus.OFF))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        response = client.post("/api/v1/memory", {"prompt": STATEMENT + " three", "session_id": "s"}, format="json")
+    assert response.status_code == 200, response.content
+    reads = {"recent queries" if "query_text" in sql else "guard": piped for sql, piped in seen
+             if ("FROM brain_querylog q" in sql and "stored_thought_id IS NULL" in sql)
+             or "corrected_fact_embedding <=>" in sql}  # fmt: skip
+    assert reads == {"recent queries": True, "guard": True}, seen
 
 
 def test_first_call_gets_onboarding_and_the_second_not(agent_factory, thought_factory, fake_embedder):

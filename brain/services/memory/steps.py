@@ -168,7 +168,14 @@ def step_flags(call: MemoryCall) -> None:
     """
     if not call.contribute:
         return
-    recent = flags.querylog_recent_queries(space=call.space, agent=call.agent, agent_ref=call.agent_ref)
+    recent, call.contradicted_by = flags.contribution_checks(
+        space=call.space,
+        agent=call.agent,
+        agent_ref=call.agent_ref,
+        vector=call.vector,
+        text=call.prompt,
+        guard=not call.is_correction,
+    )
     call.flags = flags.contribution_flags(
         text=call.prompt,
         recent_queries=recent,
@@ -179,7 +186,6 @@ def step_flags(call: MemoryCall) -> None:
         call.nearest = _nearest(call)
         if call.nearest is not None and flags.is_near_duplicate(call.nearest[1]):
             call.flags.append(QualityFlag.NEAR_DUPLICATE.value)
-        call.contradicted_by = flags.correction_guard(space=call.space, vector=call.vector, text=call.prompt)
         if call.contradicted_by is not None:
             call.flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
             call.guidance.append(correction_guidance(call.contradicted_by))
