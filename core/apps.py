@@ -25,4 +25,6 @@ class CoreConfig(AppConfig):
 
         for model in (AgentToken, Agent, Space):  # what a cached token row holds (core.services.TokenRows)
             for name, signal in (("save", post_save), ("delete", post_delete)):
-                signal.connect(token_rows.clear, sender=model, dispatch_uid=f"colony-token-rows-{name}-{model.__name__}")
+                signal.connect(
+                    token_rows.clear, sender=model, dispatch_uid=f"colony-token-rows-{name}-{model.__name__}"
+                )

@@ -4,7 +4,7 @@ thought must read back exactly as the ORM would have stored it, whatever fields 
 from __future__ import annotations
 
 import uuid
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 from django.db import connection
@@ -59,7 +59,7 @@ def test_a_thought_with_every_kind_of_field_reads_back_the_same(space, dev):
         quality_flags=["stale", "near_duplicate"],
         corrected_fact_embedding=fake_vector("the old fact"),
         pheromone_weight=1.25,
-        created_at=datetime(2025, 12, 31, 23, 59, 58, 123456, tzinfo=timezone.utc),
+        created_at=datetime(2025, 12, 31, 23, 59, 58, 123456, tzinfo=UTC),
         accessed_by=["qa-1"],
         co_retrieved_with={str(source.pk): 3},
         usage_score=0.5,
