@@ -97,12 +97,13 @@ def token_lookup(*, raw_token: str) -> AgentToken | None:
     key = _hash(raw_token)
     row, touched = token_rows.get(key)
     if row is None:
+        generation = token_rows.generation
         with connection.cursor() as cursor:
             cursor.execute(sql, [key])
             row = cursor.fetchone()
         if row is None:
             return None  # not kept: a token made a moment ago by another process works at once
-        token_rows.put(key, row)
+        token_rows.put(key, row, generation=generation)
     first, second = len(token_names), len(token_names) + len(agent_names)
     token = AgentToken.from_db(connection.alias, token_names, row[:first])
     agent = Agent.from_db(connection.alias, agent_names, row[first:second])
@@ -129,13 +130,17 @@ class TokenRows:
     an agent or a space clears this process's rows at once (``core.apps`` connects :meth:`clear` to
     their saves and deletes; :func:`token_revoke` clears too, as its ``update`` sends no signal); the
     server's other processes see a revoked token or a deactivated agent at most that many seconds
-    later. Unknown tokens are never kept. At most ``MAX_ROWS`` rows, the oldest dropped first."""
+    later. Unknown tokens are never kept. At most ``MAX_ROWS`` rows, the oldest dropped first.
+
+    A row read before a :meth:`clear` is not kept after it (``generation``): a lookup that raced a
+    revocation in this process can't put back what the revocation cleared."""
 
     MAX_ROWS = 1024
 
     def __init__(self) -> None:
         self._rows: dict[str, tuple[float, tuple, object]] = {}
         self._lock = threading.Lock()
+        self.generation = 0  # how many times the rows were cleared
 
     def get(self, key: str) -> tuple[tuple | None, object]:
         """(row, when this process last recorded the token's use), or (None, None)."""
@@ -144,11 +149,14 @@ class TokenRows:
             return None, None
         return entry[1], entry[2]
 
-    def put(self, key: str, row: tuple) -> None:
+    def put(self, key: str, row: tuple, *, generation: int) -> None:
+        """Keep ``row``, read when :attr:`generation` was ``generation``, unless cleared since."""
         seconds = settings.TOKEN_CACHE_SECONDS
         if seconds <= 0:
             return
         with self._lock:
+            if generation != self.generation:
+                return
             self._rows.pop(key, None)
             while len(self._rows) >= self.MAX_ROWS:
                 del self._rows[next(iter(self._rows))]
@@ -163,6 +171,7 @@ class TokenRows:
     def clear(self, **_signal) -> None:
         with self._lock:
             self._rows.clear()
+            self.generation += 1
 
 
 token_rows = TokenRows()

@@ -195,7 +195,20 @@ def test_kept_tokens_are_bounded(settings):
     settings.TOKEN_CACHE_SECONDS = 3600
     rows = services.TokenRows()
     for i in range(rows.MAX_ROWS + 5):
-        rows.put(f"k{i}", (i,))
+        rows.put(f"k{i}", (i,), generation=rows.generation)
     assert len(rows._rows) == rows.MAX_ROWS
     assert rows.get("k0") == (None, None)  # the oldest went first
     assert rows.get(f"k{rows.MAX_ROWS + 4}") == ((rows.MAX_ROWS + 4,), None)
+
+
+def test_a_row_read_before_a_clear_is_not_kept(settings):
+    """A lookup that raced a revocation in this process (read the row, then the revocation cleared the
+    rows) must not put the revoked token's row back."""
+    settings.TOKEN_CACHE_SECONDS = 3600
+    rows = services.TokenRows()
+    read_at = rows.generation
+    rows.clear()  # e.g. token_revoke in another thread, between the lookup's read and its put
+    rows.put("k", (1,), generation=read_at)
+    assert rows.get("k") == (None, None)
+    rows.put("k", (1,), generation=rows.generation)
+    assert rows.get("k") == ((1,), None)
