@@ -80,7 +80,7 @@ def _thought_insert(thought: Thought) -> None:
     the web process's CPU (docs/performance.md). Values go through each field's
     ``get_db_prep_save`` as with ``save()``; the vector's text is ``search.vector_param``'s, already
     formatted for the contribution's search. The generated ``search_vector`` is left to the
-    database, unread. Thought has no save signal receivers (``tests/test_brain_thoughts.py`` checks
+    database, unread. Thought has no save signal receivers (``tests/test_brain_thought_create.py`` checks
     that a stored thought reads back field for field)."""
     global _INSERT
     if _INSERT is None:
