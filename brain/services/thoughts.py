@@ -10,6 +10,7 @@ the thought.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Iterable
@@ -68,6 +69,15 @@ def thought_create(
     return thought
 
 
+@functools.cache
+def thought_columns() -> tuple[list, str]:
+    """The fields a write of a thought sends (every concrete one but the generated ``search_vector``)
+    and their quoted column names: :func:`thought_create`'s INSERT and the import's COPY
+    (``brain.services.transfer``)."""
+    fields = [f for f in Thought._meta.concrete_fields if not f.generated]
+    return fields, ", ".join(connection.ops.quote_name(f.column) for f in fields)
+
+
 _INSERT: tuple[str, list] | None = None
 
 
@@ -84,8 +94,7 @@ def _thought_insert(thought: Thought) -> None:
     that a stored thought reads back field for field)."""
     global _INSERT
     if _INSERT is None:
-        fields = [f for f in Thought._meta.concrete_fields if not f.generated]
-        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+        fields, columns = thought_columns()
         placeholders = ", ".join(["%s"] * len(fields))
         _INSERT = f"INSERT INTO {Thought._meta.db_table} ({columns}) VALUES ({placeholders})", fields
     sql, fields = _INSERT

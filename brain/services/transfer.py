@@ -41,6 +41,8 @@ from django.utils import timezone
 from brain import embedding as embedder
 from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
+from brain.selectors.search import vector_param
+from brain.services.thoughts import thought_columns
 from core.errors import ApplicationError, ServiceFailure
 from core.models import Agent, Space
 
@@ -573,17 +575,16 @@ def _copy_thoughts(rows: list[Thought]) -> None:
         return
     from psycopg.types.json import Jsonb
 
-    fields = [f for f in Thought._meta.concrete_fields if not f.generated]
+    fields, columns = thought_columns()
     vectors = {"embedding", "corrected_fact_embedding"}
     json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
 
     def value(row: Thought, field) -> Any:
         item = getattr(row, field.attname)
         if item is None:
             return None
         if field.attname in vectors:
-            return "[" + ",".join(map(str, item)) + "]"
+            return vector_param(item)
         if field.attname in json_fields:
             return Jsonb(item)
         return item
