@@ -15,9 +15,9 @@ class CoreConfig(AppConfig):
         connect_celery_signals()
         from django.db.backends.signals import connection_created
 
-        from core.db import register_binary_jsonb
+        from core.db import register_binary_adapters
 
-        connection_created.connect(register_binary_jsonb, dispatch_uid="colony-binary-jsonb")
+        connection_created.connect(register_binary_adapters, dispatch_uid="colony-binary-adapters")
         from django.db.models.signals import post_delete, post_save
 
         from core.models import Agent, AgentToken, Space

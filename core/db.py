@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from typing import NamedTuple
 
 import psycopg
@@ -55,9 +56,34 @@ def prepared_cursor():
     return connection._prepare_cursor(_PreparedCursor(connection.connection))
 
 
-def register_binary_jsonb(sender, connection, **kwargs):
+class BinaryVector(bytes):
+    """A pgvector ``vector`` in its binary wire form (what the server's ``vector_recv`` reads: the
+    dimensions and a zero as big-endian int16, then each value as a big-endian float4), sent as a
+    BINARY parameter of a server-bound statement (:func:`binary_vector`)."""
+
+
+def binary_vector(values) -> BinaryVector:
+    """A vector (a list of floats or a numpy array) as a bound parameter of a ``%s::vector`` placeholder,
+    or of one inserted into a vector column: 1.5 KB packed in ~2 µs, where its text (384 floats as
+    decimals, ~7.4 KB) took ~150 µs to format and the server parsed it back. Each value is rounded to
+    float4 as the server's text input would (Colony's vectors are float32 already: nothing changes)."""
+    return BinaryVector(struct.pack(f">HH{len(values)}f", len(values), 0, *values))
+
+
+class _BinaryVectorDumper(psycopg.adapt.Dumper):
+    format = psycopg.pq.Format.BINARY
+    oid = 0  # unknown to psycopg: the statement gives the type (the ``::vector`` cast or the column)
+
+    def dump(self, obj):
+        return obj
+
+
+def register_binary_adapters(sender, connection, **kwargs):
     """``connection_created`` receiver (core.apps): every new connection loads a binary jsonb as its
     text (:class:`_JsonbAsText`), so a statement read in binary hands Django's ``JSONField`` what it
-    parses. Text results, which everything else reads, are not affected."""
+    parses (text results, which everything else reads, are not affected), and sends a
+    :class:`BinaryVector` as it is."""
     if connection.vendor == "postgresql":
-        connection.connection.adapters.register_loader("jsonb", _JsonbAsText)
+        adapters = connection.connection.adapters
+        adapters.register_loader("jsonb", _JsonbAsText)
+        adapters.register_dumper(BinaryVector, _BinaryVectorDumper)

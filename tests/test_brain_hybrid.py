@@ -322,15 +322,24 @@ def test_search_results_are_saved_thought_instances(dev, billing):
     assert Thought.objects.get(pk=thought.pk).topic == "billing-retries"
 
 
-def test_vector_param_formats_each_vector_and_reuses_the_last_text():
+@pytest.mark.django_db
+def test_vector_param_is_the_vector_in_binary_and_reads_back_exactly():
     import numpy as np
 
-    from brain.selectors.search import vector_param
+    from brain.models import vector_from_send
+    from brain.selectors.search import vector_param, vector_text
+    from core.db import prepared_cursor
 
-    first = [0.5, -0.25, 1e-08]
-    assert vector_param(first) == "[0.5,-0.25,1e-08]"
-    assert vector_param(first) is vector_param(first)  # the same object: the kept text
-    second = [0.5, -0.25, 2.0]  # another vector, even one built right after, gets its own text
-    assert vector_param(second) == "[0.5,-0.25,2.0]"
-    assert vector_param(first) == "[0.5,-0.25,1e-08]"
-    assert vector_param(np.array([0.5, 0.25], dtype=np.float32)) == "[0.5,0.25]"
+    values = np.random.default_rng(3).standard_normal(384).astype(np.float32)
+    as_list = values.tolist()
+    assert vector_text([0.5, -0.25, 1e-08]) == "[0.5,-0.25,1e-08]"  # COPY's text form
+    assert len(vector_param(as_list)) == 4 + 4 * 384
+    with prepared_cursor() as cursor:
+        for given in (as_list, values):  # a list of floats or a numpy array
+            cursor.execute(
+                "SELECT vector_send(%(v)s::vector), %(v)s::vector = %(t)s::vector",
+                {"v": vector_param(given), "t": vector_text(as_list)},
+            )
+            sent, same_as_text = cursor.fetchone()
+            assert vector_from_send(sent) == as_list  # every float32 exactly
+            assert same_as_text  # what the text form gives

@@ -34,7 +34,6 @@ planner off HNSW for that part.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -45,7 +44,7 @@ from django.db.models.base import ModelState
 from brain import ranking
 from brain.models import THOUGHT_BULKY_FIELDS, Thought
 from brain.selectors.hnsw import hnsw_filtered_scan_config_sql, hnsw_filtered_scan_select_sql
-from core.db import prepared_cursor
+from core.db import BinaryVector, binary_vector, prepared_cursor
 from core.models import Space
 
 #: Candidates taken from each side before ranking, relative to the number of results asked for:
@@ -585,24 +584,15 @@ ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
 _NEAREST_SETTINGS_SQL = hnsw_filtered_scan_select_sql(ef_search="%(ef_search)s")
 
 
-_LAST_VECTOR_PARAM = threading.local()
+def vector_param(vector) -> BinaryVector:
+    """A vector (a list of floats or a numpy array) as the parameter of a ``%s::vector`` placeholder
+    (server-side bound): its binary form (``core.db.binary_vector``)."""
+    return binary_vector(vector)
 
 
-def vector_param(vector) -> str:
-    """A vector (a list of floats or a numpy array) as the text of a ``%s::vector`` parameter
-    (server-side bound).
-
-    The text of the last vector converted on this thread is kept, by identity (the kept reference
-    stops that object from being freed and its id reused): a contribution hands the same vector to
-    the nearest-thought check, the correction guard and the search, and formatting 384 floats costs
-    more than the statements' other parameters together. Vectors are never changed in place.
-    """
-    last = getattr(_LAST_VECTOR_PARAM, "pair", None)
-    if last is not None and last[0] is vector:
-        return last[1]
-    text = "[" + ",".join(map(str, vector)) + "]"
-    _LAST_VECTOR_PARAM.pair = (vector, text)
-    return text
+def vector_text(vector) -> str:
+    """A vector in pgvector's text form (``[0.5,-0.25]``), as COPY's text format takes it."""
+    return "[" + ",".join(map(str, vector)) + "]"
 
 
 def thought_nearest(

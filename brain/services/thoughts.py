@@ -88,10 +88,10 @@ def _thought_insert(thought: Thought) -> None:
     ``save()`` compiled the INSERT anew each time and pasted every value into its text, so the server
     parsed and planned ~8 KB of statement (the vector formatted twice) per contribution: ~0.5 ms of
     the web process's CPU (docs/performance.md). Values go through each field's
-    ``get_db_prep_save`` as with ``save()``; the vector's text is ``search.vector_param``'s, already
-    formatted for the contribution's search. The generated ``search_vector`` is left to the
-    database, unread. Thought has no save signal receivers (``tests/test_brain_thought_create.py`` checks
-    that a stored thought reads back field for field)."""
+    ``get_db_prep_save`` as with ``save()``, except the vector, sent in binary
+    (``search.vector_param``). The generated ``search_vector`` is left to the database, unread.
+    Thought has no save signal receivers (``tests/test_brain_thought_create.py`` checks that a stored
+    thought reads back field for field)."""
     global _INSERT
     if _INSERT is None:
         fields, columns = thought_columns()
