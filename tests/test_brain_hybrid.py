@@ -323,22 +323,23 @@ def test_search_results_are_saved_thought_instances(dev, billing):
 
 
 @pytest.mark.django_db
-def test_vector_param_is_the_vector_in_binary_and_reads_back_exactly():
+def test_a_vector_is_bound_in_binary_and_reads_back_exactly():
     import numpy as np
 
     from brain.models import vector_from_send
-    from brain.selectors.search import vector_param, vector_text
-    from core.db import prepared_cursor
+    from core.db import binary_vector, prepared_cursor
+
+    def vector_text(vector) -> str:  # pgvector's text form
+        return "[" + ",".join(map(str, vector)) + "]"
 
     values = np.random.default_rng(3).standard_normal(384).astype(np.float32)
     as_list = values.tolist()
-    assert vector_text([0.5, -0.25, 1e-08]) == "[0.5,-0.25,1e-08]"  # COPY's text form
-    assert len(vector_param(as_list)) == 4 + 4 * 384
+    assert len(binary_vector(as_list)) == 4 + 4 * 384
     with prepared_cursor() as cursor:
         for given in (as_list, values):  # a list of floats or a numpy array
             cursor.execute(
                 "SELECT vector_send(%(v)s::vector), %(v)s::vector = %(t)s::vector",
-                {"v": vector_param(given), "t": vector_text(as_list)},
+                {"v": binary_vector(given), "t": vector_text(as_list)},
             )
             sent, same_as_text = cursor.fetchone()
             assert vector_from_send(sent) == as_list  # every float32 exactly

@@ -44,7 +44,7 @@ from django.db.models.base import ModelState
 from brain import ranking
 from brain.models import THOUGHT_BULKY_FIELDS, Thought
 from brain.selectors.hnsw import hnsw_filtered_scan_config_sql, hnsw_filtered_scan_select_sql
-from core.db import BinaryVector, binary_vector, prepared_cursor
+from core.db import binary_vector, prepared_cursor
 from core.models import Space
 
 #: Candidates taken from each side before ranking, relative to the number of results asked for:
@@ -427,7 +427,7 @@ def _fetch(
         lexical, vector = _lexical_rows(cursor, terms=terms, base=params, filters=filters, vector=vector)
         params.update(
             {
-                "vector": vector_param(vector),
+                "vector": binary_vector(vector),
                 "lexical_ids": [row[0] for row in lexical],
                 "lexical_bm25": [row[1] for row in lexical],
                 "max_distance": 1.0 - ranking.MIN_SIMILARITY,
@@ -584,17 +584,6 @@ ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
 _NEAREST_SETTINGS_SQL = hnsw_filtered_scan_select_sql(ef_search="%(ef_search)s")
 
 
-def vector_param(vector) -> BinaryVector:
-    """A vector (a list of floats or a numpy array) as the parameter of a ``%s::vector`` placeholder
-    (server-side bound): its binary form (``core.db.binary_vector``)."""
-    return binary_vector(vector)
-
-
-def vector_text(vector) -> str:
-    """A vector in pgvector's text form (``[0.5,-0.25]``), as COPY's text format takes it."""
-    return "[" + ",".join(map(str, vector)) + "]"
-
-
 def thought_nearest(
     *, space: Space, vector: list[float], exclude_ids: Iterable[str] = (), limit: int = 1
 ) -> list[tuple[Thought, float]]:
@@ -605,7 +594,7 @@ def thought_nearest(
     """
     params = {
         "space": space.pk,
-        "vector": vector_param(vector),
+        "vector": binary_vector(vector),
         "exclude": [str(i) for i in exclude_ids],
         "limit": limit,
     }

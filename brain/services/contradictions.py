@@ -22,9 +22,9 @@ from brain.judging import Judge, get_judge
 from brain.judging.embedding import vectors_remember
 from brain.models import CorrectionSuggestion, Thought, vector_from_send
 from brain.selectors.hnsw import hnsw_filtered_scan_select_sql
-from brain.selectors.search import thought_from_row, vector_param
+from brain.selectors.search import thought_from_row
 from brain.services.suggestions import suggestion_create
-from core.db import prepared_cursor
+from core.db import binary_vector, prepared_cursor
 
 logger = logging.getLogger("colony.brain")
 
@@ -95,7 +95,7 @@ def _candidates(thought: Thought) -> list[Thought]:
         "skipped": [str(category) for category in SKIPPED_CATEGORIES],
         "topic": thought.topic or "",
         "topic_limit": TOPIC_CANDIDATES_LIMIT,
-        "vector": vector_param(thought.embedding),
+        "vector": binary_vector(thought.embedding),
         "max_distance": 1.0 - NEIGHBOUR_MIN_SIMILARITY,
         "near_limit": NEIGHBOUR_CANDIDATES_LIMIT,
     }

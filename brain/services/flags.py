@@ -35,8 +35,8 @@ from django.utils import timezone
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.judging.cues import negation_cue
 from brain.models import Thought
-from brain.selectors.search import thought_from_row, vector_param
-from core.db import prepared_cursor
+from brain.selectors.search import thought_from_row
+from core.db import binary_vector, prepared_cursor
 from core.models import Agent, Space
 
 KEYWORD_ECHO_MIN_OVERLAP = 0.6
@@ -163,18 +163,7 @@ def correction_guard(*, space: Space, vector: list[float], text: str | None = No
     the certified coach" scores 0.96 against "Thomas is the certified coach". When the text negates
     the corrected fact (the judges' negation cue), it agrees with the correction and is not flagged.
     """
-    with prepared_cursor() as cursor:  # one prepared statement: this runs on every contribution
-        cursor.execute(_GUARD_SQL, _guard_params(space=space, vector=vector))
-        return _guard_pick(cursor.fetchall(), text=text)
-
-
-def _guard_params(*, space: Space, vector: list[float]) -> dict:
-    return {
-        "space": space.pk,
-        "vector": vector_param(vector),
-        "max_distance": 1.0 - CORRECTION_GUARD_MIN_SIMILARITY,
-        "limit": GUARD_CANDIDATES,
-    }
+    return contribution_checks(space=space, agent=None, agent_ref=None, vector=vector, text=text, guard=True)[1]
 
 
 def _guard_pick(rows, *, text: str | None) -> Thought | None:
@@ -238,12 +227,7 @@ def querylog_recent_queries(
     (``agent_ref``); with neither there is no "same agent" and the result is empty. Call it BEFORE
     this request's own query is logged, or every contribution would echo itself.
     """
-    statement = _recent_queries_statement(space=space, agent=agent, agent_ref=agent_ref, now=now)
-    if statement is None:
-        return []
-    with prepared_cursor() as cursor:  # one prepared statement: this runs on every contribution
-        cursor.execute(*statement)
-        return [text for (text,) in cursor.fetchall()]
+    return contribution_checks(space=space, agent=agent, agent_ref=agent_ref, guard=False, now=now)[0]
 
 
 def _recent_queries_statement(
@@ -261,13 +245,21 @@ def _recent_queries_statement(
 
 
 def contribution_checks(
-    *, space: Space, agent: Agent | None, agent_ref: str | None, vector: list[float], text: str, guard: bool
+    *,
+    space: Space,
+    agent: Agent | None,
+    agent_ref: str | None,
+    guard: bool,
+    vector: list[float] | None = None,
+    text: str | None = None,
+    now: dt.datetime | None = None,
 ) -> tuple[list[str], Thought | None]:
     """What a contribution's flags read, in one round trip: the agent's recent queries
-    (:func:`querylog_recent_queries`) and, with ``guard``, the correction it repeats
-    (:func:`correction_guard`). Both statements are sent before either result is read (psycopg's
-    pipeline mode), instead of waiting for one and then the other (~0.4 ms each)."""
-    recent_statement = _recent_queries_statement(space=space, agent=agent, agent_ref=agent_ref)
+    (:func:`querylog_recent_queries`) and, with ``guard``, the correction its ``vector`` and ``text``
+    repeat (:func:`correction_guard`). Both statements are sent before either result is read (psycopg's
+    pipeline mode), instead of waiting for one and then the other (~0.4 ms each). Each of the two
+    functions is this one asked for its half."""
+    recent_statement = _recent_queries_statement(space=space, agent=agent, agent_ref=agent_ref, now=now)
     if recent_statement is None and not guard:
         return [], None
     with prepared_cursor() as recent_cursor, prepared_cursor() as guard_cursor:
@@ -275,8 +267,16 @@ def contribution_checks(
             if recent_statement is not None:
                 recent_cursor.execute(*recent_statement)
             if guard:
-                guard_cursor.execute(_GUARD_SQL, _guard_params(space=space, vector=vector))
-            recent = [text for (text,) in recent_cursor.fetchall()] if recent_statement is not None else []
+                guard_cursor.execute(
+                    _GUARD_SQL,
+                    {
+                        "space": space.pk,
+                        "vector": binary_vector(vector),
+                        "max_distance": 1.0 - CORRECTION_GUARD_MIN_SIMILARITY,
+                        "limit": GUARD_CANDIDATES,
+                    },
+                )
+            recent = [query for (query,) in recent_cursor.fetchall()] if recent_statement is not None else []
             correction = _guard_pick(guard_cursor.fetchall(), text=text) if guard else None
     return recent, correction
 

@@ -21,8 +21,7 @@ from django.db import connection, transaction
 from brain import embedding as embedder
 from brain.choices import ThoughtCategory, ThoughtType
 from brain.models import Thought
-from brain.selectors.search import vector_param
-from core.db import prepared_cursor
+from core.db import binary_vector, prepared_cursor
 from core.errors import NotFound, ValidationFailed
 from core.models import Agent, Space
 
@@ -78,7 +77,10 @@ def thought_columns() -> tuple[list, str]:
     return fields, ", ".join(connection.ops.quote_name(f.column) for f in fields)
 
 
-_INSERT: tuple[str, list] | None = None
+@functools.cache
+def _insert_statement() -> tuple[str, list]:
+    fields, columns = thought_columns()
+    return f"INSERT INTO {Thought._meta.db_table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})", fields
 
 
 def _thought_insert(thought: Thought) -> None:
@@ -89,20 +91,15 @@ def _thought_insert(thought: Thought) -> None:
     parsed and planned ~8 KB of statement (the vector formatted twice) per contribution: ~0.5 ms of
     the web process's CPU (docs/performance.md). Values go through each field's
     ``get_db_prep_save`` as with ``save()``, except the vector, sent in binary
-    (``search.vector_param``). The generated ``search_vector`` is left to the database, unread.
+    (``core.db.binary_vector``). The generated ``search_vector`` is left to the database, unread.
     Thought has no save signal receivers (``tests/test_brain_thought_create.py`` checks that a stored
     thought reads back field for field)."""
-    global _INSERT
-    if _INSERT is None:
-        fields, columns = thought_columns()
-        placeholders = ", ".join(["%s"] * len(fields))
-        _INSERT = f"INSERT INTO {Thought._meta.db_table} ({columns}) VALUES ({placeholders})", fields
-    sql, fields = _INSERT
+    sql, fields = _insert_statement()
     values = []
     for field in fields:
         value = getattr(thought, field.attname)
         if field.attname == "embedding" and value is not None:
-            values.append(vector_param(value))
+            values.append(binary_vector(value))
         else:
             values.append(field.get_db_prep_save(value, connection))
     with prepared_cursor() as cursor:

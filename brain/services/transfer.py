@@ -41,7 +41,6 @@ from django.utils import timezone
 from brain import embedding as embedder
 from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
-from brain.selectors.search import vector_text
 from brain.services.thoughts import thought_columns
 from core.errors import ApplicationError, ServiceFailure
 from core.models import Agent, Space
@@ -584,7 +583,7 @@ def _copy_thoughts(rows: list[Thought]) -> None:
         if item is None:
             return None
         if field.attname in vectors:
-            return vector_text(item)
+            return "[" + ",".join(map(str, item)) + "]"  # pgvector's text form, as COPY takes it
         if field.attname in json_fields:
             return Jsonb(item)
         return item
