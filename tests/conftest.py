@@ -104,6 +104,16 @@ def fake_vector(text: str) -> list[float]:
     return [v / norm for v in vector]
 
 
+def synchronous_commit() -> str:
+    """The connection's ``synchronous_commit`` now (bookkeeping writes turn it off for their own
+    transaction only)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('synchronous_commit')")
+        return cursor.fetchone()[0]
+
+
 @pytest.fixture
 def fake_embedder(monkeypatch):
     """Replace the model with :func:`fake_vector` where ranking quality is not the point (fast)."""

@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from brain.models import QueryLog, Thought
 from brain.services.pheromones import CO_RETRIEVAL_PARTNERS_MAX, thoughts_reinforce
+from tests.conftest import synchronous_commit
 
 QUERY = "deploy pipeline migrations workers"
 TEXTS = [
@@ -238,12 +239,6 @@ def test_a_contradiction_suggestion_locks_its_two_thoughts_in_id_order(thought_f
     assert CorrectionSuggestion.objects.filter(thought=high, contradicting_thought=low).count() == 1
 
 
-def _synchronous_commit() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('synchronous_commit')")
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_memory_calls_bookkeeping_commits_asynchronously_in_its_own_transaction_only(
     agent_factory, thought_factory
@@ -269,13 +264,13 @@ def test_the_memory_calls_bookkeeping_commits_asynchronously_in_its_own_transact
         assert bookkeeping() == 1
     assert len(own.captured_queries) == 3
     assert all("synchronous_commit" in query["sql"] for query in own.captured_queries)
-    assert _synchronous_commit() == "on"  # local to each write's transaction, which has ended
+    assert synchronous_commit() == "on"  # local to each write's transaction, which has ended
 
     with transaction.atomic():
         with CaptureQueriesContext(connection) as inside:
             assert bookkeeping() == 1
         assert not any("synchronous_commit" in query["sql"] for query in inside.captured_queries)
-        assert _synchronous_commit() == "on"  # the caller's transaction still commits synchronously
+        assert synchronous_commit() == "on"  # the caller's transaction still commits synchronously
 
     thought.refresh_from_db()
     assert thought.access_count == 2 and QueryLog.objects.filter(agent=agent).count() == 2

@@ -12,6 +12,7 @@ from django.conf import settings as django_settings
 from django.db import connection
 
 from core.throttling import KEY_FORMAT, DatabaseGcra, RedisGcra, TokenRateThrottle, throttle_store
+from tests.conftest import synchronous_commit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,13 +61,8 @@ def test_each_store_allows_the_burst_then_one_per_interval():
 def test_the_database_store_commits_its_count_asynchronously_in_its_own_transaction_only():
     """A hit in its own transaction (a request's) doesn't wait for its WAL flush; inside a caller's
     transaction it leaves that transaction's commit alone. The counts are the same either way."""
-    from django.db import connection, transaction
+    from django.db import transaction
     from django.test.utils import CaptureQueriesContext
-
-    def synchronous_commit() -> str:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT current_setting('synchronous_commit')")
-            return cursor.fetchone()[0]
 
     store = DatabaseGcra("colony-test-throttle")
     store.forget("commit")
