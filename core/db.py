@@ -56,6 +56,15 @@ def prepared_cursor():
     return connection._prepare_cursor(_PreparedCursor(connection.connection))
 
 
+def asynchronous_commit(sql: str) -> str:
+    """``sql``, a statement ending in its select list, that also turns ``synchronous_commit`` off until
+    its transaction ends: run in a transaction of its own (autocommit), its commit doesn't wait for its
+    WAL to reach the disk. For bookkeeping only (reinforcement, the query log, throttle counts): a
+    PostgreSQL crash, not a clean stop, can lose the last ~0.6 s of such writes, never corrupt them.
+    Inside a caller's transaction use ``sql`` itself, or the caller's commit would stop being durable."""
+    return sql.rstrip() + ",\n       set_config('synchronous_commit', 'off', true)\n"
+
+
 class BinaryVector(bytes):
     """A pgvector ``vector`` in its binary wire form (what the server's ``vector_recv`` reads: the
     dimensions and a zero as big-endian int16, then each value as a big-endian float4), sent as a

@@ -31,6 +31,8 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.throttling import SimpleRateThrottle
 
+from core.db import asynchronous_commit
+
 logger = logging.getLogger("colony.throttling")
 
 KEY_FORMAT = "throttle_token_%(ident)s"
@@ -84,7 +86,7 @@ ON CONFLICT (cache_key) DO UPDATE
     WHERE GREATEST(c.value::float8, %(now)s) - %(now)s <= %(tolerance)s
 RETURNING 0
 """
-    HIT_ASYNC_COMMIT_SQL = HIT_SQL.rstrip() + ", set_config('synchronous_commit', 'off', true)\n"
+    HIT_ASYNC_COMMIT_SQL = asynchronous_commit(HIT_SQL)
     WAIT_SQL = "SELECT GREATEST(value::float8 - %(now)s - %(tolerance)s, 0) FROM colony_cache WHERE cache_key = %(key)s"
 
     def __init__(self, prefix: str):

@@ -21,7 +21,7 @@ from django.utils import timezone
 from brain.choices import SuggestionStatus
 from brain.models import Thought
 from brain.ranking import PHEROMONE_MAX
-from core.db import prepared_cursor
+from core.db import asynchronous_commit, prepared_cursor
 from core.models import Agent, Space
 
 REINFORCE_STEP = 0.05  # per access, capped at PHEROMONE_MAX
@@ -93,7 +93,7 @@ def _bookkeeping(select_sql: str) -> tuple[str, str]:
     them or anything else. A contribution, a transition or a turn still commits synchronously (a 2xx
     means it is on disk). Inside a caller's transaction the setting would apply to that transaction's
     commit, so it is not set there."""
-    return select_sql, select_sql.rstrip() + ",\n       set_config('synchronous_commit', 'off', true)\n"
+    return select_sql, asynchronous_commit(select_sql)
 
 
 def _bookkeeping_sql(variants: tuple[str, str]) -> str:
