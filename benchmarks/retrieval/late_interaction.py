@@ -20,7 +20,7 @@ vector. Dev split only (the script refuses nothing else because it reads nothing
   ``(1 - w) x cosine + w x MaxSim`` for a grid of ``w`` and ``LEXICAL_WEIGHT``.
 
 Nothing here is used by Colony (it patches ranking in this process only): it measures whether a
-late-interaction signal is worth storing token vectors for (~11.5 KB a thought in int8).
+late-interaction signal is worth storing token vectors for (~10.5 KB a thought in int8).
 """
 
 from __future__ import annotations
