@@ -149,7 +149,7 @@ def dense_variants() -> None:
 
 
 def colony_sweep() -> None:
-    from benchmarks.retrieval import run
+    from benchmarks.retrieval import run, sweep
     from benchmarks.retrieval.dataset import load
 
     dataset = load(haystack=True)
@@ -180,21 +180,12 @@ def colony_sweep() -> None:
         return (1 - weight["late"]) * value + weight["late"] * candidate.late
 
     search._fetch, ranking._similarity = fetch_with_maxsim, mixed_similarity
-    vectors = dict(zip([q.id for q in questions], embedding.embed_many([q.question for q in questions]), strict=True))
-    bench_of = {conversation_id: b for b in benches for conversation_id in b.conversation_ids}
+    ask = sweep.asker(benches, questions)
     lexical_weight = ranking.LEXICAL_WEIGHT
     try:
         for late, lexical in COLONY_GRID:
             weight["late"], ranking.LEXICAL_WEIGHT = late, lexical
-            score, by_type = run.Score(), {}
-            for question in questions:
-                bench = bench_of[question.conversation]
-                result = search.thought_search(
-                    space=bench.space, vector=vectors[question.id], query_text=question.question, limit=run.LIMIT
-                )
-                found = [bench.turn_of_thought.get(c.id, "?") for c in result.candidates]
-                score.add(found, question)
-                by_type.setdefault(question.type, run.Score()).add(found, question)
+            score, by_type = ask()
             print(
                 f"w {late:.1f} lexical {lexical:.1f}: R@1 {score.recall(1):5.1f}  R@10 {score.recall(10):5.1f}  "
                 f"MRR {score.mrr():.3f}  stale>evid {score.stale_share()}   "

@@ -38,14 +38,38 @@ SETTINGS = [
 SWEPT = ("RRF_SHARE", "RRF_K", "LEXICAL_WEIGHT", "RECENCY_BOOST_MAX", "PHEROMONE_BOOST_MAX")
 
 
-def run(benches, questions) -> None:
-    from brain import embedding, ranking
+def asker(benches, questions):
+    """A function that asks every dev question once through ``thought_search`` (Colony's retrieval and
+    ranking as they stand when it is called; no reinforcement) and returns the overall
+    :class:`~benchmarks.retrieval.run.Score` and one per question type. The questions are embedded once,
+    here."""
+    from brain import embedding
     from brain.selectors.search import thought_search
 
     if any(q.split != "dev" for q in questions):
         raise SystemExit("the sweep runs on the dev split only")
     vectors = dict(zip([q.id for q in questions], embedding.embed_many([q.question for q in questions]), strict=True))
     bench_of = {conversation_id: b for b in benches for conversation_id in b.conversation_ids}
+
+    def ask() -> tuple[Score, dict[str, Score]]:
+        score, by_type = Score(), {}
+        for question in questions:
+            bench = bench_of[question.conversation]
+            result = thought_search(
+                space=bench.space, vector=vectors[question.id], query_text=question.question, limit=LIMIT
+            )
+            turns = [bench.turn_of_thought.get(c.id, "?") for c in result.candidates]
+            score.add(turns, question)
+            by_type.setdefault(question.type, Score()).add(turns, question)
+        return score, by_type
+
+    return ask
+
+
+def run(benches, questions) -> None:
+    from brain import ranking
+
+    ask = asker(benches, questions)
     original = {name: getattr(ranking, name) for name in SWEPT}
     print(
         f"{'setting':52}  {'n':>4}  "
@@ -56,16 +80,8 @@ def run(benches, questions) -> None:
         for setting in SETTINGS:
             for name, value in itertools.chain(original.items(), setting.items()):
                 setattr(ranking, name, value)
-            score, paraphrase = Score(), Score()
-            for question in questions:
-                bench = bench_of[question.conversation]
-                result = thought_search(
-                    space=bench.space, vector=vectors[question.id], query_text=question.question, limit=LIMIT
-                )
-                turns = [bench.turn_of_thought.get(c.id, "?") for c in result.candidates]
-                score.add(turns, question)
-                if question.type == "paraphrase":
-                    paraphrase.add(turns, question)
+            score, by_type = ask()
+            paraphrase = by_type.get("paraphrase", Score())
             label = ", ".join(f"{k}={v}" for k, v in setting.items())
             recalls = "  ".join(f"{score.recall(k):>5.1f}" for k in KS)
             print(
