@@ -188,9 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    import torch
-
-    torch.manual_seed(0)
     dev = load_split("dev")
     everyone = range(len(dev.questions))
     print(line("dev dense (no adapter)", recall_at_10(dev, everyone)), flush=True)
