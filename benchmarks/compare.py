@@ -461,6 +461,18 @@ def print_table(n_notes: int, qs: list[dict], colony: dict, mem0: dict | None) -
         print(f"  {verdict}  {label}")
 
 
+def write_samples(path: Path, qs: list[dict], colony: dict, mem0: dict | None) -> None:
+    """Every call's time in the order asked (``--samples``): the table's percentiles hide whether a slow
+    stretch was a few queries or a few seconds of the machine (docs/performance.md, twentieth session)."""
+    samples = {
+        "queries": [q["query"] for q in qs],
+        "colony_ms": colony["search_ms"],
+        "mem0_ms": mem0["search_ms"] if mem0 else None,
+        "contribute_ms": colony["contribute_ms"],
+    }
+    path.write_text(json.dumps(samples))
+
+
 def issue14_checks(
     n_notes: int, *, colony_row: tuple, mem0_row: tuple | None, contribute_ms: list[float]
 ) -> list[tuple[str, bool | None]]:
@@ -507,6 +519,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="keep Colony's and Mem0's databases when they already hold the notes (no import, no adds: no rates)",
     )
+    parser.add_argument(
+        "--samples",
+        type=Path,
+        help="also write every call's time, in the order asked, to this JSON file (queries, ms per side)",
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(BASE_DIR))
@@ -536,6 +553,9 @@ def main(argv: list[str] | None = None) -> int:
         if peer is not None:
             peer.close()
     print_table(args.notes, qs, colony, mem0)
+    if args.samples:
+        write_samples(args.samples, qs, colony, mem0)
+        print(f"every call's time: {args.samples}")
     return 0
 
 

@@ -1,10 +1,12 @@
-"""bench-compare's issue 14 verdicts: the targets the issue sets for the run's size, judged on its figures."""
+"""bench-compare's issue 14 verdicts: the targets the issue sets for the run's size, judged on its figures;
+and its ``--samples`` file."""
 
 from __future__ import annotations
 
+import json
 import math
 
-from benchmarks.compare import issue14_checks
+from benchmarks.compare import issue14_checks, write_samples
 
 NAN = float("nan")
 
@@ -45,3 +47,18 @@ def test_a_reuse_run_judges_no_rate():
     got = verdicts(10_000, colony, mem0)
     assert got["import >= 300 notes/s"] is None and got["import at least 6x Mem0's add rate"] is None
     assert math.isnan(colony[4])
+
+
+def test_the_samples_file_keeps_every_call_in_the_order_asked(tmp_path):
+    qs = [{"query": "first?", "target": 3}, {"query": "second?", "target": 7}]
+    colony = {"search_ms": [9.5, 10.25], "contribute_ms": [12.0]}
+    path = tmp_path / "samples.json"
+    write_samples(path, qs, colony, {"search_ms": [11.0, 25.5]})
+    assert json.loads(path.read_text()) == {
+        "queries": ["first?", "second?"],
+        "colony_ms": [9.5, 10.25],
+        "mem0_ms": [11.0, 25.5],
+        "contribute_ms": [12.0],
+    }
+    write_samples(path, qs, colony, None)  # --skip-mem0
+    assert json.loads(path.read_text())["mem0_ms"] is None
