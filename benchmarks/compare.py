@@ -1,7 +1,7 @@
 """``make bench-compare``: Colony against Mem0 OSS on the same notes, queries, model and PostgreSQL.
 
     python -m benchmarks.compare [--notes 10000] [--queries 300] [--port 8250] [--workers 2]
-        [--skip-mem0] [--database bench_colony] [--mem0-database bench_mem0] [--reuse]
+        [--skip-mem0] [--database bench_colony] [--mem0-database bench_mem0] [--reuse] [--samples FILE]
 
 1. Generates ``--notes`` deterministic notes (``benchmarks.seed.seed_text``) and ``--queries``
    questions, each written for one target note (the same texts on every run).
@@ -24,7 +24,8 @@
    1.38 ms of CPU per call against 0.54 ms and measured p50 1.2 ms higher on the same server, same
    queries, alternating (docs/performance.md, fourteenth session).
 4. Prints one table: p50/p95/p99 ms, notes/s, hit@10 and MRR (target note in the top 10 / mean
-   reciprocal rank), and Colony/Mem0 ratios; then the issue 14 targets, met or not.
+   reciprocal rank), and Colony/Mem0 ratios; then the issue 14 targets, met or not. ``--samples FILE``
+   also keeps every call's time, in the order asked (:func:`write_samples`).
 
 Everything runs on this machine; figures on a loaded machine are noisy (say so when quoting them).
 """
