@@ -25,12 +25,10 @@ late-interaction signal is worth storing token vectors for (~10.5 KB a thought i
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-from pathlib import Path
+import functools
 
-BASE_DIR = Path(__file__).resolve().parents[2]
+from benchmarks.retrieval.sweep import dev_script_main, report_recall10, signal_sweep
+
 #: (w, LEXICAL_WEIGHT) settings of ``--colony``; (0.0, 0.4) is what Colony ships.
 COLONY_GRID = [
     (0.0, 0.4),
@@ -77,12 +75,6 @@ def maxsim(query, turn) -> float:
     return float((query @ turn.T).max(1).mean())
 
 
-def _report(name: str, hits: dict[str, list[bool]]) -> None:
-    every = [h for values in hits.values() for h in values]
-    per_type = "  ".join(f"{t} {100 * sum(v) / len(v):5.1f}" for t, v in sorted(hits.items()))
-    print(f"{name:24} R@10 {100 * sum(every) / len(every):5.1f}   {per_type}", flush=True)
-
-
 def dense_variants() -> None:
     import numpy as np
 
@@ -126,7 +118,7 @@ def dense_variants() -> None:
             top = np.argsort(-combine(dense, late), kind="stable")[:10]
             found = {turns[question.conversation][i].id for i in top}
             hits.setdefault(question.type, []).append(any(e in found for e in question.evidence))
-        _report(name, hits)
+        report_recall10(name, hits)
 
     def reranked(depth: int, lam: float):
         def combine(dense, late):
@@ -149,67 +141,19 @@ def dense_variants() -> None:
 
 
 def colony_sweep() -> None:
-    from benchmarks.retrieval import run, sweep
-    from benchmarks.retrieval.dataset import load
+    @functools.cache
+    def states() -> TokenStates:  # loaded once Django is set up (signal_sweep sets it up)
+        return TokenStates()
 
-    dataset = load(haystack=True)
-    run.setup_database(fresh=True)
-    from brain import embedding, ranking
-    from brain.selectors import search
+    def late(query_text: str, _vector, candidates) -> list[float]:
+        query = states()([query_text])[0]
+        return [maxsim(query, turn) for turn in states()([c.thought.content for c in candidates])]
 
-    embedding.embed("warm up")
-    conversations = [c for c in dataset.conversations if c.split == "dev"]
-    questions = [q for q in dataset.questions if q.split == "dev"]
-    benches = run.ingest_split(conversations, split="dev", pooled=False)
-    states = TokenStates()
-    weight = {"late": 0.0}
-    fetch, similarity = search._fetch, ranking._similarity
-
-    def fetch_with_maxsim(**kwargs):
-        candidates, vector = fetch(**kwargs)
-        if candidates:
-            query = states([kwargs["query_text"]])[0]
-            for candidate, turn in zip(candidates, states([c.thought.content for c in candidates]), strict=True):
-                candidate.late = maxsim(query, turn)
-        return candidates, vector
-
-    def mixed_similarity(candidate):
-        value = similarity(candidate)
-        if candidate.similarity is None:
-            return value
-        return (1 - weight["late"]) * value + weight["late"] * candidate.late
-
-    search._fetch, ranking._similarity = fetch_with_maxsim, mixed_similarity
-    ask = sweep.asker(benches, questions)
-    lexical_weight = ranking.LEXICAL_WEIGHT
-    try:
-        for late, lexical in COLONY_GRID:
-            weight["late"], ranking.LEXICAL_WEIGHT = late, lexical
-            score, by_type = ask()
-            print(
-                f"w {late:.1f} lexical {lexical:.1f}: R@1 {score.recall(1):5.1f}  R@10 {score.recall(10):5.1f}  "
-                f"MRR {score.mrr():.3f}  stale>evid {score.stale_share()}   "
-                + "  ".join(f"{t} {s.recall(10):5.1f}" for t, s in sorted(by_type.items())),
-                flush=True,
-            )
-    finally:
-        search._fetch, ranking._similarity, ranking.LEXICAL_WEIGHT = fetch, similarity, lexical_weight
+    signal_sweep(late, COLONY_GRID)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--colony", action="store_true", help="inside Colony's ranking (ingests the dev split)")
-    args = parser.parse_args(argv)
-    sys.path.insert(0, str(BASE_DIR))
-    if args.colony:
-        colony_sweep()
-        return 0
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
-
-    django.setup()
-    dense_variants()
-    return 0
+    return dev_script_main(argv, __doc__, dense_variants, colony_sweep)
 
 
 if __name__ == "__main__":
