@@ -196,8 +196,8 @@ def _nearest(call: MemoryCall) -> tuple[Thought, float] | None:
     """The existing thought most similar to the contribution (not one it refines or consolidates).
 
     When the search ran first over the whole space (no topic or category filter), its rows already
-    hold it: the dense side's HNSW scan reads the nearest thoughts, with a deeper ef_search than a
-    scan of its own would, and every fetched row carries its exact cosine similarity. Otherwise one
+    hold it: the dense side's HNSW scan reads the nearest thoughts, with at least the ef_search a scan
+    of its own would use, and every fetched row carries its exact cosine similarity. Otherwise one
     scan of its own (``search.thought_nearest``)."""
     request = call.request
     if call.search is not None and not (request.get("filter_topic") or request.get("filter_category")):
