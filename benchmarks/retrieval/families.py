@@ -271,7 +271,8 @@ def evaluate(rows, relevance: Relevance, constants: dict) -> tuple[Score, Score]
     return score, paraphrase
 
 
-def main() -> int:
+def dev_rows() -> dict[str, list[tuple]]:
+    """The dev split ingested under both protocols, and every question's candidates (:func:`collect`)."""
     from benchmarks.retrieval.dataset import load
     from benchmarks.retrieval.run import ingest_split, setup_database
 
@@ -282,18 +283,29 @@ def main() -> int:
         "standard": ingest_split(conversations, split="dev", pooled=False),
         "pooled": ingest_split(conversations, split="dev", pooled=True),
     }
-    rows = {name: collect(benches, dataset.questions) for name, benches in protocols.items()}
-    print(f"{'family (dev)':40}  {'protocol':8}  " + "  ".join(f"{'R@' + str(k):>5}" for k in KS), end="")
+    return {name: collect(benches, dataset.questions) for name, benches in protocols.items()}
+
+
+def print_header(title: str, width: int) -> None:
+    print(f"{title:{width}}  {'protocol':8}  " + "  ".join(f"{'R@' + str(k):>5}" for k in KS), end="")
     print(f"  {'MRR':>5}  stale>evid  paraphrase R@10")
+
+
+def print_row(label: str, protocol: str, score: Score, paraphrase: Score, width: int) -> None:
+    recalls = "  ".join(f"{score.recall(k):>5.1f}" for k in KS)
+    print(
+        f"{label:{width}}  {protocol:8}  {recalls}  {score.mrr():>5.3f}  {score.stale_share():>10}  "
+        f"{paraphrase.recall(10):>15.1f}",
+        flush=True,
+    )
+
+
+def main() -> int:
+    rows = dev_rows()
+    print_header("family (dev)", 40)
     for label, relevance, constants in FAMILIES:
         for protocol, protocol_rows in rows.items():
-            score, paraphrase = evaluate(protocol_rows, relevance, constants)
-            recalls = "  ".join(f"{score.recall(k):>5.1f}" for k in KS)
-            print(
-                f"{label:40}  {protocol:8}  {recalls}  {score.mrr():>5.3f}  {score.stale_share():>10}  "
-                f"{paraphrase.recall(10):>15.1f}",
-                flush=True,
-            )
+            print_row(label, protocol, *evaluate(protocol_rows, relevance, constants), width=40)
     return 0
 
 

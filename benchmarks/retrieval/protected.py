@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import sys
 
-from benchmarks.retrieval.run import KS, LIMIT, Score
+from benchmarks.retrieval.run import LIMIT, Score
 
 #: The numbers of kept dense places tried.
 PROTECTED = (0, 1, 2, 3, 4, 5, 6, 7, 8)
@@ -70,29 +70,13 @@ def evaluate(rows, places: int) -> tuple[Score, Score]:
 
 
 def main() -> int:
-    from benchmarks.retrieval.dataset import load
-    from benchmarks.retrieval.families import collect
-    from benchmarks.retrieval.run import ingest_split, setup_database
+    from benchmarks.retrieval.families import dev_rows, print_header, print_row
 
-    dataset = load("dev")
-    setup_database(fresh=True)
-    conversations = dataset.conversations
-    protocols = {
-        "standard": ingest_split(conversations, split="dev", pooled=False),
-        "pooled": ingest_split(conversations, split="dev", pooled=True),
-    }
-    rows = {name: collect(benches, dataset.questions) for name, benches in protocols.items()}
-    print(f"{'kept dense places (dev)':24}  {'protocol':8}  " + "  ".join(f"{'R@' + str(k):>5}" for k in KS), end="")
-    print(f"  {'MRR':>5}  stale>evid  paraphrase R@10")
+    rows = dev_rows()
+    print_header("kept dense places (dev)", 24)
     for places in PROTECTED:
         for protocol, protocol_rows in rows.items():
-            score, paraphrase = evaluate(protocol_rows, places)
-            recalls = "  ".join(f"{score.recall(k):>5.1f}" for k in KS)
-            print(
-                f"{places:<24}  {protocol:8}  {recalls}  {score.mrr():>5.3f}  {score.stale_share():>10}  "
-                f"{paraphrase.recall(10):>15.1f}",
-                flush=True,
-            )
+            print_row(str(places), protocol, *evaluate(protocol_rows, places), width=24)
     return 0
 
 
