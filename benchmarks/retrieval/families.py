@@ -245,30 +245,39 @@ def collect(benches, questions) -> list[tuple]:
     return rows
 
 
+def tally(rows, page: Callable[[list, dict], list]) -> tuple[Score, Score]:
+    """Every question's page (``page(candidates, ctx)``: a fresh copy of its candidates in, the ranked
+    page out) scored: all questions, and the paraphrase ones alone."""
+    score, paraphrase = Score(), Score()
+    for question, bench, candidates, ctx in rows:
+        turns = [bench.turn_of_thought.get(c.id, "?") for c in page(copy.deepcopy(candidates), ctx)]
+        score.add(turns, question)
+        if question.type == "paraphrase":
+            paraphrase.add(turns, question)
+    return score, paraphrase
+
+
 def evaluate(rows, relevance: Relevance, constants: dict) -> tuple[Score, Score]:
     from brain import ranking
 
     original = ranking.relevances
     saved = {name: getattr(ranking, name) for name in constants}
-    score, paraphrase = Score(), Score()
+
+    def page(fresh: list, ctx: dict) -> list:
+        values = dict(zip([id(c) for c in fresh], relevance(fresh, ctx), strict=True))
+        ranking.relevances = lambda cands: [values[id(c)] for c in cands]
+        try:
+            return ranking.rank(fresh, limit=LIMIT)
+        finally:
+            ranking.relevances = original
+
     try:
         for name, value in constants.items():
             setattr(ranking, name, value)
-        for question, bench, candidates, ctx in rows:
-            fresh = copy.deepcopy(candidates)
-            values = dict(zip([id(c) for c in fresh], relevance(fresh, ctx), strict=True))
-            ranking.relevances = lambda cands, values=values: [values[id(c)] for c in cands]
-            ranked = ranking.rank(fresh, limit=LIMIT)
-            ranking.relevances = original
-            turns = [bench.turn_of_thought.get(c.id, "?") for c in ranked]
-            score.add(turns, question)
-            if question.type == "paraphrase":
-                paraphrase.add(turns, question)
+        return tally(rows, page)
     finally:
-        ranking.relevances = original
         for name, value in saved.items():
             setattr(ranking, name, value)
-    return score, paraphrase
 
 
 def dev_rows() -> dict[str, list[tuple]]:
