@@ -182,3 +182,16 @@ def test_the_search_reads_its_rows_in_binary_and_builds_the_same_thoughts_as_the
     first = next(c for c in found.candidates if c.thought.topic == "pool-size")
     assert first.thought.source_ref == {"pr": 118, "files": ["deploy/pgbouncer.ini"], "note": "réglage"}
     assert first.thought.created_at.utcoffset() == dt.timedelta(0)
+
+
+def test_ef_search_is_the_pool_within_pgvectors_default_and_maximum():
+    assert search.ef_search_for(1) == search.EF_SEARCH_MIN == 40
+    assert search.ef_search_for(30 * 3) == 90 * search.EF_SEARCH_FACTOR
+    assert search.ef_search_for(5000) == search.EF_SEARCH_MAX == 1000
+
+
+def test_a_nearest_scan_asking_for_more_than_pgvectors_maximum_still_runs(brain):
+    """thought_nearest takes its ef_search from the same rule as the search's dense side, cap included
+    (pgvector refuses hnsw.ef_search above 1000)."""
+    found = search.thought_nearest(space=brain, vector=fake_vector(QUERY), limit=1500)
+    assert len(found) == 30

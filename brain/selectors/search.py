@@ -65,6 +65,13 @@ EF_SEARCH_MAX = 1000
 #: How many superseded_by / refined_by hops are followed to find a superseded thought's live replacement.
 REPLACEMENT_DEPTH = 5
 
+
+def ef_search_for(pool: int) -> int:
+    """hnsw.ef_search for an HNSW scan that must return ``pool`` rows (the search's dense side and
+    ``thought_nearest`` alike)."""
+    return min(EF_SEARCH_MAX, max(EF_SEARCH_MIN, pool * EF_SEARCH_FACTOR))
+
+
 #: The thought columns read back (the vectors and the tsvector stay in the database).
 _DEFERRED = set(THOUGHT_BULKY_FIELDS)
 #: ... nor what neither ranking nor a response reads (JSON to parse, long texts): a candidate's
@@ -407,7 +414,7 @@ def _fetch(
     filters, exclude, params = _filters(
         filter_topic=filter_topic, filter_category=filter_category, exclude_ids=exclude_ids
     )
-    ef_search = min(EF_SEARCH_MAX, max(EF_SEARCH_MIN, pool * EF_SEARCH_FACTOR))
+    ef_search = ef_search_for(pool)
     params.update(
         {
             "space": space.pk,
@@ -605,7 +612,7 @@ def thought_nearest(
         "limit": limit,
     }
     with transaction.atomic(), prepared_cursor() as cursor:
-        cursor.execute(_NEAREST_SETTINGS_SQL, {"ef_search": str(max(EF_SEARCH_MIN, limit * EF_SEARCH_FACTOR))})
+        cursor.execute(_NEAREST_SETTINGS_SQL, {"ef_search": str(ef_search_for(limit))})
         cursor.execute(_NEAREST_SQL, params)
         rows = cursor.fetchall()
     return [(thought_from_row(["id", "content"], [pk, content]), float(similarity)) for pk, content, similarity in rows]
