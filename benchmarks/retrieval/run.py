@@ -362,12 +362,18 @@ def evaluate(benches: list[Space], questions, *, progress=None) -> tuple[dict, l
 
 
 def _progress_bar(label: str):
+    """A bar redrawn in place on a terminal; written to a log or a pipe, one line per tenth of the turns
+    (a redrawn bar there is one line of thousands of frames)."""
+    interactive = sys.stderr.isatty()
+
     def show(done: int, total: int) -> None:
         width = 30
         filled = int(width * done / max(1, total))
-        sys.stderr.write(f"\r  {label:<6} ingesting [{'#' * filled}{'.' * (width - filled)}] {done}/{total} turns")
-        if done == total:
-            sys.stderr.write("\n")
+        line = f"  {label:<6} ingesting [{'#' * filled}{'.' * (width - filled)}] {done}/{total} turns"
+        if interactive:
+            sys.stderr.write("\r" + line + ("\n" if done == total else ""))
+        elif done == total or (10 * done) // max(1, total) > (10 * (done - 1)) // max(1, total):
+            sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
     return show
