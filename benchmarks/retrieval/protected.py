@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 
+from benchmarks.retrieval.families import dev_rows, print_header, print_row, tally
 from benchmarks.retrieval.run import LIMIT
 
 #: The numbers of kept dense places tried.
@@ -52,14 +53,12 @@ def protect(ranked: list, *, places: int, limit: int = LIMIT) -> list:
 
 
 def evaluate(rows, places: int):
-    from benchmarks.retrieval.families import tally
     from brain import ranking
 
     return tally(rows, lambda fresh, _ctx: protect(ranking.rank(fresh), places=places))
 
 
 def main() -> int:
-    from benchmarks.retrieval.families import dev_rows, print_header, print_row
 
     rows = dev_rows()
     print_header("kept dense places (dev)", 24)

@@ -367,12 +367,12 @@ def _progress_bar(label: str):
     interactive = sys.stderr.isatty()
 
     def show(done: int, total: int) -> None:
-        width = 30
-        filled = int(width * done / max(1, total))
+        width, total = 30, max(1, total)
+        filled = int(width * done / total)
         line = f"  {label:<6} ingesting [{'#' * filled}{'.' * (width - filled)}] {done}/{total} turns"
         if interactive:
             sys.stderr.write("\r" + line + ("\n" if done == total else ""))
-        elif done == total or (10 * done) // max(1, total) > (10 * (done - 1)) // max(1, total):
+        elif 10 * done // total > 10 * (done - 1) // total:  # a tenth reached (the last one: done == total)
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
