@@ -59,7 +59,7 @@ def _run_in_process(items: list[dict], batch: int, *, with_vectors: bool) -> flo
         _, token = services.agent_create(name="importer", role="dev", space=space)
         client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
         if with_vectors:
-            vectors = embedding.embed_many([i["content"] for i in items], batch_size=128)
+            vectors = embedding.embed_many([i["content"] for i in items])
             items = [{**item, "embedding": vector} for item, vector in zip(items, vectors, strict=True)]
         else:
             embedding.embed("warm up the model")

@@ -420,9 +420,9 @@ def _insert(cursor, have: int, thoughts: int, *, real: int, spaces: tuple[int, i
     shape = (len(seed.COMPONENTS), len(seed.ACTIONS), len(seed.CONDITIONS))
     sentences = [triple_sentence(*np.unravel_index(k, shape)) + "." for k in range(int(np.prod(shape)))]
     print(f"embedding {len(sentences)} cluster centres and {real} real thoughts ...", flush=True)
-    centres = np.array(embedding.embed_many(sentences, batch_size=128), dtype=np.float64).reshape(*shape, -1)
+    centres = np.array(embedding.embed_many(sentences), dtype=np.float64).reshape(*shape, -1)
     texts = [scale_text(i)["content"] for i in range(real)]
-    real_vectors = np.array(embedding.embed_many(texts, batch_size=128), dtype=np.float64).reshape(real, -1)
+    real_vectors = np.array(embedding.embed_many(texts), dtype=np.float64).reshape(real, -1)
     embed_s = time.perf_counter() - started
     print(f"embedded in {embed_s:.0f} s", flush=True)
     label = embedding.current_model_label()

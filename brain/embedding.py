@@ -46,6 +46,12 @@ MODEL_LABEL = "all-MiniLM-L6-v2"
 #: Batches up to this size (a request's prompt) run on EMBEDDING_THREADS threads; larger ones
 #: (re-embedding, imports) on all cores, where the parallel matrix work pays off.
 SMALL_BATCH = 8
+#: Texts per model run when a call embeds many (imports, re-embedding, the worker). Smaller runs keep
+#: the activations in the core's cache: on one thread (a production web worker's import), 1,000 of
+#: bench-compare's notes (28 tokens on average) embedded at 322-397 notes/s in runs of 8-32 texts,
+#: 248-273 in runs of 128 and 228-245 in runs of 256; on two threads 443-601 against 388-466
+#: (docs/performance.md, twenty-fourth session).
+BATCH_SIZE = 32
 #: ONNX export format version: bump when the exported graph changes, so caches are rebuilt.
 EXPORT_VERSION = 1
 
@@ -416,7 +422,7 @@ def _onnx_model() -> OnnxEmbedder:
 
 
 # --- the one entry point --------------------------------------------------------------------------
-def embed_many(texts: list[str], *, batch_size: int = 64) -> list[list[float]]:
+def embed_many(texts: list[str], *, batch_size: int = BATCH_SIZE) -> list[list[float]]:
     """Normalised embeddings, one per text (cosine similarity = dot product).
 
     A single text is looked up in (and added to) the query cache first.

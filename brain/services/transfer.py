@@ -438,7 +438,7 @@ def thoughts_import(
     label = embedder.current_model_label()
     if to_embed:
         try:
-            vectors = embedder.embed_many([text for _, _, text in to_embed], batch_size=128)
+            vectors = embedder.embed_many([text for _, _, text in to_embed])
         except embedder.EmbeddingError as exc:
             raise ServiceFailure(f"Could not embed the imported thoughts: {exc}", code="EMBEDDING_FAILED")
         for (row, name, _), vector in zip(to_embed, vectors, strict=True):
