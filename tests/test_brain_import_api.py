@@ -274,3 +274,17 @@ def test_an_import_merges_the_full_text_indexes_pending_lists(dev, space, fake_e
     assert pending_pages() > 0
     assert post(dev, [{"content": f"imported words number {i} about deploys"} for i in range(30)]).status_code == 201
     assert pending_pages() == 0
+
+
+def test_vectors_are_stored_bit_for_bit_as_float32(dev, space, fake_embedder):
+    """The COPY's text form (nine significant digits a value) loses nothing of a float32 vector."""
+    import numpy as np
+
+    values = np.random.default_rng(3).standard_normal(384).astype(np.float32)
+    values[:7] = [1 / 3, -0.0, 1.4e-45, 3.3999999e38, -1.17549435e-38, 0.1, 123456.789]  # subnormal, extremes
+    tid = uuid.uuid4()
+    items = [{"id": str(tid), "content": "exact vector", "embedding": [float(v) for v in values]}]
+    response = post(dev, items)
+    assert response.status_code == 201, response.json()
+    stored = np.asarray(Thought.objects.get(pk=tid).embedding, dtype=np.float32)
+    assert stored.tobytes() == values.tobytes()

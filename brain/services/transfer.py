@@ -562,6 +562,24 @@ def thoughts_gin_flush() -> int:
         return 0
 
 
+#: pgvector's text form, one format per vector length: "[%.9g,%.9g,...]".
+_VECTOR_FORMATS: dict[int, str] = {}
+
+
+def vector_text(item: Any) -> str:
+    """A vector (float32 values, as a list or a numpy array) in pgvector's text form, as COPY takes it.
+
+    Nine significant digits give every float32 back exactly (the column stores float4), and one ``%``
+    over the whole vector is ~3x faster than ``str()`` of each value (0.17 against 0.57 s of the web
+    process per 1,000 vectors) and shorter for PostgreSQL to parse (0.20 against 0.29 s): half a
+    millisecond of an import's ~7 ms of CPU a note (docs/performance.md, twenty-fourth session)."""
+    values = item.tolist() if isinstance(item, np.ndarray) else item
+    text = _VECTOR_FORMATS.get(len(values))
+    if text is None:
+        text = _VECTOR_FORMATS.setdefault(len(values), "[" + ",".join(["%.9g"] * len(values)) + "]")
+    return text % tuple(values)
+
+
 def _copy_thoughts(rows: list[Thought]) -> None:
     """Write new thoughts with one ``COPY ... FROM STDIN`` (the import's bulk insert).
 
@@ -583,7 +601,7 @@ def _copy_thoughts(rows: list[Thought]) -> None:
         if item is None:
             return None
         if field.attname in vectors:
-            return "[" + ",".join(map(str, item)) + "]"  # pgvector's text form, as COPY takes it
+            return vector_text(item)
         if field.attname in json_fields:
             return Jsonb(item)
         return item
