@@ -29,6 +29,7 @@ def main() -> int:
     from benchmarks.retrieval.dataset import load
     from brain import embedding, ranking
     from brain.selectors import search
+    from brain.services.transfer import vector_text
     from core.models import Space
 
     dataset = load()
@@ -58,7 +59,7 @@ def main() -> int:
         started = time.perf_counter()
         ranking.rank(fresh, limit=10)
         fusion.append((time.perf_counter() - started) * 1000)
-        literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
+        literal = vector_text(vector)
         started = time.perf_counter()
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(

@@ -59,7 +59,6 @@ def evaluate(rows, places: int):
 
 
 def main() -> int:
-
     rows = dev_rows()
     print_header("kept dense places (dev)", 24)
     for places in PROTECTED:

@@ -562,8 +562,8 @@ def thoughts_gin_flush() -> int:
         return 0
 
 
-#: pgvector's text form, one format per vector length: "[%.9g,%.9g,...]".
-_VECTOR_FORMATS: dict[int, str] = {}
+#: pgvector's text form of a stored vector (EMBEDDING_DIMENSIONS values, checked before it gets here).
+_VECTOR_TEXT = "[" + ",".join(["%.9g"] * EMBEDDING_DIMENSIONS) + "]"
 
 
 def vector_text(item: Any) -> str:
@@ -573,11 +573,7 @@ def vector_text(item: Any) -> str:
     over the whole vector is ~3x faster than ``str()`` of each value (0.17 against 0.57 s of the web
     process per 1,000 vectors) and shorter for PostgreSQL to parse (0.20 against 0.29 s): half a
     millisecond of an import's ~7 ms of CPU a note (docs/performance.md, twenty-fourth session)."""
-    values = item.tolist() if isinstance(item, np.ndarray) else item
-    text = _VECTOR_FORMATS.get(len(values))
-    if text is None:
-        text = _VECTOR_FORMATS.setdefault(len(values), "[" + ",".join(["%.9g"] * len(values)) + "]")
-    return text % tuple(values)
+    return _VECTOR_TEXT % tuple(item.tolist() if isinstance(item, np.ndarray) else item)
 
 
 def _copy_thoughts(rows: list[Thought]) -> None:
