@@ -15,7 +15,7 @@ $(STAMP): requirements.txt
 install: $(STAMP)
 
 run: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m core.run
+	PATH="$(CURDIR)/$(BIN):$$PATH" exec $(BIN)/python -m core.run
 
 # Debian's Chromium for the browser tests (Playwright drives it; its own download can't be used here).
 # As root apt-get runs directly; otherwise through `sudo -n` (never prompts, so CI can't hang on it).
