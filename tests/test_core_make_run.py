@@ -1,0 +1,72 @@
+"""`make run` hands its process to Colony's supervisor: a SIGTERM sent to the recipe's process (what
+`pgrep -f core.run` finds, what a service manager signals) reaches `core.run` itself, which stops the
+stack. Before, make's shell sat between them and died alone, leaving everything running.
+
+The recipe runs with a stand-in `python` (it records its pid and parent, then waits for a signal),
+so the test needs neither the stack nor the database.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+STAND_IN = """#!/bin/sh
+trap 'echo terminated >> "$RECORD"; exit 0' TERM
+echo "$$ $PPID $*" > "$RECORD"
+i=0
+while [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+"""
+
+
+def _wait_for(predicate, seconds: float = 20):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_sigterm_to_the_recipe_process_reaches_core_run(tmp_path: Path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "python"
+    stand_in.write_text(STAND_IN)
+    stand_in.chmod(0o755)
+    stamp = tmp_path / "installed"
+    stamp.touch()  # newer than requirements.txt: make installs nothing
+    record = tmp_path / "record"
+    make = subprocess.Popen(
+        ["make", "-s", "run", f"BIN={bin_dir}", f"STAMP={stamp}"],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "RECORD": str(record)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        line = _wait_for(lambda: record.exists() and record.read_text().strip())
+        assert line, "the recipe never started python"
+        pid, parent, *args = line.split()
+        assert args == ["-m", "core.run"]
+        assert int(parent) == make.pid, "a shell sits between make and core.run"
+
+        os.kill(int(pid), signal.SIGTERM)
+        assert make.wait(20) == 0, make.stdout.read()
+        assert record.read_text().splitlines()[-1] == "terminated"
+    finally:
+        if make.poll() is None:
+            make.kill()
+            make.wait()
+        if record.exists() and record.read_text().strip():  # a stand-in left behind by a failure
+            try:
+                os.kill(int(record.read_text().split()[0]), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
