@@ -1,6 +1,7 @@
 """`make run` hands its process to Colony's supervisor: a SIGTERM sent to the recipe's process (what
-`pgrep -f core.run` finds, what a service manager signals) reaches `core.run` itself, which stops the
-stack. Before, make's shell sat between them and died alone, leaving everything running.
+`pgrep -f core.run` finds, what `kill` of make's child hits) reaches `core.run` itself, which stops the
+stack. Before, make's shell sat between them and died alone, leaving everything running. (A signal to
+the whole process group, Ctrl-C or `timeout make run`, stopped everything either way.)
 
 The recipe runs with a stand-in `python` (it records its pid and parent, then waits for a signal),
 so the test needs neither the stack nor the database.
