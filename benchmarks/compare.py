@@ -16,7 +16,8 @@
    127.0.0.1:``--port`` against the database ``bench_colony`` of the same server (recreated each
    run unless ``--reuse`` finds the notes there; ``--reuse`` also keeps Mem0's ``bench_mem0``). The
    notes go in through ``POST /api/v1/thoughts/import`` in batches of 1000, one request per web
-   worker in flight (notes/s, embedding included), the queries as retrieve-only
+   worker in flight (notes/s, embedding included). Both databases are then vacuumed and analyzed
+   (:func:`settle`), as autovacuum would have done in a running deployment, before the queries as retrieve-only
    ``GET /api/v1/memory?contribute=false`` calls over HTTP (keep-alive), then ``--contribute``
    contribute+retrieve ``POST``s of new statements. The timed calls go through :class:`TimingClient`
    (the standard library's ``http.client`` on one keep-alive connection), so the figure is the
@@ -162,6 +163,23 @@ def recreate_database(name: str) -> str:
     return url
 
 
+def settle(urls: list[str]) -> float:
+    """``VACUUM (ANALYZE)`` of every table in each database; returns the seconds it took. Run after both
+    loads and before anything is timed, so that both sides answer from the state a running deployment is
+    in, with nothing left for autovacuum to do. Without it, autovacuum processed Mem0's new table during a
+    fresh run's timed queries, and Mem0's search p50 was 25.8-27.2 ms in three fresh runs against 19.3
+    and 24.3 with it and 19.9 in a ``--reuse`` run on the same rows, while Colony's moved within its
+    noise: the fresh runs' ratios (1.79-2.05x) flattered Colony (docs/performance.md, twenty-eighth
+    session)."""
+    import psycopg
+
+    started = time.perf_counter()
+    for url in urls:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM (ANALYZE)")
+    return time.perf_counter() - started
+
+
 def _manage(env: dict, *args: str) -> str:
     done = subprocess.run(
         [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, check=False
@@ -184,6 +202,7 @@ class Mem0Peer:
             raise SystemExit(f"{python} is missing: run `make bench-compare` (it installs mem0ai into {BENCH_VENV}).")
         skip_add = reuse and _mem0_rows(server_url(database)) == len(data)
         url = server_url(database) if skip_add else recreate_database(database)
+        self.url = url
         workdir = workdir.resolve()
         payload = workdir / "mem0_input.json"
         payload.write_text(
@@ -380,6 +399,8 @@ def run_colony(
         # statement took 1.4 ms instead of 0.75 after ~20 runs).
         fold = "from brain.services.text_stats import text_stats_compact; text_stats_compact()"
         _manage(server.env, "shell", "--no-imports", "-c", fold)
+        seconds = settle([server_url(database)] + ([peer.url] if peer is not None else []))
+        print(f"  vacuumed and analyzed {'both databases' if peer else database} in {seconds:.1f} s", flush=True)
         for i in range(4 * workers):  # warm again: the caches after the import
             retrieve(f"warm-up question {i} about the deploy pipeline")
         samples, ranked = [], []
