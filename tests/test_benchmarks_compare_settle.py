@@ -4,40 +4,29 @@ loaded moments ago is vacuumed and analyzed, as autovacuum would have left it in
 
 from __future__ import annotations
 
+from urllib.parse import urlparse, urlunparse
+
 import psycopg
 import pytest
-from django.db import connection
-from psycopg.conninfo import make_conninfo
 
-from benchmarks.compare import settle
+from benchmarks.compare import recreate_database, settle
 
 SCRATCH = "bench_settle_probe"
 STATE = """SELECT c.reltuples, c.relallvisible, (SELECT count(*) FROM pg_stats s WHERE s.tablename = c.relname)
            FROM pg_class c WHERE c.relname = 'settle_probe'"""
 
 
-def conninfo(dbname: str) -> str:
-    """The test server's address with another database: settle() vacuums a whole database, so it gets a
-    scratch one of its own (the test database's open transactions would make it wait)."""
-    s = connection.settings_dict
-    return make_conninfo(
-        dbname=dbname,
-        user=s["USER"] or None,
-        password=s["PASSWORD"] or None,
-        host=s["HOST"] or None,
-        port=str(s["PORT"]) if s["PORT"] else None,
-    )
-
-
 @pytest.fixture
 def scratch_database():
-    with psycopg.connect(conninfo("postgres"), autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {SCRATCH} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {SCRATCH}")
-        try:
-            yield conninfo(SCRATCH)
-        finally:
-            admin.execute(f"DROP DATABASE IF EXISTS {SCRATCH} WITH (FORCE)")
+    """A database of its own on the benchmark's server (bench-compare's own helper makes it): settle()
+    vacuums a whole database, and the test database's open transactions would make it wait."""
+    url = recreate_database(SCRATCH)
+    try:
+        yield url
+    finally:
+        admin = urlunparse(urlparse(url)._replace(path="/postgres"))
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{SCRATCH}" WITH (FORCE)')
 
 
 def test_a_table_loaded_moments_ago_is_vacuumed_and_analyzed(scratch_database):
