@@ -152,15 +152,20 @@ def server_url(database: str) -> str:
     return embedded_db.url(database)
 
 
+def drop_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def recreate_database(name: str) -> str:
     import psycopg
 
-    url = server_url(name)
-    admin = urlunparse(urlparse(url)._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    drop_database(name)
+    with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    return url
+    return server_url(name)
 
 
 def settle(urls: list[str]) -> float:

@@ -4,12 +4,10 @@ loaded moments ago is vacuumed and analyzed, as autovacuum would have left it in
 
 from __future__ import annotations
 
-from urllib.parse import urlparse, urlunparse
-
 import psycopg
 import pytest
 
-from benchmarks.compare import recreate_database, settle
+from benchmarks.compare import drop_database, recreate_database, settle
 
 SCRATCH = "bench_settle_probe"
 STATE = """SELECT c.reltuples, c.relallvisible, (SELECT count(*) FROM pg_stats s WHERE s.tablename = c.relname)
@@ -24,9 +22,7 @@ def scratch_database():
     try:
         yield url
     finally:
-        admin = urlunparse(urlparse(url)._replace(path="/postgres"))
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{SCRATCH}" WITH (FORCE)')
+        drop_database(SCRATCH)
 
 
 def test_a_table_loaded_moments_ago_is_vacuumed_and_analyzed(scratch_database):
