@@ -45,6 +45,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
+from benchmarks import db
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 BENCH_VENV = BASE_DIR / "var" / "bench-venv"
 COLONY_DB = "bench_colony"
@@ -153,19 +155,13 @@ def server_url(database: str) -> str:
 
 
 def drop_database(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    db.drop_database(server_url(name))
 
 
 def recreate_database(name: str) -> str:
-    import psycopg
-
-    drop_database(name)
-    with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return server_url(name)
+    url = server_url(name)
+    db.ensure_database(url, fresh=True)
+    return url
 
 
 def settle(urls: list[str]) -> float:

@@ -24,21 +24,36 @@ def _bench_url() -> str:
     return embedded_db.url(BENCH_DATABASE)
 
 
-def _create_database(url: str) -> None:
+def _admin_url(url: str) -> tuple[str, str]:
+    """(the server's ``postgres`` database URL, the database name) for ``url``."""
+    parsed = urlparse(url)
+    return urlunparse(parsed._replace(path="/postgres")), parsed.path.lstrip("/")
+
+
+def ensure_database(url: str, *, fresh: bool = False) -> None:
+    """Create the database ``url`` names unless it exists; with ``fresh``, drop it first (closing
+    whatever is connected to it). Every benchmark's database is made here."""
     import psycopg
 
-    parsed = urlparse(url)
-    name = parsed.path.lstrip("/")
-    admin = urlunparse(parsed._replace(path="/postgres"))
+    admin, name = _admin_url(url)
     with psycopg.connect(admin, autocommit=True) as conn:
+        if fresh:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def setup() -> str:
-    """Point Django at the benchmark database, create and migrate it; returns its URL."""
-    url = _bench_url()
-    _create_database(url)
+def drop_database(url: str) -> None:
+    """Drop the database ``url`` names, if it exists (closing whatever is connected to it)."""
+    import psycopg
+
+    admin, name = _admin_url(url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def use_database(url: str) -> None:
+    """Point Django at ``url``, set it up and migrate. Call before anything imports Django models."""
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
@@ -48,4 +63,11 @@ def setup() -> str:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def setup() -> str:
+    """Point Django at the benchmark database, create and migrate it; returns its URL."""
+    url = _bench_url()
+    ensure_database(url)
+    use_database(url)
     return url

@@ -20,7 +20,7 @@ from urllib.parse import urlparse, urlunparse
 
 import psycopg
 
-from benchmarks.db import _bench_url
+from benchmarks.db import _bench_url, drop_database, ensure_database
 
 DATABASE = "colony_hnsw_recall"
 
@@ -75,19 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--trials", type=int, default=40)
     args = parser.parse_args(argv)
-    admin_url = server_url("postgres")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DATABASE}"')
-        conn.execute(f'CREATE DATABASE "{DATABASE}"')
     url = server_url(DATABASE)
+    ensure_database(url, fresh=True)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     print(f"{args.rows} clustered vectors, each updated {args.rounds} times; {args.trials} fresh inserts looked up")
     for mode in ("plain", "fillfactor70", "vacuum"):
         misses, hot, updated = measure(url, mode=mode, rows=args.rows, rounds=args.rounds, trials=args.trials)
         print(f"  {mode:13} missed {misses:3} of {args.trials}   (HOT updates {hot} of {updated} counted so far)")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DATABASE}"')
+    drop_database(url)
     return 0
 
 

@@ -49,7 +49,6 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlparse, urlunparse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 #: The benchmark's database (``--database``).
@@ -244,27 +243,12 @@ def _url() -> str:
 
 
 def setup(reuse: bool) -> str:
-    import psycopg
+    from benchmarks import db
 
     url = _url()
-    admin = urlunparse(urlparse(url)._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone()
-        if exists and not reuse:
-            conn.execute(f'DROP DATABASE "{DATABASE}" WITH (FORCE)')
-            exists = None
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{DATABASE}"')
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    db.ensure_database(url, fresh=not reuse)
     os.environ.setdefault("DEBUG", "false")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    db.use_database(url)
     return url
 
 

@@ -69,28 +69,11 @@ def _bench_url() -> str:
 
 def setup_database(*, fresh: bool) -> None:
     """Point Django at the benchmark database (re-created when ``fresh``), migrate it."""
-    import psycopg
+    from benchmarks import db
 
     url = _bench_url()
-    parsed = urlparse(url)
-    name = parsed.path.lstrip("/")
-    admin = urlunparse(parsed._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if exists and fresh:
-            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-            exists = None
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    db.ensure_database(url, fresh=fresh)
+    db.use_database(url)
     from config.celery import app
 
     app.conf.task_always_eager = False
