@@ -11,17 +11,18 @@ from urllib.parse import urlparse, urlunparse
 BENCH_DATABASE = "colony_bench"
 
 
-def _bench_url() -> str:
-    """``BENCH_DATABASE_URL``, else the embedded server's (or DATABASE_URL's) server with colony_bench."""
-    if os.environ.get("BENCH_DATABASE_URL"):
-        return os.environ["BENCH_DATABASE_URL"]
+def bench_url(database: str = BENCH_DATABASE, *, env: str = "BENCH_DATABASE_URL") -> str:
+    """The URL in ``$env`` as given; else ``database`` on DATABASE_URL's server; else ``database`` on
+    the embedded server (started if it is not running)."""
+    if os.environ.get(env):
+        return os.environ[env]
     if os.environ.get("DATABASE_URL"):
         parsed = urlparse(os.environ["DATABASE_URL"])
-        return urlunparse(parsed._replace(path=f"/{BENCH_DATABASE}"))
+        return urlunparse(parsed._replace(path=f"/{database}"))
     from core import embedded_db
 
     embedded_db.ensure_running()
-    return embedded_db.url(BENCH_DATABASE)
+    return embedded_db.url(database)
 
 
 def _admin_url(url: str) -> tuple[str, str]:
@@ -67,7 +68,7 @@ def use_database(url: str) -> None:
 
 def setup() -> str:
     """Point Django at the benchmark database, create and migrate it; returns its URL."""
-    url = _bench_url()
+    url = bench_url()
     ensure_database(url)
     use_database(url)
     return url

@@ -20,14 +20,14 @@ from urllib.parse import urlparse, urlunparse
 
 import psycopg
 
-from benchmarks.db import _bench_url, drop_database, ensure_database
+from benchmarks.db import bench_url, drop_database, ensure_database
 
 DATABASE = "colony_hnsw_recall"
 
 
 def server_url(database: str) -> str:
     """The benchmark server's URL for ``database``."""
-    return urlunparse(urlparse(_bench_url())._replace(path=f"/{database}"))
+    return urlunparse(urlparse(bench_url())._replace(path=f"/{database}"))
 
 
 def _vector(rng: random.Random, centre: list[float], spread: float) -> str:

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from benchmarks.compare import server_url
-from benchmarks.db import drop_database, ensure_database
+from benchmarks.db import bench_url, drop_database, ensure_database
 
 SCRATCH = "bench_db_probe"
 
@@ -61,3 +61,17 @@ def test_dropping_closes_connections_and_a_missing_database_is_no_error(scratch_
     assert not _exists(SCRATCH)
     drop_database(scratch_url)  # already gone
     assert not _exists(SCRATCH)
+
+
+def test_the_benchmark_url_comes_from_its_variable_then_database_url_then_the_embedded_server(monkeypatch):
+    monkeypatch.setenv("BENCH_PROBE_URL", "postgresql://u:p@db.example:5433/given")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u:p@prod.example:5432/colony")
+    assert bench_url("probe", env="BENCH_PROBE_URL") == "postgresql://u:p@db.example:5433/given"
+
+    monkeypatch.delenv("BENCH_PROBE_URL")
+    assert bench_url("probe", env="BENCH_PROBE_URL") == "postgresql://u:p@prod.example:5432/probe"
+
+    monkeypatch.delenv("DATABASE_URL")
+    from core import embedded_db
+
+    assert bench_url("probe", env="BENCH_PROBE_URL") == embedded_db.url("probe")

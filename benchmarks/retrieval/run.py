@@ -38,13 +38,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from urllib.parse import urlparse, urlunparse
 
 BENCH_DATABASE = "colony_retrieval_bench"
 KS = (1, 5, 10)
@@ -55,23 +53,11 @@ ASKER = "bench-asker"
 
 
 # --- database -------------------------------------------------------------------------------------
-def _bench_url() -> str:
-    if os.environ.get("BENCH_RETRIEVAL_DATABASE_URL"):
-        return os.environ["BENCH_RETRIEVAL_DATABASE_URL"]
-    if os.environ.get("DATABASE_URL"):
-        parsed = urlparse(os.environ["DATABASE_URL"])
-        return urlunparse(parsed._replace(path=f"/{BENCH_DATABASE}"))
-    from core import embedded_db
-
-    embedded_db.ensure_running()
-    return embedded_db.url(BENCH_DATABASE)
-
-
 def setup_database(*, fresh: bool) -> None:
     """Point Django at the benchmark database (re-created when ``fresh``), migrate it."""
     from benchmarks import db
 
-    url = _bench_url()
+    url = db.bench_url(BENCH_DATABASE, env="BENCH_RETRIEVAL_DATABASE_URL")
     db.ensure_database(url, fresh=fresh)
     db.use_database(url)
     from config.celery import app
