@@ -36,10 +36,10 @@ def ensure_database(url: str, *, fresh: bool = False) -> None:
     whatever is connected to it). Every benchmark's database is made here."""
     import psycopg
 
+    if fresh:
+        drop_database(url)
     admin, name = _admin_url(url)
     with psycopg.connect(admin, autocommit=True) as conn:
-        if fresh:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
             conn.execute(f'CREATE DATABASE "{name}"')
 
