@@ -154,10 +154,6 @@ def server_url(database: str) -> str:
     return embedded_db.url(database)
 
 
-def drop_database(name: str) -> None:
-    db.drop_database(server_url(name))
-
-
 def recreate_database(name: str) -> str:
     url = server_url(name)
     db.ensure_database(url, fresh=True)

@@ -50,6 +50,8 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from benchmarks import db
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 #: The benchmark's database (``--database``).
 DATABASE = "bench_scale"
@@ -243,8 +245,6 @@ def _url() -> str:
 
 
 def setup(reuse: bool) -> str:
-    from benchmarks import db
-
     url = _url()
     db.ensure_database(url, fresh=not reuse)
     os.environ.setdefault("DEBUG", "false")

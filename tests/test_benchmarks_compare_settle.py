@@ -7,7 +7,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from benchmarks.compare import drop_database, recreate_database, settle
+from benchmarks.compare import recreate_database, settle
+from benchmarks.db import drop_database
 
 SCRATCH = "bench_settle_probe"
 STATE = """SELECT c.reltuples, c.relallvisible, (SELECT count(*) FROM pg_stats s WHERE s.tablename = c.relname)
@@ -22,7 +23,7 @@ def scratch_database():
     try:
         yield url
     finally:
-        drop_database(SCRATCH)
+        drop_database(url)
 
 
 def test_a_table_loaded_moments_ago_is_vacuumed_and_analyzed(scratch_database):

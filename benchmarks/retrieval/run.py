@@ -44,6 +44,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from benchmarks import db
+
 BENCH_DATABASE = "colony_retrieval_bench"
 KS = (1, 5, 10)
 LIMIT = 10
@@ -55,8 +57,6 @@ ASKER = "bench-asker"
 # --- database -------------------------------------------------------------------------------------
 def setup_database(*, fresh: bool) -> None:
     """Point Django at the benchmark database (re-created when ``fresh``), migrate it."""
-    from benchmarks import db
-
     url = db.bench_url(BENCH_DATABASE, env="BENCH_RETRIEVAL_DATABASE_URL")
     db.ensure_database(url, fresh=fresh)
     db.use_database(url)
