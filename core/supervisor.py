@@ -4,8 +4,11 @@ process dies).
 Each ``Procfile`` line is started in its own process group; its output is printed with a
 ``name |`` prefix. A process that exits while the supervisor is running is restarted after a
 back-off (1 s, doubling up to 30 s; reset once it has stayed up 60 s), so a worker or beat killed
-with SIGKILL comes back while the web keeps serving. SIGINT/SIGTERM stop every process (SIGTERM
-to its group, SIGKILL after ``STOP_TIMEOUT`` seconds) and then return.
+with SIGKILL comes back while the web keeps serving. SIGINT/SIGTERM stop every process and then
+return: SIGTERM to the process itself, whose own shutdown stops its children (uvicorn's master its
+workers; Celery's worker finishes the jobs it is running, then stops its pool), then SIGKILL to its
+whole group after ``STOP_TIMEOUT`` seconds, or at once to whatever it left behind when it exits.
+A SIGTERM to the whole group would reach Celery's pool processes too, which die of it mid-job.
 """
 
 from __future__ import annotations
@@ -125,21 +128,19 @@ class Supervisor:
         running = [c for c in self.children if c.process is not None and c.process.poll() is None]
         for child in running:
             self.say("supervisor", f"stopping {child.name} (pid {child.process.pid})")
-            try:
-                os.killpg(child.process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            child.process.send_signal(signal.SIGTERM)  # the process, not its group: see the docstring
         deadline = time.monotonic() + STOP_TIMEOUT
         for child in running:
             try:
                 child.process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.say("supervisor", f"{child.name} did not stop in {STOP_TIMEOUT:.0f} s; killing it")
-                try:
-                    os.killpg(child.process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                child.process.wait()
+            # Its group is named after its pid, which stays reserved while any member lives.
+            try:
+                os.killpg(child.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # nothing left behind
+            child.process.wait()
         for child in self.children:
             for thread in child.threads:
                 thread.join(2)
