@@ -33,18 +33,18 @@ time.sleep(1.5)  # the job; SIGTERM's default action would end it here
 
 PARENT_WAITS_FOR_ITS_JOB = """
 import signal, subprocess, sys
-job = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2]])
 def stop(*_):
     job.wait()  # a warm shutdown: let the running job finish
     sys.exit(0)
 signal.signal(signal.SIGTERM, stop)
+job = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2]])
 signal.pause()
 """
 
 PARENT_LEAVES_ITS_JOB = """
 import signal, subprocess, sys
-job = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2]])
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+job = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2]])
 signal.pause()
 """
 
@@ -62,6 +62,16 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"  # a zombie waits only for its reaper
+
+
+def _gone(*pids: int, within: float = 5.0) -> bool:
+    """True once none of ``pids`` runs (a SIGKILL takes effect a moment after it is sent)."""
+    deadline = time.monotonic() + within
+    while any(_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _supervise(tmp_path: Path, parent_source: str, *, job_source: str = JOB):
@@ -97,7 +107,7 @@ def test_sigterm_goes_to_the_process_which_lets_its_running_job_finish(tmp_path)
     _stop(supervisor, thread)
     assert (tmp_path / "job.done").exists(), f"the running job was killed:\n{out.getvalue()}"
     assert "did not stop" not in out.getvalue()
-    assert not _alive(job_pid)
+    assert _gone(job_pid)
 
 
 def test_what_a_stopped_process_leaves_behind_is_killed(tmp_path):
@@ -105,7 +115,7 @@ def test_what_a_stopped_process_leaves_behind_is_killed(tmp_path):
         tmp_path, PARENT_LEAVES_ITS_JOB, job_source=JOB.replace("time.sleep(1.5)", "time.sleep(60)")
     )
     took = _stop(supervisor, thread)
-    assert not _alive(job_pid), f"the job outlived the stop:\n{out.getvalue()}"
+    assert _gone(job_pid), f"the job outlived the stop:\n{out.getvalue()}"
     assert took < 10
     assert not (tmp_path / "job.done").exists()
 
@@ -118,5 +128,5 @@ def test_a_process_ignoring_sigterm_is_killed_with_its_group_after_the_timeout(t
     parent_pid = supervisor.children[0].process.pid
     took = _stop(supervisor, thread)
     assert "proc did not stop in 1 s; killing it" in out.getvalue()
-    assert not _alive(parent_pid) and not _alive(job_pid)
+    assert _gone(parent_pid, job_pid)
     assert took < 10
