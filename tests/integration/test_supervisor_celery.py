@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import io
 import os
+import runpy
 import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from celery import Celery
 
 from core.supervisor import Supervisor
 
@@ -28,7 +28,9 @@ from pathlib import Path
 from celery import Celery
 
 FOLDER = Path(__file__).parent
-app = Celery("stoptest", broker="filesystem://")
+# Not made the current app: the test loads this module too, to send the job, and the suite's Celery
+# app must stay current.
+app = Celery("stoptest", broker="filesystem://", set_as_current=False)
 app.conf.broker_transport_options = {
     "data_folder_in": str(FOLDER / "queue"),
     "data_folder_out": str(FOLDER / "queue"),
@@ -38,7 +40,7 @@ app.conf.task_acks_late = True
 app.conf.worker_prefetch_multiplier = 1
 
 
-@app.task
+@app.task(name="stoptest.slow_job")  # the same name when the test loads this file
 def slow_job():
     (FOLDER / "job.started").write_text("started")
     time.sleep(3)
@@ -65,14 +67,8 @@ def test_a_running_job_finishes_when_the_supervisor_stops_the_worker(tmp_path):
     thread = threading.Thread(target=supervisor.run, daemon=True)
     thread.start()
     try:
-        # A client of its own (not made the current app, so the suite's Celery app stays current).
-        client = Celery("stoptest-client", broker="filesystem://", set_as_current=False)
-        client.conf.broker_transport_options = {
-            "data_folder_in": str(tmp_path / "queue"),
-            "data_folder_out": str(tmp_path / "queue"),
-            "control_folder": str(tmp_path / "control"),
-        }
-        client.send_task("stoptest.slow_job")
+        # The worker's own app (its broker folders) sends the job.
+        runpy.run_path(str(tmp_path / "stoptest.py"))["slow_job"].delay()
         deadline = time.monotonic() + 60
         while not (tmp_path / "job.started").exists():
             assert time.monotonic() < deadline, f"the job did not start:\n{out.getvalue()}"
