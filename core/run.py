@@ -4,7 +4,7 @@ Starts the embedded PostgreSQL (unless DATABASE_URL is set), migrates, runs the 
 bootstrap, collects the static files, then runs the web server (uvicorn with several workers,
 ``core/serve.py``), a Celery worker and Celery beat under Colony's own supervisor
 (``core/supervisor.py``, Procfile): a process that dies is restarted while the others keep running.
-Ctrl-C stops them all, then the embedded database.
+Ctrl-C, SIGTERM or the terminal closing (SIGHUP) stops them all, then the embedded database.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def say(message: str) -> None:
-    print(f"[colony] {message}", flush=True)
+    try:
+        print(f"[colony] {message}", flush=True)
+    except OSError:
+        pass  # the terminal is gone (SIGHUP); stopping goes on without it
 
 
 def main() -> int:
@@ -66,11 +69,12 @@ def main() -> int:
         port = env.get("PORT", "8000")
         env["PORT"] = port
         say(f"web: http://127.0.0.1:{port}/  admin: /admin/  API docs: /api/docs/  (Ctrl-C stops everything)")
-        from core.supervisor import Supervisor, read_procfile
+        from core.supervisor import STOP_SIGNALS, Supervisor, read_procfile
 
         supervisor = Supervisor(read_procfile(BASE_DIR / "Procfile"), env=env, cwd=BASE_DIR)
-        # Every process runs in its own session: Ctrl-C reaches only us, and we stop them in order.
-        previous = {sig: signal.signal(sig, supervisor.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        # Every process runs in its own session: Ctrl-C, or the terminal closing, reaches only us, and
+        # we stop them in order.
+        previous = {sig: signal.signal(sig, supervisor.request_stop) for sig in STOP_SIGNALS}
         try:
             return supervisor.run()
         finally:

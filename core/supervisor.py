@@ -4,11 +4,18 @@ process dies).
 Each ``Procfile`` line is started in its own process group; its output is printed with a
 ``name |`` prefix. A process that exits while the supervisor is running is restarted after a
 back-off (1 s, doubling up to 30 s; reset once it has stayed up 60 s), so a worker or beat killed
-with SIGKILL comes back while the web keeps serving. SIGINT/SIGTERM stop every process and then
-return: SIGTERM to the process itself, whose own shutdown stops its children (uvicorn's master its
-workers; Celery's worker finishes the jobs it is running, then stops its pool), then SIGKILL to its
-whole group after ``STOP_TIMEOUT`` seconds, or at once to whatever it left behind when it exits.
+with SIGKILL comes back while the web keeps serving. SIGINT, SIGTERM and SIGHUP (the terminal closed)
+stop every process and then return: SIGTERM to the process itself, whose own shutdown stops its
+children (uvicorn's master its workers; Celery's worker finishes the jobs it is running, then stops
+its pool), then SIGKILL to its whole group after ``STOP_TIMEOUT`` seconds, or at once to whatever it
+left behind when it exits.
 A SIGTERM to the whole group would reach Celery's pool processes too, which die of it mid-job.
+
+A process that dies on its own (the OOM killer's SIGKILL, say) can leave its children behind:
+uvicorn's workers go on serving on the port without a master, so the restarted master could not bind
+it ("Address already in use") and make run never recovered, and the workers outlived make run itself.
+What a dead process leaves behind gets SIGTERM when the death is noticed and SIGKILL before the
+restart (which waits up to ``LEFTOVER_WAIT`` seconds for it to be gone) or at the stop.
 """
 
 from __future__ import annotations
@@ -26,6 +33,42 @@ BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 30.0
 STABLE_AFTER = 60.0
 STOP_TIMEOUT = 15.0
+# Ctrl-C, kill, and the terminal closing (SIGHUP's default action would end the supervisor alone and
+# leave every process running: the next make run found the port taken and a second beat).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LEFTOVER_WAIT = 2.0
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that still run (a zombie has let go of everything it held, and
+    where PID 1 does not reap orphans it stays a zombie)."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # no procfs: whether the group has any member at all
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            pass
+        return [pgid]
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, process group
+            members.append(int(entry.name))
+    return sorted(members)
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass  # nothing left in it
 
 
 def read_procfile(path: Path) -> dict[str, str]:
@@ -66,8 +109,11 @@ class Supervisor:
 
     def say(self, name: str, line: str) -> None:
         with self.lock:
-            self.out.write(f"{time.strftime('%H:%M:%S')} {name:<{self.width}} | {line}\n")
-            self.out.flush()
+            try:
+                self.out.write(f"{time.strftime('%H:%M:%S')} {name:<{self.width}} | {line}\n")
+                self.out.flush()
+            except OSError:
+                pass  # the terminal is gone (SIGHUP): keep supervising, keep draining the children's output
 
     def _pump(self, child: Child, stream) -> None:
         for raw in iter(stream.readline, b""):
@@ -109,9 +155,28 @@ class Supervisor:
                     f"{child.name} (pid {child.process.pid}) ended with {how}; restarting in {child.backoff:.0f} s",
                 )
                 child.backoff = min(BACKOFF_MAX, child.backoff * 2)
+                self._stop_leftovers(child)
             if child.restart_at is not None and now >= child.restart_at and not self.stopping.is_set():
+                self._kill_leftovers(child)
                 child.restarts += 1
                 self.start(child)
+
+    def _stop_leftovers(self, child: Child) -> None:
+        """SIGTERM to what a process that ended left running in its group (its group is named after its
+        pid, which stays reserved while any member lives)."""
+        if left := group_members(child.process.pid):
+            self.say("supervisor", f"{child.name} left processes behind (pids {left}); stopping them")
+            signal_group(child.process.pid, signal.SIGTERM)
+
+    def _kill_leftovers(self, child: Child) -> None:
+        """SIGKILL to what is still left of an ended process's group; wait up to ``LEFTOVER_WAIT`` s for
+        it to be gone, so that what it held (a listening port) is free for the restart."""
+        signal_group(child.process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + LEFTOVER_WAIT
+        while (left := group_members(child.process.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if left:
+            self.say("supervisor", f"{child.name}'s leftover processes {left} are still there; restarting anyway")
 
     def run(self) -> int:
         for child in self.children:
@@ -135,12 +200,11 @@ class Supervisor:
                 child.process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.say("supervisor", f"{child.name} did not stop in {STOP_TIMEOUT:.0f} s; killing it")
-            # Its group is named after its pid, which stays reserved while any member lives.
-            try:
-                os.killpg(child.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass  # nothing left behind
-            child.process.wait()
+        # What each left behind, those that had ended before the stop (awaiting a restart) included.
+        for child in self.children:
+            if child.process is not None:
+                signal_group(child.process.pid, signal.SIGKILL)
+                child.process.wait()
         for child in self.children:
             for thread in child.threads:
                 thread.join(2)
@@ -148,11 +212,12 @@ class Supervisor:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m core.supervisor [Procfile]``: supervise the Procfile's processes until SIGINT/SIGTERM."""
+    """``python -m core.supervisor [Procfile]``: supervise the Procfile's processes until one of
+    ``STOP_SIGNALS``."""
     path = Path(argv[1] if len(argv) > 1 else "Procfile")
     supervisor = Supervisor(read_procfile(path), env=dict(os.environ), cwd=Path.cwd())
-    signal.signal(signal.SIGINT, supervisor.request_stop)
-    signal.signal(signal.SIGTERM, supervisor.request_stop)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, supervisor.request_stop)
     return supervisor.run()
 
 

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import io
 import os
+import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -21,6 +24,8 @@ from pathlib import Path
 
 from core import supervisor as supervisor_module
 from core.supervisor import Supervisor
+
+BASE_DIR = Path(__file__).resolve().parents[1]
 
 JOB = """
 import sys, time
@@ -130,3 +135,134 @@ def test_a_process_ignoring_sigterm_is_killed_with_its_group_after_the_timeout(t
     assert "proc did not stop in 1 s; killing it" in out.getvalue()
     assert _gone(parent_pid, job_pid)
     assert took < 10
+
+
+SERVER = """
+import os, signal, socket, subprocess, sys
+from pathlib import Path
+folder, port = Path(sys.argv[2]), int(sys.argv[3])
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    listener.bind(("127.0.0.1", port))
+except OSError as exc:
+    print(f"cannot bind: {exc}", flush=True)
+    sys.exit(3)  # as uvicorn does
+listener.listen()
+# A worker that shares the listening socket, as uvicorn's workers do.
+job = subprocess.Popen([sys.executable, sys.argv[1], str(folder)], pass_fds=[listener.fileno()])
+(folder / f"bound.{os.getpid()}").write_text(str(job.pid))
+signal.pause()
+"""
+
+
+def _servers(folder: Path) -> dict[int, int]:
+    """Server pid -> its worker's pid, for every server that bound the port."""
+    return {int(path.suffix[1:]): int(path.read_text()) for path in folder.glob("bound.*")}
+
+
+def test_a_dead_servers_workers_are_stopped_so_its_restart_gets_the_port(tmp_path):
+    """uvicorn's master SIGKILLed (the OOM killer): its workers kept the port, and every restart of the
+    master failed with "Address already in use"."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "job.py").write_text(JOB.replace("time.sleep(1.5)", "time.sleep(60)"))
+    (tmp_path / "server.py").write_text(SERVER)
+    out = io.StringIO()
+    supervisor = Supervisor(
+        {"web": f"{sys.executable} {tmp_path / 'server.py'} {tmp_path / 'job.py'} {tmp_path} {port}"},
+        env=dict(os.environ),
+        cwd=tmp_path,
+        out=out,
+    )
+    thread = threading.Thread(target=supervisor.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not _servers(tmp_path):
+            assert time.monotonic() < deadline, f"the server did not start:\n{out.getvalue()}"
+            time.sleep(0.05)
+        [(first, first_worker)] = _servers(tmp_path).items()
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while len(_servers(tmp_path)) < 2:
+            assert time.monotonic() < deadline, f"the restarted server did not get the port:\n{out.getvalue()}"
+            time.sleep(0.05)
+        assert _gone(first_worker)
+        assert f"web left processes behind (pids [{first_worker}]); stopping them" in out.getvalue()
+        assert "cannot bind" not in out.getvalue()
+    finally:
+        _stop(supervisor, thread)
+    assert _gone(*_servers(tmp_path).values())
+
+
+def test_what_a_dead_process_left_is_killed_at_the_stop_before_its_restart(tmp_path):
+    stubborn_job = JOB.replace(
+        "import sys, time", "import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)"
+    )
+    supervisor, thread, out, job_pid = _supervise(
+        tmp_path, PARENT_IGNORES_SIGTERM, job_source=stubborn_job.replace("time.sleep(1.5)", "time.sleep(60)")
+    )
+    supervisor.children[0].backoff = 60.0  # the restart is still pending at the stop
+    os.kill(supervisor.children[0].process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while "restarting in 60 s" not in out.getvalue():
+        assert time.monotonic() < deadline, out.getvalue()
+        time.sleep(0.05)
+    assert not _gone(job_pid, within=0.5)  # it ignores the SIGTERM sent when its parent's death was noticed
+    took = _stop(supervisor, thread)
+    assert _gone(job_pid), f"the job outlived the stop:\n{out.getvalue()}"
+    assert took < 10
+
+
+SERVICE = """
+import os, sys, time
+from pathlib import Path
+for i in range(4):
+    print(f"line {i}", flush=True)
+(Path(sys.argv[1]) / "service.pid").write_text(str(os.getpid()))
+time.sleep(60)  # quiet, as a server between requests: nothing tells it its supervisor is gone
+"""
+
+
+def test_a_closed_terminal_stops_the_supervisor_and_everything_it_started(tmp_path):
+    """SIGHUP's default action ended the supervisor (and make run) alone: its processes, each in a
+    session of its own, ran on, so the next make run found the port taken and started a second beat."""
+    (tmp_path / "service.py").write_text(SERVICE)
+    (tmp_path / "Procfile").write_text(f"service: {sys.executable} {tmp_path / 'service.py'} {tmp_path}\n")
+    terminal, its_device = os.openpty()
+    # setsid -c: a session of its own whose controlling terminal is the pty, as a shell's command has.
+    supervisor = subprocess.Popen(
+        ["setsid", "-c", sys.executable, "-m", "core.supervisor", str(tmp_path / "Procfile")],
+        cwd=BASE_DIR,
+        stdin=its_device,
+        stdout=its_device,
+        stderr=its_device,
+        env={**os.environ, "PYTHONPATH": str(BASE_DIR)},
+    )
+    os.close(its_device)
+    os.set_blocking(terminal, False)
+    shown = b""
+    try:
+        deadline = time.monotonic() + 20
+        while b"service | line 3" not in shown:
+            assert time.monotonic() < deadline, f"the process did not start:\n{shown.decode()}"
+            try:
+                shown += os.read(terminal, 65536)
+            except BlockingIOError:
+                time.sleep(0.05)
+        service = int((tmp_path / "service.pid").read_text())
+    finally:
+        os.close(terminal)  # the terminal goes away: SIGHUP to its session's leader, the supervisor
+    try:
+        supervisor.wait(20)
+    except subprocess.TimeoutExpired:
+        supervisor.kill()
+        raise AssertionError("the supervisor did not stop when its terminal closed") from None
+    try:
+        assert _gone(service), "a process outlived the supervisor whose terminal closed"
+    finally:
+        if not _gone(service, within=0):
+            os.kill(service, signal.SIGKILL)
+    assert supervisor.returncode == 0, supervisor.returncode
