@@ -9,8 +9,10 @@ Ctrl-C, SIGTERM or the terminal closing (SIGHUP) stops them all, then the embedd
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +27,18 @@ def say(message: str) -> None:
         pass  # the terminal is gone (SIGHUP); stopping goes on without it
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already listens on ``host:port``. Bound as uvicorn binds (SO_REUSEADDR), so
+    a closed connection's TIME_WAIT does not count."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:  # another error (a privileged port, an unknown host) is uvicorn's to report
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
 def main() -> int:
     os.chdir(BASE_DIR)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -33,6 +47,20 @@ def main() -> int:
     python = sys.executable
     from django.core.exceptions import ImproperlyConfigured
 
+    from config.env import env as setting
+
+    try:
+        host, port = setting("HOST", "127.0.0.1"), setting("PORT", 8000)
+    except ImproperlyConfigured as exc:
+        say(str(exc))
+        return 2
+    # Checked before anything starts: the web would otherwise fail to bind and be restarted forever.
+    if port_in_use(host, port):
+        say(
+            f"port {port} on {host} is already in use. Is Colony still running from an earlier make run "
+            "(pgrep -af core.serve)? Stop it, or start this one with PORT=<another port>."
+        )
+        return 1
     if embedded:
         from core import embedded_db
 
@@ -66,8 +94,7 @@ def main() -> int:
         subprocess.run([python, "manage.py", "migrate", "--no-input"], env=env, check=True)
         subprocess.run([python, "manage.py", "colony_bootstrap"], env=env, check=True)
         subprocess.run([python, "manage.py", "collectstatic", "--no-input", "-v", "0"], env=env, check=True)
-        port = env.get("PORT", "8000")
-        env["PORT"] = port
+        env["PORT"] = str(port)
         say(f"web: http://127.0.0.1:{port}/  admin: /admin/  API docs: /api/docs/  (Ctrl-C stops everything)")
         from core.supervisor import STOP_SIGNALS, Supervisor, read_procfile
 

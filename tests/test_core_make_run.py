@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -71,3 +73,32 @@ def test_sigterm_to_the_recipe_process_reaches_core_run(tmp_path: Path):
                 os.kill(int(record.read_text().split()[0]), signal.SIGKILL)
             except (ProcessLookupError, ValueError):
                 pass
+
+
+def test_make_run_says_at_once_when_its_port_is_taken(tmp_path: Path):
+    """A Colony left running (its supervisor killed with SIGKILL, say) holds the port: the new web
+    failed to bind and was restarted forever while make run looked started."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "core.run"],
+            cwd=settings.BASE_DIR,
+            # A database that does not answer: without the check, make run would stop at its first step.
+            env={
+                **os.environ,
+                "HOST": "127.0.0.1",
+                "PORT": str(port),
+                "COLONY_DATA_DIR": str(tmp_path),
+                "DATABASE_URL": f"postgres://colony@127.0.0.1:{port}/nowhere",
+                "DATABASE_CONNECT_TIMEOUT": "1",
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"[colony] port {port} on 127.0.0.1 is already in use." in result.stdout
+    assert "PORT=<another port>" in result.stdout
+    assert "database:" not in result.stdout  # it stopped before anything started
