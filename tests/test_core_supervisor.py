@@ -79,19 +79,22 @@ def _gone(*pids: int, within: float = 5.0) -> bool:
     return True
 
 
+def _start(tmp_path: Path, name: str, command: str):
+    """A Supervisor of one Procfile process, running in a thread; its output goes to ``out``."""
+    out = io.StringIO()
+    supervisor = Supervisor({name: command}, env=dict(os.environ), cwd=tmp_path, out=out)
+    thread = threading.Thread(target=supervisor.run, daemon=True)
+    thread.start()
+    return supervisor, thread, out
+
+
 def _supervise(tmp_path: Path, parent_source: str, *, job_source: str = JOB):
     """Start one Procfile process under a Supervisor in a thread; return it once its job runs."""
     (tmp_path / "job.py").write_text(job_source)
     (tmp_path / "parent.py").write_text(parent_source)
-    out = io.StringIO()
-    supervisor = Supervisor(
-        {"proc": f"{sys.executable} {tmp_path / 'parent.py'} {tmp_path / 'job.py'} {tmp_path}"},
-        env=dict(os.environ),
-        cwd=tmp_path,
-        out=out,
+    supervisor, thread, out = _start(
+        tmp_path, "proc", f"{sys.executable} {tmp_path / 'parent.py'} {tmp_path / 'job.py'} {tmp_path}"
     )
-    thread = threading.Thread(target=supervisor.run, daemon=True)
-    thread.start()
     deadline = time.monotonic() + 20
     while not (tmp_path / "job.pid").exists():
         assert time.monotonic() < deadline, f"the job did not start:\n{out.getvalue()}"
@@ -169,15 +172,9 @@ def test_a_dead_servers_workers_are_stopped_so_its_restart_gets_the_port(tmp_pat
         port = probe.getsockname()[1]
     (tmp_path / "job.py").write_text(JOB.replace("time.sleep(1.5)", "time.sleep(60)"))
     (tmp_path / "server.py").write_text(SERVER)
-    out = io.StringIO()
-    supervisor = Supervisor(
-        {"web": f"{sys.executable} {tmp_path / 'server.py'} {tmp_path / 'job.py'} {tmp_path} {port}"},
-        env=dict(os.environ),
-        cwd=tmp_path,
-        out=out,
+    supervisor, thread, out = _start(
+        tmp_path, "web", f"{sys.executable} {tmp_path / 'server.py'} {tmp_path / 'job.py'} {tmp_path} {port}"
     )
-    thread = threading.Thread(target=supervisor.run, daemon=True)
-    thread.start()
     try:
         deadline = time.monotonic() + 20
         while not _servers(tmp_path):
