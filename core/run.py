@@ -39,7 +39,15 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt  # as Ctrl-C does: the running start-up step is killed, the database stopped
+
+
 def main() -> int:
+    # Until the supervisor takes over, SIGTERM and SIGHUP stop the start-up as Ctrl-C does; their default
+    # action would end this process alone and leave the embedded database (and a step) running.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     os.chdir(BASE_DIR)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     env = dict(os.environ)
@@ -110,6 +118,9 @@ def main() -> int:
     except subprocess.CalledProcessError as exc:
         say(f"start-up step failed: {' '.join(map(str, exc.cmd))} (exit {exc.returncode}); see the output above.")
         return exc.returncode or 1
+    except KeyboardInterrupt:
+        say("stopped while starting.")
+        return 130
     finally:
         if embedded:
             from core import embedded_db

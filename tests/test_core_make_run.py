@@ -102,3 +102,65 @@ def test_make_run_says_at_once_when_its_port_is_taken(tmp_path: Path):
     assert f"[colony] port {port} on 127.0.0.1 is already in use." in result.stdout
     assert "PORT=<another port>" in result.stdout
     assert "database:" not in result.stdout  # it stopped before anything started
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The running children of ``pid``, with their command lines."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            found[int(stat.parent.name)] = command
+    return found
+
+
+def test_sigterm_while_starting_stops_the_start_up_step(tmp_path: Path):
+    """SIGTERM (or SIGHUP) during the start-up steps ended core.run by the signal's default action: the
+    step it was running ran on, and an embedded database it had started was never stopped."""
+    log = tmp_path / "run.log"
+    with socket.socket() as silent, socket.socket() as probe:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # a "database" that accepts connections and never answers: migrate waits on it
+        probe.bind(("127.0.0.1", 0))
+        web_port = probe.getsockname()[1]
+        probe.close()
+        run = subprocess.Popen(
+            [sys.executable, "-m", "core.run"],
+            cwd=settings.BASE_DIR,
+            env={
+                **os.environ,
+                "HOST": "127.0.0.1",
+                "PORT": str(web_port),
+                "COLONY_DATA_DIR": str(tmp_path),
+                "DATABASE_URL": f"postgres://colony@127.0.0.1:{silent.getsockname()[1]}/nowhere",
+                "DATABASE_CONNECT_TIMEOUT": "60",
+            },
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        step = None
+        try:
+            found = _wait_for(lambda: [pid for pid, cmd in _children(run.pid).items() if "manage.py migrate" in cmd])
+            assert found, f"core.run never reached its migrate step:\n{log.read_text()}"
+            [step] = found
+            os.kill(run.pid, signal.SIGTERM)
+            assert run.wait(20) == 130, log.read_text()
+            assert "[colony] stopped while starting." in log.read_text()
+            assert _wait_for(lambda: not _alive(step), 10), "the migrate step outlived core.run"
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+            if step is not None and _alive(step):
+                os.kill(step, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
