@@ -19,6 +19,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from tests.process_support import alive, children
+
 STAND_IN = """#!/bin/sh
 trap 'echo terminated >> "$RECORD"; exit 0' TERM
 echo "$$ $PPID $*" > "$RECORD"
@@ -75,6 +77,19 @@ def test_sigterm_to_the_recipe_process_reaches_core_run(tmp_path: Path):
                 pass
 
 
+def _run_env(data: Path, *, web_port: int, database_port: int, connect_timeout: int) -> dict[str, str]:
+    """core.run's environment: its web on ``web_port``, its database a socket on ``database_port``
+    that is no PostgreSQL, its data folder ``data``."""
+    return {
+        **os.environ,
+        "HOST": "127.0.0.1",
+        "PORT": str(web_port),
+        "COLONY_DATA_DIR": str(data),
+        "DATABASE_URL": f"postgres://colony@127.0.0.1:{database_port}/nowhere",
+        "DATABASE_CONNECT_TIMEOUT": str(connect_timeout),
+    }
+
+
 def test_make_run_says_at_once_when_its_port_is_taken(tmp_path: Path):
     """A Colony left running (its supervisor killed with SIGKILL, say) holds the port: the new web
     failed to bind and was restarted forever while make run looked started."""
@@ -86,14 +101,7 @@ def test_make_run_says_at_once_when_its_port_is_taken(tmp_path: Path):
             [sys.executable, "-m", "core.run"],
             cwd=settings.BASE_DIR,
             # A database that does not answer: without the check, make run would stop at its first step.
-            env={
-                **os.environ,
-                "HOST": "127.0.0.1",
-                "PORT": str(port),
-                "COLONY_DATA_DIR": str(tmp_path),
-                "DATABASE_URL": f"postgres://colony@127.0.0.1:{port}/nowhere",
-                "DATABASE_CONNECT_TIMEOUT": "1",
-            },
+            env=_run_env(tmp_path, web_port=port, database_port=port, connect_timeout=1),
             capture_output=True,
             text=True,
             timeout=120,
@@ -102,20 +110,6 @@ def test_make_run_says_at_once_when_its_port_is_taken(tmp_path: Path):
     assert f"[colony] port {port} on 127.0.0.1 is already in use." in result.stdout
     assert "PORT=<another port>" in result.stdout
     assert "database:" not in result.stdout  # it stopped before anything started
-
-
-def _children(pid: int) -> dict[int, str]:
-    """The running children of ``pid``, with their command lines."""
-    found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[1]) == pid:
-            found[int(stat.parent.name)] = command
-    return found
 
 
 def test_sigterm_while_starting_stops_the_start_up_step(tmp_path: Path):
@@ -131,36 +125,22 @@ def test_sigterm_while_starting_stops_the_start_up_step(tmp_path: Path):
         run = subprocess.Popen(
             [sys.executable, "-m", "core.run"],
             cwd=settings.BASE_DIR,
-            env={
-                **os.environ,
-                "HOST": "127.0.0.1",
-                "PORT": str(web_port),
-                "COLONY_DATA_DIR": str(tmp_path),
-                "DATABASE_URL": f"postgres://colony@127.0.0.1:{silent.getsockname()[1]}/nowhere",
-                "DATABASE_CONNECT_TIMEOUT": "60",
-            },
+            env=_run_env(tmp_path, web_port=web_port, database_port=silent.getsockname()[1], connect_timeout=60),
             stdout=log.open("w"),
             stderr=subprocess.STDOUT,
         )
         step = None
         try:
-            found = _wait_for(lambda: [pid for pid, cmd in _children(run.pid).items() if "manage.py migrate" in cmd])
+            found = _wait_for(lambda: [pid for pid, cmd in children(run.pid).items() if "manage.py migrate" in cmd], 60)
             assert found, f"core.run never reached its migrate step:\n{log.read_text()}"
             [step] = found
             os.kill(run.pid, signal.SIGTERM)
             assert run.wait(20) == 130, log.read_text()
             assert "[colony] stopped while starting." in log.read_text()
-            assert _wait_for(lambda: not _alive(step), 10), "the migrate step outlived core.run"
+            assert _wait_for(lambda: not alive(step), 10), "the migrate step outlived core.run"
         finally:
             if run.poll() is None:
                 run.kill()
                 run.wait()
-            if step is not None and _alive(step):
+            if step is not None and alive(step):
                 os.kill(step, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from core import supervisor as supervisor_module
 from core.supervisor import Supervisor
+from tests.process_support import gone
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 
@@ -59,24 +60,6 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 job = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2]])
 signal.pause()
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"  # a zombie waits only for its reaper
-
-
-def _gone(*pids: int, within: float = 5.0) -> bool:
-    """True once none of ``pids`` runs (a SIGKILL takes effect a moment after it is sent)."""
-    deadline = time.monotonic() + within
-    while any(_alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _start(tmp_path: Path, name: str, command: str):
@@ -115,7 +98,7 @@ def test_sigterm_goes_to_the_process_which_lets_its_running_job_finish(tmp_path)
     _stop(supervisor, thread)
     assert (tmp_path / "job.done").exists(), f"the running job was killed:\n{out.getvalue()}"
     assert "did not stop" not in out.getvalue()
-    assert _gone(job_pid)
+    assert gone(job_pid)
 
 
 def test_what_a_stopped_process_leaves_behind_is_killed(tmp_path):
@@ -123,7 +106,7 @@ def test_what_a_stopped_process_leaves_behind_is_killed(tmp_path):
         tmp_path, PARENT_LEAVES_ITS_JOB, job_source=JOB.replace("time.sleep(1.5)", "time.sleep(60)")
     )
     took = _stop(supervisor, thread)
-    assert _gone(job_pid), f"the job outlived the stop:\n{out.getvalue()}"
+    assert gone(job_pid), f"the job outlived the stop:\n{out.getvalue()}"
     assert took < 10
     assert not (tmp_path / "job.done").exists()
 
@@ -136,7 +119,7 @@ def test_a_process_ignoring_sigterm_is_killed_with_its_group_after_the_timeout(t
     parent_pid = supervisor.children[0].process.pid
     took = _stop(supervisor, thread)
     assert "proc did not stop in 1 s; killing it" in out.getvalue()
-    assert _gone(parent_pid, job_pid)
+    assert gone(parent_pid, job_pid)
     assert took < 10
 
 
@@ -186,12 +169,12 @@ def test_a_dead_servers_workers_are_stopped_so_its_restart_gets_the_port(tmp_pat
         while len(_servers(tmp_path)) < 2:
             assert time.monotonic() < deadline, f"the restarted server did not get the port:\n{out.getvalue()}"
             time.sleep(0.05)
-        assert _gone(first_worker)
+        assert gone(first_worker)
         assert f"web left processes behind (pids [{first_worker}]); stopping them" in out.getvalue()
         assert "cannot bind" not in out.getvalue()
     finally:
         _stop(supervisor, thread)
-    assert _gone(*_servers(tmp_path).values())
+    assert gone(*_servers(tmp_path).values())
 
 
 def test_what_a_dead_process_left_is_killed_at_the_stop_before_its_restart(tmp_path):
@@ -207,9 +190,9 @@ def test_what_a_dead_process_left_is_killed_at_the_stop_before_its_restart(tmp_p
     while "restarting in 60 s" not in out.getvalue():
         assert time.monotonic() < deadline, out.getvalue()
         time.sleep(0.05)
-    assert not _gone(job_pid, within=0.5)  # it ignores the SIGTERM sent when its parent's death was noticed
+    assert not gone(job_pid, within=0.5)  # it ignores the SIGTERM sent when its parent's death was noticed
     took = _stop(supervisor, thread)
-    assert _gone(job_pid), f"the job outlived the stop:\n{out.getvalue()}"
+    assert gone(job_pid), f"the job outlived the stop:\n{out.getvalue()}"
     assert took < 10
 
 
@@ -258,8 +241,8 @@ def test_a_closed_terminal_stops_the_supervisor_and_everything_it_started(tmp_pa
         supervisor.kill()
         raise AssertionError("the supervisor did not stop when its terminal closed") from None
     try:
-        assert _gone(service), "a process outlived the supervisor whose terminal closed"
+        assert gone(service), "a process outlived the supervisor whose terminal closed"
     finally:
-        if not _gone(service, within=0):
+        if not gone(service, within=0):
             os.kill(service, signal.SIGKILL)
     assert supervisor.returncode == 0, supervisor.returncode

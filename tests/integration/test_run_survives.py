@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from core.standalone import PgServer, free_port
+from tests.process_support import group
 
 pytestmark = pytest.mark.integration
 
@@ -173,25 +174,12 @@ def test_killed_worker_and_beat_come_back_while_the_web_serves(colony):
     )
 
 
-def _group(pgid: int) -> list[int]:
-    """The running (not zombie) processes of process group ``pgid``."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(stat.parent.name))
-    return members
-
-
 def test_a_killed_web_master_comes_back_with_new_workers(colony):
     """uvicorn's master SIGKILLed (the OOM killer's way): its workers used to go on holding the port, so
     every restart failed with "Address already in use" and the orphans outlived make run."""
     before = colony.pids("web")
     master = before[-1]
-    old_workers = [pid for pid in _group(master) if pid != master]
+    old_workers = [pid for pid in group(master) if pid != master]
     assert len(old_workers) >= 2  # the WEB_WORKERS=2 workers (and multiprocessing's resource tracker)
     os.kill(master, signal.SIGKILL)
     colony.wait_for(lambda: len(colony.pids("web")) > len(before), "web being restarted", 60)
@@ -202,10 +190,10 @@ def test_a_killed_web_master_comes_back_with_new_workers(colony):
             answered = httpx.get(f"{colony.base}/api/v1/agents/me", headers=colony.auth, timeout=5).status_code
         except httpx.HTTPError:
             return False
-        return answered == 200 and len(_group(new_master)) >= 3
+        return answered == 200 and len(group(new_master)) >= 3
 
     colony.wait_for(served_by_the_new_master, "the restarted web answering", 90)
-    assert _group(master) == [], "the dead master's workers outlived it"
+    assert group(master) == [], "the dead master's workers outlived it"
     assert f"web (pid {master}) ended with signal 9" in colony.output()
     assert "Address already in use" not in colony.output()
     assert len(colony.pids("web")) == len(before) + 1  # one restart was enough
