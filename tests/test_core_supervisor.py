@@ -184,14 +184,16 @@ def test_what_a_dead_process_left_is_killed_at_the_stop_before_its_restart(tmp_p
     supervisor, thread, out, job_pid = _supervise(
         tmp_path, PARENT_IGNORES_SIGTERM, job_source=stubborn_job.replace("time.sleep(1.5)", "time.sleep(60)")
     )
-    supervisor.children[0].backoff = 60.0  # the restart is still pending at the stop
-    os.kill(supervisor.children[0].process.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while "restarting in 60 s" not in out.getvalue():
-        assert time.monotonic() < deadline, out.getvalue()
-        time.sleep(0.05)
-    assert not gone(job_pid, within=0.5)  # it ignores the SIGTERM sent when its parent's death was noticed
-    took = _stop(supervisor, thread)
+    try:
+        supervisor.children[0].backoff = 60.0  # the restart is still pending at the stop
+        os.kill(supervisor.children[0].process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while "restarting in 60 s" not in out.getvalue():
+            assert time.monotonic() < deadline, out.getvalue()
+            time.sleep(0.05)
+        assert not gone(job_pid, within=0.5)  # it ignores the SIGTERM sent when its parent's death was noticed
+    finally:
+        took = _stop(supervisor, thread)  # a failure above must not leave the processes behind either
     assert gone(job_pid), f"the job outlived the stop:\n{out.getvalue()}"
     assert took < 10
 
