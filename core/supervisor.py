@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 30.0
 STABLE_AFTER = 60.0
@@ -42,25 +44,13 @@ LEFTOVER_WAIT = 2.0
 def group_members(pgid: int) -> list[int]:
     """The processes of group ``pgid`` that still run (a zombie has let go of everything it held, and
     where PID 1 does not reap orphans it stays a zombie)."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # no procfs: whether the group has any member at all
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return []
-        except PermissionError:
-            pass
-        return [pgid]
     members = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
+    for process in psutil.process_iter(["status"]):
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
+                members.append(process.pid)
+        except (OSError, psutil.Error):
             continue  # gone meanwhile
-        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, process group
-            members.append(int(entry.name))
     return sorted(members)
 
 

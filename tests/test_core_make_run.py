@@ -19,6 +19,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from core.standalone import free_port
 from tests.process_support import alive, children
 
 STAND_IN = """#!/bin/sh
@@ -116,16 +117,13 @@ def test_sigterm_while_starting_stops_the_start_up_step(tmp_path: Path):
     """SIGTERM (or SIGHUP) during the start-up steps ended core.run by the signal's default action: the
     step it was running ran on, and an embedded database it had started was never stopped."""
     log = tmp_path / "run.log"
-    with socket.socket() as silent, socket.socket() as probe:
+    with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()  # a "database" that accepts connections and never answers: migrate waits on it
-        probe.bind(("127.0.0.1", 0))
-        web_port = probe.getsockname()[1]
-        probe.close()
         run = subprocess.Popen(
             [sys.executable, "-m", "core.run"],
             cwd=settings.BASE_DIR,
-            env=_run_env(tmp_path, web_port=web_port, database_port=silent.getsockname()[1], connect_timeout=60),
+            env=_run_env(tmp_path, web_port=free_port(), database_port=silent.getsockname()[1], connect_timeout=60),
             stdout=log.open("w"),
             stderr=subprocess.STDOUT,
         )

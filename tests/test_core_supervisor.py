@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 
 from core import supervisor as supervisor_module
+from core.standalone import free_port
 from core.supervisor import Supervisor
 from tests.process_support import gone
 
@@ -150,9 +150,7 @@ def _servers(folder: Path) -> dict[int, int]:
 def test_a_dead_servers_workers_are_stopped_so_its_restart_gets_the_port(tmp_path):
     """uvicorn's master SIGKILLed (the OOM killer): its workers kept the port, and every restart of the
     master failed with "Address already in use"."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     (tmp_path / "job.py").write_text(JOB.replace("time.sleep(1.5)", "time.sleep(60)"))
     (tmp_path / "server.py").write_text(SERVER)
     supervisor, thread, out = _start(
