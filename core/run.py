@@ -4,12 +4,18 @@ Starts the embedded PostgreSQL (unless DATABASE_URL is set), migrates, runs the 
 bootstrap, collects the static files, then runs the web server (uvicorn with several workers,
 ``core/serve.py``), a Celery worker and Celery beat under Colony's own supervisor
 (``core/supervisor.py``, Procfile): a process that dies is restarted while the others keep running.
-Ctrl-C, SIGTERM or the terminal closing (SIGHUP) stops them all, then the embedded database.
+Ctrl-C, SIGTERM or the terminal closing (SIGHUP) stops them all, then the embedded database if this
+make run started it.
+
+One make run at a time per data folder (``run.lock`` in it): a second one, on another port, would start
+a second Celery beat (every periodic job twice) and, when it stopped, stop the embedded database under
+the first one's feet.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import signal
 import socket
@@ -39,6 +45,33 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+RUN_LOCK = "run.lock"
+
+
+def hold_data_folder(data: Path, web_url: str):
+    """Take the data folder's make-run lock for this process's lifetime.
+
+    Returns ``(handle, "")``: keep the handle open, closing it (or this process ending, however it
+    ends) frees the lock; or ``(None, holder)`` when another make run holds it, ``holder`` saying which
+    (its pid and web address). An advisory ``flock``, not a pid file: nothing stale is left behind by a
+    make run that was killed.
+    """
+    data.mkdir(parents=True, exist_ok=True)
+    handle = open(data / RUN_LOCK, "a+")  # not inherited by the children (Python's files are close-on-exec)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another make run"
+        handle.close()
+        return None, holder
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"make run pid {os.getpid()}, web on {web_url}\n")
+    handle.flush()
+    return handle, ""
+
+
 def _interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt  # as Ctrl-C does: the running start-up step is killed, the database stopped
 
@@ -62,6 +95,20 @@ def main() -> int:
     except ImproperlyConfigured as exc:
         say(str(exc))
         return 2
+    from core import embedded_db
+
+    data = embedded_db.data_dir()
+    try:
+        held, holder = hold_data_folder(data, f"http://{host}:{port}/")
+    except OSError:  # a folder that can't be written: reading the settings below says what to fix
+        held, holder = None, ""
+    if holder:
+        say(
+            f"Colony is already running from the data folder {data} ({holder}). Stop that one first "
+            "(Ctrl-C in its terminal), or give this one a data folder of its own: "
+            "COLONY_DATA_DIR=<folder> PORT=<another port> make run."
+        )
+        return 1
     # Checked before anything starts: the web would otherwise fail to bind and be restarted forever.
     if port_in_use(host, port):
         say(
@@ -70,8 +117,6 @@ def main() -> int:
         )
         return 1
     if embedded:
-        from core import embedded_db
-
         say(f"starting embedded PostgreSQL in {embedded_db.pgdata_dir()} ...")
     try:
         # Reading the settings validates every variable and starts the embedded database if needed.
@@ -122,12 +167,19 @@ def main() -> int:
         say("stopped while starting.")
         return 130
     finally:
-        if embedded:
-            from core import embedded_db
-
+        if embedded and embedded_db.started_here:
             say("stopping embedded PostgreSQL ...")
             embedded_db.stop()
             say("stopped.")
+        elif embedded and embedded_db.is_running():
+            # Someone else started it (a test run, a benchmark, `python -m core.embedded_db start`, or a
+            # make run that was killed) and may still be using it.
+            say(
+                "leaving the embedded PostgreSQL running: it was running before this make run started. "
+                f"Stop it with: {python} -m core.embedded_db stop"
+            )
+        if held is not None:
+            held.close()  # only now may the next make run start: this one has stopped everything
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 
 from core.standalone import free_port
@@ -142,3 +143,105 @@ def test_sigterm_while_starting_stops_the_start_up_step(tmp_path: Path):
                 run.wait()
             if step is not None and alive(step):
                 os.kill(step, signal.SIGKILL)
+
+
+def test_a_second_make_run_on_the_same_data_folder_refuses_at_once(tmp_path: Path):
+    """Two make runs on one data folder (the second on another port) ran two Celery beats, and the
+    second one's stop stopped the embedded database under the first one's feet."""
+    log = tmp_path / "first.log"
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # holds the first make run in its migrate step
+        first_port = free_port()
+        env = _run_env(tmp_path, web_port=first_port, database_port=silent.getsockname()[1], connect_timeout=60)
+        first = _start_core_run(env, log)
+        try:
+            assert _wait_for(lambda: "[colony] database:" in log.read_text(), 60), log.read_text()
+            second = subprocess.run(
+                [sys.executable, "-m", "core.run"],
+                cwd=settings.BASE_DIR,
+                env=_run_env(tmp_path, web_port=free_port(), database_port=silent.getsockname()[1], connect_timeout=1),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert second.returncode == 1, second.stdout + second.stderr
+            assert (
+                f"[colony] Colony is already running from the data folder {tmp_path.resolve()} "
+                f"(make run pid {first.pid}, web on http://127.0.0.1:{first_port}/)."
+            ) in second.stdout
+            assert "COLONY_DATA_DIR=<folder>" in second.stdout
+            assert "database:" not in second.stdout  # it stopped before anything started
+            assert first.poll() is None, "the second make run disturbed the first"
+        finally:
+            first.send_signal(signal.SIGTERM)
+            assert first.wait(20) == 130, log.read_text()
+    # The lock goes with its holder: the next make run gets past it (to the port check here).
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        third = subprocess.run(
+            [sys.executable, "-m", "core.run"],
+            cwd=settings.BASE_DIR,
+            env=_run_env(tmp_path, web_port=port, database_port=port, connect_timeout=1),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert "already running from the data folder" not in third.stdout
+    assert f"[colony] port {port} on 127.0.0.1 is already in use." in third.stdout
+
+
+def _start_core_run(env: dict[str, str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "core.run"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _embedded(data: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "core.embedded_db", *args],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "COLONY_DATA_DIR": str(data)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("running_before", [False, True], ids=["started-by-make-run", "running-before"])
+def test_make_run_stops_the_embedded_database_only_if_it_started_it(tmp_path: Path, running_before: bool):
+    """make run stopped the embedded database at its end even when it had found it running: a test
+    run or a benchmark using it lost its database when make run stopped."""
+    data = tmp_path / "colony"
+    log = tmp_path / "run.log"
+    try:
+        if running_before:
+            assert _embedded(data, "start").returncode == 0
+        env = _run_env(data, web_port=free_port(), database_port=0, connect_timeout=5)
+        del env["DATABASE_URL"]
+        run = _start_core_run(env, log)
+        try:
+            assert _wait_for(lambda: "[colony] database:" in log.read_text(), 90), log.read_text()
+            run.send_signal(signal.SIGTERM)  # while it migrates; the same finally as after the supervisor
+            assert run.wait(30) == 130, log.read_text()
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+        status = _embedded(data, "status").stdout
+        if running_before:
+            assert "not running" not in status, log.read_text()
+            assert "[colony] leaving the embedded PostgreSQL running" in log.read_text()
+            assert "core.embedded_db stop" in log.read_text()
+        else:
+            assert "not running" in status, log.read_text()
+            assert "[colony] stopping embedded PostgreSQL ..." in log.read_text()
+    finally:
+        _embedded(data, "stop")
