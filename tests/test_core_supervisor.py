@@ -246,3 +246,60 @@ def test_a_closed_terminal_stops_the_supervisor_and_everything_it_started(tmp_pa
         if not gone(service, within=0):
             os.kill(service, signal.SIGKILL)
     assert supervisor.returncode == 0, supervisor.returncode
+
+
+def test_a_watched_service_that_ends_unstopped_is_restarted_with_back_off():
+    """The Watch behind make run's embedded PostgreSQL: restarted when it ended without being
+    stopped, and again after a longer back-off when a restart fails (even though the failed start
+    left no pid file behind to say so)."""
+    state = {"ended": None, "fail": 0, "restarts": 0}
+    said = []
+
+    def restart():
+        state["restarts"] += 1
+        if state["fail"]:
+            state["fail"] -= 1
+            state["ended"] = None  # PostgreSQL removes its pid file when it fails to start
+            raise RuntimeError("Could not start the embedded PostgreSQL.\nServer log: ...")
+        state["ended"] = None
+
+    watch = supervisor_module.Watch("database", ended=lambda: state["ended"], restart=restart)
+    say = lambda name, line: said.append(line)  # noqa: E731
+
+    def poll_at(now):
+        watch.poll(now, say)
+        watch.join(5)
+
+    poll_at(10.0)
+    assert state["restarts"] == 0 and said == []  # running: nothing to do
+    state["ended"], state["fail"] = 4321, 1
+    poll_at(11.0)
+    assert said == ["database (pid 4321) ended without being stopped; restarting in 1 s"]
+    poll_at(11.5)
+    assert state["restarts"] == 0  # the back-off has not passed
+    poll_at(12.0)
+    assert (
+        state["restarts"] == 1
+        and said[-1] == "database could not be restarted: Could not start the embedded PostgreSQL."
+    )
+    poll_at(12.5)
+    assert said[-1].startswith("database could not")  # checked once a second (Watch.CHECK_EVERY)
+    poll_at(13.0)
+    assert said[-1] == "database (pid 4321) ended without being stopped; restarting in 2 s"
+    poll_at(14.9)
+    assert state["restarts"] == 1
+    poll_at(15.0)
+    assert state["restarts"] == 2 and said[-1] == "database restarted" and state["ended"] is None
+    poll_at(20.0)
+    assert state["restarts"] == 2  # it runs again
+
+    # The supervisor's round polls its watches, and stops doing so once it is stopping.
+    out = io.StringIO()
+    supervisor = Supervisor({}, env={}, cwd=BASE_DIR, out=out, watches=[watch])
+    state["ended"], watch.checked_at = 99, 0.0
+    supervisor.stopping.set()
+    supervisor.poll()
+    assert out.getvalue() == ""
+    supervisor.stopping.clear()
+    supervisor.poll()
+    assert "supervisor | database (pid 99) ended without being stopped; restarting in" in out.getvalue()
