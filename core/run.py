@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -48,7 +49,7 @@ def port_in_use(host: str, port: int) -> bool:
 RUN_LOCK = "run.lock"
 
 
-def hold_data_folder(data: Path, web_url: str):
+def hold_data_folder(data: Path, web_url: str) -> tuple[IO[str] | None, str]:
     """Take the data folder's make-run lock for this process's lifetime.
 
     Returns ``(handle, "")``: keep the handle open, closing it (or this process ending, however it

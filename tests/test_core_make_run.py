@@ -9,11 +9,14 @@ so the test needs neither the stack nor the database.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -92,22 +95,39 @@ def _run_env(data: Path, *, web_port: int, database_port: int, connect_timeout: 
     }
 
 
+@contextlib.contextmanager
+def _listening():
+    """A port something listens on and never answers (a taken web port, or a "database" that holds
+    core.run in its migrate step)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield server.getsockname()[1]
+
+
+def _core_run(env: dict[str, str]) -> subprocess.CompletedProcess:
+    """core.run to its end (a refusal, in these tests), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "core.run"], cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def _start_core_run(env: dict[str, str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "core.run"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
 def test_make_run_says_at_once_when_its_port_is_taken(tmp_path: Path):
     """A Colony left running (its supervisor killed with SIGKILL, say) holds the port: the new web
     failed to bind and was restarted forever while make run looked started."""
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "core.run"],
-            cwd=settings.BASE_DIR,
-            # A database that does not answer: without the check, make run would stop at its first step.
-            env=_run_env(tmp_path, web_port=port, database_port=port, connect_timeout=1),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    with _listening() as port:
+        # A database that does not answer: without the check, make run would stop at its first step.
+        result = _core_run(_run_env(tmp_path, web_port=port, database_port=port, connect_timeout=1))
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"[colony] port {port} on 127.0.0.1 is already in use." in result.stdout
     assert "PORT=<another port>" in result.stdout
@@ -118,16 +138,8 @@ def test_sigterm_while_starting_stops_the_start_up_step(tmp_path: Path):
     """SIGTERM (or SIGHUP) during the start-up steps ended core.run by the signal's default action: the
     step it was running ran on, and an embedded database it had started was never stopped."""
     log = tmp_path / "run.log"
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()  # a "database" that accepts connections and never answers: migrate waits on it
-        run = subprocess.Popen(
-            [sys.executable, "-m", "core.run"],
-            cwd=settings.BASE_DIR,
-            env=_run_env(tmp_path, web_port=free_port(), database_port=silent.getsockname()[1], connect_timeout=60),
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
+    with _listening() as silent:  # a "database" that accepts connections and never answers: migrate waits on it
+        run = _start_core_run(_run_env(tmp_path, web_port=free_port(), database_port=silent, connect_timeout=60), log)
         step = None
         try:
             found = _wait_for(lambda: [pid for pid, cmd in children(run.pid).items() if "manage.py migrate" in cmd], 60)
@@ -149,22 +161,12 @@ def test_a_second_make_run_on_the_same_data_folder_refuses_at_once(tmp_path: Pat
     """Two make runs on one data folder (the second on another port) ran two Celery beats, and the
     second one's stop stopped the embedded database under the first one's feet."""
     log = tmp_path / "first.log"
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()  # holds the first make run in its migrate step
+    with _listening() as silent:  # holds the first make run in its migrate step
         first_port = free_port()
-        env = _run_env(tmp_path, web_port=first_port, database_port=silent.getsockname()[1], connect_timeout=60)
-        first = _start_core_run(env, log)
+        first = _start_core_run(_run_env(tmp_path, web_port=first_port, database_port=silent, connect_timeout=60), log)
         try:
             assert _wait_for(lambda: "[colony] database:" in log.read_text(), 60), log.read_text()
-            second = subprocess.run(
-                [sys.executable, "-m", "core.run"],
-                cwd=settings.BASE_DIR,
-                env=_run_env(tmp_path, web_port=free_port(), database_port=silent.getsockname()[1], connect_timeout=1),
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            second = _core_run(_run_env(tmp_path, web_port=free_port(), database_port=silent, connect_timeout=1))
             assert second.returncode == 1, second.stdout + second.stderr
             assert (
                 f"[colony] Colony is already running from the data folder {tmp_path.resolve()} "
@@ -177,30 +179,10 @@ def test_a_second_make_run_on_the_same_data_folder_refuses_at_once(tmp_path: Pat
             first.send_signal(signal.SIGTERM)
             assert first.wait(20) == 130, log.read_text()
     # The lock goes with its holder: the next make run gets past it (to the port check here).
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        third = subprocess.run(
-            [sys.executable, "-m", "core.run"],
-            cwd=settings.BASE_DIR,
-            env=_run_env(tmp_path, web_port=port, database_port=port, connect_timeout=1),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    with _listening() as port:
+        third = _core_run(_run_env(tmp_path, web_port=port, database_port=port, connect_timeout=1))
     assert "already running from the data folder" not in third.stdout
     assert f"[colony] port {port} on 127.0.0.1 is already in use." in third.stdout
-
-
-def _start_core_run(env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "core.run"],
-        cwd=settings.BASE_DIR,
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
 
 
 def _embedded(data: Path, *args: str) -> subprocess.CompletedProcess:
@@ -219,7 +201,11 @@ def _embedded(data: Path, *args: str) -> subprocess.CompletedProcess:
 def test_make_run_stops_the_embedded_database_only_if_it_started_it(tmp_path: Path, running_before: bool):
     """make run stopped the embedded database at its end even when it had found it running: a test
     run or a benchmark using it lost its database when make run stopped."""
-    data = tmp_path / "colony"
+    # The server's folder outside pytest's temp root (reset to 0700 by every pytest run): as root the
+    # server runs as another user, who must keep reaching its data.
+    folder = Path(tempfile.mkdtemp(prefix="colony-run-stop-"))
+    folder.chmod(0o755)
+    data = folder / "colony"
     log = tmp_path / "run.log"
     try:
         if running_before:
@@ -245,3 +231,4 @@ def test_make_run_stops_the_embedded_database_only_if_it_started_it(tmp_path: Pa
             assert "[colony] stopping embedded PostgreSQL ..." in log.read_text()
     finally:
         _embedded(data, "stop")
+        shutil.rmtree(folder, ignore_errors=True)
