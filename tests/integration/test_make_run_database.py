@@ -7,6 +7,7 @@ The whole of `python -m core.run` with its embedded defaults, in a data folder o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -101,9 +102,18 @@ def test_a_killed_embedded_database_is_restarted_and_the_api_recovers():
         assert "[colony] stopping embedded PostgreSQL ..." in log.read_text()
         assert not alive(second), "make run left the restarted database running"
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
+        if run.poll() is None:  # a failure above: stop it as make run stops, then make sure
+            run.send_signal(signal.SIGTERM)
+            try:
+                run.wait(60)
+            except subprocess.TimeoutExpired:
+                run.kill()
+                run.wait()
+        # Each process the supervisor started leads a session of its own: a make run killed above
+        # would have left them running (an earlier version of this test leaked its web servers so).
+        for pid in map(int, re.findall(r"started \w+ \(pid (\d+)\)", log.read_text())):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         subprocess.run(
             [sys.executable, "-m", "core.embedded_db", "stop"],
             cwd=BASE_DIR,
