@@ -147,7 +147,7 @@ def ensure_running(timeout: float = 60.0) -> str:
             # Output goes to a file, not a pipe: the server inherits the descriptors and would
             # hold a pipe open forever.
             with tempfile.TemporaryFile("w+") as output:
-                result = subprocess.run(
+                helper = subprocess.Popen(
                     [sys.executable, "-m", "core.embedded_db", "_start"],
                     cwd=BASE_DIR,
                     start_new_session=True,
@@ -155,16 +155,22 @@ def ensure_running(timeout: float = 60.0) -> str:
                     stdout=output,
                     stderr=output,
                     text=True,
-                    timeout=timeout,
                 )
+                try:
+                    returncode = helper.wait(timeout)
+                except BaseException:
+                    # Ctrl-C, or SIGTERM in make run: killing the helper would not stop the server it
+                    # is starting (pg_ctl and the server run on), so let the start finish, then undo it.
+                    _abandon_start(helper, timeout)
+                    raise
                 output.seek(0)
-                result.stderr = output.read()
-            if result.returncode != 0:
+                helper_output = output.read()
+            if returncode != 0:
                 log = pgdata_dir() / "log"
                 tail = log.read_text()[-2000:] if log.exists() else "(no server log)"
                 raise RuntimeError(
                     f"Could not start the embedded PostgreSQL in {pgdata_dir()}.\n"
-                    f"{result.stderr[-2000:]}\nServer log:\n{tail}\n"
+                    f"{helper_output[-2000:]}\nServer log:\n{tail}\n"
                     "Check the folder's permissions or remove it to start afresh, "
                     "or point DATABASE_URL at an existing PostgreSQL with pgvector."
                 )
@@ -174,6 +180,17 @@ def ensure_running(timeout: float = 60.0) -> str:
                 file=sys.stderr,
             )
     return url()
+
+
+def _abandon_start(helper: subprocess.Popen, timeout: float) -> None:
+    """A start interrupted in this process: wait for ``helper`` (the start) to end, then stop the
+    server it started, so that nothing runs on that nobody will stop."""
+    try:
+        helper.wait(timeout)
+    except subprocess.TimeoutExpired:
+        helper.kill()
+        helper.wait()
+    stop()
 
 
 def stop() -> bool:

@@ -73,6 +73,18 @@ def hold_data_folder(data: Path, web_url: str) -> tuple[IO[str] | None, str]:
     return handle, ""
 
 
+def address_from_environment() -> tuple[str, int | None]:
+    """``HOST`` and ``PORT`` as make run will use them, read without importing Colony's configuration
+    (``config``, whose import starts the embedded database). A ``PORT`` that is no port number gives
+    None: the configuration, read next, says what is wrong with it."""
+    host = os.environ.get("HOST", "").strip() or "127.0.0.1"
+    try:
+        port = int(os.environ.get("PORT", "").strip() or 8000)
+    except ValueError:
+        return host, None
+    return host, port if 0 < port < 65536 else None
+
+
 def _interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt  # as Ctrl-C does: the running start-up step is killed, the database stopped
 
@@ -89,15 +101,11 @@ def main() -> int:
     python = sys.executable
     from django.core.exceptions import ImproperlyConfigured
 
-    from config.env import env as setting
-
-    try:
-        host, port = setting("HOST", "127.0.0.1"), setting("PORT", 8000)
-    except ImproperlyConfigured as exc:
-        say(str(exc))
-        return 2
     from core import embedded_db
 
+    # The checks come before Colony's configuration is imported: importing it reads the settings, and
+    # with them starts the embedded database.
+    host, port = address_from_environment()
     data = embedded_db.data_dir()
     try:
         held, holder = hold_data_folder(data, f"http://{host}:{port}/")
@@ -111,7 +119,7 @@ def main() -> int:
         )
         return 1
     # Checked before anything starts: the web would otherwise fail to bind and be restarted forever.
-    if port_in_use(host, port):
+    if port is not None and port_in_use(host, port):
         say(
             f"port {port} on {host} is already in use. Is Colony still running from an earlier make run "
             "(pgrep -af core.serve)? Stop it, or start this one with PORT=<another port>."
@@ -120,20 +128,23 @@ def main() -> int:
     if embedded:
         say(f"starting embedded PostgreSQL in {embedded_db.pgdata_dir()} ...")
     try:
-        # Reading the settings validates every variable and starts the embedded database if needed.
-        from django.conf import settings
+        try:
+            # Reading the settings validates every variable and starts the embedded database if needed.
+            from django.conf import settings
 
-        say(f"database: {settings.DATABASES['default']['HOST']} / {settings.DATABASES['default']['NAME']}")
-        if embedded:
-            # The processes connect to this server; none of them starts or stops it themselves.
-            env["DATABASE_URL"] = settings.DATABASE_URL
-    except ImproperlyConfigured as exc:  # config.env.ImproperSetting: says what to fix
-        say(str(exc))
-        return 2
-    except RuntimeError as exc:  # the embedded server could not start; its message says why
-        say(str(exc))
-        return 1
-    try:
+            from config.env import env as setting
+
+            host, port = setting("HOST", "127.0.0.1"), setting("PORT", 8000)
+            say(f"database: {settings.DATABASES['default']['HOST']} / {settings.DATABASES['default']['NAME']}")
+            if embedded:
+                # The processes connect to this server; none of them starts or stops it themselves.
+                env["DATABASE_URL"] = settings.DATABASE_URL
+        except ImproperlyConfigured as exc:  # config.env.ImproperSetting: says what to fix
+            say(str(exc))
+            return 2
+        except RuntimeError as exc:  # the embedded server could not start; its message says why
+            say(str(exc))
+            return 1
         # Decide the broker once, so web, worker and beat agree.
         probe = subprocess.run(
             [python, "-c", "from config.celery import app; print(app.colony_broker_description)"],

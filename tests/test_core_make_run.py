@@ -134,6 +134,23 @@ def test_make_run_says_at_once_when_its_port_is_taken(tmp_path: Path):
     assert "database:" not in result.stdout  # it stopped before anything started
 
 
+def test_make_run_with_its_port_taken_starts_no_embedded_database(tmp_path: Path):
+    """The checks ran after Colony's configuration was imported, and that import starts the embedded
+    database: make run refused, but left a database it had just started running."""
+    data = tmp_path / "colony"
+    env = _run_env(data, web_port=0, database_port=0, connect_timeout=1)
+    del env["DATABASE_URL"]
+    try:
+        with _listening() as port:
+            result = _core_run({**env, "PORT": str(port)})
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert f"[colony] port {port} on 127.0.0.1 is already in use." in result.stdout
+        assert not (data / "pgdata").exists()
+    finally:
+        if (data / "pgdata").exists():  # what the fault left running
+            _embedded(data, "stop")
+
+
 def test_sigterm_while_starting_stops_the_start_up_step(tmp_path: Path):
     """SIGTERM (or SIGHUP) during the start-up steps ended core.run by the signal's default action: the
     step it was running ran on, and an embedded database it had started was never stopped."""
@@ -232,3 +249,30 @@ def test_make_run_stops_the_embedded_database_only_if_it_started_it(tmp_path: Pa
     finally:
         _embedded(data, "stop")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_sigterm_while_the_embedded_database_starts_stops_make_run_cleanly(tmp_path: Path):
+    """SIGTERM while core.run read its settings (which start the embedded database) ended it with a
+    KeyboardInterrupt traceback: that step was outside the try that says "stopped while starting"."""
+    import fasteners
+
+    data = tmp_path / "colony"
+    data.mkdir()
+    log = tmp_path / "run.log"
+    env = _run_env(data, web_port=free_port(), database_port=0, connect_timeout=5)
+    del env["DATABASE_URL"]
+    # Another process starting the same server holds its start lock: core.run waits in that step.
+    with fasteners.InterProcessLock(str(data / "pgdata.start.lock")):
+        run = _start_core_run(env, log)
+        try:
+            assert _wait_for(lambda: "starting embedded PostgreSQL" in log.read_text(), 60), log.read_text()
+            time.sleep(0.5)
+            run.send_signal(signal.SIGTERM)
+            assert run.wait(30) == 130, log.read_text()
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    output = log.read_text()
+    assert "[colony] stopped while starting." in output
+    assert "Traceback" not in output
