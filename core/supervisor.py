@@ -46,15 +46,23 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LEFTOVER_WAIT = 2.0
 
 
+def running(process: psutil.Process | None) -> bool:
+    """Whether ``process`` still runs. A zombie does not (psutil's ``is_running`` says it does): it has
+    let go of everything it held, and where PID 1 does not reap orphans it stays a zombie."""
+    try:
+        return process is not None and process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def group_members(pgid: int) -> list[int]:
-    """The processes of group ``pgid`` that still run (a zombie has let go of everything it held, and
-    where PID 1 does not reap orphans it stays a zombie)."""
+    """The processes of group ``pgid`` that still run (see :func:`running`)."""
     members = []
-    for process in psutil.process_iter(["status"]):
+    for process in psutil.process_iter():
         try:
-            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
+            if os.getpgid(process.pid) == pgid and running(process):
                 members.append(process.pid)
-        except (OSError, psutil.Error):
+        except OSError:
             continue  # gone meanwhile
     return sorted(members)
 
@@ -81,14 +89,30 @@ def read_procfile(path: Path) -> dict[str, str]:
 
 
 @dataclass
+class Backoff:
+    """How long to wait before a restart: ``BACKOFF_FIRST`` doubling up to ``BACKOFF_MAX``, back to the
+    first once what it restarts has stayed up ``STABLE_AFTER`` seconds."""
+
+    delay: float = BACKOFF_FIRST
+
+    def take(self) -> float:
+        """The wait before this restart; the next one waits twice as long."""
+        delay, self.delay = self.delay, min(BACKOFF_MAX, self.delay * 2)
+        return delay
+
+    def settle(self, up_for: float) -> None:
+        if up_for > STABLE_AFTER:
+            self.delay = BACKOFF_FIRST
+
+
+@dataclass
 class Child:
     name: str
     command: str
     process: subprocess.Popen | None = None
     started_at: float = 0.0
-    backoff: float = BACKOFF_FIRST
+    backoff: Backoff = field(default_factory=Backoff)
     restart_at: float | None = None
-    restarts: int = 0
     threads: list[threading.Thread] = field(default_factory=list)
 
 
@@ -103,11 +127,10 @@ class Watch:
 
     def __init__(self, name: str, *, ended: Callable[[], int | None], restart: Callable[[], None]):
         self.name, self.ended, self.restart = name, ended, restart
-        self.backoff = BACKOFF_FIRST
+        self.backoff = Backoff()
         self.restart_at: float | None = None
         self.checked_at = 0.0
         self.up_since = time.monotonic()
-        self.restarts = 0
         self.failed_pid: int | None = None
         self.thread: threading.Thread | None = None
 
@@ -122,18 +145,14 @@ class Watch:
         pid = self.failed_pid or self.ended()
         if pid is None:
             self.restart_at = None  # running (restarted by hand, perhaps), or stopped on purpose
-            if now - self.up_since > STABLE_AFTER:
-                self.backoff = BACKOFF_FIRST
+            self.backoff.settle(now - self.up_since)
             return
         if self.restart_at is None:
-            self.restart_at = now + self.backoff
-            say(
-                "supervisor", f"{self.name} (pid {pid}) ended without being stopped; restarting in {self.backoff:.0f} s"
-            )
-            self.backoff = min(BACKOFF_MAX, self.backoff * 2)
+            delay = self.backoff.take()
+            self.restart_at = now + delay
+            say("supervisor", f"{self.name} (pid {pid}) ended without being stopped; restarting in {delay:.0f} s")
         elif now >= self.restart_at:
             self.restart_at = None
-            self.restarts += 1
             self.thread = threading.Thread(target=self._restart, args=(say, pid), daemon=True)
             self.thread.start()
 
@@ -208,20 +227,18 @@ class Supervisor:
             if child.process is not None and child.restart_at is None:
                 code = child.process.poll()
                 if code is None:
-                    if now - child.started_at > STABLE_AFTER:
-                        child.backoff = BACKOFF_FIRST
+                    child.backoff.settle(now - child.started_at)
                     continue
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"
-                child.restart_at = now + child.backoff
+                delay = child.backoff.take()
+                child.restart_at = now + delay
                 self.say(
                     "supervisor",
-                    f"{child.name} (pid {child.process.pid}) ended with {how}; restarting in {child.backoff:.0f} s",
+                    f"{child.name} (pid {child.process.pid}) ended with {how}; restarting in {delay:.0f} s",
                 )
-                child.backoff = min(BACKOFF_MAX, child.backoff * 2)
                 self._stop_leftovers(child)
             if child.restart_at is not None and now >= child.restart_at and not self.stopping.is_set():
                 self._kill_leftovers(child)
-                child.restarts += 1
                 self.start(child)
 
     def _stop_leftovers(self, child: Child) -> None:

@@ -183,7 +183,7 @@ def test_what_a_dead_process_left_is_killed_at_the_stop_before_its_restart(tmp_p
         tmp_path, PARENT_IGNORES_SIGTERM, job_source=stubborn_job.replace("time.sleep(1.5)", "time.sleep(60)")
     )
     try:
-        supervisor.children[0].backoff = 60.0  # the restart is still pending at the stop
+        supervisor.children[0].backoff.delay = 60.0  # the restart is still pending at the stop
         os.kill(supervisor.children[0].process.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while "restarting in 60 s" not in out.getvalue():
