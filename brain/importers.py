@@ -48,7 +48,18 @@ def _load_json_or_lines(path: Path) -> Any:
             return json.loads(text)
         except json.JSONDecodeError:
             pass  # JSONL: one object per line
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"line {number} is not JSON ({exc.msg}, column {exc.colno}); the file must be one JSON document "
+                "or JSON Lines (one object a line)."
+            ) from exc
+    return rows
 
 
 def detect_format(data: Any) -> str:
@@ -116,11 +127,14 @@ def _is_uuid(value: Any) -> bool:
 
 def _mem0(data: Any) -> Iterator[dict[str, Any]]:
     memories = data.get("results", []) if isinstance(data, dict) else data
+    if not isinstance(memories, list):
+        raise ValueError("a Mem0 dump's results must be a list of memories.")
     for memory in memories:
         if not isinstance(memory, dict):
             yield memory  # reported as a bad line
             continue
-        metadata = memory.get("metadata") or {}
+        metadata = memory.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
         who = memory.get("agent_id") or memory.get("user_id") or memory.get("actor_id") or "mem0"
         tags = metadata.get("tags") or memory.get("categories") or metadata.get("categories") or []
         item = {
@@ -151,12 +165,17 @@ _SEED_DIRECT = ITEM_FIELDS - {"id", "agent", "embedding", "corrected_fact_embedd
 
 def _seed_points(data: Any) -> Iterator[dict[str, Any]]:
     if isinstance(data, dict):
-        data = (data.get("result") or data).get("points", [])
+        data = data.get("result", data)  # {"result": {"points": [...]}} (scroll) or {"result": [...]} (retrieve)
+    if isinstance(data, dict):
+        data = data.get("points", [])
+    if not isinstance(data, list):
+        raise ValueError("seed points must be a list of {id, vector, payload} objects.")
     for point in data:
         if not isinstance(point, dict):
             yield point
             continue
-        payload = dict(point.get("payload") or {})
+        payload = point.get("payload")
+        payload = dict(payload) if isinstance(payload, dict) else {}
         item = {k: payload.pop(k) for k in list(payload) if k in _SEED_DIRECT}
         item["id"] = str(point.get("id"))
         vector = point.get("vector")
@@ -187,19 +206,21 @@ def read_seed_query_log(path: Path) -> list[dict[str, Any]]:
     finally:
         connection.close()
     out = []
-    for row in rows:
+    for found in rows:
+        row = dict(zip(found.keys(), found, strict=True))
         try:
-            returned = json.loads(row["returned_ids"] or "[]")
-        except json.JSONDecodeError:
+            returned = json.loads(row.get("returned_ids") or "[]")
+        except (TypeError, json.JSONDecodeError):
             returned = []
-        timestamp = row["timestamp"]
-        if timestamp and "T" not in timestamp:
+        returned = returned if isinstance(returned, list) else []
+        timestamp = row.get("timestamp")
+        if isinstance(timestamp, str) and timestamp and "T" not in timestamp:
             timestamp = timestamp.replace(" ", "T") + "+00:00"  # SQLite datetime('now') is UTC
         out.append(
             {
-                "agent_ref": row["agent_id"],
-                "session_id": row["session_id"],
-                "query_text": row["query_text"] or "",
+                "agent_ref": row.get("agent_id"),
+                "session_id": row.get("session_id"),
+                "query_text": row.get("query_text") or "",
                 "results": [{"id": str(i), "score": None} for i in returned],
                 "created_at": timestamp,
             }

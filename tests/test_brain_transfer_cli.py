@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 import uuid
@@ -15,6 +16,7 @@ from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.corrections import thought_correct
 from brain.services.lineage import lineage_supersede
 from brain.services.thoughts import thought_link_related
+from core.services import agent_create
 from tests.conftest import fake_vector
 
 pytestmark = pytest.mark.django_db
@@ -219,3 +221,158 @@ def test_a_bad_item_stops_with_the_line_named(space, tmp_path, fake_embedder):
     with pytest.raises(CommandError, match="item 2 thought_type"):
         call_command("brain", "import", str(path), "--format", "colony", "--no-progress")
     assert not Thought.objects.filter(space=space).exists()
+
+
+def test_items_with_the_same_id_in_different_batches_stop_the_import_before_any_batch(space, tmp_path, fake_embedder):
+    same = str(uuid.uuid4())
+    items = [{"content": f"note {n}"} for n in range(4)] + [{"id": same, "content": "a"}, {"id": same, "content": "b"}]
+    path = tmp_path / "twice.json"
+    path.write_text(json.dumps(items))
+    with pytest.raises(CommandError, match=r"item 6 id: .* is also the id of item 5"):
+        call_command("brain", "import", str(path), "--format", "colony", "--no-progress", "--batch-size", "5")
+    assert not Thought.objects.filter(space=space).exists() and fake_embedder == []
+
+
+def test_bad_query_log_rows_and_suggestions_stop_the_import_before_any_thought(rich_space, tmp_path):
+    path = tmp_path / "export.jsonl"
+    call_command("brain", "export", str(path), "--no-progress")
+    with path.open("a") as out:
+        out.write(json.dumps({"kind": "query_log", "session_id": "s", "query_text": "q", "created_at": "yesterday"}))
+        out.write("\n" + json.dumps({"kind": "correction_suggestion", "thought": str(uuid.uuid4()), "statement": "x"}))
+        out.write("\n")
+    CorrectionSuggestion.objects.filter(space=rich_space).delete()
+    QueryLog.objects.filter(space=rich_space).delete()
+    Thought.objects.filter(space=rich_space).delete()
+
+    with pytest.raises(CommandError) as raised:
+        call_command("brain", "import", str(path), "--no-progress")
+    message = str(raised.value)
+    assert "query-log row 2 created_at: 'yesterday' is not an ISO 8601 date-time" in message
+    assert "correction suggestion 2 thought: no thought" in message and "nothing was imported" in message
+    assert not Thought.objects.filter(space=rich_space).exists()
+    assert not QueryLog.objects.filter(space=rich_space).exists()
+
+
+def test_a_stopped_import_is_finished_by_running_it_again_with_skip_existing(space, tmp_path, monkeypatch):
+    from brain import embedding
+
+    # Mem0 memories, some without a UUID id (their thought ids are derived from the file, so a second
+    # run recognises them), and a seed query log imported once.
+    memories = [{"id": f"m{n}", "memory": f"Fact without a UUID {n}.", "agent_id": "bot"} for n in range(3)]
+    memories += [{"id": str(uuid.uuid4()), "memory": f"Kept fact {n}.", "user_id": "alice"} for n in range(3)]
+    path = tmp_path / "mem0.json"
+    path.write_text(json.dumps({"results": memories}))
+    calls = []
+
+    def embed_many(texts, *, batch_size=64):
+        calls.append(list(texts))
+        if len(calls) == 2:
+            raise embedding.EmbeddingError("the model ran out of memory")
+        return [fake_vector(t) for t in texts]
+
+    monkeypatch.setattr(embedding, "embed_many", embed_many)
+    with pytest.raises(CommandError) as raised:
+        call_command("brain", "import", str(path), "--no-progress", "--batch-size", "2")
+    assert "the model ran out of memory" in str(raised.value)
+    assert "2 thoughts of earlier batches were imported" in str(raised.value)
+    assert "again with --skip-existing" in str(raised.value)
+    assert Thought.objects.filter(space=space).count() == 2
+
+    with pytest.raises(CommandError, match="2 of the file's thoughts are already in space default"):
+        call_command("brain", "import", str(path), "--no-progress", "--batch-size", "2")
+    assert Thought.objects.filter(space=space).count() == 2
+
+    call_command("brain", "import", str(path), "--no-progress", "--batch-size", "2", "--skip-existing")
+    contents = sorted(Thought.objects.filter(space=space).values_list("content", flat=True))
+    assert contents == sorted(m["memory"] for m in memories)  # each once
+
+    out = io.StringIO()
+    call_command("brain", "import", str(path), "--no-progress", "--skip-existing", stdout=out)
+    assert "Imported 0 thoughts" in out.getvalue() and "left out: 6 thoughts" in out.getvalue()
+    assert Thought.objects.filter(space=space).count() == 6
+
+
+def test_a_finished_import_run_again_with_skip_existing_adds_no_query_log_or_suggestion(rich_space, tmp_path):
+    path = tmp_path / "export.jsonl"
+    call_command("brain", "export", str(path), "--no-progress")
+    out = io.StringIO()
+    call_command("brain", "import", str(path), "--no-progress", "--skip-existing", stdout=out)
+    assert "left out: 5 thoughts, 1 query-log rows, 1 correction suggestions" in out.getvalue()
+    assert QueryLog.objects.filter(space=rich_space).count() == 1
+    assert CorrectionSuggestion.objects.filter(space=rich_space).count() == 1
+
+
+def test_an_export_is_copied_into_another_space_with_new_ids(rich_space, other_space, tmp_path):
+    path = tmp_path / "export.jsonl"
+    call_command("brain", "export", str(path), "--no-progress")
+    with pytest.raises(CommandError, match=r"another space \(5 such item\(s\)\).*--new-ids"):
+        call_command("brain", "import", str(path), "--space", "other", "--no-progress")
+    assert not Thought.objects.filter(space=other_space).exists()
+
+    agent_create(name="dev-1", role="dev", space=other_space)  # the copy's thoughts keep their agent by name
+    call_command("brain", "import", str(path), "--space", "other", "--no-progress", "--new-ids", "--batch-size", "2")
+    copy = tmp_path / "copy.jsonl"
+    call_command("brain", "export", str(copy), "--space", "other", "--no-progress")
+    before, after = export_rows(path), export_rows(copy)
+    assert Thought.objects.filter(space=rich_space).count() == 5  # the original is untouched
+
+    def by_content(rows):
+        return sorted((r for r in rows if r["kind"] == "thought"), key=lambda r: r["content"])
+
+    mapping = {old["id"]: new["id"] for old, new in zip(by_content(before), by_content(after), strict=True)}
+    assert len(set(mapping.values())) == 5 and not set(mapping) & set(mapping.values())
+
+    def renamed(row):  # the old export with every id replaced by its copy's
+        text = json.dumps(row, sort_keys=True)
+        for old, new in mapping.items():
+            text = text.replace(old, new)
+        return json.loads(text)
+
+    def comparable(rows):
+        return [{k: v for k, v in r.items() if k not in ("id", "space")} for r in rows]
+
+    suggestion_before = [renamed(r) for r in before if r["kind"] == "correction_suggestion"]
+    suggestion_after = [r for r in after if r["kind"] == "correction_suggestion"]
+    assert comparable(suggestion_after) == comparable(suggestion_before)
+    assert suggestion_after[0]["id"] != suggestion_before[0]["id"]
+    # thoughts (lineage, links, co-retrieval) and the query log point at the copies
+    assert [renamed(r) for r in by_content(before)] == by_content(after)
+    assert [renamed(r) for r in before if r["kind"] == "query_log"] == [r for r in after if r["kind"] == "query_log"]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d, "is not a file"),
+        (lambda d: _write(d / "x.jsonl", '{"content": "a"}\n{"content": "b"}\n{"content": \n'), "line 3 is not JSON"),
+        (lambda d: _write(d / "latin1.json", '[{"content": "caf\xe9"}]', "latin-1"), "utf-8"),
+        (lambda d: _write(d / "mem0.json", '{"results": {"a": 1}}'), "results must be a list"),
+    ],
+)
+def test_a_file_that_cannot_be_read_is_reported(space, tmp_path, make, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("brain", "import", str(make(tmp_path)), "--no-progress")
+    assert not Thought.objects.filter(space=space).exists()
+
+
+@pytest.mark.parametrize(("name", "message"), [("missing.db", "No query-log database"), ("text.db", "not a database")])
+def test_a_query_log_that_is_no_seed_database_is_reported(space, tmp_path, name, message):
+    points = tmp_path / "points.json"
+    points.write_text(json.dumps([{"id": str(uuid.uuid4()), "payload": {"content": "Status."}}]))
+    (tmp_path / "text.db").write_text("not sqlite")
+    with pytest.raises(CommandError, match=message):
+        call_command("brain", "import", str(points), "--query-log", str(tmp_path / name), "--no-progress")
+    assert not Thought.objects.filter(space=space).exists()
+
+
+def test_seed_points_as_a_retrieve_response(space, tmp_path):
+    a = str(uuid.uuid4())
+    path = tmp_path / "points.json"
+    path.write_text(json.dumps({"result": [{"id": a, "vector": fake_vector("x"), "payload": {"content": "Status."}}]}))
+    call_command("brain", "import", str(path), "--format", "seed", "--no-progress")
+    assert Thought.objects.get(pk=a).content == "Status."
+
+
+def _write(path, text, encoding="utf-8"):
+    path.write_text(text, encoding=encoding)
+    return path

@@ -23,6 +23,7 @@ pheromones and access counts are taken as given (nothing is computed from the ag
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import math
 import re
@@ -655,27 +656,118 @@ def thoughts_import_links(*, space: Space, links: list[tuple[str, str, str]]) ->
 
 
 # --- query log and suggestions ------------------------------------------------------------------------
+def _optional_uuid(value: Any, name: str) -> uuid.UUID | None:
+    return None if value in (None, "") else _uuid(value, name)
+
+
+def _short_text(value: Any, name: str, max_length: int) -> str:
+    """Text cut to the column's length, as the seed brain's logs need (their ids may be longer); a
+    number is taken as its text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    return _text(value, name)[:max_length]
+
+
+def querylog_clean(row: Any) -> dict[str, Any]:
+    """One query-log row of a dump ({agent, agent_ref, session_id, query_text, results,
+    stored_thought, created_at}) as model values; raises ``_Bad`` naming the first wrong field."""
+    if not isinstance(row, dict):
+        raise _Bad("", "each query-log row must be a JSON object.")
+    if any(_has_nul(v) for v in row.values()):
+        raise _Bad("", "text can't contain the NUL character (\\u0000).")
+    results = row.get("results")
+    results = [] if results is None else results
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        raise _Bad("results", "must be a list of {id, score} objects.")
+    return {
+        "agent": _short_text(row.get("agent"), "agent", 100),
+        "agent_ref": _short_text(row.get("agent_ref"), "agent_ref", 100),
+        "session_id": _short_text(row.get("session_id"), "session_id", 100),
+        "query_text": _text(row.get("query_text"), "query_text"),
+        "results": results,
+        "stored_thought": _optional_uuid(row.get("stored_thought"), "stored_thought"),
+        "created_at": _datetime(row.get("created_at"), "created_at") or timezone.now(),
+    }
+
+
+def querylog_key(*, session_id: str, query_text: str, created_at: dt.datetime) -> tuple[str, str, str]:
+    """What tells a query-log row from another (rows have no id of their own in an export)."""
+    return (session_id, query_text, created_at.isoformat())
+
+
+def querylog_keys(*, space: Space) -> set[tuple[str, str, str]]:
+    return {
+        querylog_key(session_id=s, query_text=q, created_at=c)
+        for s, q, c in QueryLog.objects.filter(space=space).values_list("session_id", "query_text", "created_at")
+    }
+
+
+def suggestion_clean(row: Any) -> dict[str, Any]:
+    """One correction suggestion of a Colony export as model values; raises ``_Bad``."""
+    if not isinstance(row, dict):
+        raise _Bad("", "each correction suggestion must be a JSON object.")
+    if any(_has_nul(v) for v in row.values()):
+        raise _Bad("", "text can't contain the NUL character (\\u0000).")
+    if row.get("thought") in (None, ""):
+        raise _Bad("thought", "is required: the id of the thought the suggestion is about.")
+    draft = row.get("draft")
+    draft = {} if draft is None else draft
+    if not isinstance(draft, dict):
+        raise _Bad("draft", "must be an object.")
+    return {
+        "id": _optional_uuid(row.get("id"), "id") or uuid.uuid4(),
+        "thought": _uuid(row["thought"], "thought"),
+        "statement": _text(row.get("statement"), "statement"),
+        "contradicting_thought": _optional_uuid(row.get("contradicting_thought"), "contradicting_thought"),
+        "draft": draft,
+        "origin": _choice(
+            row.get("origin"), "origin", SuggestionOrigin.values, SuggestionOrigin.CONTRADICTION_DETECTOR
+        ),
+        "confidence": _number(row.get("confidence", 0.0), "confidence", minimum=0),
+        "reason": _text(row.get("reason"), "reason"),
+        "agent": _text(row.get("agent"), "agent", 100),
+        "session_id": _text(row.get("session_id"), "session_id", 100),
+        "status": _choice(row.get("status"), "status", SuggestionStatus.values, SuggestionStatus.PENDING),
+        "created_at": _datetime(row.get("created_at"), "created_at") or timezone.now(),
+        "resolved_at": _datetime(row.get("resolved_at"), "resolved_at"),
+        "resolved_by": _text(row.get("resolved_by"), "resolved_by", 200),
+        "correction": _optional_uuid(row.get("correction"), "correction"),
+    }
+
+
+def _cleaned(rows: list[Any], clean, what: str) -> list[dict[str, Any]]:
+    out, errors = [], []
+    for number, row in enumerate(rows, start=1):
+        try:
+            out.append(clean(row))
+        except _Bad as bad:
+            errors.append(LineError(number, bad.message, bad.field))
+    if errors:
+        raise ImportInvalid(
+            f"{len(errors)} problem(s) in the {what}; none of them was stored.",
+            extra={"lines": [e.as_dict() for e in errors[:200]], "error_count": len(errors)},
+        )
+    return out
+
+
 def querylogs_import(*, space: Space, rows: list[dict[str, Any]]) -> int:
-    """Bulk insert query-log rows ({agent, agent_ref, session_id, query_text, results, stored_thought,
-    created_at}); ``stored_thought`` must be a thought of the space or it is dropped."""
-    names = {r.get("agent") for r in rows if r.get("agent")}
+    """Bulk insert query-log rows (see :func:`querylog_clean`), all or nothing; ``stored_thought``
+    must be a thought of the space or it is dropped."""
+    rows = _cleaned(rows, querylog_clean, "query-log rows")
+    names = {r["agent"] for r in rows if r["agent"]}
     agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)} if names else {}
-    stored = {r.get("stored_thought") for r in rows if r.get("stored_thought")}
-    known = (
-        {str(pk) for pk in Thought.objects.filter(space=space, pk__in=stored).values_list("pk", flat=True)}
-        if stored
-        else set()
-    )
+    stored = {r["stored_thought"] for r in rows if r["stored_thought"]}
+    known = set(Thought.objects.filter(space=space, pk__in=stored).values_list("pk", flat=True)) if stored else set()
     objs = [
         QueryLog(
             space=space,
-            agent=agents.get(r.get("agent") or ""),
-            agent_ref=str(r.get("agent_ref") or "")[:100],
-            session_id=str(r.get("session_id") or "")[:100],
-            query_text=str(r.get("query_text") or ""),
-            results=r.get("results") or [],
-            stored_thought_id=r.get("stored_thought") if r.get("stored_thought") in known else None,
-            created_at=_datetime(r.get("created_at"), "created_at") or timezone.now(),
+            agent=agents.get(r["agent"]),
+            agent_ref=r["agent_ref"],
+            session_id=r["session_id"],
+            query_text=r["query_text"],
+            results=r["results"],
+            stored_thought_id=r["stored_thought"] if r["stored_thought"] in known else None,
+            created_at=r["created_at"],
         )
         for r in rows
     ]
@@ -684,31 +776,258 @@ def querylogs_import(*, space: Space, rows: list[dict[str, Any]]) -> int:
 
 
 def suggestions_import(*, space: Space, rows: list[dict[str, Any]]) -> int:
-    names = {r.get("agent") for r in rows if r.get("agent")}
+    """Bulk insert correction suggestions (see :func:`suggestion_clean`), all or nothing: each must
+    be about a thought of the space; a contradicting thought or correction that is not in the space
+    is dropped (null), as deleting it would have done."""
+    rows = _cleaned(rows, suggestion_clean, "correction suggestions")
+    names = {r["agent"] for r in rows if r["agent"]}
     agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)} if names else {}
+    named = {r[n] for r in rows for n in ("thought", "contradicting_thought", "correction") if r[n]}
+    known = set(Thought.objects.filter(space=space, pk__in=named).values_list("pk", flat=True)) if named else set()
+    taken = set(CorrectionSuggestion.objects.filter(pk__in=[r["id"] for r in rows]).values_list("pk", flat=True))
+    errors = [
+        LineError(n, f"no thought {r['thought']} in this space.", "thought")
+        for n, r in enumerate(rows, start=1)
+        if r["thought"] not in known
+    ] + [
+        LineError(n, f"a correction suggestion with id {r['id']} already exists.", "id")
+        for n, r in enumerate(rows, start=1)
+        if r["id"] in taken
+    ]
+    if errors:
+        raise ImportInvalid(
+            f"{len(errors)} problem(s) in the correction suggestions; none of them was stored.",
+            extra={
+                "lines": [e.as_dict() for e in sorted(errors, key=lambda e: e.line)[:200]],
+                "error_count": len(errors),
+            },
+        )
     objs = [
         CorrectionSuggestion(
-            id=r.get("id") or uuid.uuid4(),
             space=space,
+            agent=agents.get(r["agent"]),
+            **{k: v for k, v in r.items() if k not in ("agent", "thought", "contradicting_thought", "correction")},
             thought_id=r["thought"],
-            statement=r.get("statement") or "",
-            contradicting_thought_id=r.get("contradicting_thought"),
-            draft=r.get("draft") or {},
-            origin=r.get("origin") or SuggestionOrigin.CONTRADICTION_DETECTOR,
-            confidence=r.get("confidence") or 0.0,
-            reason=r.get("reason") or "",
-            agent=agents.get(r.get("agent") or ""),
-            session_id=r.get("session_id") or "",
-            status=r.get("status") or SuggestionStatus.PENDING,
-            created_at=_datetime(r.get("created_at"), "created_at") or timezone.now(),
-            resolved_at=_datetime(r.get("resolved_at"), "resolved_at"),
-            resolved_by=r.get("resolved_by") or "",
-            correction_id=r.get("correction"),
+            contradicting_thought_id=r["contradicting_thought"] if r["contradicting_thought"] in known else None,
+            correction_id=r["correction"] if r["correction"] in known else None,
         )
         for r in rows
     ]
     CorrectionSuggestion.objects.bulk_create(objs, batch_size=1000)
     return len(objs)
+
+
+# --- whole dumps (manage.py brain import) ------------------------------------------------------------
+#: Names the ids a file import gives its items: an item without an id gets uuid5(this, space + item
+#: number + the item's JSON), and --new-ids maps an id to uuid5(this, space + old id). The same file
+#: imported into the same space gives the same ids, so a second run knows what the first one stored.
+IMPORT_ID_NAMESPACE = uuid.UUID("6f6c6f6e-792d-4269-8d70-6f7274000001")
+
+
+@dataclass
+class DumpPlan:
+    """What a file import will store, every row already checked (see :func:`dump_plan`)."""
+
+    thoughts: list[dict[str, Any]]
+    query_logs: list[dict[str, Any]]
+    suggestions: list[dict[str, Any]]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class DumpProblem:
+    what: str  # "item 3", "query-log row 2", "correction suggestion 1", "file"
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.what} {self.field}: {self.message}" if self.field else f"{self.what}: {self.message}"
+
+
+class DumpInvalid(Exception):
+    """The file can't be imported as it is; nothing was stored. ``problems`` lists why."""
+
+    def __init__(self, message: str, problems: list[DumpProblem]):
+        super().__init__(message)
+        self.message = message
+        self.problems = problems
+
+
+def _remap_ids(items: list[Any], logs: list[Any], suggestions: list[Any], new_id) -> None:
+    """Give every thought of the file a new id, the file's references following (--new-ids)."""
+    mapping = {
+        str(item["id"]).lower(): str(new_id(item["id"]))
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"]
+    }
+
+    def ref(value: Any) -> Any:
+        return mapping.get(value.lower(), value) if isinstance(value, str) else value
+
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        for name in ("id", *FK_REFS):
+            if name in item:
+                item[name] = ref(item[name])
+        for name in (*ARRAY_REFS, "related_thoughts"):
+            if isinstance(item.get(name), list):
+                item[name] = [ref(v) for v in item[name]]
+        co = item.get("co_retrieved_with")
+        if isinstance(co, dict):
+            item["co_retrieved_with"] = {ref(k): v for k, v in co.items()}
+        elif isinstance(co, list):
+            for entry in co:
+                if isinstance(entry, dict) and "thought_id" in entry:
+                    entry["thought_id"] = ref(entry["thought_id"])
+    for log in logs:
+        if isinstance(log, dict):
+            log["stored_thought"] = ref(log.get("stored_thought"))
+            for result in log.get("results") or []:
+                if isinstance(result, dict) and "id" in result:
+                    result["id"] = ref(result["id"])
+    for suggestion in suggestions:
+        if isinstance(suggestion, dict):
+            if suggestion.get("id"):
+                suggestion["id"] = str(new_id(f"suggestion {suggestion['id']}"))
+            for name in ("thought", "contradicting_thought", "correction"):
+                suggestion[name] = ref(suggestion.get(name))
+
+
+def _in_chunks(model, ids: set, chunk: int = 10_000) -> dict[Any, Any]:
+    """{pk: space_id} of the rows of ``model`` among ``ids``, asked in chunks."""
+    ordered, found = list(ids), {}
+    for start in range(0, len(ordered), chunk):
+        found.update(model.objects.filter(pk__in=ordered[start : start + chunk]).values_list("pk", "space_id"))
+    return found
+
+
+def dump_plan(
+    *,
+    space: Space,
+    thoughts: list[Any],
+    query_logs: list[Any],
+    suggestions: list[Any],
+    skip_existing: bool = False,
+    new_ids: bool = False,
+) -> DumpPlan:
+    """Check a whole dump before anything of it is stored; raises :class:`DumpInvalid` listing every
+    problem (fields, ids repeated in the file, ids taken by other spaces' thoughts or already in this
+    one, suggestions about thoughts that are nowhere), so a file import fails before its first batch
+    rather than half-way. Items without an id get a stable one (:data:`IMPORT_ID_NAMESPACE`); with
+    ``skip_existing`` what is already in the space (thoughts and suggestions by id, query-log rows
+    by session, text and time) is left out, so a stopped import can be finished by running it again."""
+
+    def new_id(old: Any) -> uuid.UUID:
+        return uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {str(old).lower()}")
+
+    if new_ids:
+        _remap_ids(thoughts, query_logs, suggestions, new_id)
+    problems: list[DumpProblem] = []
+    cleaned: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
+    first_seen: dict[uuid.UUID, int] = {}
+    for number, item in enumerate(thoughts, start=1):
+        try:
+            row = item_clean(item)
+        except _Bad as bad:
+            problems.append(DumpProblem(f"item {number}", bad.field, bad.message))
+            continue
+        if item.get("id") in (None, ""):
+            stable = json.dumps(item, sort_keys=True, default=str)
+            item = {**item, "id": str(uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {number} {stable}"))}
+            row["id"] = uuid.UUID(item["id"])
+        if row["id"] in first_seen:
+            problems.append(
+                DumpProblem(f"item {number}", "id", f"{row['id']} is also the id of item {first_seen[row['id']]}.")
+            )
+        first_seen.setdefault(row["id"], number)
+        cleaned.append((number, item, row))
+
+    stored = _in_chunks(Thought, set(first_seen))
+    here = {pk for pk, owner in stored.items() if owner == space.pk}
+    elsewhere = sorted((first_seen[pk], pk) for pk, owner in stored.items() if owner != space.pk)
+    if elsewhere:
+        number, pk = elsewhere[0]
+        problems.append(
+            DumpProblem(
+                f"item {number}",
+                "id",
+                f"{pk} is the id of a thought of another space ({len(elsewhere)} such item(s)); ids are unique "
+                "on a server. To copy an export into another space, import it with --new-ids.",
+            )
+        )
+    if here and not skip_existing:
+        number = min(first_seen[pk] for pk in here)
+        problems.append(
+            DumpProblem(
+                f"item {number}",
+                "id",
+                f"{len(here)} of the file's thoughts are already in space {space.slug} (an earlier import?). "
+                "Run the import again with --skip-existing to store only what is missing.",
+            )
+        )
+    skipped = {"thoughts": 0, "query_logs": 0, "correction_suggestions": 0}
+    kept = []
+    for _, item, row in cleaned:
+        if row["id"] in here and skip_existing:
+            skipped["thoughts"] += 1
+        else:
+            kept.append(item)
+
+    logs = []
+    known_logs = querylog_keys(space=space) if skip_existing and query_logs else set()
+    for number, raw in enumerate(query_logs, start=1):
+        try:
+            log = querylog_clean(raw)
+        except _Bad as bad:
+            problems.append(DumpProblem(f"query-log row {number}", bad.field, bad.message))
+            continue
+        key = querylog_key(session_id=log["session_id"], query_text=log["query_text"], created_at=log["created_at"])
+        if key in known_logs:
+            skipped["query_logs"] += 1
+        else:
+            logs.append(raw)
+
+    kept_suggestions, about = [], {}
+    for number, raw in enumerate(suggestions, start=1):
+        try:
+            suggestion = suggestion_clean(raw)
+        except _Bad as bad:
+            problems.append(DumpProblem(f"correction suggestion {number}", bad.field, bad.message))
+            continue
+        about[number] = (suggestion, raw)
+    taken = _in_chunks(CorrectionSuggestion, {s["id"] for s, _ in about.values()})
+    outside = {s["thought"] for s, _ in about.values()} - set(first_seen)
+    present = {pk for pk, owner in _in_chunks(Thought, outside).items() if owner == space.pk}
+    for number, (suggestion, raw) in about.items():
+        if suggestion["thought"] not in first_seen and suggestion["thought"] not in present:
+            problems.append(
+                DumpProblem(
+                    f"correction suggestion {number}",
+                    "thought",
+                    f"no thought {suggestion['thought']} in the file or in space {space.slug}.",
+                )
+            )
+        elif suggestion["id"] in taken and taken[suggestion["id"]] == space.pk and skip_existing:
+            skipped["correction_suggestions"] += 1
+        elif suggestion["id"] in taken:
+            problems.append(
+                DumpProblem(
+                    f"correction suggestion {number}",
+                    "id",
+                    f"a correction suggestion with id {suggestion['id']} already exists"
+                    + (
+                        f" in space {space.slug}; run the import again with --skip-existing."
+                        if taken[suggestion["id"]] == space.pk
+                        else " in another space; import the file with --new-ids."
+                    ),
+                )
+            )
+        else:
+            kept_suggestions.append(raw)
+    if problems:
+        raise DumpInvalid(f"{len(problems)} problem(s) in the file; nothing was imported.", problems)
+    return DumpPlan(thoughts=kept, query_logs=logs, suggestions=kept_suggestions, skipped=skipped)
 
 
 # --- export -----------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ They run the services behind ``POST /api/v1/thoughts/import`` in-process, batch 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from tqdm import tqdm
 
-from brain.importers import FORMATS, read_dump
+from brain.importers import FORMATS, Dump, read_dump
 from brain.services.transfer import (
-    ImportInvalid,
+    DumpInvalid,
+    dump_plan,
     querylogs_import,
     space_export_counts,
     space_export_rows,
@@ -27,6 +29,7 @@ from brain.services.transfer import (
 )
 from core import services
 from core.choices import DEFAULT_SPACE_SLUG
+from core.errors import ApplicationError
 
 
 class Import:
@@ -39,25 +42,62 @@ class Import:
         parser.add_argument("--format", default="auto", choices=FORMATS)
         parser.add_argument("--query-log", type=Path, help="the seed brain's SQLite database with its query_log table")
         parser.add_argument("--batch-size", type=int, default=500, help="thoughts per transaction (default 500)")
+        parser.add_argument(
+            "--skip-existing",
+            action="store_true",
+            help="leave out what an earlier import of the file stored in the space (to finish one that stopped)",
+        )
+        parser.add_argument(
+            "--new-ids",
+            action="store_true",
+            help="give the file's thoughts new ids, references following (to copy an export into another space)",
+        )
         parser.add_argument("--no-progress", action="store_true")
+
+    @staticmethod
+    def read(path: Path, options: dict[str, Any]) -> Dump:
+        if not path.is_file():
+            raise CommandError(f"No file {path}." if not path.exists() else f"{path} is not a file.")
+        query_log: Path | None = options["query_log"]
+        if query_log is not None and not query_log.is_file():
+            raise CommandError(f"No query-log database {query_log} (--query-log: the seed brain's SQLite file).")
+        try:
+            return read_dump(path, fmt=options["format"], query_log=query_log)
+        except sqlite3.Error as exc:
+            raise CommandError(
+                f"Could not read the query log {query_log}: {exc}. --query-log takes the seed brain's SQLite "
+                "database, the one with the query_log table."
+            ) from exc
+        except ValueError as exc:  # JSON errors and text that is not UTF-8 included
+            raise CommandError(f"Could not read {path}: {exc}") from exc
+        except OSError as exc:
+            raise CommandError(f"Could not read {path}: {exc.strerror}.") from exc
 
     def run(self, command: BaseCommand, options: dict[str, Any]) -> dict[str, int]:
         space = services.space_get(slug=options["space"])
         path: Path = options["file"]
-        if not path.exists():
-            raise CommandError(f"No file {path}.")
+        dump = self.read(path, options)
         try:
-            dump = read_dump(path, fmt=options["format"], query_log=options["query_log"])
-        except (ValueError, json.JSONDecodeError) as exc:
-            raise CommandError(f"Could not read {path}: {exc}") from exc
+            plan = dump_plan(
+                space=space,
+                thoughts=dump.thoughts,
+                query_logs=dump.query_logs,
+                suggestions=dump.suggestions,
+                skip_existing=options["skip_existing"],
+                new_ids=options["new_ids"],
+            )
+        except DumpInvalid as exc:
+            listed = "\n".join(f"  {problem}" for problem in exc.problems[:50])
+            more = f"\n  ... and {len(exc.problems) - 50} more" if len(exc.problems) > 50 else ""
+            raise CommandError(f"{path}: {exc.message}\n{listed}{more}") from exc
         colony = dump.format == "colony"
         size = max(1, options["batch_size"])
         started = time.perf_counter()
         imported, links = 0, []
-        bar = tqdm(total=len(dump.thoughts), unit="thought", disable=options["no_progress"], desc="import")
-        for start in range(0, len(dump.thoughts), size):
-            batch = dump.thoughts[start : start + size]
-            try:
+        bar = tqdm(total=len(plan.thoughts), unit="thought", disable=options["no_progress"], desc="import")
+        try:
+            for start in range(0, len(plan.thoughts), size):
+                batch = plan.thoughts[start : start + size]
                 result = thoughts_import(
                     space=space,
                     agent=None,
@@ -66,30 +106,41 @@ class Import:
                     derive_lineage=not colony,
                     defer_links=True,
                 )
-            except ImportInvalid as exc:
-                bar.close()
-                problems = "\n".join(f"  item {e['line']} {e['field']}: {e['message']}" for e in exc.extra["lines"])
-                raise CommandError(
-                    f"{exc.message}\n{problems}\n{imported} thoughts of earlier batches were imported; "
-                    f"fix the file and import the rest (items from {start + 1} on)."
-                ) from exc
-            imported += len(result.ids)
-            links.extend(result.deferred_links)
-            bar.update(len(batch))
-        bar.close()
+                imported += len(result.ids)
+                links.extend(result.deferred_links)
+                bar.update(len(batch))
+        except ApplicationError as exc:  # the database refused a batch, the model failed, ...
+            lines = (exc.extra or {}).get("lines", [])
+            problems = "".join(f"\n  item {e['line']} {e['field']}: {e['message']}" for e in lines)
+            raise CommandError(
+                f"{exc.message}{problems}\n{imported} thoughts of earlier batches were imported. Run the same "
+                "command again with --skip-existing to import the rest."
+            ) from exc
+        finally:
+            bar.close()
         dangling = thoughts_import_links(space=space, links=links)
         with transaction.atomic():
-            logs = querylogs_import(space=space, rows=dump.query_logs)
-            suggestions = suggestions_import(space=space, rows=dump.suggestions) if dump.suggestions else 0
+            logs = querylogs_import(space=space, rows=plan.query_logs)
+            suggestions = suggestions_import(space=space, rows=plan.suggestions) if plan.suggestions else 0
         seconds = time.perf_counter() - started
         rate = imported / seconds if seconds else 0.0
         command.stdout.write(
             f"Imported {imported} thoughts ({dump.format} format), {logs} query-log rows and {suggestions} "
             f"correction suggestions into space {space.slug} in {seconds:.1f} s ({rate:.0f} thoughts/s)."
         )
+        if any(plan.skipped.values()):
+            command.stdout.write(
+                f"Already in the space, left out: {plan.skipped['thoughts']} thoughts, {plan.skipped['query_logs']} "
+                f"query-log rows, {plan.skipped['correction_suggestions']} correction suggestions."
+            )
         for link in dangling:
             command.stderr.write(f"Reference to a thought that is not in the space, left out: {link}")
-        return {"thoughts": imported, "query_logs": logs, "suggestions": suggestions}
+        return {
+            "thoughts": imported,
+            "query_logs": logs,
+            "suggestions": suggestions,
+            **{f"skipped_{k}": v for k, v in plan.skipped.items()},
+        }
 
 
 class Export:
