@@ -350,13 +350,15 @@ def thoughts_import(
     derive_lineage: bool = True,
     defer_links: bool = False,
     parse_errors: list[LineError] | None = None,
+    precleaned: bool = False,
 ) -> ImportResult:
     """Store one batch of thoughts in ``space``, all or nothing; see the module docstring.
 
     ``parse_errors`` are lines the caller could not even parse (JSONL); they fail the batch too.
     With ``defer_links`` (the CLI's multi-batch Colony import) references to thoughts that are not
     stored yet are returned in ``deferred_links`` for :func:`thoughts_import_links` instead of
-    being refused.
+    being refused. ``precleaned``: the items are :func:`item_clean`'s rows already (a file import,
+    checked whole by :func:`dump_plan`).
     """
     if len(items) > import_batch_max():
         raise ImportTooLarge(
@@ -370,7 +372,7 @@ def thoughts_import(
         if item is None:
             continue  # a line that failed to parse; its error is in parse_errors
         try:
-            cleaned.append((first_line + offset, item_clean(item)))
+            cleaned.append((first_line + offset, item if precleaned else item_clean(item)))
         except _Bad as bad:
             errors.append(LineError(first_line + offset, bad.message, bad.field))
 
@@ -828,7 +830,7 @@ IMPORT_ID_NAMESPACE = uuid.UUID("6f6c6f6e-792d-4269-8d70-6f7274000001")
 class DumpPlan:
     """What a file import will store, every row already checked (see :func:`dump_plan`)."""
 
-    thoughts: list[dict[str, Any]]
+    thoughts: list[dict[str, Any]]  # item_clean's rows: thoughts_import(..., precleaned=True)
     query_logs: list[dict[str, Any]]
     suggestions: list[dict[str, Any]]
     skipped: dict[str, int] = field(default_factory=dict)
@@ -934,14 +936,13 @@ def dump_plan(
             continue
         if item.get("id") in (None, ""):
             stable = json.dumps(item, sort_keys=True, default=str)
-            item = {**item, "id": str(uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {number} {stable}"))}
-            row["id"] = uuid.UUID(item["id"])
+            row["id"] = uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {number} {stable}")
         if row["id"] in first_seen:
             problems.append(
                 DumpProblem(f"item {number}", "id", f"{row['id']} is also the id of item {first_seen[row['id']]}.")
             )
         first_seen.setdefault(row["id"], number)
-        cleaned.append((number, item, row))
+        cleaned.append((number, row))
 
     stored = _in_chunks(Thought, set(first_seen))
     here = {pk for pk, owner in stored.items() if owner == space.pk}
@@ -968,11 +969,11 @@ def dump_plan(
         )
     skipped = {"thoughts": 0, "query_logs": 0, "correction_suggestions": 0}
     kept = []
-    for _, item, row in cleaned:
+    for _, row in cleaned:
         if row["id"] in here and skip_existing:
             skipped["thoughts"] += 1
         else:
-            kept.append(item)
+            kept.append(row)
 
     logs = []
     known_logs = querylog_keys(space=space) if skip_existing and query_logs else set()

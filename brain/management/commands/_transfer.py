@@ -105,6 +105,7 @@ class Import:
                     first_line=start + 1,
                     derive_lineage=not colony,
                     defer_links=True,
+                    precleaned=True,
                 )
                 imported += len(result.ids)
                 links.extend(result.deferred_links)
