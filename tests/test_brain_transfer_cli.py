@@ -236,10 +236,11 @@ def test_items_with_the_same_id_in_different_batches_stop_the_import_before_any_
 def test_bad_query_log_rows_and_suggestions_stop_the_import_before_any_thought(rich_space, tmp_path):
     path = tmp_path / "export.jsonl"
     call_command("brain", "export", str(path), "--no-progress")
-    with path.open("a") as out:
-        out.write(json.dumps({"kind": "query_log", "session_id": "s", "query_text": "q", "created_at": "yesterday"}))
-        out.write("\n" + json.dumps({"kind": "correction_suggestion", "thought": str(uuid.uuid4()), "statement": "x"}))
-        out.write("\n")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows.append({"kind": "query_log", "session_id": "s", "query_text": "q", "created_at": "yesterday"})
+    rows.append({"kind": "correction_suggestion", "thought": str(uuid.uuid4()), "statement": "x"})
+    rows[0]["counts"] = {"thoughts": 5, "query_logs": 2, "correction_suggestions": 2}
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     CorrectionSuggestion.objects.filter(space=rich_space).delete()
     QueryLog.objects.filter(space=rich_space).delete()
     Thought.objects.filter(space=rich_space).delete()
@@ -381,3 +382,43 @@ def test_seed_points_as_a_retrieve_response(space, tmp_path):
 def _write(path, text, encoding="utf-8"):
     path.write_text(text, encoding=encoding)
     return path
+
+
+def test_an_export_cut_short_is_refused(rich_space, tmp_path):
+    path = tmp_path / "export.jsonl"
+    call_command("brain", "export", str(path), "--no-progress")
+    lines = path.read_text().splitlines(keepends=True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[:4]))  # the header and three of the five thoughts
+    Thought.objects.filter(space=rich_space).update(refined_by=None, superseded_by=None, contradicted_by=None)
+    CorrectionSuggestion.objects.filter(space=rich_space).delete()
+    QueryLog.objects.filter(space=rich_space).delete()
+    Thought.objects.filter(space=rich_space).delete()
+    with pytest.raises(CommandError) as raised:
+        call_command("brain", "import", str(cut), "--no-progress")
+    assert "is not a whole export: its header promises 5 thoughts (it holds 3), 1 query logs (it holds 0)" in str(
+        raised.value
+    )
+    assert not Thought.objects.filter(space=rich_space).exists()
+
+
+def test_an_export_that_stops_half_way_leaves_no_file(rich_space, tmp_path, monkeypatch):
+    from brain.management.commands import _transfer
+
+    real = _transfer.space_export_rows
+
+    def failing(**kwargs):
+        rows = real(**kwargs)
+        yield next(rows)
+        yield next(rows)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_transfer, "space_export_rows", failing)
+    path = tmp_path / "export.jsonl"
+    with pytest.raises(CommandError, match="Could not write .*export.jsonl: No space left on device"):
+        call_command("brain", "export", str(path), "--no-progress")
+    assert list(tmp_path.iterdir()) == []
+
+    monkeypatch.setattr(_transfer, "space_export_rows", real)
+    with pytest.raises(CommandError, match="Could not write .*: No such file or directory"):
+        call_command("brain", "export", str(tmp_path / "no-such-folder" / "export.jsonl"), "--no-progress")

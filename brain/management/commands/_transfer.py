@@ -7,6 +7,7 @@ They run the services behind ``POST /api/v1/thoughts/import`` in-process, batch 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -62,7 +63,7 @@ class Import:
         if query_log is not None and not query_log.is_file():
             raise CommandError(f"No query-log database {query_log} (--query-log: the seed brain's SQLite file).")
         try:
-            return read_dump(path, fmt=options["format"], query_log=query_log)
+            dump = read_dump(path, fmt=options["format"], query_log=query_log)
         except sqlite3.Error as exc:
             raise CommandError(
                 f"Could not read the query log {query_log}: {exc}. --query-log takes the seed brain's SQLite "
@@ -72,6 +73,26 @@ class Import:
             raise CommandError(f"Could not read {path}: {exc}") from exc
         except OSError as exc:
             raise CommandError(f"Could not read {path}: {exc.strerror}.") from exc
+        counted = (dump.header or {}).get("counts")
+        if isinstance(counted, dict):
+            found = {
+                "thoughts": len(dump.thoughts),
+                "query_logs": len(dump.query_logs) if query_log is None else None,  # --query-log adds rows
+                "correction_suggestions": len(dump.suggestions),
+            }
+            short = {
+                name: (counted[name], n) for name, n in found.items() if n is not None and counted.get(name, n) != n
+            }
+            if short:
+                listed = ", ".join(
+                    f"{want} {name.replace('_', ' ')} (it holds {n})" for name, (want, n) in short.items()
+                )
+                raise CommandError(
+                    f"{path} is not a whole export: its header promises {listed}, so the export stopped before it "
+                    "ended or the file was cut. Export again; if you removed rows on purpose, remove the header's "
+                    '"counts" too.'
+                )
+        return dump
 
     def run(self, command: BaseCommand, options: dict[str, Any]) -> dict[str, int]:
         space = services.space_get(slug=options["space"])
@@ -155,23 +176,36 @@ class Export:
         parser.add_argument("--no-progress", action="store_true")
 
     def run(self, command: BaseCommand, options: dict[str, Any]) -> dict[str, int]:
+        path: Path = options["file"]
+        # Written beside the file and renamed when complete: an export that stops half-way (an error,
+        # a kill) leaves no file that looks finished.
+        partial = path.with_name(f"{path.name}.partial")
         outermost = not connection.in_atomic_block
-        with transaction.atomic():  # one snapshot: rows added meanwhile are not half in the file
-            if outermost:
-                with connection.cursor() as cursor:
-                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            space = services.space_get(slug=options["space"])
-            counts = space_export_counts(space=space)
-            with (
-                options["file"].open("w", encoding="utf-8") as out,
-                tqdm(total=sum(counts.values()), unit="row", disable=options["no_progress"], desc="export") as bar,
-            ):
-                for row in space_export_rows(space=space, embeddings=not options["no_embeddings"]):
-                    out.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-                    if row["kind"] != "header":
-                        bar.update(1)
+        try:
+            with transaction.atomic():  # one snapshot: rows added meanwhile are not half in the file
+                if outermost:
+                    with connection.cursor() as cursor:
+                        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                space = services.space_get(slug=options["space"])
+                counts = space_export_counts(space=space)
+                total = sum(counts.values())
+                with (
+                    partial.open("w", encoding="utf-8") as out,
+                    tqdm(total=total, unit="row", disable=options["no_progress"], desc="export") as bar,
+                ):
+                    for row in space_export_rows(space=space, embeddings=not options["no_embeddings"]):
+                        out.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+                        if row["kind"] != "header":
+                            bar.update(1)
+            os.replace(partial, path)
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            raise CommandError(f"Could not write {path}: {exc.strerror}.") from exc
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         command.stdout.write(
             f"Exported {counts['thoughts']} thoughts, {counts['query_logs']} query-log rows and "
-            f"{counts['correction_suggestions']} correction suggestions of space {space.slug} to {options['file']}."
+            f"{counts['correction_suggestions']} correction suggestions of space {space.slug} to {path}."
         )
         return counts
