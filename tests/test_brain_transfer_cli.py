@@ -422,3 +422,24 @@ def test_an_export_that_stops_half_way_leaves_no_file(rich_space, tmp_path, monk
     monkeypatch.setattr(_transfer, "space_export_rows", real)
     with pytest.raises(CommandError, match="Could not write .*: No such file or directory"):
         call_command("brain", "export", str(tmp_path / "no-such-folder" / "export.jsonl"), "--no-progress")
+
+
+def test_a_batch_refused_after_the_check_names_the_files_item(space, tmp_path, monkeypatch, fake_embedder):
+    from brain.management.commands import _transfer
+
+    items = [{"id": str(uuid.uuid4()), "content": f"Fact {n}."} for n in range(1, 7)]
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(items[:2]))
+    call_command("brain", "import", str(first), "--format", "colony", "--no-progress")
+    real = _transfer.dump_plan
+
+    def plan_then_race(**kwargs):  # another writer stores item 5's id between the check and the insert
+        plan = real(**kwargs)
+        Thought.objects.create(space=space, id=items[4]["id"], content="raced", contributor_id="x")
+        return plan
+
+    monkeypatch.setattr(_transfer, "dump_plan", plan_then_race)
+    path = tmp_path / "all.json"
+    path.write_text(json.dumps(items))
+    with pytest.raises(CommandError, match=rf"item 5 id: a thought with id {items[4]['id']} already exists"):
+        call_command("brain", "import", str(path), "--format", "colony", "--no-progress", "--skip-existing")

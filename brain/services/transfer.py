@@ -831,6 +831,7 @@ class DumpPlan:
     """What a file import will store, every row already checked (see :func:`dump_plan`)."""
 
     thoughts: list[dict[str, Any]]  # item_clean's rows: thoughts_import(..., precleaned=True)
+    numbers: list[int]  # each of those thoughts' item number in the file
     query_logs: list[dict[str, Any]]
     suggestions: list[dict[str, Any]]
     skipped: dict[str, int] = field(default_factory=dict)
@@ -968,12 +969,13 @@ def dump_plan(
             )
         )
     skipped = {"thoughts": 0, "query_logs": 0, "correction_suggestions": 0}
-    kept = []
-    for _, row in cleaned:
+    kept, numbers = [], []
+    for number, row in cleaned:
         if row["id"] in here and skip_existing:
             skipped["thoughts"] += 1
         else:
             kept.append(row)
+            numbers.append(number)
 
     logs = []
     known_logs = querylog_keys(space=space) if skip_existing and query_logs else set()
@@ -1028,7 +1030,7 @@ def dump_plan(
             kept_suggestions.append(raw)
     if problems:
         raise DumpInvalid(f"{len(problems)} problem(s) in the file; nothing was imported.", problems)
-    return DumpPlan(thoughts=kept, query_logs=logs, suggestions=kept_suggestions, skipped=skipped)
+    return DumpPlan(thoughts=kept, numbers=numbers, query_logs=logs, suggestions=kept_suggestions, skipped=skipped)
 
 
 # --- export -----------------------------------------------------------------------------------------

@@ -133,7 +133,8 @@ class Import:
                 bar.update(len(batch))
         except ApplicationError as exc:  # the database refused a batch, the model failed, ...
             lines = (exc.extra or {}).get("lines", [])
-            problems = "".join(f"\n  item {e['line']} {e['field']}: {e['message']}" for e in lines)
+            # thoughts_import numbers the planned thoughts from 1; the file's numbers differ when some were left out
+            problems = "".join(f"\n  item {plan.numbers[e['line'] - 1]} {e['field']}: {e['message']}" for e in lines)
             raise CommandError(
                 f"{exc.message}{problems}\n{imported} thoughts of earlier batches were imported. Run the same "
                 "command again with --skip-existing to import the rest."
