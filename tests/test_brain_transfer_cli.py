@@ -443,3 +443,19 @@ def test_a_batch_refused_after_the_check_names_the_files_item(space, tmp_path, m
     path.write_text(json.dumps(items))
     with pytest.raises(CommandError, match=rf"item 5 id: a thought with id {items[4]['id']} already exists"):
         call_command("brain", "import", str(path), "--format", "colony", "--no-progress", "--skip-existing")
+
+
+def test_query_log_and_suggestion_imports_check_their_rows_themselves(space):
+    from brain.services.transfer import ImportInvalid, querylogs_import, suggestions_import
+
+    good = {"session_id": "s", "query_text": "q", "created_at": "2026-01-01T00:00:00+00:00"}
+    with pytest.raises(ImportInvalid) as raised:
+        querylogs_import(space=space, rows=[good, {**good, "results": "none"}])
+    assert raised.value.extra["lines"] == [
+        {"line": 2, "field": "results", "message": "must be a list of {id, score} objects."}
+    ]
+    assert not QueryLog.objects.filter(space=space).exists()
+    with pytest.raises(ImportInvalid, match="correction suggestions") as raised:
+        suggestions_import(space=space, rows=[{"thought": str(uuid.uuid4()), "statement": "x"}])
+    assert raised.value.extra["lines"][0]["field"] == "thought"
+    assert querylogs_import(space=space, rows=[good]) == 1

@@ -738,16 +738,15 @@ def suggestion_clean(row: Any) -> dict[str, Any]:
 
 
 def _cleaned(rows: list[Any], clean, what: str) -> list[dict[str, Any]]:
-    out, errors = [], []
-    for number, row in enumerate(rows, start=1):
-        try:
-            out.append(clean(row))
-        except _Bad as bad:
-            errors.append(LineError(number, bad.message, bad.field))
-    if errors:
+    problems: list[DumpProblem] = []
+    out = [row for _, _, row in _clean_each(rows, clean, "row", problems)]
+    if problems:
         raise ImportInvalid(
-            f"{len(errors)} problem(s) in the {what}; none of them was stored.",
-            extra={"lines": [e.as_dict() for e in errors[:200]], "error_count": len(errors)},
+            f"{len(problems)} problem(s) in the {what}; none of them was stored.",
+            extra={
+                "lines": [LineError(p.number, p.message, p.field).as_dict() for p in problems[:200]],
+                "error_count": len(problems),
+            },
         )
     return out
 
@@ -839,12 +838,14 @@ class DumpPlan:
 
 @dataclass
 class DumpProblem:
-    what: str  # "item 3", "query-log row 2", "correction suggestion 1", "file"
+    what: str  # "item", "query-log row", "correction suggestion"
+    number: int  # from 1, among the file's rows of that kind
     field: str
     message: str
 
     def __str__(self) -> str:
-        return f"{self.what} {self.field}: {self.message}" if self.field else f"{self.what}: {self.message}"
+        where = f"{self.what} {self.number}"
+        return f"{where} {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
 class DumpInvalid(Exception):
@@ -905,6 +906,99 @@ def _in_chunks(model, ids: set, chunk: int = 10_000) -> dict[Any, Any]:
     return found
 
 
+def _clean_each(rows: list[Any], clean, what: str, problems: list[DumpProblem]) -> list[tuple[int, Any, dict]]:
+    """(number, raw row, cleaned row) of every row ``clean`` accepts; the others go to ``problems``."""
+    out = []
+    for number, raw in enumerate(rows, start=1):
+        try:
+            out.append((number, raw, clean(raw)))
+        except _Bad as bad:
+            problems.append(DumpProblem(what, number, bad.field, bad.message))
+    return out
+
+
+def _plan_thoughts(space: Space, thoughts: list[Any], skip_existing: bool, problems: list[DumpProblem]):
+    """(rows to store, their item numbers, item number of every id in the file, how many left out)."""
+    first_seen: dict[uuid.UUID, int] = {}
+    cleaned = _clean_each(thoughts, item_clean, "item", problems)
+    for number, item, row in cleaned:
+        if item.get("id") in (None, ""):
+            stable = json.dumps(item, sort_keys=True, default=str)
+            row["id"] = uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {number} {stable}")
+        if row["id"] in first_seen:
+            problems.append(
+                DumpProblem("item", number, "id", f"{row['id']} is also the id of item {first_seen[row['id']]}.")
+            )
+        first_seen.setdefault(row["id"], number)
+
+    stored = _in_chunks(Thought, set(first_seen))
+    here = {pk for pk, owner in stored.items() if owner == space.pk}
+    elsewhere = sorted((first_seen[pk], pk) for pk, owner in stored.items() if owner != space.pk)
+    if elsewhere:
+        number, pk = elsewhere[0]
+        problems.append(
+            DumpProblem(
+                "item",
+                number,
+                "id",
+                f"{pk} is the id of a thought of another space ({len(elsewhere)} such item(s)); ids are unique "
+                "on a server. To copy an export into another space, import it with --new-ids.",
+            )
+        )
+    if here and not skip_existing:
+        problems.append(
+            DumpProblem(
+                "item",
+                min(first_seen[pk] for pk in here),
+                "id",
+                f"{len(here)} of the file's thoughts are already in space {space.slug} (an earlier import?). "
+                "Run the import again with --skip-existing to store only what is missing.",
+            )
+        )
+    kept = [(number, row) for number, _, row in cleaned if not (skip_existing and row["id"] in here)]
+    return [row for _, row in kept], [number for number, _ in kept], first_seen, len(cleaned) - len(kept)
+
+
+def _plan_query_logs(space: Space, rows: list[Any], skip_existing: bool, problems: list[DumpProblem]):
+    """(rows to store, how many left out: already in the space by session, text and time)."""
+    known = querylog_keys(space=space) if skip_existing and rows else set()
+    kept, skipped = [], 0
+    for _, raw, log in _clean_each(rows, querylog_clean, "query-log row", problems):
+        key = querylog_key(session_id=log["session_id"], query_text=log["query_text"], created_at=log["created_at"])
+        if key in known:
+            skipped += 1
+        else:
+            kept.append(raw)
+    return kept, skipped
+
+
+def _plan_suggestions(space: Space, rows: list[Any], in_file: dict, skip_existing: bool, problems: list[DumpProblem]):
+    """(rows to store, how many left out); each must be about a thought of the file or the space."""
+    cleaned = _clean_each(rows, suggestion_clean, "correction suggestion", problems)
+    taken = _in_chunks(CorrectionSuggestion, {s["id"] for _, _, s in cleaned})
+    outside = {s["thought"] for _, _, s in cleaned} - set(in_file)
+    present = {pk for pk, owner in _in_chunks(Thought, outside).items() if owner == space.pk}
+    kept, skipped = [], 0
+    for number, raw, suggestion in cleaned:
+        what, owner = "correction suggestion", taken.get(suggestion["id"])
+        if suggestion["thought"] not in in_file and suggestion["thought"] not in present:
+            message = f"no thought {suggestion['thought']} in the file or in space {space.slug}."
+            problems.append(DumpProblem(what, number, "thought", message))
+        elif owner == space.pk and skip_existing:
+            skipped += 1
+        elif owner is not None:
+            where = (
+                f"in space {space.slug}; run the import again with --skip-existing."
+                if owner == space.pk
+                else "in another space; import the file with --new-ids."
+            )
+            message = f"a correction suggestion with id {suggestion['id']} exists {where}"
+            problems.append(DumpProblem(what, number, "id", message))
+        else:
+            kept.append(raw)
+    return kept, skipped
+
+
 def dump_plan(
     *,
     space: Space,
@@ -920,117 +1014,30 @@ def dump_plan(
     rather than half-way. Items without an id get a stable one (:data:`IMPORT_ID_NAMESPACE`); with
     ``skip_existing`` what is already in the space (thoughts and suggestions by id, query-log rows
     by session, text and time) is left out, so a stopped import can be finished by running it again."""
-
-    def new_id(old: Any) -> uuid.UUID:
-        return uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {str(old).lower()}")
-
     if new_ids:
-        _remap_ids(thoughts, query_logs, suggestions, new_id)
+        _remap_ids(
+            thoughts,
+            query_logs,
+            suggestions,
+            lambda old: uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {str(old).lower()}"),
+        )
     problems: list[DumpProblem] = []
-    cleaned: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
-    first_seen: dict[uuid.UUID, int] = {}
-    for number, item in enumerate(thoughts, start=1):
-        try:
-            row = item_clean(item)
-        except _Bad as bad:
-            problems.append(DumpProblem(f"item {number}", bad.field, bad.message))
-            continue
-        if item.get("id") in (None, ""):
-            stable = json.dumps(item, sort_keys=True, default=str)
-            row["id"] = uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {number} {stable}")
-        if row["id"] in first_seen:
-            problems.append(
-                DumpProblem(f"item {number}", "id", f"{row['id']} is also the id of item {first_seen[row['id']]}.")
-            )
-        first_seen.setdefault(row["id"], number)
-        cleaned.append((number, row))
-
-    stored = _in_chunks(Thought, set(first_seen))
-    here = {pk for pk, owner in stored.items() if owner == space.pk}
-    elsewhere = sorted((first_seen[pk], pk) for pk, owner in stored.items() if owner != space.pk)
-    if elsewhere:
-        number, pk = elsewhere[0]
-        problems.append(
-            DumpProblem(
-                f"item {number}",
-                "id",
-                f"{pk} is the id of a thought of another space ({len(elsewhere)} such item(s)); ids are unique "
-                "on a server. To copy an export into another space, import it with --new-ids.",
-            )
-        )
-    if here and not skip_existing:
-        number = min(first_seen[pk] for pk in here)
-        problems.append(
-            DumpProblem(
-                f"item {number}",
-                "id",
-                f"{len(here)} of the file's thoughts are already in space {space.slug} (an earlier import?). "
-                "Run the import again with --skip-existing to store only what is missing.",
-            )
-        )
-    skipped = {"thoughts": 0, "query_logs": 0, "correction_suggestions": 0}
-    kept, numbers = [], []
-    for number, row in cleaned:
-        if row["id"] in here and skip_existing:
-            skipped["thoughts"] += 1
-        else:
-            kept.append(row)
-            numbers.append(number)
-
-    logs = []
-    known_logs = querylog_keys(space=space) if skip_existing and query_logs else set()
-    for number, raw in enumerate(query_logs, start=1):
-        try:
-            log = querylog_clean(raw)
-        except _Bad as bad:
-            problems.append(DumpProblem(f"query-log row {number}", bad.field, bad.message))
-            continue
-        key = querylog_key(session_id=log["session_id"], query_text=log["query_text"], created_at=log["created_at"])
-        if key in known_logs:
-            skipped["query_logs"] += 1
-        else:
-            logs.append(raw)
-
-    kept_suggestions, about = [], {}
-    for number, raw in enumerate(suggestions, start=1):
-        try:
-            suggestion = suggestion_clean(raw)
-        except _Bad as bad:
-            problems.append(DumpProblem(f"correction suggestion {number}", bad.field, bad.message))
-            continue
-        about[number] = (suggestion, raw)
-    taken = _in_chunks(CorrectionSuggestion, {s["id"] for s, _ in about.values()})
-    outside = {s["thought"] for s, _ in about.values()} - set(first_seen)
-    present = {pk for pk, owner in _in_chunks(Thought, outside).items() if owner == space.pk}
-    for number, (suggestion, raw) in about.items():
-        if suggestion["thought"] not in first_seen and suggestion["thought"] not in present:
-            problems.append(
-                DumpProblem(
-                    f"correction suggestion {number}",
-                    "thought",
-                    f"no thought {suggestion['thought']} in the file or in space {space.slug}.",
-                )
-            )
-        elif suggestion["id"] in taken and taken[suggestion["id"]] == space.pk and skip_existing:
-            skipped["correction_suggestions"] += 1
-        elif suggestion["id"] in taken:
-            problems.append(
-                DumpProblem(
-                    f"correction suggestion {number}",
-                    "id",
-                    f"a correction suggestion with id {suggestion['id']} already exists"
-                    + (
-                        f" in space {space.slug}; run the import again with --skip-existing."
-                        if taken[suggestion["id"]] == space.pk
-                        else " in another space; import the file with --new-ids."
-                    ),
-                )
-            )
-        else:
-            kept_suggestions.append(raw)
+    rows, numbers, in_file, thoughts_skipped = _plan_thoughts(space, thoughts, skip_existing, problems)
+    logs, logs_skipped = _plan_query_logs(space, query_logs, skip_existing, problems)
+    kept_suggestions, suggestions_skipped = _plan_suggestions(space, suggestions, in_file, skip_existing, problems)
     if problems:
         raise DumpInvalid(f"{len(problems)} problem(s) in the file; nothing was imported.", problems)
-    return DumpPlan(thoughts=kept, numbers=numbers, query_logs=logs, suggestions=kept_suggestions, skipped=skipped)
+    return DumpPlan(
+        thoughts=rows,
+        numbers=numbers,
+        query_logs=logs,
+        suggestions=kept_suggestions,
+        skipped={
+            "thoughts": thoughts_skipped,
+            "query_logs": logs_skipped,
+            "correction_suggestions": suggestions_skipped,
+        },
+    )
 
 
 # --- export -----------------------------------------------------------------------------------------
