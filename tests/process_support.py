@@ -4,6 +4,8 @@ holds nothing any more, and where PID 1 does not reap orphans it stays a zombie.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 
 import psutil
@@ -52,3 +54,15 @@ def children(pid: int) -> dict[int, str]:
         except psutil.NoSuchProcess:
             continue
     return found
+
+
+def stop(process: subprocess.Popen, timeout: float) -> None:
+    """Stop a process as make run is stopped (SIGTERM), killing it if it is not gone within ``timeout``."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from core.standalone import free_port
-from tests.process_support import alive
+from tests.process_support import alive, stop
 
 pytestmark = pytest.mark.integration
 
@@ -102,13 +102,7 @@ def test_a_killed_embedded_database_is_restarted_and_the_api_recovers():
         assert "[colony] stopping embedded PostgreSQL ..." in log.read_text()
         assert not alive(second), "make run left the restarted database running"
     finally:
-        if run.poll() is None:  # a failure above: stop it as make run stops, then make sure
-            run.send_signal(signal.SIGTERM)
-            try:
-                run.wait(60)
-            except subprocess.TimeoutExpired:
-                run.kill()
-                run.wait()
+        stop(run, 60)  # after a failure above: stop it as make run stops, then make sure
         # Each process the supervisor started leads a session of its own: a make run killed above
         # would have left them running (an earlier version of this test leaked its web servers so).
         for pid in map(int, re.findall(r"started \w+ \(pid (\d+)\)", log.read_text())):

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from core.standalone import PgServer, free_port
-from tests.process_support import group
+from tests.process_support import group, stop
 
 pytestmark = pytest.mark.integration
 
@@ -118,11 +118,7 @@ def colony(tmp_path_factory):
         colony.wait_for(lambda: " ready." in colony.output(), "the Celery worker becoming ready")
         yield colony
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process, 30)
         pg.stop()
         shutil.rmtree(pg_folder, ignore_errors=True)
 
