@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brain.services.transfer import EXPORT_FORMAT, ITEM_FIELDS
+import numpy as np
+
+from brain.models import EMBEDDING_DIMENSIONS
+from brain.services.transfer import EXPORT_FORMAT, FLOAT32_MAX, ITEM_FIELDS
 
 FORMATS = ("auto", "colony", "mem0", "seed")
 
@@ -38,28 +41,71 @@ class Dump:
     header: dict[str, Any] | None = None
 
 
+#: Keys whose value is a thought's vector: "embedding" and "corrected_fact_embedding" of Colony's
+#: export, a seed point's "vector".
+_VECTOR_KEYS = ("embedding", "corrected_fact_embedding", "vector")
+
+
+def compact_vector(value: Any) -> Any:
+    """A JSON list of 384 finite numbers as a float32 array (1.5 KB, where the list of Python floats
+    takes ~12 KB: a million-thought export did not fit in memory); anything else as it is, for
+    ``item_clean`` to report. float32 is what is stored, and ``item_clean`` takes the array as is."""
+    if not isinstance(value, list) or len(value) != EMBEDDING_DIMENSIONS or not set(map(type, value)) <= {int, float}:
+        return value
+    exact = np.asarray(value, dtype=np.float64)
+    if not (np.abs(exact) <= FLOAT32_MAX).all():  # NaN fails the comparison too
+        return value
+    return exact.astype(np.float32)
+
+
+def _compact(row: Any) -> Any:
+    if isinstance(row, dict):
+        for key in _VECTOR_KEYS:
+            if key in row:
+                row[key] = compact_vector(row[key])
+    return row
+
+
 def _load_json_or_lines(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        return json.loads(text)
-    if stripped.startswith("{"):
+    """One JSON document (a list, or an object such as Mem0's ``{"results": [...]}``), or JSON Lines
+    as a list of rows. JSONL is read line by line and its vectors compacted as they come
+    (:func:`compact_vector`), so the file's text and its rows' float lists are never all in memory."""
+    with path.open(encoding="utf-8") as lines:
+        first_number, first = next(((n, line) for n, line in enumerate(lines, start=1) if line.strip()), (0, ""))
+        if not first:
+            return []  # nothing but blank lines
+        if first.lstrip().startswith("["):  # a JSON array: one document
+            lines.seek(0)
+            data = json.load(lines)
+            return [_compact(row) for row in data] if isinstance(data, list) else data
         try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            pass  # JSONL: one object per line
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
+            head = json.loads(first)
         except json.JSONDecodeError as exc:
-            raise ValueError(
-                f"line {number} is not JSON ({exc.msg}, column {exc.colno}); the file must be one JSON document "
-                "or JSON Lines (one object a line)."
-            ) from exc
-    return rows
+            if not first.lstrip().startswith("{"):
+                raise _not_json(first_number, exc) from exc
+            lines.seek(0)  # an object over several lines: one document
+            try:
+                return json.load(lines)
+            except json.JSONDecodeError as whole:  # neither a document nor JSON Lines: where the document breaks
+                raise _not_json(whole.lineno, whole) from whole
+        rows = [_compact(head)]
+        for number, line in enumerate(lines, start=first_number + 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(_compact(json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise _not_json(number, exc) from exc
+        if len(rows) == 1:
+            return head  # a file of one line is one document ({"results": [...]} on one line)
+        return rows
+
+
+def _not_json(number: int, exc: json.JSONDecodeError) -> ValueError:
+    return ValueError(
+        f"line {number} is not JSON ({exc.msg}, column {exc.colno}); the file must be one JSON document or JSON "
+        "Lines (one object a line)."
+    )
 
 
 def detect_format(data: Any) -> str:
@@ -181,8 +227,8 @@ def _seed_points(data: Any) -> Iterator[dict[str, Any]]:
         vector = point.get("vector")
         if isinstance(vector, dict) and len(vector) == 1:
             vector = next(iter(vector.values()))
-        if isinstance(vector, list):
-            item["embedding"] = vector
+        if isinstance(vector, (list, np.ndarray)):
+            item["embedding"] = compact_vector(vector) if isinstance(vector, list) else vector
             item["embedding_model"] = "all-MiniLM-L6-v2"
         metadata = item.get("context_metadata")
         if isinstance(metadata, str):

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from brain.embedding import EmbeddingError
 from brain.judging import JudgeUnavailable
-from brain.services import contradictions, pheromones, text_stats
+from brain.services import contradictions, pheromones, receipts, text_stats
 from brain.services import thoughts as thought_services
 from brain.services.flags import thoughts_flag_stale
 
@@ -63,6 +63,12 @@ def text_stats_compact() -> int:
     """Every 15 s (config/celery.py TEXT_STATS_COMPACT_SECONDS): fold BM25's statistics deltas of the
     spaces written to since the last run (brain.services.text_stats)."""
     return text_stats.text_stats_compact()
+
+
+@shared_task(name="brain.jobs.import_receipts_expire", autoretry_for=(OperationalError,), max_retries=3, time_limit=300)
+def import_receipts_expire() -> int:
+    """Hourly: delete the Idempotency-Key receipts of imports older than IMPORT_RECEIPT_HOURS."""
+    return receipts.receipts_expire()
 
 
 # --- knowledge evolution ---

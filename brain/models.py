@@ -242,3 +242,21 @@ class CorrectionSuggestion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.status}: {self.statement[:60]}"
+
+
+class ImportReceipt(models.Model):
+    """What ``POST /api/v1/thoughts/import`` answered to one ``Idempotency-Key``, so that a batch sent
+    again is answered again instead of stored twice (``brain.services.receipts``)."""
+
+    space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255, help_text="The client's Idempotency-Key.")
+    fingerprint = models.CharField(max_length=64, help_text="sha256 of the request's media type and body.")
+    status_code = models.PositiveSmallIntegerField()
+    response = models.JSONField(help_text="The response body, as first sent.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["space", "key"], name="importreceipt_space_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.created_at:%Y-%m-%d %H:%M})"

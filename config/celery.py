@@ -73,6 +73,7 @@ TEXT_STATS_COMPACT_SECONDS = 15.0
 PERIODIC_JOBS = {
     "pheromone-decay": {"task": "brain.jobs.pheromone_decay", "schedule": crontab(minute=0)},
     "flag-stale-snapshots": {"task": "brain.jobs.flag_stale_snapshots", "schedule": crontab(minute=15, hour=3)},
+    "import-receipts-expire": {"task": "brain.jobs.import_receipts_expire", "schedule": crontab(minute=40)},
     "embed-missing-thoughts": {"task": "brain.jobs.embed_missing", "schedule": crontab(minute="*/10")},
     "text-stats-compact": {
         "task": "brain.jobs.text_stats_compact",

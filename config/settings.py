@@ -309,6 +309,8 @@ EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
 # Items per POST /api/v1/thoughts/import request (one batch, all or nothing).
 IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
+# Hours an import's Idempotency-Key receipt is kept: a batch sent again within them is answered from it.
+IMPORT_RECEIPT_HOURS = env("IMPORT_RECEIPT_HOURS", 24)
 
 # --- quality loop ---------------------------------------------------------------------------------
 QUALITY_RANKING_ENABLED = env("QUALITY_RANKING_ENABLED", True)

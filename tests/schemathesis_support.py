@@ -21,6 +21,9 @@ description would not send them. Negative mode keeps every case. The refusals th
 in tests/test_brain_memory_api.py. The same holds for the import's rules across items and the space
 (an ``id`` appears once in a batch, a reference names a thought of the batch or the space: 400
 ``IMPORT_INVALID``): positive import cases that reference other thoughts or repeat an id are discarded.
+Likewise an ``Idempotency-Key`` names one batch (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch with
+the key, documented in the operation's 409 response): positive import cases that send a key already
+sent with another body are discarded (tests/test_brain_import_idempotency.py tests the refusal).
 
 And one generator limit: free-form values (task DNA, tool calls, import metadata) are the recursive
 ``JsonValue`` component, "no NUL at any depth". Schemathesis stops following a recursive reference
@@ -30,6 +33,7 @@ schema says it does. Positive cases holding a NUL are therefore discarded too; n
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -73,11 +77,24 @@ def import_rules_hold(items) -> bool:
     return not any(isinstance(item, dict) and any(item.get(name) for name in IMPORT_REFERENCES) for item in items)
 
 
+#: Idempotency-Key -> the first body sent with it, in this process's runs (see the module docstring).
+_IMPORT_KEYS: dict[str, str] = {}
+
+
+def import_key_names_one_batch(case) -> bool:
+    """Whether the case's Idempotency-Key (if any) was not sent before with another body."""
+    key = (case.headers or {}).get("Idempotency-Key")
+    if key is None:
+        return True
+    sent = f"{case.media_type} {json.dumps(case.body, default=str)}"  # equal bodies serialise alike
+    return _IMPORT_KEYS.setdefault(key, sent) == sent
+
+
 #: Cross-field rules OpenAPI 3.0 can't state, per operation (see the module docstring).
 CROSS_FIELD_RULES = {
     "POST /api/v1/memory": lambda case: memory_rules_hold(case.body),
     "GET /api/v1/memory": lambda case: memory_rules_hold(case.query),
-    "POST /api/v1/thoughts/import": lambda case: import_rules_hold(case.body),
+    "POST /api/v1/thoughts/import": lambda case: import_rules_hold(case.body) and import_key_names_one_batch(case),
 }
 
 

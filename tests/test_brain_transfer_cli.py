@@ -7,6 +7,7 @@ import json
 import sqlite3
 import uuid
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -459,3 +460,69 @@ def test_query_log_and_suggestion_imports_check_their_rows_themselves(space):
         suggestions_import(space=space, rows=[{"thought": str(uuid.uuid4()), "statement": "x"}])
     assert raised.value.extra["lines"][0]["field"] == "thought"
     assert querylogs_import(space=space, rows=[good]) == 1
+
+
+def test_jsonl_vectors_are_read_as_float32_arrays_and_stored_exactly(space, tmp_path):
+    """The reader compacts each line's vectors as it goes (a million-thought export did not fit in
+    memory as lists of Python floats); what is stored is the same float32s as before."""
+    from brain.importers import read_dump
+
+    vector = [float(x) for x in np.linspace(-1, 1, 384)]
+    rows = [{"content": f"Note {n}.", "embedding": vector} for n in range(3)]
+    path = tmp_path / "notes.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    dump = read_dump(path, fmt="colony")
+    assert all(isinstance(t["embedding"], np.ndarray) and t["embedding"].dtype == np.float32 for t in dump.thoughts)
+    call_command("brain", "import", str(path), "--no-progress")
+    stored = [t.embedding for t in Thought.objects.filter(space=space)]
+    assert len(stored) == 3
+    assert all(np.array_equal(np.asarray(v, dtype=np.float32), np.asarray(vector, dtype=np.float32)) for v in stored)
+    # Items without an id got ids derived from their JSON, vectors included: a second run recognises them.
+    out = io.StringIO()
+    call_command("brain", "import", str(path), "--no-progress", "--skip-existing", stdout=out)
+    assert "left out: 3 thoughts" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("vector", "message"),
+    [
+        (["0.1"] * 384, "item 2 embedding: must be a list of 384 numbers"),
+        ([0.1] * 383, "item 2 embedding: must be a list of 384 numbers"),
+        ([1e39] + [0.1] * 383, "item 2 embedding: must hold finite numbers"),
+        ([True] + [0.1] * 383, "item 2 embedding: must be a list of 384 numbers"),
+    ],
+)
+def test_a_vector_that_is_not_one_is_still_reported_by_item(space, tmp_path, vector, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"content": "fine"}) + "\n" + json.dumps({"content": "bad", "embedding": vector}) + "\n")
+    with pytest.raises(CommandError, match=message):
+        call_command("brain", "import", str(path), "--no-progress")
+    assert not Thought.objects.filter(space=space).exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"results": [{"memory": "a"}]}', {"results": [{"memory": "a"}]}),  # one line: one document
+        ('{\n  "results": [\n    {"memory": "a"}\n  ]\n}\n', {"results": [{"memory": "a"}]}),  # pretty-printed
+        ('\n\n[{"content": "a"},\n {"content": "b"}]\n', [{"content": "a"}, {"content": "b"}]),
+        ('{"content": "a"}\n\n{"content": "b"}\n', [{"content": "a"}, {"content": "b"}]),  # JSONL, a blank line
+        ("\n \n", []),
+    ],
+)
+def test_the_reader_tells_one_document_from_json_lines(tmp_path, text, expected):
+    from brain.importers import _load_json_or_lines
+
+    path = tmp_path / "dump"
+    path.write_text(text)
+    assert _load_json_or_lines(path) == expected
+
+
+def test_a_broken_document_or_first_line_is_reported_with_its_line(space, tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text('{\n  "results": [\n    {"memory": "a"\n  ]\n}\n')
+    with pytest.raises(CommandError, match=r"line 4 is not JSON"):
+        call_command("brain", "import", str(path), "--no-progress")
+    path.write_text('not json\n{"content": "b"}\n')
+    with pytest.raises(CommandError, match=r"line 1 is not JSON"):
+        call_command("brain", "import", str(path), "--no-progress")

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import time
 
-from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
@@ -20,6 +21,14 @@ from rest_framework.views import APIView
 
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS
+from brain.services.receipts import (
+    IDEMPOTENCY_HEADER,
+    KEY_MAX_LENGTH,
+    REPLAYED_HEADER,
+    body_fingerprint,
+    import_once,
+    key_clean,
+)
 from brain.services.transfer import FLOAT32_MAX, LineError, import_batch_max, thoughts_import
 from core import fields as strict
 from core.errors import ValidationFailed
@@ -216,12 +225,37 @@ class ThoughtImportApi(APIView):
     one batched model call; every row is written in one bulk insert. References (``source_ids``,
     ``supersedes``, ``refined_by``, ``superseded_by``, ``related_thoughts``, …) must name a thought of
     the batch or of this space. An imported refinement, consolidation or correction supersedes the
-    thoughts it names, as a live contribution would. Short notes are kept (no contribution threshold)."""
+    thoughts it names, as a live contribution would. Short notes are kept (no contribution threshold).
+
+    Send ``Idempotency-Key`` to retry safely: a batch sent again with its key (within
+    ``IMPORT_RECEIPT_HOURS``, default 24) gets the first response again, marked
+    ``Idempotent-Replayed: true``, and stores nothing (``brain.services.receipts``)."""
 
     parser_classes = [ImportJsonParser, ImportNdjsonParser, ImportJsonlParser]
 
     @extend_schema(
         operation_id="thoughts_import",
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                required=False,
+                pattern=f"^[!-~]{{1,{KEY_MAX_LENGTH}}}$",
+                description="Your own unique string for this batch (a UUID). The batch sent again with the same "
+                "key is answered with the first response and stored once; the key with another batch is a 409 "
+                "`IDEMPOTENCY_KEY_REUSED`. A refused batch leaves its key free. Keys are kept 24 h, per space.",
+            ),
+            OpenApiParameter(
+                REPLAYED_HEADER,
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                response=[201],
+                enum=["true"],
+                description="Present when this is the stored response of an earlier request with the same "
+                "Idempotency-Key (nothing was stored by this one).",
+            ),
+        ],
         request={
             "application/json": ImportItemSerializer(many=True),
             "application/x-ndjson": ImportItemSerializer,
@@ -238,7 +272,8 @@ class ThoughtImportApi(APIView):
                 e400="`IMPORT_INVALID`: `error.lines` lists every bad line ({line, field, message}), nothing stored; "
                 "`PARSE_ERROR`: the body is not JSON.",
                 e409="`IMPORT_CONFLICT`: the batch is valid but an `id` is taken by an existing thought "
-                "(`error.lines`); nothing stored.",
+                "(`error.lines`); nothing stored. `IDEMPOTENCY_KEY_REUSED`: the Idempotency-Key was sent earlier "
+                "with another batch.",
                 e413="`IMPORT_TOO_LARGE`: more items than `IMPORT_BATCH_MAX_ITEMS` (`error.max_items`).",
                 e415="`UNSUPPORTED_MEDIA_TYPE`: send application/json, application/x-ndjson or application/jsonl.",
                 e500="`EMBEDDING_FAILED` or `INTERNAL_ERROR`; nothing stored.",
@@ -257,15 +292,30 @@ class ThoughtImportApi(APIView):
     )
     def post(self, request):
         started = time.perf_counter()
-        items, parse_errors = parse_import_body(request.data or b"", request.content_type or "")
-        result = thoughts_import(
-            space=request.user.space, agent=request.user, items=items, parse_errors=parse_errors, derive_lineage=True
-        )
-        body = {
-            "imported": len(result.ids),
-            "embedded": result.embedded,
-            "ids": result.ids,
-            "batch_max_items": import_batch_max(),
-            "seconds": round(time.perf_counter() - started, 3),
-        }
-        return Response(body, status=status.HTTP_201_CREATED)
+        body = request.data if isinstance(request.data, bytes) else b""
+        media_type = request.content_type or ""
+        key = key_clean(request.headers.get(IDEMPOTENCY_HEADER))
+
+        def run() -> tuple[int, dict]:
+            items, parse_errors = parse_import_body(body, media_type)
+            result = thoughts_import(
+                space=request.user.space,
+                agent=request.user,
+                items=items,
+                parse_errors=parse_errors,
+                derive_lineage=True,
+            )
+            return status.HTTP_201_CREATED, {
+                "imported": len(result.ids),
+                "embedded": result.embedded,
+                "ids": result.ids,
+                "batch_max_items": import_batch_max(),
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+
+        fingerprint = body_fingerprint(body, media_type) if key is not None else ""
+        code, answer, replayed = import_once(space=request.user.space, key=key, fingerprint=fingerprint, run=run)
+        response = Response(answer, status=code)
+        if replayed:
+            response[REPLAYED_HEADER] = "true"
+        return response

@@ -214,9 +214,14 @@ def _number(value: Any, name: str, *, nullable: bool = False, integer: bool = Fa
 
 
 def _vector(value: Any, name: str):
-    """A 384-float vector as a numpy array (checked in C: the import's hot loop)."""
+    """A 384-float vector as a numpy array (checked in C: the import's hot loop). A float32 array is
+    one a file reader compacted (``brain.importers.compact_vector``) after the same checks."""
     if value is None:
         return None
+    if isinstance(value, np.ndarray) and value.dtype == np.float32 and value.shape == (EMBEDDING_DIMENSIONS,):
+        if not np.isfinite(value).all():
+            raise _Bad(name, f"must hold finite numbers between -{FLOAT32_MAX:g} and {FLOAT32_MAX:g} only.")
+        return value
     if not isinstance(value, list) or len(value) != EMBEDDING_DIMENSIONS or not set(map(type, value)) <= {int, float}:
         raise _Bad(name, f"must be a list of {EMBEDDING_DIMENSIONS} numbers (or left out to embed on import).")
     exact = np.asarray(value, dtype=np.float64)
@@ -917,13 +922,18 @@ def _clean_each(rows: list[Any], clean, what: str, problems: list[DumpProblem]) 
     return out
 
 
+def _stable_json(value: Any) -> Any:
+    """JSON for what ``json`` can't write: a compacted vector as its numbers, anything else as text."""
+    return value.tolist() if isinstance(value, np.ndarray) else str(value)
+
+
 def _plan_thoughts(space: Space, thoughts: list[Any], skip_existing: bool, problems: list[DumpProblem]):
     """(rows to store, their item numbers, item number of every id in the file, how many left out)."""
     first_seen: dict[uuid.UUID, int] = {}
     cleaned = _clean_each(thoughts, item_clean, "item", problems)
     for number, item, row in cleaned:
         if item.get("id") in (None, ""):
-            stable = json.dumps(item, sort_keys=True, default=str)
+            stable = json.dumps(item, sort_keys=True, default=_stable_json)
             row["id"] = uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {number} {stable}")
         if row["id"] in first_seen:
             problems.append(

@@ -1,0 +1,119 @@
+"""``Idempotency-Key`` for ``POST /api/v1/thoughts/import``: a batch sent again is answered again, not
+stored twice.
+
+An import whose response is lost (a timeout, a dropped connection, a killed client) leaves the
+client unsure whether the batch was stored. Items that carry no ``id`` (most Mem0 and hand-written
+dumps) get new ids each time, so sending the batch again stored every item twice. A client that
+sends ``Idempotency-Key: <its own unique string>`` can now retry safely:
+
+- The first request with a key stores the batch and, in the same transaction, a receipt (the key,
+  a fingerprint of the body and the response).
+- A request with a key already answered (within ``IMPORT_RECEIPT_HOURS``) gets that response again,
+  with ``Idempotent-Replayed: true``; nothing is stored.
+- The same key with another body is refused (409 ``IDEMPOTENCY_KEY_REUSED``): a key names one batch.
+- Two requests with one key at the same time: the second waits for the first (the receipt row is
+  locked until the first commits) and is then answered from its receipt. A batch that fails leaves
+  no receipt (its transaction rolls back), so sending it again with the same key imports it.
+
+Keys are per space (two spaces may use the same key); an expired receipt is replaced by the next
+request with its key, and ``brain.jobs.import_receipts_expire`` removes the rest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from brain.models import ImportReceipt
+from core.errors import Conflict, ValidationFailed
+from core.models import Space
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+KEY_MAX_LENGTH = 255
+
+
+class KeyReused(Conflict):
+    default_code = "IDEMPOTENCY_KEY_REUSED"
+
+
+def key_clean(value: str | None) -> str | None:
+    """The header's value, or None when there is none; 400 when it can't be a key."""
+    if value is None:
+        return None
+    if not value or len(value) > KEY_MAX_LENGTH or not all("!" <= ch <= "~" for ch in value):
+        raise ValidationFailed(
+            f"{IDEMPOTENCY_HEADER} must be 1 to {KEY_MAX_LENGTH} visible ASCII characters, no spaces (a UUID is "
+            "a good key); leave the header out to import without one.",
+            extra={"fields": {IDEMPOTENCY_HEADER: [f"1 to {KEY_MAX_LENGTH} visible ASCII characters, no spaces."]}},
+        )
+    return value
+
+
+def body_fingerprint(body: bytes, media_type: str) -> str:
+    """What must be the same for a request to count as the same batch: its media type and bytes."""
+    digest = hashlib.sha256(media_type.split(";")[0].strip().lower().encode())
+    digest.update(b"\0")
+    digest.update(body)
+    return digest.hexdigest()
+
+
+def receipt_hours() -> float:
+    return float(getattr(settings, "IMPORT_RECEIPT_HOURS", 24))
+
+
+def _claim(space: Space, key: str, fingerprint: str) -> bool:
+    """Insert (or take over an expired) receipt for ``key``; True when this request is to run the
+    import. Blocks while another transaction holds an uncommitted receipt for the same key."""
+    table = ImportReceipt._meta.db_table
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} (space_id, key, fingerprint, status_code, response, created_at)
+            VALUES (%s, %s, %s, 0, 'null'::jsonb, %s)
+            ON CONFLICT (space_id, key) DO UPDATE
+                SET fingerprint = EXCLUDED.fingerprint, status_code = 0, response = 'null'::jsonb,
+                    created_at = EXCLUDED.created_at
+                WHERE {table}.created_at < %s
+            RETURNING id
+            """,
+            [space.pk, key, fingerprint, now, now - dt.timedelta(hours=receipt_hours())],
+        )
+        return cursor.fetchone() is not None
+
+
+def import_once(
+    *, space: Space, key: str | None, fingerprint: str, run: Callable[[], tuple[int, dict]]
+) -> tuple[int, dict, bool]:
+    """(status, body, replayed): ``run()`` once per key, its answer kept; see the module docstring.
+
+    Without a key ``run()`` is simply called. ``run`` returns (status, body) for a success and raises
+    an ``ApplicationError`` for a refusal, which rolls the receipt back with the batch."""
+    if key is None:
+        status, body = run()
+        return status, body, False
+    with transaction.atomic():
+        if _claim(space, key, fingerprint):
+            status, body = run()
+            ImportReceipt.objects.filter(space=space, key=key).update(status_code=status, response=body)
+            return status, body, False
+        receipt = ImportReceipt.objects.get(space=space, key=key)
+    if receipt.fingerprint != fingerprint:
+        raise KeyReused(
+            f"{IDEMPOTENCY_HEADER} {key!r} was used at {receipt.created_at:%Y-%m-%d %H:%M:%S} UTC for another "
+            f"batch; a key names one batch. Send a new key with a new batch (keys are kept {receipt_hours():g} h)."
+        )
+    return receipt.status_code, receipt.response, True
+
+
+def receipts_expire() -> int:
+    """Delete the receipts older than ``IMPORT_RECEIPT_HOURS``; how many."""
+    cutoff = timezone.now() - dt.timedelta(hours=receipt_hours())
+    deleted, _ = ImportReceipt.objects.filter(created_at__lt=cutoff).delete()
+    return deleted
