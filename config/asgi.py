@@ -27,6 +27,16 @@ else:
         get_wsgi_application(), threads=int(os.environ.get("WEB_THREADS", "32")), freeze_after=FREEZE_AFTER
     )
 
-from colony_mcp.asgi import ColonyAsgi  # noqa: E402  (needs Django set up)
+from django.conf import settings  # noqa: E402
 
-application = ColonyAsgi(django_application)
+from colony_mcp.asgi import ColonyAsgi  # noqa: E402  (needs Django set up)
+from core.body_limit import BodyLimit  # noqa: E402
+
+
+def make_application(django_app) -> BodyLimit:
+    """Django and ``/mcp`` behind one router, every body bounded before anything reads it
+    (``core.body_limit``, ``MAX_REQUEST_BODY_MB``)."""
+    return BodyLimit(ColonyAsgi(django_app), max_bytes=int(settings.MAX_REQUEST_BODY_MB * (1 << 20)))
+
+
+application = make_application(django_application)

@@ -309,6 +309,10 @@ EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
 # Items per POST /api/v1/thoughts/import request (one batch, all or nothing).
 IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
+# Largest request body the web server reads (core.body_limit), in MB; larger: 413 REQUEST_TOO_LARGE.
+MAX_REQUEST_BODY_MB = env("MAX_REQUEST_BODY_MB", 64.0)
+if MAX_REQUEST_BODY_MB <= 0:
+    raise ImproperSetting(f"MAX_REQUEST_BODY_MB must be a positive number of megabytes (got {MAX_REQUEST_BODY_MB}).")
 # Hours an import's Idempotency-Key receipt is kept: a batch sent again within them is answered from it.
 IMPORT_RECEIPT_HOURS = env("IMPORT_RECEIPT_HOURS", 24)
 

@@ -29,6 +29,7 @@ ERROR_DESCRIPTIONS = {
     404: "Nothing with this id in the caller's space (`NOT_FOUND` or a more specific code).",
     405: "The path exists but does not take this method (`METHOD_NOT_ALLOWED`).",
     409: "The request conflicts with the current state (`CONFLICT` or a more specific code).",
+    413: "The request body is larger than `MAX_REQUEST_BODY_MB` (`REQUEST_TOO_LARGE`); nothing was read past it.",
     429: "Too many requests from this token (`THROTTLED`); retry after the `Retry-After` seconds.",
     503: "A part Colony depends on is unavailable (database, broker); retry later.",
 }
@@ -72,6 +73,8 @@ class ColonyAutoSchema(AutoSchema):
         implied = {503}
         if "requestBody" in operation or any(p.get("in") == "query" for p in parameters):
             implied.add(400)
+        if "requestBody" in operation:
+            implied.add(413)
         if any(p.get("in") == "path" for p in parameters):
             implied.add(404)
         if any(requirement for requirement in operation.get("security", [])):

@@ -75,13 +75,17 @@ class WsgiBridge:
             raise ValueError(f"WsgiBridge serves http only, not {scope['type']!r}")
         body = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
         more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                body.close()
-                return
-            body.write(message.get("body", b""))
-            more = message.get("more_body", False)
+        try:
+            while more:
+                message = await receive()  # core.body_limit raises here when the body passes its limit
+                if message["type"] == "http.disconnect":
+                    body.close()
+                    return
+                body.write(message.get("body", b""))
+                more = message.get("more_body", False)
+        except BaseException:
+            body.close()
+            raise
         body.seek(0)
         loop = asyncio.get_running_loop()
         try:

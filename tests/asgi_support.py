@@ -22,11 +22,10 @@ class AsgiServer:
     def __init__(self, *, port: int | None = None, lifespan: str = "on"):
         import uvicorn
 
-        from colony_mcp.asgi import ColonyAsgi
-        from config.asgi import django_application
+        from config.asgi import django_application, make_application
 
         # A fresh application per server: the MCP session manager runs once per instance.
-        application = ColonyAsgi(django_application)
+        application = make_application(django_application)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(

@@ -274,7 +274,8 @@ class ThoughtImportApi(APIView):
                 e409="`IMPORT_CONFLICT`: the batch is valid but an `id` is taken by an existing thought "
                 "(`error.lines`); nothing stored. `IDEMPOTENCY_KEY_REUSED`: the Idempotency-Key was sent earlier "
                 "with another batch.",
-                e413="`IMPORT_TOO_LARGE`: more items than `IMPORT_BATCH_MAX_ITEMS` (`error.max_items`).",
+                e413="`IMPORT_TOO_LARGE`: more items than `IMPORT_BATCH_MAX_ITEMS` (`error.max_items`); "
+                "`REQUEST_TOO_LARGE`: a body over `MAX_REQUEST_BODY_MB`.",
                 e415="`UNSUPPORTED_MEDIA_TYPE`: send application/json, application/x-ndjson or application/jsonl.",
                 e500="`EMBEDDING_FAILED` or `INTERNAL_ERROR`; nothing stored.",
             ),
