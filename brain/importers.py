@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from brain.models import EMBEDDING_DIMENSIONS
-from brain.services.transfer import EXPORT_FORMAT, FLOAT32_MAX, ITEM_FIELDS
+from brain.services.transfer import EXPORT_FORMAT, ITEM_FIELDS, vector_compact
 
 FORMATS = ("auto", "colony", "mem0", "seed")
 
@@ -46,30 +45,18 @@ class Dump:
 _VECTOR_KEYS = ("embedding", "corrected_fact_embedding", "vector")
 
 
-def compact_vector(value: Any) -> Any:
-    """A JSON list of 384 finite numbers as a float32 array (1.5 KB, where the list of Python floats
-    takes ~12 KB: a million-thought export did not fit in memory); anything else as it is, for
-    ``item_clean`` to report. float32 is what is stored, and ``item_clean`` takes the array as is."""
-    if not isinstance(value, list) or len(value) != EMBEDDING_DIMENSIONS or not set(map(type, value)) <= {int, float}:
-        return value
-    exact = np.asarray(value, dtype=np.float64)
-    if not (np.abs(exact) <= FLOAT32_MAX).all():  # NaN fails the comparison too
-        return value
-    return exact.astype(np.float32)
-
-
 def _compact(row: Any) -> Any:
     if isinstance(row, dict):
         for key in _VECTOR_KEYS:
             if key in row:
-                row[key] = compact_vector(row[key])
+                row[key] = vector_compact(row[key])
     return row
 
 
 def _load_json_or_lines(path: Path) -> Any:
     """One JSON document (a list, or an object such as Mem0's ``{"results": [...]}``), or JSON Lines
     as a list of rows. JSONL is read line by line and its vectors compacted as they come
-    (:func:`compact_vector`), so the file's text and its rows' float lists are never all in memory."""
+    (``vector_compact``: float32 arrays), so the file's text and its rows' float lists are never all in memory."""
     with path.open(encoding="utf-8") as lines:
         first_number, first = next(((n, line) for n, line in enumerate(lines, start=1) if line.strip()), (0, ""))
         if not first:
@@ -228,7 +215,7 @@ def _seed_points(data: Any) -> Iterator[dict[str, Any]]:
         if isinstance(vector, dict) and len(vector) == 1:
             vector = next(iter(vector.values()))
         if isinstance(vector, (list, np.ndarray)):
-            item["embedding"] = compact_vector(vector) if isinstance(vector, list) else vector
+            item["embedding"] = vector_compact(vector)
             item["embedding_model"] = "all-MiniLM-L6-v2"
         metadata = item.get("context_metadata")
         if isinstance(metadata, str):

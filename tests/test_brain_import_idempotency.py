@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 import time
 import uuid
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from brain.jobs import import_receipts_expire
 from brain.models import ImportReceipt, Thought
+from tests.concurrency_support import run_concurrently
 from tests.conftest import fake_vector
 
 URL = "/api/v1/thoughts/import"
@@ -130,25 +129,13 @@ def test_two_requests_with_one_key_at_once_store_the_batch_once(dev, space, monk
         return [fake_vector(text) for text in texts]
 
     monkeypatch.setattr(embedding, "embed_many", slow_embed_many)
-    barrier = threading.Barrier(4)
-    results: list = [None] * 4
 
-    def send(index):
+    def send():
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {dev.token}")
-        try:
-            barrier.wait(timeout=30)
-            results[index] = post(client, NOTES, "same-time")
-        except Exception as exc:  # reported by the assertions below
-            results[index] = exc
-        finally:
-            connection.close()
+        return post(client, NOTES, "same-time")
 
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    results = run_concurrently([send] * 4)
     assert all(not isinstance(r, Exception) and r.status_code == 201 for r in results), results
     assert len({json.dumps(r.json()["ids"]) for r in results}) == 1
     assert sorted(r.get("Idempotent-Replayed") is not None for r in results) == [False, True, True, True]

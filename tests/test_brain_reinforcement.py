@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from brain.models import QueryLog, Thought
 from brain.services.pheromones import CO_RETRIEVAL_PARTNERS_MAX, thoughts_reinforce
+from tests.concurrency_support import run_concurrently
 from tests.conftest import synchronous_commit
 
 QUERY = "deploy pipeline migrations workers"
@@ -80,28 +81,6 @@ def test_reinforcement_stays_in_its_space(space, other_space, thought_factory):
     assert foreign.access_count == 0
 
 
-def _run_concurrently(jobs) -> list:
-    """Run each job in its own thread (and database connection), all released at once."""
-    barrier = threading.Barrier(len(jobs))
-    results: list = [None] * len(jobs)
-
-    def worker(index, job):
-        try:
-            barrier.wait(timeout=30)
-            results[index] = job()
-        except Exception as exc:  # reported by the assertion below, with the failing job's error
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(i, job)) for i, job in enumerate(jobs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return results
-
-
 def _client(agent_client) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {agent_client.token}")
@@ -117,7 +96,7 @@ def test_twenty_concurrent_requests_lose_no_update(agent_factory, fake_embedder,
         client = _client(agent)
         return lambda: client.post("/api/v1/memory", {"prompt": QUERY}, format="json").status_code
 
-    results = _run_concurrently([request(agents[i % 4]) for i in range(20)])
+    results = run_concurrently([request(agents[i % 4]) for i in range(20)])
     assert results == [200] * 20
     ids = {str(t.id) for t in thoughts}
     for thought in thoughts:
@@ -145,7 +124,7 @@ def test_concurrent_refinements_and_queries_neither_deadlock_nor_lose_updates(
         return lambda: _client(agent).post("/api/v1/memory", body, format="json").status_code
 
     jobs = [query] * 16 + [refinement(i) for i in range(4)]
-    assert _run_concurrently(jobs) == [200] * 20
+    assert run_concurrently(jobs) == [200] * 20
     for thought in thoughts:
         thought.refresh_from_db()
         assert thought.access_count == 20  # every call retrieved every base thought

@@ -16,11 +16,9 @@ Measured with ``pytest tests/test_races.py --durations=0`` on the loaded 2-core 
 from __future__ import annotations
 
 import random
-import threading
 import uuid
 
 import pytest
-from django.db import connection
 
 from brain import embedding
 from brain.apis.memory import MemoryInputSerializer
@@ -31,6 +29,7 @@ from brain.services.memory import memory_run
 from core.errors import ApplicationError
 from tasks.models import Task, TransitionLog
 from tasks.services.transitions import task_transition
+from tests.concurrency_support import run_concurrently
 from tests.conftest import fake_vector
 from tests.tasks_helpers import make_agent, make_project, make_task, marker_count
 
@@ -46,29 +45,6 @@ def offline(monkeypatch):
     monkeypatch.setattr(memory, "thought_schedule_followups", lambda **kwargs: None, raising=False)
     monkeypatch.setattr(embedding, "embed_many", lambda texts, **kw: [fake_vector(t) for t in texts])
     monkeypatch.setattr(embedding, "embed", lambda text: fake_vector(text))
-
-
-def run_concurrently(jobs: list, *, timeout: float = 60) -> list:
-    """Run ``jobs`` (callables) in as many threads, released together; returns each result or exception."""
-    barrier = threading.Barrier(len(jobs))
-    results: list = [None] * len(jobs)
-
-    def run(index, job):
-        try:
-            barrier.wait(timeout)
-            results[index] = job()
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, job)) for i, job in enumerate(jobs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout)
-    assert not any(thread.is_alive() for thread in threads), "a thread hung: deadlock or lost wake-up"
-    return results
 
 
 def test_100_rounds_of_8_concurrent_transitions_exactly_one_wins(space):

@@ -244,7 +244,8 @@ class ThoughtImportApi(APIView):
                 pattern=f"^[!-~]{{1,{KEY_MAX_LENGTH}}}$",
                 description="Your own unique string for this batch (a UUID). The batch sent again with the same "
                 "key is answered with the first response and stored once; the key with another batch is a 409 "
-                "`IDEMPOTENCY_KEY_REUSED`. A refused batch leaves its key free. Keys are kept 24 h, per space.",
+                "`IDEMPOTENCY_KEY_REUSED`. A refused batch leaves its key free. Keys are per space, kept "
+                "`IMPORT_RECEIPT_HOURS` (24 by default).",
             ),
             OpenApiParameter(
                 REPLAYED_HEADER,
