@@ -66,14 +66,13 @@ def _setup(database: str) -> None:
         sys.exit(f"{database} holds no thoughts: run `python -m benchmarks.compare --notes 10000 --skip-mem0` first.")
 
 
-def _token() -> str:
+def _agent_and_token():
     from core import services
     from core.models import Space
 
-    _agent, token = services.agent_create(
+    return services.agent_create(
         name=f"profile-{int(time.time() * 1000)}", role="dev", space=Space.objects.get(slug="default")
     )
-    return token
 
 
 def _prompts(seed: int):
@@ -116,7 +115,8 @@ def in_process(calls: int, *, contribute: bool = False) -> None:
     from django.db import connection
     from django.test import Client
 
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {_token()}")
+    agent, token = _agent_and_token()
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
     prompts = _prompts(5)
     kind = "contribute+retrieve" if contribute else "retrieve-only"
 
@@ -170,6 +170,14 @@ def in_process(calls: int, *, contribute: bool = False) -> None:
     for text, samples in sorted(statements.items(), key=lambda item: -sum(item[1])):
         per_call = len(samples) / calls
         print(f"   {statistics.median(samples):6.2f} / {statistics.mean(samples):6.2f}  x{per_call:.0f}  {text}")
+    if contribute:
+        # What these calls stored would otherwise stay among the benchmark's notes: the prompts share
+        # bench-compare's vocabulary, and a later `compare --reuse` run found 1 point less hit@10.
+        from brain.models import QueryLog, Thought
+
+        QueryLog.objects.filter(agent=agent).delete()
+        _, removed = Thought.objects.filter(agent=agent).delete()
+        print(f"\n   removed the {removed.get('brain.Thought', 0)} thoughts these calls stored (the notes stay)")
 
 
 def servers(database: str, calls: int, port: int) -> None:
