@@ -752,24 +752,27 @@ def suggestion_clean(row: Any) -> dict[str, Any]:
     }
 
 
+def _refuse_rows(errors: list[LineError], what: str) -> ImportInvalid:
+    return ImportInvalid(
+        f"{len(errors)} problem(s) in the {what}; none of them was stored.",
+        extra={"lines": [e.as_dict() for e in sorted(errors, key=lambda e: e.line)[:200]], "error_count": len(errors)},
+    )
+
+
 def _cleaned(rows: list[Any], clean, what: str) -> list[dict[str, Any]]:
     problems: list[DumpProblem] = []
     out = [row for _, _, row in _clean_each(rows, clean, "row", problems)]
     if problems:
-        raise ImportInvalid(
-            f"{len(problems)} problem(s) in the {what}; none of them was stored.",
-            extra={
-                "lines": [LineError(p.number, p.message, p.field).as_dict() for p in problems[:200]],
-                "error_count": len(problems),
-            },
-        )
+        raise _refuse_rows([LineError(p.number, p.message, p.field) for p in problems], what)
     return out
 
 
-def querylogs_import(*, space: Space, rows: list[dict[str, Any]]) -> int:
+def querylogs_import(*, space: Space, rows: list[Any], precleaned: bool = False) -> int:
     """Bulk insert query-log rows (see :func:`querylog_clean`), all or nothing; ``stored_thought``
-    must be a thought of the space or it is dropped."""
-    rows = _cleaned(rows, querylog_clean, "query-log rows")
+    must be a thought of the space or it is dropped. ``precleaned``: the rows are
+    :func:`querylog_clean`'s already (a file import, checked whole by :func:`dump_plan`)."""
+    if not precleaned:
+        rows = _cleaned(rows, querylog_clean, "query-log rows")
     names = {r["agent"] for r in rows if r["agent"]}
     agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)} if names else {}
     stored = {r["stored_thought"] for r in rows if r["stored_thought"]}
@@ -791,11 +794,12 @@ def querylogs_import(*, space: Space, rows: list[dict[str, Any]]) -> int:
     return len(objs)
 
 
-def suggestions_import(*, space: Space, rows: list[dict[str, Any]]) -> int:
+def suggestions_import(*, space: Space, rows: list[Any], precleaned: bool = False) -> int:
     """Bulk insert correction suggestions (see :func:`suggestion_clean`), all or nothing: each must
     be about a thought of the space; a contradicting thought or correction that is not in the space
-    is dropped (null), as deleting it would have done."""
-    rows = _cleaned(rows, suggestion_clean, "correction suggestions")
+    is dropped (null), as deleting it would have done. ``precleaned`` as for :func:`querylogs_import`."""
+    if not precleaned:
+        rows = _cleaned(rows, suggestion_clean, "correction suggestions")
     names = {r["agent"] for r in rows if r["agent"]}
     agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)} if names else {}
     named = {r[n] for r in rows for n in ("thought", "contradicting_thought", "correction") if r[n]}
@@ -811,13 +815,7 @@ def suggestions_import(*, space: Space, rows: list[dict[str, Any]]) -> int:
         if r["id"] in taken
     ]
     if errors:
-        raise ImportInvalid(
-            f"{len(errors)} problem(s) in the correction suggestions; none of them was stored.",
-            extra={
-                "lines": [e.as_dict() for e in sorted(errors, key=lambda e: e.line)[:200]],
-                "error_count": len(errors),
-            },
-        )
+        raise _refuse_rows(errors, "correction suggestions")
     objs = [
         CorrectionSuggestion(
             space=space,
@@ -846,8 +844,8 @@ class DumpPlan:
 
     thoughts: list[dict[str, Any]]  # item_clean's rows: thoughts_import(..., precleaned=True)
     numbers: list[int]  # each of those thoughts' item number in the file
-    query_logs: list[dict[str, Any]]
-    suggestions: list[dict[str, Any]]
+    query_logs: list[dict[str, Any]]  # querylog_clean's rows: querylogs_import(..., precleaned=True)
+    suggestions: list[dict[str, Any]]  # suggestion_clean's rows: suggestions_import(..., precleaned=True)
     skipped: dict[str, int] = field(default_factory=dict)
 
 
@@ -983,12 +981,12 @@ def _plan_query_logs(space: Space, rows: list[Any], skip_existing: bool, problem
     """(rows to store, how many left out: already in the space by session, text and time)."""
     known = querylog_keys(space=space) if skip_existing and rows else set()
     kept, skipped = [], 0
-    for _, raw, log in _clean_each(rows, querylog_clean, "query-log row", problems):
+    for _, _, log in _clean_each(rows, querylog_clean, "query-log row", problems):
         key = querylog_key(session_id=log["session_id"], query_text=log["query_text"], created_at=log["created_at"])
         if key in known:
             skipped += 1
         else:
-            kept.append(raw)
+            kept.append(log)
     return kept, skipped
 
 
@@ -999,7 +997,7 @@ def _plan_suggestions(space: Space, rows: list[Any], in_file: dict, skip_existin
     outside = {s["thought"] for _, _, s in cleaned} - set(in_file)
     present = {pk for pk, owner in _in_chunks(Thought, outside).items() if owner == space.pk}
     kept, skipped = [], 0
-    for number, raw, suggestion in cleaned:
+    for number, _, suggestion in cleaned:
         what, owner = "correction suggestion", taken.get(suggestion["id"])
         if suggestion["thought"] not in in_file and suggestion["thought"] not in present:
             message = f"no thought {suggestion['thought']} in the file or in space {space.slug}."
@@ -1015,7 +1013,7 @@ def _plan_suggestions(space: Space, rows: list[Any], in_file: dict, skip_existin
             message = f"a correction suggestion with id {suggestion['id']} exists {where}"
             problems.append(DumpProblem(what, number, "id", message))
         else:
-            kept.append(raw)
+            kept.append(suggestion)
     return kept, skipped
 
 

@@ -143,8 +143,10 @@ class Import:
             bar.close()
         dangling = thoughts_import_links(space=space, links=links)
         with transaction.atomic():
-            logs = querylogs_import(space=space, rows=plan.query_logs)
-            suggestions = suggestions_import(space=space, rows=plan.suggestions) if plan.suggestions else 0
+            logs = querylogs_import(space=space, rows=plan.query_logs, precleaned=True)
+            suggestions = (
+                suggestions_import(space=space, rows=plan.suggestions, precleaned=True) if plan.suggestions else 0
+            )
         seconds = time.perf_counter() - started
         rate = imported / seconds if seconds else 0.0
         command.stdout.write(
