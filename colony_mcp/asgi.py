@@ -16,6 +16,11 @@ Choices, and why:
   (``?token=``) only answer ``GET /api/v1/memory`` and are refused here.
 - **Host check** with Django's own ``ALLOWED_HOSTS`` (instead of the SDK's localhost-only default),
   so ``/mcp`` is reachable under the same names as the rest of Colony and nowhere else.
+- **Tool calls run in the worker's pool of request threads** (the WSGI bridge's, ``WEB_THREADS``),
+  as REST requests do, so calls of several agents run side by side and the pool bounds them all.
+  asgiref's thread-sensitive mode would run every call of the process on one thread: while one
+  agent's call waited on the database (a locked row, a database that doesn't answer), every other
+  agent's call, its token lookup included, waited behind it.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+from concurrent.futures import Executor, ThreadPoolExecutor
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
@@ -70,7 +76,12 @@ async def _send_json(send, status: int, body: dict, headers: list[tuple[bytes, b
 class McpEndpoint:
     """``/mcp``: host check, bearer authentication, then the SDK's Streamable HTTP app."""
 
-    def __init__(self) -> None:
+    def __init__(self, executor: Executor | None = None) -> None:
+        #: Where token lookups and tool calls (synchronous Django code) run: the WSGI bridge's threads
+        #: when Django is served through it, else a pool of the same size of this endpoint's own.
+        self.executor = executor or ThreadPoolExecutor(
+            max_workers=int(os.environ.get("WEB_THREADS", "32")), thread_name_prefix="mcp"
+        )
         # The SDK's DNS-rebinding check is replaced by Django's ALLOWED_HOSTS check in __call__.
         self.app = mcp.streamable_http_app(
             streamable_http_path=MCP_PATH,
@@ -150,7 +161,7 @@ class McpEndpoint:
                 [(b"www-authenticate", AUTH_HEADER.encode())],
             )
             return
-        agent = await sync_to_async(_lookup_agent, thread_sensitive=True)(parts[1])
+        agent = await asyncio.get_running_loop().run_in_executor(self.executor, _lookup_agent, parts[1])
         if agent is None:
             await _send_json(
                 send,
@@ -163,7 +174,7 @@ class McpEndpoint:
             )
             return
         await self._ensure_running()
-        await self.app({**scope, "colony.agent": agent}, receive, send)
+        await self.app({**scope, "colony.agent": agent, "colony.executor": self.executor}, receive, send)
 
 
 class ColonyAsgi:
@@ -171,7 +182,7 @@ class ColonyAsgi:
 
     def __init__(self, django_app) -> None:
         self.django_app = django_app
-        self.mcp = McpEndpoint()
+        self.mcp = McpEndpoint(executor=getattr(django_app, "executor", None))
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":

@@ -8,15 +8,18 @@ through, so DRF authenticates the token again and ``request.user`` is the same a
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from django.db import close_old_connections
 from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
 from core.errors import error_body
+from core.metrics import MCP_CALL_SECONDS, observe_request
+from core.middleware import api_input_refusal
 
 API_PREFIX = "/api/v1/"
 _factory = RequestFactory()
@@ -48,6 +51,11 @@ def _query(params: dict[str, Any] | None) -> str:
     return "?" + urlencode(pairs) if pairs else ""
 
 
+def segment(value: str) -> str:
+    """A tool argument as one path segment of a REST path: "fix-ci/transitions" names a task, not an endpoint."""
+    return quote(str(value), safe="")
+
+
 def rest_call(
     *,
     method: str,
@@ -59,10 +67,12 @@ def rest_call(
 ) -> RestResult:
     """Call the view behind ``method API_PREFIX+path`` as REST would and return (status, JSON body).
 
-    Synchronous (the views use the ORM): run it with ``sync_to_async``. Database connections are
-    handled as Django's request cycle handles them (``close_old_connections`` before and after).
+    Synchronous (the views use the ORM): ``colony_mcp.server`` runs it in the worker's request threads.
+    Database connections are handled as Django's request cycle handles them (``close_old_connections``
+    before and after).
     """
     full_path = API_PREFIX + path
+    started = time.perf_counter()
     close_old_connections()
     try:
         try:
@@ -76,7 +86,14 @@ def rest_call(
         else:
             request = _factory.generic(method, url, json.dumps(body), content_type="application/json", **headers)
         request.resolver_match = match
-        response = match.func(request, *match.args, **match.kwargs)
+        refusal = api_input_refusal(request)  # what ApiInputGuardMiddleware refuses on REST
+        if refusal is not None:
+            observe_request(MCP_CALL_SECONDS, request, refusal.status_code, time.perf_counter() - started)
+            return RestResult(refusal.status_code, json.loads(refusal.content))
+        # A tool's path arguments arrive quoted (``segment``), so that a "/" in one can't reach another
+        # endpoint; the view gets them as REST's views get a decoded path.
+        kwargs = {key: unquote(value) if isinstance(value, str) else value for key, value in match.kwargs.items()}
+        response = match.func(request, *match.args, **kwargs)
         if hasattr(response, "render"):
             response.render()
         try:
@@ -84,6 +101,7 @@ def rest_call(
         except ValueError:
             payload = error_body("INTERNAL_ERROR", "The server answered with something that is not JSON.")
         finally:
+            observe_request(MCP_CALL_SECONDS, request, response.status_code, time.perf_counter() - started)
             response.close()  # as a WSGI server does once the answer is out: work after the response runs
         return RestResult(response.status_code, payload)
     finally:

@@ -9,15 +9,16 @@ status: ``{"error": {"code": "...", "message": "..."}, "status": 404}``.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 from typing import Annotated, Any, Literal
 
-from asgiref.sync import sync_to_async
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from colony_mcp.rest import RestResult, rest_call
+from colony_mcp.rest import RestResult, rest_call, segment
 
 INSTRUCTIONS = """\
 Colony is the shared brain and task workflow of your team of agents. Your token fixes who you are
@@ -112,7 +113,8 @@ async def _call(
     ctx: Context, method: str, path: str, *, query: dict | None = None, body: dict | None = None
 ) -> CallToolResult:
     request = _request_of(ctx)
-    result = await sync_to_async(rest_call, thread_sensitive=True)(
+    call = functools.partial(
+        rest_call,
         method=method,
         path=path,
         authorization=request.headers.get("authorization", ""),
@@ -120,6 +122,8 @@ async def _call(
         query=query,
         body=body,
     )
+    # In the worker's pool of request threads (colony_mcp.asgi puts it in the scope), beside REST's requests.
+    result = await asyncio.get_running_loop().run_in_executor(request.scope.get("colony.executor"), call)
     return _result(result)
 
 
@@ -261,7 +265,7 @@ async def memory_correct(
     return await _call(
         ctx,
         "POST",
-        f"thoughts/{thought_id}/correct",
+        f"thoughts/{segment(thought_id)}/correct",
         body=_given(
             correct_fact=correct_fact,
             corrected_fact=corrected_fact,
@@ -278,7 +282,7 @@ async def thought_get(ctx: Context, thought_id: Uuid) -> CallToolResult:
     """Read one thought in full: content, category fields, quality flags, superseded/superseded_by,
     corrected_by (corrections of it), related thoughts. Use it after a search to read a source whose
     content_preview is cut. Unknown or other-space ids: 404 THOUGHT_NOT_FOUND."""
-    return await _call(ctx, "GET", f"thoughts/{thought_id}")
+    return await _call(ctx, "GET", f"thoughts/{segment(thought_id)}")
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -290,7 +294,7 @@ async def thought_lineage(
     """The lineage chain of a thought: what it refines or consolidates (negative depth) and what
     refined or consolidated it (positive depth), with truncated when max_depth cut it. Use it to
     find the newest version of a superseded thought."""
-    return await _call(ctx, "GET", f"thoughts/{thought_id}/lineage", query=_given(max_depth=max_depth))
+    return await _call(ctx, "GET", f"thoughts/{segment(thought_id)}/lineage", query=_given(max_depth=max_depth))
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -335,7 +339,7 @@ async def thought_retract(
     there is nothing to replace it with. Nothing is deleted: it is marked superseded without a
     replacement, flagged retracted and ranks below every live thought. For a wrong fact with a right
     one, use memory_correct; for an outdated fact, memory_contribute with refines."""
-    return await _call(ctx, "POST", f"thoughts/{thought_id}/retract", body={"reason": reason})
+    return await _call(ctx, "POST", f"thoughts/{segment(thought_id)}/retract", body={"reason": reason})
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -364,7 +368,7 @@ async def correction_accept(
     return await _call(
         ctx,
         "POST",
-        f"corrections/{suggestion_id}/accept",
+        f"corrections/{segment(suggestion_id)}/accept",
         body=_given(correct_fact=correct_fact, content=content),
     )
 
@@ -376,7 +380,7 @@ async def correction_dismiss(
     reason: Annotated[str | None, Field(description="Why the thought stands.", max_length=2000)] = None,
 ) -> CallToolResult:
     """Dismiss a pending correction suggestion: the thought stands, nothing else changes."""
-    return await _call(ctx, "POST", f"corrections/{suggestion_id}/dismiss", body=_given(reason=reason))
+    return await _call(ctx, "POST", f"corrections/{segment(suggestion_id)}/dismiss", body=_given(reason=reason))
 
 
 # --- tasks --------------------------------------------------------------------------------------------
@@ -406,7 +410,7 @@ async def task_list(
 async def task_get(ctx: Context, task: TaskRef) -> CallToolResult:
     """One task: title, description, status, role, DNA (the gate fields live here) and its last
     transitions with their brain markers."""
-    return await _call(ctx, "GET", f"tasks/{task}")
+    return await _call(ctx, "GET", f"tasks/{segment(task)}")
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -414,7 +418,7 @@ async def task_moves(ctx: Context, task: TaskRef) -> CallToolResult:
     """What you may do with this task now: allowed target statuses, and for every other rule the
     reasons it refuses (wrong role, a missing DNA field such as memory_query_session, a human
     confirmation still needed). Call it before task_transition."""
-    return await _call(ctx, "GET", f"tasks/{task}/transitions")
+    return await _call(ctx, "GET", f"tasks/{segment(task)}/transitions")
 
 
 @mcp.tool(annotations=WRITES)
@@ -432,7 +436,7 @@ async def task_transition(
     'blocked' after setting blocked_reason in DNA). The workflow checks your role and the DNA gates
     and writes the brain marker 'TASK from→to: ROLE slug (project) — summary' in the same
     transaction. Refusals name what is missing (e.g. 409 MISSING_DNA with the DNA field to set)."""
-    return await _call(ctx, "POST", f"tasks/{task}/transition", body=_given(to=to, summary=summary))
+    return await _call(ctx, "POST", f"tasks/{segment(task)}/transition", body=_given(to=to, summary=summary))
 
 
 @mcp.tool(annotations=WRITES)
@@ -450,7 +454,7 @@ async def task_update_dna(
 ) -> CallToolResult:
     """Shallow-merge fields into a task's DNA and return the task. This is how you satisfy the
     memory gates before a transition."""
-    return await _call(ctx, "PATCH", f"tasks/{task}/dna", body=dna)
+    return await _call(ctx, "PATCH", f"tasks/{segment(task)}/dna", body=dna)
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -463,7 +467,7 @@ async def in_flight(
     role with their last brain markers. Call it first thing in a new session; then search the brain
     for the task and continue where the markers say you stopped."""
     role = role or _agent_of(ctx)["role"]
-    return await _call(ctx, "GET", f"agents/{role}/in-flight", query=_given(markers=markers))
+    return await _call(ctx, "GET", f"agents/{segment(role)}/in-flight", query=_given(markers=markers))
 
 
 @mcp.tool(annotations=WRITES)

@@ -9,10 +9,15 @@ database or model. It reads newline-delimited JSON-RPC messages on stdin, posts 
 to stdout, one per line. Colony's ``/mcp`` is stateless, so every message is one independent POST.
 Tools, identity, role and space are exactly those of the HTTP server: there is one implementation.
 
+Messages are posted side by side (up to ``COLONY_MCP_CONCURRENCY``, default 8, at once), so a slow
+tool call does not hold up the agent's other calls; ``initialize`` is answered before anything after
+it is sent. At the end of stdin the bridge answers what is still in flight, then exits.
+
 When Colony can't be reached or refuses the token, each request gets a JSON-RPC error saying so
-(the client shows it to the agent); the bridge itself keeps running. Diagnostics go to stderr.
+(the client shows it to the agent); the bridge itself keeps running, also past lines that are not
+JSON-RPC messages (logged and skipped). Diagnostics go to stderr.
 Env: ``COLONY_URL`` (default http://127.0.0.1:8000), ``COLONY_TOKEN`` (required),
-``COLONY_MCP_TIMEOUT`` seconds per call (default 60).
+``COLONY_MCP_TIMEOUT`` seconds per call (default 60), ``COLONY_MCP_CONCURRENCY`` (default 8).
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 SERVER_ERROR = -32000
 
@@ -30,9 +37,14 @@ def log(message: str) -> None:
     print(f"colony-mcp-stdio: {message}", file=sys.stderr, flush=True)
 
 
+_stdout_lock = threading.Lock()
+
+
 def emit(message: dict) -> None:
-    sys.stdout.write(json.dumps(message, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
+    line = json.dumps(message, ensure_ascii=False) + "\n"
+    with _stdout_lock:  # one whole line at a time, whichever call answers first
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def error_reply(request_id, message: str) -> dict:
@@ -108,6 +120,16 @@ class Bridge:
                 self.protocol_version = reply["result"].get("protocolVersion") or self.protocol_version
             emit(reply)
 
+    def handle_safely(self, message: dict) -> None:
+        """``handle``, and a request answered with an error whatever goes wrong (it runs in a pool thread,
+        where an exception would be lost and the client would wait for an answer until its timeout)."""
+        try:
+            self.handle(message)
+        except Exception as exc:  # noqa: BLE001 - reported to the client and on stderr
+            log(f"could not relay {message.get('method')!r}: {type(exc).__name__}: {exc}")
+            if "method" in message and message.get("id") is not None:
+                emit(error_reply(message["id"], f"The stdio bridge failed on this call: {type(exc).__name__}: {exc}"))
+
 
 def main() -> int:
     token = os.environ.get("COLONY_TOKEN", "")
@@ -118,18 +140,28 @@ def main() -> int:
         timeout = float(os.environ.get("COLONY_MCP_TIMEOUT", "60"))
     except ValueError:
         timeout = 60.0
+    try:
+        concurrency = max(1, int(os.environ.get("COLONY_MCP_CONCURRENCY", "8")))
+    except ValueError:
+        concurrency = 8
     bridge = Bridge(os.environ.get("COLONY_URL", "http://127.0.0.1:8000"), token, timeout)
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            message = json.loads(line)
-        except ValueError:
-            log(f"not JSON, ignored: {line[:100]}")
-            continue
-        for item in message if isinstance(message, list) else [message]:
-            bridge.handle(item)
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="colony-mcp") as pool:
+        for line in sys.stdin:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                log(f"not JSON, ignored: {line[:100]}")
+                continue
+            for item in message if isinstance(message, list) else [message]:
+                if not isinstance(item, dict):
+                    log(f"not a JSON-RPC message (an object), ignored: {json.dumps(item)[:100]}")
+                elif item.get("method") == "initialize":
+                    bridge.handle_safely(item)  # its answer (the protocol version) comes before the next message
+                else:
+                    pool.submit(bridge.handle_safely, item)
     return 0
 
 

@@ -6,6 +6,8 @@ anything imports prometheus_client), and a scrape adds them up. Recorded where t
 
 - ``colony_http_request_duration_seconds{method, endpoint, status}`` — every request, by its URL
   route (``api/v1/thoughts/<str:thought_id>``, not the concrete path), :class:`MetricsMiddleware`;
+- ``colony_mcp_call_duration_seconds{method, endpoint, status}`` — every MCP tool call, by the REST
+  route it runs (``colony_mcp.rest``; tool calls don't pass through the middleware);
 - ``colony_embedding_seconds{kind}`` — each model call (``kind`` = query for one text, batch);
 - ``colony_job_seconds{job, state}`` — every Celery job's run time, in the worker (signals below);
 - ``colony_job_queue_wait_seconds{job}`` — from enqueue to start, when the sender stamped the time.
@@ -41,11 +43,18 @@ logger = logging.getLogger("colony.metrics")
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     prometheus_values.ValueClass = prometheus_values.get_value_class()
 
+REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 REQUEST_SECONDS = Histogram(
     "colony_http_request_duration_seconds",
     "Request latency by URL route.",
     ["method", "endpoint", "status"],
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    buckets=REQUEST_BUCKETS,
+)
+MCP_CALL_SECONDS = Histogram(
+    "colony_mcp_call_duration_seconds",
+    "MCP tool call latency by the REST route the tool runs.",
+    ["method", "endpoint", "status"],
+    buckets=REQUEST_BUCKETS,
 )
 EMBEDDING_SECONDS = Histogram(
     "colony_embedding_seconds",
@@ -79,15 +88,18 @@ class MetricsMiddleware:
     def __call__(self, request):
         started = time.perf_counter()
         response = self.get_response(request)
-        match = getattr(request, "resolver_match", None)
-        endpoint = match.route if match is not None and match.route else "unmatched"
-        try:
-            REQUEST_SECONDS.labels(method=request.method, endpoint=endpoint, status=str(response.status_code)).observe(
-                time.perf_counter() - started
-            )
-        except Exception:  # noqa: BLE001 - metrics must never break a request
-            logger.warning("could not record request metrics", exc_info=True)
+        observe_request(REQUEST_SECONDS, request, response.status_code, time.perf_counter() - started)
         return response
+
+
+def observe_request(histogram: Histogram, request, status: int, seconds: float) -> None:
+    """One request (or MCP tool call) in ``histogram``, by its URL route; never raises."""
+    match = getattr(request, "resolver_match", None)
+    endpoint = match.route if match is not None and match.route else "unmatched"
+    try:
+        histogram.labels(method=request.method, endpoint=endpoint, status=str(status)).observe(seconds)
+    except Exception:  # noqa: BLE001 - metrics must never break a request
+        logger.warning("could not record request metrics", exc_info=True)
 
 
 # --- Celery -----------------------------------------------------------------------------------------

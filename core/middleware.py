@@ -12,21 +12,28 @@ from core.errors import error_body
 from core.parsers import NUL_MESSAGE
 
 
+def api_input_refusal(request) -> JsonResponse | None:
+    """The 400 for an API request with a NUL in its path or query string; None when there is none.
+    Also applied to MCP tool calls, which run the API's views without this middleware (``colony_mcp.rest``)."""
+    fields: dict[str, list[str]] = {}
+    if "\x00" in request.path:
+        fields["path"] = [NUL_MESSAGE]
+    for key, values in request.GET.lists():
+        if "\x00" in key or any("\x00" in value for value in values):
+            fields[key.replace("\x00", "\\u0000")] = [NUL_MESSAGE]
+    if not fields:
+        return None
+    summary = "; ".join(f"{name}: {NUL_MESSAGE}" for name in fields)
+    return JsonResponse(error_body("VALIDATION_ERROR", f"Invalid request. {summary}", fields=fields), status=400)
+
+
 class ApiInputGuardMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         if request.path.startswith("/api/"):
-            fields: dict[str, list[str]] = {}
-            if "\x00" in request.path:
-                fields["path"] = [NUL_MESSAGE]
-            for key, values in request.GET.lists():
-                if "\x00" in key or any("\x00" in value for value in values):
-                    fields[key.replace("\x00", "\\u0000")] = [NUL_MESSAGE]
-            if fields:
-                summary = "; ".join(f"{name}: {NUL_MESSAGE}" for name in fields)
-                return JsonResponse(
-                    error_body("VALIDATION_ERROR", f"Invalid request. {summary}", fields=fields), status=400
-                )
+            refusal = api_input_refusal(request)
+            if refusal is not None:
+                return refusal
         return self.get_response(request)

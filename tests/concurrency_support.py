@@ -1,10 +1,12 @@
-"""Run callables in threads released at once (races against the real database)."""
+"""Run callables in threads released at once (races against the real database); hold rows locked."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 
-from django.db import connection
+from django.db import connection, transaction
 
 
 def run_concurrently(jobs: list, *, timeout: float = 60) -> list:
@@ -29,3 +31,42 @@ def run_concurrently(jobs: list, *, timeout: float = 60) -> list:
         thread.join(timeout)
     assert not any(thread.is_alive() for thread in threads), "a thread hung: deadlock or lost wake-up"
     return results
+
+
+@contextlib.contextmanager
+def row_locked(queryset, *, hold_at_most: float = 60):
+    """Hold ``SELECT ... FOR UPDATE`` on ``queryset``'s rows in another connection (a long transaction
+    elsewhere) until the block ends."""
+    locked, release = threading.Event(), threading.Event()
+
+    def hold():
+        try:
+            with transaction.atomic():
+                list(queryset.select_for_update())
+                locked.set()
+                release.wait(hold_at_most)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(10), "could not lock the rows"
+        yield
+    finally:
+        release.set()
+        holder.join(10)
+
+
+def wait_for_a_lock_wait(*, unless=lambda: False, timeout: float = 30) -> None:
+    """Return once a backend of this database waits on a lock; fail after ``timeout`` s or when ``unless()``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+            if cursor.fetchone()[0]:
+                return
+        assert time.monotonic() < deadline and not unless(), "nothing waited on the lock"
+        time.sleep(0.05)

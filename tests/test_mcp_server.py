@@ -16,7 +16,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from brain.models import QueryLog, Thought
 from tasks.models import Task
+from tests.concurrency_support import row_locked, wait_for_a_lock_wait
 from tests.tasks_helpers import make_project, make_task
+from tests.test_core_metrics import sample, scrape
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -318,6 +320,72 @@ def test_memory_search_carries_the_map_not_breadcrumbs_hint(asgi_server, agent_f
     assert "Topic 'gruendung' is 3 fragments and no current state snapshot" in guidance
     offered = json.loads(guidance[guidance.index('{"prompt"') :])
     assert set(offered["consolidates"]) == ids
+
+
+def test_a_tool_call_waiting_on_the_database_does_not_hold_up_another_agents_calls(asgi_server, agent_factory, space):
+    """Tool calls run in the worker's pool of request threads, as REST requests do. They ran on
+    asgiref's one thread-sensitive thread per process: while one agent's call waited (here on a task
+    row a long transaction keeps locked; an unreachable database is another way), every other agent's
+    MCP call in that worker, its token lookup included, waited behind it."""
+    dev, qa = agent_factory("dev"), agent_factory("qa")
+    make_task(make_project(space, "locks"), slug="locked-task", status="ready", role="dev")
+
+    async def dev_body(session):
+        return await Tools(session).raw("task_update_dna", task="locked-task", dna={"pdsa_ref": "docs/locks.md"})
+
+    async def qa_body(session):
+        return await Tools(session).call("task_list")
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        with row_locked(Task.objects.filter(slug="locked-task")):
+            dev_call = pool.submit(in_session, asgi_server.url, dev.token, dev_body)
+            wait_for_a_lock_wait(unless=dev_call.done)
+            qa_call = pool.submit(in_session, asgi_server.url, qa.token, qa_body)
+            try:
+                listed = qa_call.result(timeout=30)  # the row is still locked: dev's call is still waiting
+            except concurrent.futures.TimeoutError:
+                pytest.fail("qa's task_list waited behind dev's blocked task_update_dna")
+            assert not dev_call.done()
+        is_error, updated = dev_call.result(timeout=30)
+    assert [task["slug"] for task in listed["results"]] == ["locked-task"]
+    assert not is_error and updated["dna"]["pdsa_ref"] == "docs/locks.md"
+
+
+def test_a_tool_argument_is_one_path_segment_and_a_nul_in_it_is_refused_as_rest_refuses_it(
+    asgi_server, agent_factory, space, thought_factory
+):
+    """A task ref or thought id with a "/" named another endpoint (task_get("fix-ci/transitions")
+    answered the task's moves, thought_get("<id>/lineage") its lineage), and a NUL in a path or query
+    argument reached PostgreSQL (500): tool calls run the views without REST's input guard."""
+    dev = agent_factory("dev")
+    make_task(make_project(space, "paths"), slug="fix-ci", status="ready", role="dev")
+    thought = thought_factory("The nightly backup of the staging database runs at 02:00 UTC.")
+    series = {"method": "GET", "endpoint": "api/v1/tasks/<str:id_or_slug>", "status": "404"}
+    calls_before = sample(scrape(), "colony_mcp_call_duration_seconds_count", **series) or 0
+
+    async def body(session):
+        tools = Tools(session)
+        return (
+            await tools.raw("task_get", task="fix-ci/transitions"),
+            await tools.raw("thought_get", thought_id=f"{thought.id}/lineage"),
+            await tools.raw("task_get", task="fix\x00ci"),
+            await tools.raw("thought_list", topic="backups\x00"),
+            await tools.raw("task_get", task="fix-ci"),
+        )
+
+    (e1, task), (e2, lineage), (e3, nul_path), (e4, nul_query), (e5, found) = in_session(
+        asgi_server.url, dev.token, body
+    )
+    assert e1 and task["status"] == 404 and task["error"]["code"] == "TASK_NOT_FOUND", task
+    assert "fix-ci/transitions" in task["error"]["message"]
+    assert e2 and lineage["status"] == 404 and lineage["error"]["code"] == "THOUGHT_NOT_FOUND", lineage
+    for refused, field in ((nul_path, "path"), (nul_query, "topic")):
+        assert refused["status"] == 400 and refused["error"]["code"] == "VALIDATION_ERROR", refused
+        assert field in refused["error"]["fields"]
+    assert e3 and e4
+    assert not e5 and found["slug"] == "fix-ci"
+    # Tool calls are in /metrics by the route they ran (they don't pass through the request middleware).
+    assert sample(scrape(), "colony_mcp_call_duration_seconds_count", **series) == calls_before + 1
 
 
 def run_outside_any_loop(coro):

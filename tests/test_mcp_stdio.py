@@ -5,16 +5,23 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import queue
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import LATEST_PROTOCOL_VERSION
 
 from brain.models import Thought
+from tasks.models import Task
 from tests.asgi_support import free_port
+from tests.concurrency_support import row_locked, wait_for_a_lock_wait
+from tests.tasks_helpers import make_project, make_task
 
 BRIDGE = Path(settings.BASE_DIR) / "contrib" / "colony_mcp_stdio.py"
 
@@ -85,3 +92,100 @@ def run_outside_any_loop(coro):
     running in the main thread, and asyncio.run refuses to start inside it."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+class RawBridge:
+    """The bridge as a subprocess spoken to line by line (JSON-RPC without a client library)."""
+
+    def __init__(self, url: str, token: str):
+        self.process = subprocess.Popen(
+            [sys.executable, str(BRIDGE)],
+            env={"COLONY_URL": url, "COLONY_TOKEN": token, "PATH": "/usr/bin:/bin"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.answers: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.answers.put(json.loads(line))
+
+    def send(self, message) -> None:
+        self.process.stdin.write((message if isinstance(message, str) else json.dumps(message)) + "\n")
+        self.process.stdin.flush()
+
+    def initialize(self) -> dict:
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "init",
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": LATEST_PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw-test", "version": "0"},
+                },
+            }
+        )
+        answer = self.answer()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return answer
+
+    def call(self, request_id, tool: str, **arguments) -> None:
+        params = {"name": tool, "arguments": arguments}
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+
+    def answer(self, timeout: float = 30) -> dict:
+        return self.answers.get(timeout=timeout)
+
+    def close(self) -> str:
+        """Close stdin (the client went away); the bridge's stderr once it has exited."""
+        self.process.stdin.close()
+        self.process.wait(30)
+        return self.process.stderr.read()
+
+
+def test_stdio_skips_lines_that_are_not_messages_and_keeps_answering(asgi_server, agent_factory):
+    """A line that is JSON but not a JSON-RPC object (a number, a list of strings) ended the bridge with
+    a traceback (AttributeError: 'int' object has no attribute 'get'); the agent lost Colony."""
+    dev = agent_factory("dev")
+    bridge = RawBridge(asgi_server.url, dev.token)
+    for junk in ("5", '[1, "x"]', "not json", "null"):
+        bridge.send(junk)
+    assert bridge.initialize()["id"] == "init"
+    bridge.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    listed = bridge.answer()
+    stderr = bridge.close()
+    assert listed["id"] == 2 and {"memory_search", "in_flight"} <= {t["name"] for t in listed["result"]["tools"]}
+    assert bridge.process.returncode == 0
+    assert "not a JSON-RPC message (an object), ignored: 5" in stderr and "not JSON, ignored: not json" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_stdio_relays_a_call_while_another_is_still_waiting(asgi_server, agent_factory, space):
+    """Messages were posted one after another: an agent's second tool call (or a cancellation) waited
+    until its first, blocked on the database, returned. Answers now come back as they are ready, and
+    what is in flight when stdin ends is still answered."""
+    dev = agent_factory("dev")
+    make_task(make_project(space, "stdio"), slug="slow-task", status="ready", role="dev")
+    bridge = RawBridge(asgi_server.url, dev.token)
+    bridge.initialize()
+    with row_locked(Task.objects.filter(slug="slow-task")):
+        bridge.call("dna", "task_update_dna", task="slow-task", dna={"pdsa_ref": "docs/stdio.md"})
+        wait_for_a_lock_wait()
+        bridge.call("list", "task_list")
+        try:
+            first = bridge.answer()
+        except queue.Empty:
+            pytest.fail("task_list was not answered while task_update_dna waited")
+        bridge.process.stdin.close()  # the client leaves with the DNA update in flight
+    last = bridge.answer()
+    bridge.process.wait(30)
+    assert first["id"] == "list" and not first["result"].get("isError")
+    assert [t["slug"] for t in json.loads(first["result"]["content"][0]["text"])["results"]] == ["slow-task"]
+    assert last["id"] == "dna" and not last["result"].get("isError"), last
+    assert Task.objects.get(slug="slow-task").dna["pdsa_ref"] == "docs/stdio.md"
+    assert bridge.process.returncode == 0
