@@ -7,8 +7,11 @@ through, so DRF authenticates the token again and ``request.user`` is the same a
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlencode
@@ -21,6 +24,8 @@ from core.errors import error_body
 from core.metrics import MCP_CALL_SECONDS, observe_request
 from core.middleware import api_input_refusal
 
+logger = logging.getLogger("colony.mcp")
+
 API_PREFIX = "/api/v1/"
 _factory = RequestFactory()
 
@@ -29,6 +34,10 @@ _factory = RequestFactory()
 class RestResult:
     status: int
     body: Any
+    #: With ``rest_call(..., defer_close=True)``: the response's ``close()`` (the work a view runs
+    #: after its answer, such as the memory call's reinforcement), for the caller to run once the
+    #: result is on its way. None when there is nothing left to run.
+    finish: Callable[[], None] | None = None
 
     @property
     def ok(self) -> bool:
@@ -64,12 +73,15 @@ def rest_call(
     host: str = "127.0.0.1",
     query: dict[str, Any] | None = None,
     body: dict[str, Any] | None = None,
+    defer_close: bool = False,
 ) -> RestResult:
     """Call the view behind ``method API_PREFIX+path`` as REST would and return (status, JSON body).
 
     Synchronous (the views use the ORM): ``colony_mcp.server`` runs it in the worker's request threads.
     Database connections are handled as Django's request cycle handles them (``close_old_connections``
-    before and after).
+    before and after). The response is closed before this returns (a WSGI server closes it once the
+    answer is out), unless ``defer_close``: then ``RestResult.finish`` closes it, so that the tool's
+    answer is not kept waiting for the work after it, as a REST client is not.
     """
     full_path = API_PREFIX + path
     started = time.perf_counter()
@@ -102,7 +114,20 @@ def rest_call(
             payload = error_body("INTERNAL_ERROR", "The server answered with something that is not JSON.")
         finally:
             observe_request(MCP_CALL_SECONDS, request, response.status_code, time.perf_counter() - started)
-            response.close()  # as a WSGI server does once the answer is out: work after the response runs
+        if defer_close:
+            return RestResult(response.status_code, payload, finish=functools.partial(_close, response))
+        _close(response)
         return RestResult(response.status_code, payload)
+    finally:
+        close_old_connections()
+
+
+def _close(response) -> None:
+    """What a WSGI server does once the answer is out: the work after the response runs (its failures are
+    logged by ``core.responses``), then ``request_finished`` gives the database connection back."""
+    try:
+        response.close()
+    except Exception:  # noqa: BLE001 - the caller has its answer; nothing to hand the error to
+        logger.exception("Closing the response of an MCP tool call failed")
     finally:
         close_old_connections()

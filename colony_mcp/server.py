@@ -121,9 +121,16 @@ async def _call(
         host=request.headers.get("host", "127.0.0.1"),
         query=query,
         body=body,
+        defer_close=True,
     )
     # In the worker's pool of request threads (colony_mcp.asgi puts it in the scope), beside REST's requests.
-    result = await asyncio.get_running_loop().run_in_executor(request.scope.get("colony.executor"), call)
+    executor = request.scope.get("colony.executor")
+    loop = asyncio.get_running_loop()
+    result = await loop.run_in_executor(executor, call)
+    if result.finish is not None:
+        # The work after the answer (the memory call's reinforcement) runs while the answer is sent, as
+        # on REST; not awaited. rest._close logs its failures.
+        loop.run_in_executor(executor, result.finish)
     return _result(result)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import threading
+import time
 
 import httpx
 import pytest
@@ -349,6 +351,40 @@ def test_a_tool_call_waiting_on_the_database_does_not_hold_up_another_agents_cal
         is_error, updated = dev_call.result(timeout=30)
     assert [task["slug"] for task in listed["results"]] == ["locked-task"]
     assert not is_error and updated["dna"]["pdsa_ref"] == "docs/locks.md"
+
+
+def test_a_search_is_answered_before_its_reinforcement_runs(
+    asgi_server, agent_factory, thought_factory, fake_embedder, monkeypatch
+):
+    """As on REST, the memory call's reinforcement runs after the answer is on its way: a tool call
+    closed its response (running that work) before returning, so every MCP search also waited for the
+    reinforcement's UPDATE. The work still runs, once."""
+    from brain.services import pheromones
+
+    dev = agent_factory("dev")
+    content = "The release checklist lives in docs/release.md and is read before every tag."
+    thought = thought_factory(content)
+    answered, waited = threading.Event(), []
+    reinforce = pheromones.thoughts_reinforce
+
+    def reinforce_once_answered(**kwargs):
+        waited.append(answered.wait(30))  # never set before the answer arrives
+        return reinforce(**kwargs)
+
+    monkeypatch.setattr(pheromones, "thoughts_reinforce", reinforce_once_answered)
+
+    async def body(session):
+        found = await Tools(session).call("memory_search", query=content)
+        answered.set()
+        return found
+
+    found = in_session(asgi_server.url, dev.token, body)
+    assert [s["thought_id"] for s in found["result"]["sources"]] == [str(thought.id)]
+    deadline = time.monotonic() + 30
+    while Thought.objects.get(pk=thought.pk).access_count == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert waited == [True], "the answer waited for the reinforcement"
+    assert Thought.objects.get(pk=thought.pk).access_count == 1
 
 
 def test_a_tool_argument_is_one_path_segment_and_a_nul_in_it_is_refused_as_rest_refuses_it(
