@@ -38,7 +38,7 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
 
 from colony_mcp.server import mcp
-from core.errors import error_body
+from core.errors import database_outage_response, error_body
 
 logger = logging.getLogger("colony.mcp")
 
@@ -71,6 +71,18 @@ async def _send_json(send, status: int, body: dict, headers: list[tuple[bytes, b
         }
     )
     await send({"type": "http.response.body", "body": payload})
+
+
+def _failure(exc: Exception) -> tuple[int, dict, list[tuple[bytes, bytes]]]:
+    """The answer to a failed token lookup: 503 + Retry-After when the database is down or busy (what
+    REST answers, ``core.errors.database_outage_response``), else a logged 500; both in the envelope.
+    Synchronous (it may look at the connection pool): run it in the executor."""
+    outage = database_outage_response(None, exc)
+    if outage is None:
+        logger.error("MCP token lookup failed", exc_info=exc)
+        message = "Something went wrong on the server; it has been logged. Try again."
+        return 500, error_body("INTERNAL_ERROR", message), []
+    return outage.status_code, json.loads(outage.content), [(b"retry-after", outage["Retry-After"].encode())]
 
 
 class McpEndpoint:
@@ -161,7 +173,12 @@ class McpEndpoint:
                 [(b"www-authenticate", AUTH_HEADER.encode())],
             )
             return
-        agent = await asyncio.get_running_loop().run_in_executor(self.executor, _lookup_agent, parts[1])
+        loop = asyncio.get_running_loop()
+        try:
+            agent = await loop.run_in_executor(self.executor, _lookup_agent, parts[1])
+        except Exception as exc:  # noqa: BLE001 - answered in the envelope, as REST answers it
+            await _send_json(send, *(await loop.run_in_executor(self.executor, _failure, exc)))
+            return
         if agent is None:
             await _send_json(
                 send,

@@ -231,6 +231,41 @@ def test_revoked_token_is_refused(asgi_server, agent_factory):
     assert response.status_code == 401
 
 
+def test_a_database_outage_at_the_token_lookup_is_a_503_in_the_envelope(asgi_server, agent_factory, monkeypatch):
+    """The token lookup's error escaped the endpoint: the server's plain-text 500 "Internal Server Error",
+    where REST answers 503 DATABASE_UNAVAILABLE with Retry-After (and an agent's client knows to retry)."""
+    import psycopg
+    from django.db import utils as db_utils
+
+    from core import services
+
+    dev = agent_factory("dev")
+
+    def post():
+        return httpx.post(
+            f"{asgi_server.url}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+            headers={"Authorization": f"Bearer {dev.token}", "Accept": "application/json, text/event-stream"},
+        )
+
+    def database_down(**kwargs):
+        exc = db_utils.OperationalError("connection failed: Connection refused")
+        exc.__cause__ = psycopg.OperationalError("connection failed: Connection refused")
+        raise exc
+
+    monkeypatch.setattr(services, "token_lookup", database_down)
+    down = post()
+    assert down.status_code == 503 and down.json()["error"]["code"] == "DATABASE_UNAVAILABLE", down.text
+    assert int(down.headers["Retry-After"]) > 0
+
+    def broken(**kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(services, "token_lookup", broken)
+    failed = post()
+    assert failed.status_code == 500 and failed.json()["error"]["code"] == "INTERNAL_ERROR", failed.text
+
+
 def test_no_cross_space_access(asgi_server, agent_factory, other_space, fake_embedder, space, thought_factory):
     mine = thought_factory("The staging database is restored from the nightly snapshot at 03:00 UTC every day.")
     make_task(make_project(space, "home"), slug="home-task", status="ready", role="dev")

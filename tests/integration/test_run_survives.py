@@ -219,6 +219,13 @@ def test_database_outage_answers_503_at_once_and_recovers(colony):
         assert elapsed < 5
         write = client.post("/api/v1/memory", headers=colony.auth, json={"prompt": "deploys need a green build first"})
         assert write.status_code == 503 and write.json()["error"]["code"] == "DATABASE_UNAVAILABLE"
+        mcp = client.post(
+            "/mcp",
+            headers={**colony.auth, "Accept": "application/json, text/event-stream"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        )
+        assert mcp.status_code == 503 and mcp.json()["error"]["code"] == "DATABASE_UNAVAILABLE", mcp.text[:300]
+        assert int(mcp.headers["Retry-After"]) > 0
         page = client.get("/")
         assert page.status_code == 503
         assert "database is unavailable" in page.text and "Retry-After" in page.headers
