@@ -16,6 +16,11 @@ Read from the database and the broker at scrape time (:class:`StateCollector`):
 ``colony_celery_queue_depth{queue}``, ``colony_worker_heartbeat_age_seconds{hostname}``, and the
 gauges apps register with :func:`metrics_register_gauge` (``colony_thoughts_waiting_embedding``).
 
+The samples of a process stay in its files after it ends (so a restarted worker's counts don't go
+back), which is right within one run of Colony and wrong across runs: ``make run`` empties the folder
+when it starts (``core.run.metrics_of_earlier_runs_clear``); under another service manager, empty it
+before the web and worker processes start.
+
 Who may read it: requests from a loopback address while ``METRICS_ALLOW_LOCALHOST`` is true (the
 default; set it false behind a reverse proxy on the same host), and logged-in staff users.
 """
@@ -27,6 +32,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from django.conf import settings
 from django.http import HttpResponse
@@ -74,6 +80,20 @@ JOB_QUEUE_WAIT_SECONDS = Histogram(
     ["job"],
     buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300),
 )
+
+
+def metrics_files_clear(directory: str | os.PathLike | None = None) -> int:
+    """Delete the sample files earlier processes left in ``directory`` (``PROMETHEUS_MULTIPROC_DIR``);
+    how many. Only before Colony's processes start: a scrape adds up every file, so without it
+    ``/metrics`` counted every request since the data folder was made (earlier runs, test runs, commands)."""
+    folder = Path(directory or os.environ.get("PROMETHEUS_MULTIPROC_DIR") or "")
+    if not str(folder) or not folder.is_dir():
+        return 0
+    removed = 0
+    for path in folder.glob("*.db"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
 
 
 def observe_embedding(kind: str, seconds: float) -> None:

@@ -85,6 +85,18 @@ def address_from_environment() -> tuple[str, int | None]:
     return host, port if 0 < port < 65536 else None
 
 
+def metrics_of_earlier_runs_clear(data: Path) -> None:
+    """Empty the metrics folder (``PROMETHEUS_MULTIPROC_DIR``) when it is in this data folder, as it is by
+    default: a scrape adds up every process's file, and without this ``/metrics`` counted every request
+    since the folder was made (earlier runs, test runs, commands). The data folder's lock, held here,
+    means no other make run writes there; a folder elsewhere may be shared, and is left as it is."""
+    from core.metrics import metrics_files_clear
+
+    folder = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or data / "metrics")
+    if folder.resolve().is_relative_to(data.resolve()):
+        metrics_files_clear(folder)
+
+
 def _interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt  # as Ctrl-C does: the running start-up step is killed, the database stopped
 
@@ -156,6 +168,7 @@ def main() -> int:
         description = probe.stdout.strip().splitlines()[-1]
         env["COLONY_BROKER"] = "redis" if description.startswith("redis") else "filesystem"
         say(f"broker: {description}")
+        metrics_of_earlier_runs_clear(data)
         subprocess.run([python, "manage.py", "migrate", "--no-input"], env=env, check=True)
         subprocess.run([python, "manage.py", "colony_bootstrap"], env=env, check=True)
         subprocess.run([python, "manage.py", "collectstatic", "--no-input", "-v", "0"], env=env, check=True)

@@ -174,6 +174,34 @@ def test_sigterm_while_starting_stops_the_start_up_step(tmp_path: Path):
                 os.kill(step, signal.SIGKILL)
 
 
+@pytest.mark.parametrize("inside", [True, False])
+def test_make_run_empties_the_metrics_folder_of_its_data_folder(tmp_path: Path, inside: bool):
+    """A scrape adds up every sample file in the metrics folder, and nothing ever removed one: /metrics
+    under make run counted the requests of every earlier run, test run and command of the data folder.
+    make run empties it before its processes start, when the folder is inside its data folder (the
+    default); one elsewhere may be shared and is left alone."""
+    data = tmp_path / "data"
+    folder = data / "metrics" if inside else tmp_path / "shared-metrics"
+    folder.mkdir(parents=True)
+    (folder / "histogram_999999.db").write_bytes(b"an earlier run's samples")
+    (folder / "notes.txt").write_text("not a sample file")
+    log = tmp_path / "run.log"
+    with _listening() as silent:  # migrate waits on this "database": core.run stays in its start-up
+        env = _run_env(data, web_port=free_port(), database_port=silent, connect_timeout=60)
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # the settings' default: <data>/metrics
+        if not inside:
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+        run = _start_core_run(env, log)
+        try:
+            reached = _wait_for(lambda: any("manage.py migrate" in c for c in children(run.pid).values()), 60)
+            assert reached, f"core.run never reached its migrate step:\n{log.read_text()}"
+        finally:
+            run.terminate()
+            run.wait(30)
+    assert (folder / "histogram_999999.db").exists() is not inside
+    assert (folder / "notes.txt").exists()
+
+
 def test_a_second_make_run_on_the_same_data_folder_refuses_at_once(tmp_path: Path):
     """Two make runs on one data folder (the second on another port) ran two Celery beats, and the
     second one's stop stopped the embedded database under the first one's feet."""
