@@ -49,10 +49,13 @@ lint: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 # The embedded database is stopped afterwards unless it was already running (e.g. under make run).
+# The tests' metric samples go to a folder of their own (emptied first), not into make run's.
+TEST_METRICS := var/test-metrics
 test: $(STAMP) browser redis
 	@was_running=$$($(BIN)/python -m core.embedded_db status | grep -c '^running' || true); \
-	status=0; \
-	$(MAKE) --no-print-directory lint && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest || status=$$?; \
+	status=0; rm -rf $(TEST_METRICS); \
+	$(MAKE) --no-print-directory lint && PROMETHEUS_MULTIPROC_DIR="$(CURDIR)/$(TEST_METRICS)" \
+	  PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest || status=$$?; \
 	if [ "$$was_running" = 0 ] && [ -z "$$DATABASE_URL" ]; then $(BIN)/python -m core.embedded_db stop; fi; \
 	exit $$status
 
