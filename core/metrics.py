@@ -82,12 +82,12 @@ JOB_QUEUE_WAIT_SECONDS = Histogram(
 )
 
 
-def metrics_files_clear(directory: str | os.PathLike | None = None) -> int:
-    """Delete the sample files earlier processes left in ``directory`` (``PROMETHEUS_MULTIPROC_DIR``);
+def metrics_files_clear(directory: str | os.PathLike) -> int:
+    """Delete the sample files earlier processes left in ``directory`` (a ``PROMETHEUS_MULTIPROC_DIR``);
     how many. Only before Colony's processes start: a scrape adds up every file, so without it
     ``/metrics`` counted every request since the data folder was made (earlier runs, test runs, commands)."""
-    folder = Path(directory or os.environ.get("PROMETHEUS_MULTIPROC_DIR") or "")
-    if not str(folder) or not folder.is_dir():
+    folder = Path(directory)
+    if not folder.is_dir():
         return 0
     removed = 0
     for path in folder.glob("*.db"):
