@@ -16,7 +16,8 @@ Choices, and why:
   (``?token=``) only answer ``GET /api/v1/memory`` and are refused here.
 - **Host check** with Django's own ``ALLOWED_HOSTS`` (instead of the SDK's localhost-only default),
   so ``/mcp`` is reachable under the same names as the rest of Colony and nowhere else.
-- **Tool calls run in the worker's pool of request threads** (the WSGI bridge's, ``WEB_THREADS``),
+- **Tool calls run in the worker's pool of request threads** (the WSGI bridge's, ``WEB_THREADS``;
+  ``config.asgi.make_application`` passes it),
   as REST requests do, so calls of several agents run side by side and the pool bounds them all.
   asgiref's thread-sensitive mode would run every call of the process on one thread: while one
   agent's call waited on the database (a locked row, a database that doesn't answer), every other
@@ -28,8 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from urllib.parse import parse_qs
 
 from django.conf import settings
@@ -38,7 +38,7 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
 
 from colony_mcp.server import mcp
-from core.errors import database_outage_response, error_body
+from core.errors import asgi_json_send, database_outage_response, error_body
 
 logger = logging.getLogger("colony.mcp")
 
@@ -60,19 +60,6 @@ def _lookup_agent(raw_token: str) -> dict | None:
         close_old_connections()
 
 
-async def _send_json(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-            + (headers or []),
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
-
-
 def _failure(exc: Exception) -> tuple[int, dict, list[tuple[bytes, bytes]]]:
     """The answer to a failed token lookup: 503 + Retry-After when the database is down or busy (what
     REST answers, ``core.errors.database_outage_response``), else a logged 500; both in the envelope.
@@ -88,12 +75,10 @@ def _failure(exc: Exception) -> tuple[int, dict, list[tuple[bytes, bytes]]]:
 class McpEndpoint:
     """``/mcp``: host check, bearer authentication, then the SDK's Streamable HTTP app."""
 
-    def __init__(self, executor: Executor | None = None) -> None:
-        #: Where token lookups and tool calls (synchronous Django code) run: the WSGI bridge's threads
-        #: when Django is served through it, else a pool of the same size of this endpoint's own.
-        self.executor = executor or ThreadPoolExecutor(
-            max_workers=int(os.environ.get("WEB_THREADS", "32")), thread_name_prefix="mcp"
-        )
+    def __init__(self, executor: Executor) -> None:
+        #: Where token lookups and tool calls (synchronous Django code) run: the web worker's pool of
+        #: request threads (config.asgi.make_application).
+        self.executor = executor
         # The SDK's DNS-rebinding check is replaced by Django's ALLOWED_HOSTS check in __call__.
         self.app = mcp.streamable_http_app(
             streamable_http_path=MCP_PATH,
@@ -150,12 +135,12 @@ class McpEndpoint:
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
         domain, port = split_domain_port(headers.get("host", ""))
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-            await _send_json(
+            await asgi_json_send(
                 send, 400, error_body("BAD_HOST", "Host not allowed; add it to ALLOWED_HOSTS to serve /mcp under it.")
             )
             return
         if "token" in parse_qs(scope.get("query_string", b"").decode("latin-1")):
-            await _send_json(
+            await asgi_json_send(
                 send,
                 403,
                 error_body(
@@ -166,7 +151,7 @@ class McpEndpoint:
             return
         parts = headers.get("authorization", "").split()
         if len(parts) != 2 or parts[0].lower() != "bearer":
-            await _send_json(
+            await asgi_json_send(
                 send,
                 401,
                 error_body("UNAUTHENTICATED", "Authentication required: send 'Authorization: Bearer <token>'."),
@@ -177,10 +162,10 @@ class McpEndpoint:
         try:
             agent = await loop.run_in_executor(self.executor, _lookup_agent, parts[1])
         except Exception as exc:  # noqa: BLE001 - answered in the envelope, as REST answers it
-            await _send_json(send, *(await loop.run_in_executor(self.executor, _failure, exc)))
+            await asgi_json_send(send, *(await loop.run_in_executor(self.executor, _failure, exc)))
             return
         if agent is None:
-            await _send_json(
+            await asgi_json_send(
                 send,
                 401,
                 error_body(
@@ -197,9 +182,9 @@ class McpEndpoint:
 class ColonyAsgi:
     """Routes ``/mcp`` to the MCP endpoint and everything else to Django; owns the lifespan."""
 
-    def __init__(self, django_app) -> None:
+    def __init__(self, django_app, *, executor: Executor) -> None:
         self.django_app = django_app
-        self.mcp = McpEndpoint(executor=getattr(django_app, "executor", None))
+        self.mcp = McpEndpoint(executor)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":

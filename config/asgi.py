@@ -5,11 +5,15 @@ workers; see ``colony_mcp.asgi`` for how ``/mcp`` is served (stateless Streamabl
 """
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Django's views are synchronous: by default they are served through core.wsgi_bridge (a fixed pool
 # of WEB_THREADS threads), which costs 2-4 ms less CPU per request than Django's own ASGI handler
 # (docs/performance.md). WEB_DJANGO_ADAPTER=asgi switches back to that handler (for comparison).
+#: Threads per web worker for Django's synchronous code: REST requests through the WSGI bridge, and the
+#: MCP endpoint's token lookups and tool calls (colony_mcp.asgi), in one pool.
+WEB_THREADS = int(os.environ.get("WEB_THREADS", "32"))
 if os.environ.get("WEB_DJANGO_ADAPTER", "wsgi") == "asgi":
     from django.core.asgi import get_asgi_application
 
@@ -23,9 +27,7 @@ else:
     # request waits up to DATABASE_CONNECT_TIMEOUT before its 503, and with only 8 threads the others
     # queued behind them (the fault soak's 503s took up to 8.4 s at 20 requests/s). Idle threads cost
     # nothing; the pool still bounds what reaches the database.
-    django_application = WsgiBridge(
-        get_wsgi_application(), threads=int(os.environ.get("WEB_THREADS", "32")), freeze_after=FREEZE_AFTER
-    )
+    django_application = WsgiBridge(get_wsgi_application(), threads=WEB_THREADS, freeze_after=FREEZE_AFTER)
 
 from django.conf import settings  # noqa: E402
 
@@ -35,8 +37,10 @@ from core.body_limit import BodyLimit  # noqa: E402
 
 def make_application(django_app) -> BodyLimit:
     """Django and ``/mcp`` behind one router, every body bounded before anything reads it
-    (``core.body_limit``, ``MAX_REQUEST_BODY_MB``)."""
-    return BodyLimit(ColonyAsgi(django_app), max_bytes=int(settings.MAX_REQUEST_BODY_MB * (1 << 20)))
+    (``core.body_limit``, ``MAX_REQUEST_BODY_MB``). ``/mcp``'s synchronous work runs in the WSGI bridge's
+    threads, or in a pool of as many when Django is served by its own ASGI handler."""
+    executor = getattr(django_app, "executor", None) or ThreadPoolExecutor(WEB_THREADS, thread_name_prefix="mcp")
+    return BodyLimit(ColonyAsgi(django_app, executor=executor), max_bytes=int(settings.MAX_REQUEST_BODY_MB * (1 << 20)))
 
 
 application = make_application(django_application)

@@ -12,7 +12,7 @@ answer is replaced by the 413). The connection is closed after the refusal.
 
 from __future__ import annotations
 
-import json
+from core.errors import asgi_json_send, error_body
 
 MESSAGE = (
     "The request body is larger than {limit} MB (MAX_REQUEST_BODY_MB); nothing was read past it and "
@@ -69,22 +69,8 @@ class BodyLimit:
             await self._refuse(send)
 
     async def _refuse(self, send) -> None:
-        limit_mb = self.max_bytes / (1 << 20)
-        body = json.dumps(
-            {"error": {"code": "REQUEST_TOO_LARGE", "message": MESSAGE.format(limit=f"{limit_mb:g}")}}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+        message = MESSAGE.format(limit=f"{self.max_bytes / (1 << 20):g}")
+        await asgi_json_send(send, 413, error_body("REQUEST_TOO_LARGE", message), [(b"connection", b"close")])
 
 
 def _content_length(scope) -> int | None:

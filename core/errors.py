@@ -6,6 +6,7 @@ add ``"fields"``), whether it was raised by a service, by DRF, by Django's URL r
 
 from __future__ import annotations
 
+import json
 import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -171,6 +172,21 @@ class DatabaseUnavailableMiddleware:
 
 def error_body(code: str, message: str, **extra) -> dict:
     return {"error": {"code": code, "message": message, **extra}}
+
+
+async def asgi_json_send(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Answer an ASGI http request with ``body`` as JSON: the envelope of the ASGI layers in front of
+    Django (``core.body_limit``, ``colony_mcp.asgi``)."""
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+            + (headers or []),
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
 
 
 def _flatten(detail, prefix: str = "") -> dict[str, list[str]]:
