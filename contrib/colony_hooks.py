@@ -36,6 +36,7 @@ from datetime import date
 
 PREVIEW = 300
 MIN_PROMPT_CHARS = 3
+PROMPT_MAX_CHARS = 10000  # the memory API's limit on a prompt
 
 
 class ColonyDown(Exception):
@@ -97,6 +98,24 @@ def _marker_lines(task: dict, limit: int) -> list[str]:
     return [f"    - {m.get('marker', '')}" for m in (task.get("last_markers") or [])[:limit]]
 
 
+def prompt_clean(text: str) -> str:
+    """What the memory API accepts of a prompt: no NUL (refused with 400), no lone surrogate (not
+    UTF-8), at most PROMPT_MAX_CHARS. A prompt pasted from a binary file or a broken encoding is
+    still searched, not answered with "Colony brain unavailable"."""
+    text = text.replace("\x00", " ")
+    text = text.encode("utf-8", errors="replace").decode("utf-8")
+    return text[:PROMPT_MAX_CHARS]
+
+
+def memory_search(colony: Colony, prompt: str, *, session_id: str, limit: int) -> dict:
+    """A retrieve-only memory call, POSTed: the same answer as GET /api/v1/memory, but a prompt of
+    10,000 characters can be 90 KB percent-encoded in a URL, over the 64 KB the server reads (414)."""
+    body = {"prompt": prompt_clean(prompt), "contribute": False, "limit": limit}
+    if session_id:
+        body["session_id"] = session_id
+    return colony.call("POST", "memory", body=body)
+
+
 def session_start(colony: Colony, event: dict) -> str:
     me = colony.call("GET", "agents/me")
     flight = colony.call("GET", f"agents/{me['role']}/in-flight", query={"markers": 2})
@@ -109,15 +128,8 @@ def session_start(colony: Colony, event: dict) -> str:
             lines.extend(_marker_lines(task, 2))
     else:
         lines.append(f"No in-flight tasks for role {me['role']}.")
-    brain = colony.call(
-        "GET",
-        "memory",
-        query={
-            "prompt": f"current state and in-flight work of the {me['role']} role",
-            "contribute": "false",
-            "session_id": session_of(event) or None,
-            "limit": 3,
-        },
+    brain = memory_search(
+        colony, f"current state and in-flight work of the {me['role']} role", session_id=session_of(event), limit=3
     )
     highways = (brain.get("result") or {}).get("highways_nearby") or []
     if highways:
@@ -137,16 +149,7 @@ def prompt_submit(colony: Colony, event: dict) -> str | None:
         limit = max(1, min(10, int(os.environ.get("COLONY_HOOK_SOURCES", "5"))))
     except ValueError:
         limit = 5
-    brain = colony.call(
-        "GET",
-        "memory",
-        query={
-            "prompt": prompt[:10000],
-            "contribute": "false",
-            "session_id": session_of(event) or None,
-            "limit": limit,
-        },
-    )
+    brain = memory_search(colony, prompt, session_id=session_of(event), limit=limit)
     result, trace = brain.get("result") or {}, brain.get("trace") or {}
     session_id = trace.get("session_id", "")
     lines = [f"Colony session id: {session_id} (use it as memory_query_session in a task's DNA)."]

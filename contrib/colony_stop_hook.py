@@ -41,6 +41,7 @@ import urllib.request
 DEFAULT_TIMEOUT = 3.0
 MAX_TRANSCRIPT_BYTES = 8 * 1024 * 1024  # only the tail of a huge transcript is read
 MAX_TOOL_INPUT_CHARS = 2000
+MAX_TOOL_CALLS = 1000  # the turns API's limit on tool_calls; more were refused (400) and the turn was lost
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 FEEDBACK = re.compile(rf"colony:(used|contradicted)\s+((?:{UUID}(?:\s*,\s*|\s+)?)+)", re.IGNORECASE)
 
@@ -124,6 +125,27 @@ def turn_from_transcript(path: str) -> dict | None:
     }
 
 
+def tool_calls_capped(tool_calls: list) -> list:
+    """At most MAX_TOOL_CALLS: the first ones, the last entry saying how many were left out (the shape
+    Colony's own truncation uses; it keeps TURN_TEXT_MAX_CHARS of them in any case)."""
+    if len(tool_calls) <= MAX_TOOL_CALLS:
+        return tool_calls
+    kept = tool_calls[: MAX_TOOL_CALLS - 1]
+    return [*kept, {"omitted_tool_calls": len(tool_calls) - len(kept)}]
+
+
+def json_clean(value):
+    """The turn as the API accepts it: no NUL in any string (refused with 400) and no lone surrogate
+    (not UTF-8), so a turn that printed a binary file's bytes is still logged."""
+    if isinstance(value, str):
+        return value.replace("\x00", " ").encode("utf-8", errors="replace").decode("utf-8")
+    if isinstance(value, list):
+        return [json_clean(item) for item in value]
+    if isinstance(value, dict):
+        return {json_clean(key): json_clean(item) for key, item in value.items()}
+    return value
+
+
 def feedback_from_text(text: str) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {"used": [], "contradicted": []}
     for kind, ids in FEEDBACK.findall(text or ""):
@@ -175,7 +197,16 @@ def build_turn(args: argparse.Namespace, stdin_text: str) -> dict | None:
     injected = args.injected or hook_input.get("injected_ids")
     if injected is not None:
         turn["injected_ids"] = list(injected)
-    return turn
+    if isinstance(turn.get("tool_calls"), list):
+        turn["tool_calls"] = tool_calls_capped(turn["tool_calls"])
+    return json_clean(turn)
+
+
+def error_text(error: urllib.error.HTTPError) -> str:
+    """The body of an error answer, read once (a second read() of it gives b"")."""
+    if not hasattr(error, "colony_text"):
+        error.colony_text = error.read(100_000).decode("utf-8", errors="replace")
+    return error.colony_text
 
 
 def unknown_ids(error: urllib.error.HTTPError) -> set[str]:
@@ -183,7 +214,7 @@ def unknown_ids(error: urllib.error.HTTPError) -> set[str]:
     if error.code not in (400, 404):
         return set()
     try:
-        body = json.loads(error.read(100_000).decode("utf-8"))
+        body = json.loads(error_text(error))
         details = body["error"]
         return {str(i).lower() for i in details.get("ids", [])} if details.get("code") == "UNKNOWN_THOUGHT" else set()
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -233,8 +264,7 @@ def run(argv: list[str], timeout: float, result: dict) -> None:
                     turn[key] = [i for i in turn[key] if i.lower() not in unknown]
             result["status"] = post(url, token, turn, timeout)
     except urllib.error.HTTPError as exc:
-        body = exc.read(300).decode("utf-8", errors="replace")
-        note(f"Colony answered {exc.code}: {body}")
+        note(f"Colony answered {exc.code}: {error_text(exc)[:300]}")
     except (urllib.error.URLError, OSError, ValueError) as exc:
         if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
             # Reached but no answer in time: the same outcome as main's deadline, which this timeout

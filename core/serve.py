@@ -28,6 +28,9 @@ import sys
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# uvicorn's httptools protocol with its own refusals (a URL over 64 KB, bytes that aren't HTTP) in the
+# API's error envelope instead of plain text (core/http_protocol.py).
+HTTP_PROTOCOL = "core.http_protocol:EnvelopeHttpToolsProtocol"
 
 
 def default_workers() -> int:
@@ -57,7 +60,7 @@ def server_options() -> dict:
         "port": env("PORT", 8000),
         "workers": workers,
         "loop": "uvloop",
-        "http": "httptools",
+        "http": HTTP_PROTOCOL,
         # Django's ASGI handler answers http only; the lifespan protocol is used when the app
         # mounted in config.asgi supports it (e.g. the MCP session manager), skipped otherwise.
         "lifespan": "auto",

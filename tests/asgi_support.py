@@ -23,13 +23,20 @@ class AsgiServer:
         import uvicorn
 
         from config.asgi import django_application, make_application
+        from core.serve import HTTP_PROTOCOL
 
         # A fresh application per server: the MCP session manager runs once per instance.
         application = make_application(django_application)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            application, host="127.0.0.1", port=self.port, lifespan=lifespan, log_config=None, access_log=True
+            application,
+            host="127.0.0.1",
+            port=self.port,
+            lifespan=lifespan,
+            log_config=None,
+            access_log=True,
+            http=HTTP_PROTOCOL,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -142,3 +142,22 @@ def test_bad_stdin_and_short_prompt(asgi_server, agent_factory):
         [sys.executable, str(HOOKS), "prompt-submit"], input="not json", capture_output=True, text=True, env=env
     )
     assert (done.returncode, done.stdout) == (0, "")  # no prompt: nothing to search, nothing injected
+
+
+def test_prompt_submit_searches_a_prompt_of_any_script_and_bytes(asgi_server, active_task):
+    """10,000 CJK characters are within the API's limit but ~90 KB percent-encoded: the hook used to GET
+    them and lose the brain to the server's 64 KB URL limit; a NUL or a lone surrogate lost it to a 400."""
+    dev, _ = active_task
+    prompt = "迁移步骤为什么在测试数据库里失败" * 625  # 10,000 characters
+    assert len(prompt) == 10000
+    done = run("prompt-submit", {"session_id": SESSION, "prompt": prompt}, url=asgi_server.url, token=dev.token)
+    context = context_of(done, "UserPromptSubmit")
+    assert context.startswith(f"Colony session id: {SESSION} "), context
+    assert QueryLog.objects.get(session_id=SESSION).query_text == prompt
+
+    odd = "why does the\x00 CI step fail \ud800 on the vector extension?"
+    done = run("prompt-submit", {"session_id": "s-odd", "prompt": odd}, url=asgi_server.url, token=dev.token)
+    assert context_of(done, "UserPromptSubmit").startswith("Colony session id: s-odd "), done.stdout
+    assert (
+        QueryLog.objects.get(session_id="s-odd").query_text == "why does the  CI step fail ? on the vector extension?"
+    )

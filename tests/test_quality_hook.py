@@ -37,11 +37,16 @@ class FakeColony:
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
                 if mode == "hang":
                     time.sleep(30)
-                status = 500 if mode == "error" else 202
+                status = {"error": 500, "refuse": 400}.get(mode, 202)
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
-                self.wfile.write(b'{"status": "pending"}')
+                if mode == "refuse":
+                    self.wfile.write(
+                        b'{"error": {"code": "VALIDATION_ERROR", "message": "Invalid request. turn_id: no."}}'
+                    )
+                else:
+                    self.wfile.write(b'{"status": "pending"}')
 
             def log_message(self, *args):
                 pass
@@ -238,6 +243,59 @@ def test_server_error_is_reported_not_raised(fake):
     server = fake("error")
     done, _ = run_hook("--prompt", "p", "--response", "r", env={"COLONY_URL": server.url, "COLONY_TOKEN": "t"})
     assert done.returncode == 0 and "Colony answered 500" in done.stderr
+
+
+def test_a_refusal_is_reported_with_colonys_message(fake):
+    """The body of a 400 was read once to look for unknown ids, and the note read it again: empty."""
+    server = fake("refuse")
+    done, _ = run_hook("--prompt", "p", "--response", "r", env={"COLONY_URL": server.url, "COLONY_TOKEN": "t"})
+    assert done.returncode == 0 and done.stdout == ""
+    assert "Colony answered 400: " in done.stderr and "turn_id: no." in done.stderr
+
+
+def test_more_tool_calls_than_the_api_takes_are_capped(fake, tmp_path):
+    server = fake()
+    entries = [{"type": "user", "uuid": "u1", "message": {"content": "run the whole migration"}}]
+    entries += [
+        {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"n": i}}]}}
+        for i in range(1500)
+    ]
+    transcript = tmp_path / "long.jsonl"
+    transcript.write_text("\n".join(json.dumps(e) for e in entries))
+    stdin = json.dumps({"session_id": "s", "transcript_path": str(transcript)})
+    run_hook(stdin=stdin, env={"COLONY_URL": server.url, "COLONY_TOKEN": "t"})
+    calls = server.requests[0]["body"]["tool_calls"]
+    assert len(calls) == 1000
+    assert calls[:2] == [{"name": "Bash", "input": {"n": 0}}, {"name": "Bash", "input": {"n": 1}}]
+    assert calls[-1] == {"omitted_tool_calls": 501}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_turn_with_odd_bytes_is_logged_by_a_live_colony(live_server, agent_factory, settings, tmp_path):
+    """1,500 tool calls (the API takes 1,000), a NUL and a lone surrogate: each was a 400, the turn lost."""
+    from quality.models import TurnLog
+
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.lexical_judge_factory"  # eager scoring in-process
+    client = agent_factory("dev", name="long-runner")
+    entries = [{"type": "user", "uuid": "u-long", "message": {"content": "migrate every table\u0000 \ud800now"}}]
+    entries += [
+        {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"n": i}}]}}
+        for i in range(1500)
+    ]
+    entries.append({"type": "assistant", "message": {"content": [{"type": "text", "text": "done\u0000."}]}})
+    transcript = tmp_path / "long.jsonl"
+    transcript.write_text("\n".join(json.dumps(e) for e in entries))
+    stdin = json.dumps({"session_id": "long-session", "transcript_path": str(transcript)})
+    done, _ = run_hook(stdin=stdin, env={"COLONY_URL": live_server.url, "COLONY_TOKEN": client.token})
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    turn = TurnLog.objects.get()
+    assert (turn.agent_name, turn.turn_id, turn.user_prompt, turn.assistant_response) == (
+        "long-runner",
+        "u-long",
+        "migrate every table  ?now",
+        "done .",
+    )
+    assert turn.tool_calls[0] == {"name": "Bash", "input": {"n": 0}}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,0 +1,56 @@
+"""uvicorn's httptools protocol, whose own refusals come in the API's error envelope.
+
+uvicorn answers a request it cannot parse itself, before Colony sees it, with a plain-text ``400
+Invalid HTTP request received.`` The one an agent meets is a URL over 65,535 bytes: httptools parses
+the request target with 16-bit offsets, so a ``GET /api/v1/memory?prompt=...`` of 10,000 non-ASCII
+characters (about 90 KB percent-encoded, within the field's 10,000-character limit) was refused with
+that line, and a client that reads the envelope found none. This protocol answers those refusals
+as Colony answers everything else: a URL too long is ``414 URL_TOO_LONG`` with what to do instead
+(the same fields in a POST body), anything else unparsable ``400 BAD_REQUEST``.
+
+``core.serve`` names it as uvicorn's ``http`` protocol; it imports no Django.
+"""
+
+from __future__ import annotations
+
+import json
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+# httptools' URL parser keeps offsets in 16 bits (http_parser_url): a longer request target fails.
+MAX_URL_BYTES = 65535
+
+STATUS_LINES = {400: b"HTTP/1.1 400 Bad Request\r\n", 414: b"HTTP/1.1 414 URI Too Long\r\n"}
+
+
+def refusal(url_bytes: int) -> tuple[int, dict]:
+    """The status and envelope for a request uvicorn could not parse, whose URL had ``url_bytes``."""
+    if url_bytes > MAX_URL_BYTES:
+        message = (
+            f"The request's URL is {url_bytes:,} bytes; this server reads URLs of at most {MAX_URL_BYTES:,}. "
+            "Send the same fields as a JSON body instead: for a memory query, POST /api/v1/memory with "
+            '{"prompt": "...", "contribute": false} answers as the GET does.'
+        )
+        return 414, {"error": {"code": "URL_TOO_LONG", "message": message}}
+    message = "The request is not valid HTTP/1.1 and was not read; check the request line and headers."
+    return 400, {"error": {"code": "BAD_REQUEST", "message": message}}
+
+
+class EnvelopeHttpToolsProtocol(HttpToolsProtocol):
+    def send_400_response(self, msg: str) -> None:
+        status, body = refusal(len(getattr(self, "url", b"") or b""))
+        payload = json.dumps(body).encode()
+        content = [STATUS_LINES[status]]
+        for name, value in self.server_state.default_headers:
+            content.extend([name, b": ", value, b"\r\n"])
+        content.extend(
+            [
+                b"content-type: application/json\r\n",
+                b"content-length: " + str(len(payload)).encode("ascii") + b"\r\n",
+                b"connection: close\r\n",
+                b"\r\n",
+                payload,
+            ]
+        )
+        self.transport.write(b"".join(content))
+        self.transport.close()
