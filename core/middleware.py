@@ -1,11 +1,14 @@
-"""Input guard for /api/: a NUL character in the path or the query string is a 400 envelope.
+"""Input guard: a NUL character in the path or the query string is a 400, before any view runs.
 
 Path and query values reach selectors as text (task slugs, ids, filters) and PostgreSQL refuses U+0000,
-so they are refused here once, before any view, instead of failing in the database (a 500).
+so they are refused here once instead of failing in the database (a 500): under /api/ with the error
+envelope, on the humans' pages (``/tasks/<ref>/``, the admin's search, ...) with the site's 400 page
+(``templates/400.html``).
 """
 
 from __future__ import annotations
 
+from django.core.exceptions import BadRequest
 from django.http import JsonResponse
 
 from core.errors import error_body
@@ -32,8 +35,10 @@ class ApiInputGuardMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path.startswith("/api/"):
-            refusal = api_input_refusal(request)
-            if refusal is not None:
+        refusal = api_input_refusal(request)
+        if refusal is not None:
+            if request.path.startswith("/api/"):
                 return refusal
+            # A page: Django's handler400 answers with templates/400.html (the message goes to the log).
+            raise BadRequest("A NUL character (\\u0000) in the path or the query string.")
         return self.get_response(request)

@@ -160,3 +160,12 @@ def test_human_retracts_on_the_thought_page(brain, client, ada):
     thought = Thought.objects.get(id=ids["billing"])
     assert thought.superseded and thought.context_metadata["retraction"]["by_kind"] == "human"
     assert b"Retract this thought" not in response.content
+
+
+def test_a_human_retraction_with_a_nul_in_its_reason_is_refused_on_the_page(brain, client, ada):
+    """The web form passed the reason straight to the service: a NUL reached PostgreSQL's jsonb (a 500)."""
+    _, _, ids = brain
+    response = client.post(f"/brain/thoughts/{ids['billing']}/retract/", {"reason": "posted\x00 twice"}, follow=True)
+    assert response.status_code == 200
+    assert b"Not retracted" in response.content and b"NUL" in response.content
+    assert not Thought.objects.get(id=ids["billing"]).superseded

@@ -156,3 +156,20 @@ def test_human_creates_and_revokes_in_the_web_ui(client, ada, dev, fake_embedder
     assert raw not in client.get("/tokens/").content.decode()  # shown once
     client.post(f"/tokens/{token.id}/revoke/")
     assert APIClient().get("/api/v1/memory", {"prompt": "deploys", "token": raw}).status_code == 401
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"agent": "dev-1\x00", "days": "14", "label": "chat"},
+        {"agent": "<dev>", "days": "14", "label": "Thomas\x00 chat"},
+        {"agent": "<dev>", "days": "99999999999999999999", "label": "chat"},
+    ],
+)
+def test_the_web_form_refuses_odd_input_with_a_message(client, ada, dev, form):
+    """The page read the form by hand: a NUL in the agent or the label reached PostgreSQL (a 500)."""
+    form = {**form, "agent": form["agent"].replace("<dev>", dev.agent.name)}
+    page = client.post("/tokens/", form, follow=True)
+    assert page.status_code == 200
+    assert "No URL token created" in page.content.decode()
+    assert not UrlToken.objects.exists()

@@ -255,3 +255,14 @@ def test_a_long_column_shows_the_newest_cards_and_counts_the_rest(client, ada, p
     assert column.count('class="task-card"') == COLUMN_CARDS
     assert "and 5 more" in column
     assert 'data-slug="done-029"' in column and 'data-slug="done-000"' not in column  # newest first
+
+
+def test_a_nul_escaped_in_dna_json_is_refused_with_a_message(client, ada, project):
+    """The form checks the text for NUL, but JSON's "\\u0000" is one only once parsed: it reached jsonb (a 500)."""
+    task = make_task(project, slug="t", status="active", role="dev", dna={"notes": "x"})
+    response = client.post(
+        f"/tasks/{task.slug}/dna/", {"dna": '{"notes": "a\\u0000b"}', "original": '{"notes": "x"}'}, follow=True
+    )
+    assert response.status_code == 200 and "NUL" in _body(response)
+    task.refresh_from_db()
+    assert task.dna == {"notes": "x"}

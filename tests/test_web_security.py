@@ -67,3 +67,28 @@ def test_a_transition_post_without_csrf_token_is_refused_and_the_task_does_not_m
     assert response.status_code == 200
     task.refresh_from_db()
     assert task.status == "approved"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [
+        ("get", "/tasks/fix%00ci/"),
+        ("get", "/tasks/fix%00ci/moves/"),
+        ("post", "/tasks/fix%00ci/transition/"),
+        ("post", "/tasks/fix%00ci/dna/"),
+        ("get", "/board/?project=a%00"),
+        ("get", "/admin/brain/thought/?q=a%00b"),
+    ],
+)
+def test_a_nul_in_a_pages_address_is_the_sites_400_page(client, space, method, url):
+    """A task ref with a NUL reached PostgreSQL (a 500): the input guard covered /api/ only."""
+    from tasks.models import Task
+    from tests.tasks_helpers import make_project, make_task
+
+    task = make_task(make_project(space, "colony"), slug="fix", status="active", role="dev")
+    client.force_login(make_human("root", spaces=(space,), superuser=True))
+    response = getattr(client, method)(url, {"to": "review", "dna": '{"a": 1}'} if method == "post" else None)
+    assert response.status_code == 400
+    assert "<h1>Bad request</h1>" in response.content.decode()
+    assert Task.objects.get(pk=task.pk).status == "active" and task.dna == Task.objects.get(pk=task.pk).dna

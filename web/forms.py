@@ -7,6 +7,7 @@ import json
 from django import forms
 
 from core.choices import AgentRole
+from core.parsers import NUL_MESSAGE, nul_paths
 
 
 class SpaceSwitchForm(forms.Form):
@@ -21,6 +22,20 @@ def form_error_text(form: forms.Form) -> str:
         label = "" if name == "__all__" else f"{form.fields[name].label or name}: " if name in form.fields else ""
         parts.append(label + " ".join(str(e) for e in errors))
     return " ".join(parts)
+
+
+# --- URL tokens -----------------------------------------------------------------------------------
+class UrlTokenForm(forms.Form):
+    """A new read-only URL token: for which agent of the space, how long, under what label. The
+    service says which lifetimes it takes (core.services.url_token_create)."""
+
+    agent = forms.CharField(max_length=100)
+    days = forms.IntegerField(required=False)
+    label = forms.CharField(required=False, max_length=100)
+
+    def clean_days(self):
+        days = self.cleaned_data["days"]
+        return 30 if days is None else days
 
 
 # --- board ----------------------------------------------------------------------------------------
@@ -73,6 +88,9 @@ class DnaForm(forms.Form):
             raise forms.ValidationError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno}).") from None
         if not isinstance(value, dict):
             raise forms.ValidationError(f"{what} must be a JSON object ({{...}}).")
+        found = nul_paths(value)  # "\u0000" in the text is a NUL only once parsed: jsonb can't store it
+        if found:
+            raise forms.ValidationError(f"{what}: {', '.join(found)}: {NUL_MESSAGE}")
         return value
 
     def clean(self):

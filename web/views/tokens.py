@@ -14,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import services
 from core.errors import ApplicationError
 from core.models import Agent, UrlToken
+from web.forms import UrlTokenForm, form_error_text
 from web.views.common import space_required
 
 
@@ -24,19 +25,18 @@ def url_tokens(request):
     agents = Agent.objects.filter(space=space, active=True).order_by("name")
     new_url = None
     if request.method == "POST":
-        agent = agents.filter(name=request.POST.get("agent", "")).first()
-        try:
-            days = int(request.POST.get("days", "30"))
-        except ValueError:
-            days = 0
-        if agent is None:
+        form = UrlTokenForm(request.POST)
+        agent = agents.filter(name=form.cleaned_data["agent"]).first() if form.is_valid() else None
+        if not form.is_valid():
+            messages.error(request, f"No URL token created — {form_error_text(form)}")
+        elif agent is None:
             messages.error(request, "No URL token created — choose an agent of this space.")
         else:
             try:
                 _, raw = services.url_token_create(
                     agent=agent,
-                    days=days,
-                    label=request.POST.get("label", "")[:100],
+                    days=form.cleaned_data["days"],
+                    label=form.cleaned_data["label"],
                     created_by=request.user.get_username(),
                 )
             except ApplicationError as exc:
