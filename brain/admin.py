@@ -6,10 +6,11 @@ from django.utils.html import format_html, format_html_join
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.selectors.lineage import thought_lineage_of
 from brain.services.pipeline import thought_content_changed
+from core.admin import ColonyModelAdmin
 
 
 @admin.register(Thought)
-class ThoughtAdmin(admin.ModelAdmin):
+class ThoughtAdmin(ColonyModelAdmin):
     list_display = ["short_content", "space", "thought_category", "topic", "thought_type", "superseded",
                     "pheromone_weight", "access_count", "created_at"]  # fmt: skip
     list_filter = ["space", "thought_category", "thought_type", "superseded"]
@@ -52,7 +53,7 @@ class ThoughtAdmin(admin.ModelAdmin):
 
 
 @admin.register(QueryLog)
-class QueryLogAdmin(admin.ModelAdmin):
+class QueryLogAdmin(ColonyModelAdmin):
     list_display = ["created_at", "space", "agent", "agent_ref", "session_id", "query_text"]
     list_filter = ["space"]
     search_fields = ["query_text", "session_id", "agent_ref"]
@@ -63,7 +64,7 @@ class QueryLogAdmin(admin.ModelAdmin):
 
 
 @admin.register(CorrectionSuggestion)
-class CorrectionSuggestionAdmin(admin.ModelAdmin):
+class CorrectionSuggestionAdmin(ColonyModelAdmin):
     list_display = ["created_at", "space", "status", "origin", "statement"]
     list_filter = ["space", "status", "origin"]
     search_fields = ["statement", "reason"]

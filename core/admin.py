@@ -1,10 +1,30 @@
+from django import forms
 from django.contrib import admin
+from django.db import models
 
 from core.models import Agent, AgentToken, Space
+from core.parsers import NUL_MESSAGE, nul_paths
+
+
+class NulFreeJSONFormField(forms.JSONField):
+    """The admin's JSON field: "\\u0000" in the text is a NUL once parsed, which jsonb can't store
+    (saving it was a 500); refused as a form error instead."""
+
+    def validate(self, value):
+        super().validate(value)
+        found = nul_paths(value)
+        if found:
+            raise forms.ValidationError(f"{', '.join(found)}: {NUL_MESSAGE}")
+
+
+class ColonyModelAdmin(admin.ModelAdmin):
+    """Every Colony model's admin: JSON fields refuse what PostgreSQL can't store."""
+
+    formfield_overrides = {models.JSONField: {"form_class": NulFreeJSONFormField}}
 
 
 @admin.register(Space)
-class SpaceAdmin(admin.ModelAdmin):
+class SpaceAdmin(ColonyModelAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
     filter_horizontal = ["members"]
@@ -22,7 +42,7 @@ class AgentTokenInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(ColonyModelAdmin):
     list_display = ["name", "role", "space", "active", "created_at"]
     list_filter = ["role", "active", "space"]
     search_fields = ["name"]

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from core.admin import ColonyModelAdmin
 from quality.models import TURN_ITEM_VERDICT_FIELDS, ConfidenceChange, JudgeValidation, QualityRollup, TurnItem, TurnLog
 
 
@@ -24,7 +25,7 @@ class TurnItemInline(admin.TabularInline):
 
 
 @admin.register(TurnLog)
-class TurnLogAdmin(admin.ModelAdmin):
+class TurnLogAdmin(ColonyModelAdmin):
     list_display = ["created_at", "space", "agent_name", "session_id", "turn_id", "status", "judge_name"]
     list_filter = ["status", "injected_from", "judge_trusted", "space"]
     search_fields = ["session_id", "turn_id", "agent_name", "user_prompt"]
@@ -35,7 +36,7 @@ class TurnLogAdmin(admin.ModelAdmin):
 
 
 @admin.register(TurnItem)
-class TurnItemAdmin(admin.ModelAdmin):
+class TurnItemAdmin(ColonyModelAdmin):
     list_display = ["turn", "position", "thought", "on_topic", "used", "contradicted", "verdict_source", "fed_ema"]
     list_filter = ["on_topic", "used", "contradicted", "verdict_source", "fed_ema"]
     search_fields = ["excerpt", "thought__id"]
@@ -43,7 +44,7 @@ class TurnItemAdmin(admin.ModelAdmin):
 
 
 @admin.register(ConfidenceChange)
-class ConfidenceChangeAdmin(admin.ModelAdmin):
+class ConfidenceChangeAdmin(ColonyModelAdmin):
     list_display = ["changed_at", "thought", "agent_name", "used", "contradicted", "old_confidence", "new_confidence"]
     list_filter = ["used", "contradicted", "space"]
     search_fields = ["thought__id", "agent_name"]
@@ -52,7 +53,7 @@ class ConfidenceChangeAdmin(admin.ModelAdmin):
 
 
 @admin.register(QualityRollup)
-class QualityRollupAdmin(admin.ModelAdmin):
+class QualityRollupAdmin(ColonyModelAdmin):
     list_display = ["day", "space", "agent_name", "turns", "items", "on_topic", "used", "contradicted"]
     list_filter = ["space"]
     search_fields = ["agent_name"]
@@ -60,7 +61,7 @@ class QualityRollupAdmin(admin.ModelAdmin):
 
 
 @admin.register(JudgeValidation)
-class JudgeValidationAdmin(admin.ModelAdmin):
+class JudgeValidationAdmin(ColonyModelAdmin):
     list_display = [
         "created_at",
         "judge_name",

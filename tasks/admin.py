@@ -7,6 +7,7 @@ board will call. Status is read-only here: only ``task_transition`` changes it.
 
 from django.contrib import admin, messages
 
+from core.admin import ColonyModelAdmin
 from core.errors import ApplicationError
 from tasks.choices import TaskStatus
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog
@@ -14,7 +15,7 @@ from tasks.services.confirmations import task_confirm_human
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(ColonyModelAdmin):
     list_display = ["slug", "name", "space", "approval_mode", "created_at"]
     list_filter = ["approval_mode", "space"]
     search_fields = ["slug", "name"]
@@ -75,7 +76,7 @@ def _confirm_action(to_status: str):
 
 
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(ColonyModelAdmin):
     list_display = ["slug", "title", "project", "type", "status", "role", "updated_at"]
     list_filter = ["status", "type", "role", "project__approval_mode", "project", "space"]
     search_fields = ["slug", "title", "description"]
@@ -102,7 +103,7 @@ class TaskAdmin(admin.ModelAdmin):
 
 
 @admin.register(TransitionLog)
-class TransitionLogAdmin(admin.ModelAdmin):
+class TransitionLogAdmin(ColonyModelAdmin):
     list_display = ["created_at", "task", "from_status", "to_status", "actor", "agent", "user", "role_after"]
     list_filter = ["to_status", "from_status", "actor"]
     search_fields = ["task__slug", "summary"]
@@ -117,7 +118,7 @@ class TransitionLogAdmin(admin.ModelAdmin):
 
 
 @admin.register(HumanConfirmation)
-class HumanConfirmationAdmin(admin.ModelAdmin):
+class HumanConfirmationAdmin(ColonyModelAdmin):
     list_display = ["task", "from_status", "to_status", "user", "confirmed_at", "consumed_at"]
     list_filter = ["to_status", "consumed_at"]
     search_fields = ["task__slug", "user__username"]

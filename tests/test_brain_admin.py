@@ -46,3 +46,20 @@ def test_editing_content_reembeds(
     assert thought.content == "New wording of the same thought."
     expected = fake_vector("New wording of the same thought." if reembedded else "Old wording.")
     assert list(thought.embedding) == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_nul_in_an_admin_json_field_is_a_form_error_not_a_500(rf, thought_factory, space):
+    """JSON text with "\\u0000" holds a NUL once parsed; saving it failed in PostgreSQL's jsonb (a 500)."""
+    from tasks.models import Task
+    from tests.tasks_helpers import make_project, make_task
+
+    request = rf.get("/admin/")
+    request.user = User.objects.create_superuser("root", "root@example.com", "pw-for-tests")
+    thought = thought_factory("A thought with metadata.")
+    task = make_task(make_project(space, "colony"), slug="fix", status="active", role="dev", dna={"a": 1})
+    for instance, field in ((thought, "context_metadata"), (task, "dna")):
+        form_class = admin.site._registry[type(instance)].get_form(request, instance)
+        form = form_class(data={field: '{"note": "a\\u0000b"}'}, instance=instance)
+        assert not form.is_valid()
+        assert form.errors[field] == ["note: NUL characters (\\u0000) are not allowed."]
+    assert Task.objects.get(pk=task.pk).dna == {"a": 1}
