@@ -3,24 +3,24 @@ from django.contrib import admin
 from django.db import models
 
 from core.models import Agent, AgentToken, Space
-from core.parsers import NUL_MESSAGE, nul_paths
+from core.parsers import unstorable_text
 
 
-class NulFreeJSONFormField(forms.JSONField):
-    """The admin's JSON field: "\\u0000" in the text is a NUL once parsed, which jsonb can't store
-    (saving it was a 500); refused as a form error instead."""
+class StorableJSONFormField(forms.JSONField):
+    """The admin's JSON field: "\\u0000" in the text is a NUL once parsed, which jsonb can't store, and
+    "\\ud800" a lone surrogate, which isn't text (saving either was a 500); a form error instead."""
 
     def validate(self, value):
         super().validate(value)
-        found = nul_paths(value)
+        found = unstorable_text(value)
         if found:
-            raise forms.ValidationError(f"{', '.join(found)}: {NUL_MESSAGE}")
+            raise forms.ValidationError(found)
 
 
 class ColonyModelAdmin(admin.ModelAdmin):
     """Every Colony model's admin: JSON fields refuse what PostgreSQL can't store."""
 
-    formfield_overrides = {models.JSONField: {"form_class": NulFreeJSONFormField}}
+    formfield_overrides = {models.JSONField: {"form_class": StorableJSONFormField}}
 
 
 @admin.register(Space)

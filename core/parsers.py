@@ -1,39 +1,68 @@
-"""The JSON parser of the API: DRF's, plus no NUL character anywhere (keys included, at any depth).
+"""The JSON parser of the API: DRF's, plus no text PostgreSQL can't store, anywhere (keys included, at any
+depth): a NUL character, or a lone surrogate.
 
-PostgreSQL can't store U+0000 in text or JSONB, so a NUL used to reach the database and fail there
-(a 500). Here it is a 400 ``VALIDATION_ERROR`` naming where it is, before any view runs.
+PostgreSQL can't store U+0000 in text or JSONB, and a lone surrogate (``"\\ud800"`` in JSON, half of a
+pair) is no Unicode text at all: psycopg can't encode it to UTF-8. Either used to reach the database and
+fail there (a 500: a task's DNA, a turn's tool calls). Here it is a 400 ``VALIDATION_ERROR`` naming where
+it is, before any view runs. DRF's CharField refuses both already; JSON fields and keys it does not look at.
 """
 
 from __future__ import annotations
+
+import re
 
 from rest_framework import serializers
 from rest_framework.parsers import JSONParser
 
 NUL_MESSAGE = "NUL characters (\\u0000) are not allowed."
+SURROGATE_MESSAGE = "Lone surrogate characters (\\ud800-\\udfff, half of a pair) are not allowed: they are not text."
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def nul_paths(value, path: str = "") -> list[str]:
-    """Where ``value`` (parsed JSON) holds a NUL: ``["tags[2]", "dna.<key>"]``; empty when none."""
-    found: list[str] = []
+def text_problem(text: str) -> str | None:
+    """Why PostgreSQL can't store ``text`` (the message), or None."""
+    if "\x00" in text:
+        return NUL_MESSAGE
+    if _SURROGATE.search(text):
+        return SURROGATE_MESSAGE
+    return None
+
+
+def printable(name: str) -> str:
+    """``name`` with a NUL or a lone surrogate written as its escape, safe to put in an answer."""
+    return name.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def unstorable_paths(value, path: str = "") -> dict[str, str]:
+    """Where ``value`` (parsed JSON) holds text PostgreSQL can't store, with why:
+    ``{"tags[2]": NUL_MESSAGE, "dna.<key> (key)": SURROGATE_MESSAGE}``; empty when none."""
+    found: dict[str, str] = {}
     if isinstance(value, str):
-        if "\x00" in value:
-            found.append(path or "body")
+        problem = text_problem(value)
+        if problem:
+            found[path or "body"] = problem
     elif isinstance(value, dict):
         for key, item in value.items():
-            name = f"{path}.{key}" if path else str(key)
-            if "\x00" in str(key):
-                found.append(name.replace("\x00", "\\u0000") + " (key)")
-            found.extend(nul_paths(item, name.replace("\x00", "\\u0000")))
+            name = printable(f"{path}.{key}" if path else str(key))
+            problem = text_problem(str(key))
+            if problem:
+                found[name + " (key)"] = problem
+            found.update(unstorable_paths(item, name))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            found.extend(nul_paths(item, f"{path}[{index}]" if path else f"[{index}]"))
+            found.update(unstorable_paths(item, f"{path}[{index}]" if path else f"[{index}]"))
     return found
+
+
+def unstorable_text(value) -> str:
+    """``unstorable_paths`` as one sentence for a form error; empty when there is nothing."""
+    return "; ".join(f"{path}: {message}" for path, message in unstorable_paths(value).items())
 
 
 class StrictJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         data = super().parse(stream, media_type, parser_context)
-        found = nul_paths(data)
+        found = unstorable_paths(data)
         if found:
-            raise serializers.ValidationError({path: [NUL_MESSAGE] for path in found})
+            raise serializers.ValidationError({path: [message] for path, message in found.items()})
         return data

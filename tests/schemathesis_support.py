@@ -99,9 +99,9 @@ CROSS_FIELD_RULES = {
 
 
 def holds_no_nul(case) -> bool:
-    from core.parsers import nul_paths
+    from core.parsers import unstorable_paths
 
-    return not nul_paths(case.body) if isinstance(case.body, (dict, list)) else True
+    return not unstorable_paths(case.body) if isinstance(case.body, (dict, list)) else True
 
 
 @dataclass

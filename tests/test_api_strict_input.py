@@ -1,6 +1,6 @@
 """Strict input on every endpoint (issue 12 item 4): a number, list or object where a string is
 expected, a NUL character in any text or JSON field (keys included, nested), in a path or a query
-parameter, and an out-of-range number in any query parameter are each a 400 VALIDATION_ERROR naming
+parameter, a lone surrogate in any JSON field, and an out-of-range number in any query parameter are each a 400 VALIDATION_ERROR naming
 the field, and nothing is stored."""
 
 from __future__ import annotations
@@ -98,6 +98,30 @@ NULS = [
 def test_a_nul_anywhere_in_a_json_body_is_refused(world, dev, method, path, body, field):
     before = counts()
     assert_refused(getattr(dev, method)(path.format(**world), body, format="json"), field)
+    assert counts() == before
+
+
+LONE = "half \ud800 pair"  # a lone surrogate: json.dumps sends it as the escape "\\ud800"
+
+# A lone surrogate where DRF's CharField does not look (JSON fields, keys): psycopg can't encode it (a 500).
+SURROGATES = [
+    ("post", "/api/v1/memory", {"prompt": "q?", "source_ref": {"type": "task", "value": LONE}}, "source_ref.value"),
+    ("post", "/api/v1/memory", {"prompt": "q?", "tags": ["ok", LONE]}, "tags[1]"),
+    ("post", "/api/v1/tasks", {**TASK, "dna": {"deep": {LONE: 1}}}, "dna.deep"),
+    ("patch", "/api/v1/tasks/t1/dna", {"k": LONE}, "k"),
+    ("post", "/api/v1/tasks/t1/transition", {"to": "active", "dna": {"k": [LONE]}}, "dna.k[0]"),
+    ("post", "/api/v1/turns", {**TURN, "tool_calls": [{"name": LONE}]}, "tool_calls[0].name"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field"), SURROGATES)
+def test_a_lone_surrogate_anywhere_in_a_json_body_is_refused(world, dev, method, path, body, field):
+    import json
+
+    before = counts()
+    response = getattr(dev, method)(path.format(**world), json.dumps(body), content_type="application/json")
+    assert_refused(response, field)
+    assert "Lone surrogate" in response.json()["error"]["message"]
     assert counts() == before
 
 

@@ -179,12 +179,14 @@ def test_values_the_database_cannot_hold_are_line_errors(dev, space, fake_embedd
     body = (
         '[{"content": "nul \\u0000 inside"}, {"content": "x", "pheromone_weight": NaN},'
         ' {"content": "y", "access_count": 99999999999}, {"content": "z", "co_retrieved_with": {"a": "many"}},'
-        ' {"content": "v", "embedding": [' + ",".join(["Infinity"] * 384) + "]}]"
+        ' {"content": "v", "embedding": [' + ",".join(["Infinity"] * 384) + "]},"
+        ' {"content": "a lone \\ud800 surrogate"}, {"content": "w", "context_metadata": {"k": ["\\udfff"]}}]'
     )
     response = dev.post(URL, data=body, content_type="application/json")
     assert response.status_code == 400, response.content[:300]
     lines = response.json()["error"]["lines"]
-    assert [e["line"] for e in lines] == [1, 2, 3, 4, 5]
+    assert [e["line"] for e in lines] == [1, 2, 3, 4, 5, 6, 7]
+    assert [e["field"] for e in lines[5:]] == ["content", "context_metadata.k[0]"]  # a 500 for the batch before
     assert not Thought.objects.filter(space=space).exists()
 
 

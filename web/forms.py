@@ -7,7 +7,7 @@ import json
 from django import forms
 
 from core.choices import AgentRole
-from core.parsers import NUL_MESSAGE, nul_paths
+from core.parsers import unstorable_text
 
 
 class SpaceSwitchForm(forms.Form):
@@ -88,9 +88,9 @@ class DnaForm(forms.Form):
             raise forms.ValidationError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno}).") from None
         if not isinstance(value, dict):
             raise forms.ValidationError(f"{what} must be a JSON object ({{...}}).")
-        found = nul_paths(value)  # "\u0000" in the text is a NUL only once parsed: jsonb can't store it
+        found = unstorable_text(value)  # "\u0000" in the text is a NUL only once parsed: jsonb can't store it
         if found:
-            raise forms.ValidationError(f"{what}: {', '.join(found)}: {NUL_MESSAGE}")
+            raise forms.ValidationError(f"{what}: {found}")
         return value
 
     def clean(self):

@@ -17,7 +17,7 @@ from brain.choices import QualityFlag, ThoughtCategory
 from brain.models import Thought
 from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
-from core.parsers import NUL_MESSAGE
+from core.parsers import text_problem
 
 REASON_MAX_CHARS = 2000
 
@@ -44,8 +44,9 @@ def thought_retract(
         )
     if len(reason) > REASON_MAX_CHARS:
         raise ValidationFailed(f"The reason is longer than {REASON_MAX_CHARS} characters.")
-    if "\x00" in reason:  # the API's parser refuses it first; the web form hands the reason over as typed
-        raise ValidationFailed(f"reason: {NUL_MESSAGE}", extra={"fields": {"reason": [NUL_MESSAGE]}})
+    problem = text_problem(reason)  # the API's field refuses it first; the web form hands the reason over as typed
+    if problem:
+        raise ValidationFailed(f"reason: {problem}", extra={"fields": {"reason": [problem]}})
     if (agent is None) == (user_name is None):
         raise ValueError("thought_retract needs exactly one of agent or user_name")
     try:

@@ -45,6 +45,7 @@ from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, T
 from brain.services.thoughts import thought_columns
 from core.errors import ApplicationError, ServiceFailure
 from core.models import Agent, Space
+from core.parsers import unstorable_paths
 
 logger = logging.getLogger("colony.brain.transfer")
 
@@ -248,22 +249,20 @@ def _choice(value: Any, name: str, choices: Iterable[str], default: str) -> str:
     return value
 
 
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
+def _require_storable(fields: dict[str, Any]) -> None:
+    """Raise ``_Bad`` naming the first text PostgreSQL can't store: a NUL, or a lone surrogate (which
+    psycopg can't encode: it was a 500 for the whole batch)."""
+    found = unstorable_paths(fields)
+    if found:
+        path, message = next(iter(found.items()))
+        raise _Bad(path, message)
 
 
 def item_clean(item: Any) -> dict[str, Any]:
     """One import item as model values; raises ``_Bad`` naming the first wrong field."""
     if not isinstance(item, dict):
         raise _Bad("", "each item must be a JSON object with the thought fields of SPEC 2.1.")
-    if any(_has_nul(v) for k, v in item.items() if k not in VECTOR_FIELDS):
-        raise _Bad("", "text can't contain the NUL character (\\u0000).")
+    _require_storable({k: v for k, v in item.items() if k not in VECTOR_FIELDS})
     unknown = sorted(set(item) - ITEM_FIELDS - {"kind"})
     if unknown:
         raise _Bad(unknown[0], f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(ITEM_FIELDS))}.")
@@ -690,8 +689,7 @@ def querylog_clean(row: Any) -> dict[str, Any]:
     stored_thought, created_at}) as model values; raises ``_Bad`` naming the first wrong field."""
     if not isinstance(row, dict):
         raise _Bad("", "each query-log row must be a JSON object.")
-    if any(_has_nul(v) for v in row.values()):
-        raise _Bad("", "text can't contain the NUL character (\\u0000).")
+    _require_storable(row)
     results = row.get("results")
     results = [] if results is None else results
     if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
@@ -723,8 +721,7 @@ def suggestion_clean(row: Any) -> dict[str, Any]:
     """One correction suggestion of a Colony export as model values; raises ``_Bad``."""
     if not isinstance(row, dict):
         raise _Bad("", "each correction suggestion must be a JSON object.")
-    if any(_has_nul(v) for v in row.values()):
-        raise _Bad("", "text can't contain the NUL character (\\u0000).")
+    _require_storable(row)
     if row.get("thought") in (None, ""):
         raise _Bad("thought", "is required: the id of the thought the suggestion is about.")
     draft = row.get("draft")
