@@ -6,13 +6,15 @@ the request target with 16-bit offsets, so a ``GET /api/v1/memory?prompt=...`` o
 characters (about 90 KB percent-encoded, within the field's 10,000-character limit) was refused with
 that line, and a client that reads the envelope found none. This protocol answers those refusals
 as Colony answers everything else: a URL too long is ``414 URL_TOO_LONG`` with what to do instead
-(the same fields in a POST body), anything else unparsable ``400 BAD_REQUEST``.
+(the same fields in a POST body), anything else unparsable ``400 BAD_REQUEST``; a browser (``Accept:
+text/html``, e.g. a very long search in the brain explorer) gets the same message as a small page.
 
 ``core.serve`` names it as uvicorn's ``http`` protocol; it imports no Django.
 """
 
 from __future__ import annotations
 
+import html
 import json
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -36,16 +38,40 @@ def refusal(url_bytes: int) -> tuple[int, dict]:
     return 400, {"error": {"code": "BAD_REQUEST", "message": message}}
 
 
+def refusal_page(url_bytes: int) -> bytes:
+    """The refusal as a page, for a browser (the brain explorer's search box is a GET form)."""
+    if url_bytes > MAX_URL_BYTES:
+        title = "Address too long"
+        text = (
+            f"This address is {url_bytes:,} bytes long; the server reads addresses of at most {MAX_URL_BYTES:,} "
+            "bytes. A search this long can't be sent from a search box: shorten it."
+        )
+    else:
+        title, text = "Bad request", "The browser sent something that is not a readable HTTP request."
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title} · Colony</title></head>'
+        f'<body><h1>{title}</h1><p>{html.escape(text)}</p><p><a href="/">Go to the home page</a>.</p></body></html>'
+    ).encode()
+
+
 class EnvelopeHttpToolsProtocol(HttpToolsProtocol):
+    def _wants_html(self) -> bool:
+        accept = dict(getattr(self, "headers", None) or []).get(b"accept", b"")
+        return b"text/html" in accept
+
     def send_400_response(self, msg: str) -> None:
-        status, body = refusal(len(getattr(self, "url", b"") or b""))
-        payload = json.dumps(body).encode()
+        url_bytes = len(getattr(self, "url", b"") or b"")
+        status, body = refusal(url_bytes)
+        if self._wants_html():
+            payload, content_type = refusal_page(url_bytes), b"text/html; charset=utf-8"
+        else:
+            payload, content_type = json.dumps(body).encode(), b"application/json"
         content = [STATUS_LINES[status]]
         for name, value in self.server_state.default_headers:
             content.extend([name, b": ", value, b"\r\n"])
         content.extend(
             [
-                b"content-type: application/json\r\n",
+                b"content-type: " + content_type + b"\r\n",
                 b"content-length: " + str(len(payload)).encode("ascii") + b"\r\n",
                 b"connection: close\r\n",
                 b"\r\n",

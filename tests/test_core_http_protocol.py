@@ -54,3 +54,19 @@ def test_a_url_just_under_the_limit_still_reaches_colony(asgi_server, agent_fact
     status, _, body = raw_exchange(asgi_server.url, request)
     assert status == 400 and body["error"]["code"] == "VALIDATION_ERROR"  # Colony's own: over 10,000 characters
     assert "10000 characters" in body["error"]["message"]
+
+
+def test_a_browser_gets_the_refusal_as_a_page(asgi_server):
+    """The brain explorer's search is a GET form: a search of 8,000 CJK characters is over 64 KB."""
+    path = "/brain/?q=" + "%E8%BF%81" * 8000
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/html,application/xhtml+xml\r\n\r\n".encode()
+    host, port = asgi_server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=20) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 414 ") and b"content-type: text/html; charset=utf-8" in head
+    page = body.decode()
+    assert "<h1>Address too long</h1>" in page and f"This address is {len(path):,} bytes long" in page
