@@ -2,8 +2,8 @@
 
 Path and query values reach selectors as text (task slugs, ids, filters) and PostgreSQL refuses U+0000,
 so they are refused here once instead of failing in the database (a 500): under /api/ with the error
-envelope, on the humans' pages (``/tasks/<ref>/``, the admin's search, ...) with the site's 400 page
-(``templates/400.html``).
+envelope, on the humans' pages (``/tasks/<ref>/`` and its forms took the ref as typed) and the admin
+with the site's 400 page (``templates/400.html``).
 """
 
 from __future__ import annotations
