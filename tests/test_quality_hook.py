@@ -253,15 +253,21 @@ def test_a_refusal_is_reported_with_colonys_message(fake):
     assert "Colony answered 400: " in done.stderr and "turn_id: no." in done.stderr
 
 
-def test_more_tool_calls_than_the_api_takes_are_capped(fake, tmp_path):
-    server = fake()
-    entries = [{"type": "user", "uuid": "u1", "message": {"content": "run the whole migration"}}]
+def write_long_transcript(path: Path, prompt: str, answer: str, tool_calls: int = 1500) -> Path:
+    """A turn of ``tool_calls`` Bash calls (the turns API takes 1,000), then ``answer``."""
+    entries = [{"type": "user", "uuid": "u-long", "message": {"content": prompt}}]
     entries += [
         {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"n": i}}]}}
-        for i in range(1500)
+        for i in range(tool_calls)
     ]
-    transcript = tmp_path / "long.jsonl"
-    transcript.write_text("\n".join(json.dumps(e) for e in entries))
+    entries.append({"type": "assistant", "message": {"content": [{"type": "text", "text": answer}]}})
+    path.write_text("\n".join(json.dumps(e) for e in entries))
+    return path
+
+
+def test_more_tool_calls_than_the_api_takes_are_capped(fake, tmp_path):
+    server = fake()
+    transcript = write_long_transcript(tmp_path / "long.jsonl", "run the whole migration", "done")
     stdin = json.dumps({"session_id": "s", "transcript_path": str(transcript)})
     run_hook(stdin=stdin, env={"COLONY_URL": server.url, "COLONY_TOKEN": "t"})
     calls = server.requests[0]["body"]["tool_calls"]
@@ -277,14 +283,7 @@ def test_a_long_turn_with_odd_bytes_is_logged_by_a_live_colony(live_server, agen
 
     settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.lexical_judge_factory"  # eager scoring in-process
     client = agent_factory("dev", name="long-runner")
-    entries = [{"type": "user", "uuid": "u-long", "message": {"content": "migrate every table\u0000 \ud800now"}}]
-    entries += [
-        {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"n": i}}]}}
-        for i in range(1500)
-    ]
-    entries.append({"type": "assistant", "message": {"content": [{"type": "text", "text": "done\u0000."}]}})
-    transcript = tmp_path / "long.jsonl"
-    transcript.write_text("\n".join(json.dumps(e) for e in entries))
+    transcript = write_long_transcript(tmp_path / "long.jsonl", "migrate every table\u0000 \ud800now", "done\u0000.")
     stdin = json.dumps({"session_id": "long-session", "transcript_path": str(transcript)})
     done, _ = run_hook(stdin=stdin, env={"COLONY_URL": live_server.url, "COLONY_TOKEN": client.token})
     assert done.returncode == 0 and done.stderr == "", done.stderr
