@@ -86,10 +86,18 @@ class WsgiBridge:
         except BaseException:
             body.close()
             raise
+        size = body.tell()
         body.seek(0)
+        environ = wsgi_environ(scope, body)
+        if size and "CONTENT_LENGTH" not in environ:
+            # A chunked body (Transfer-Encoding: chunked: a streamed upload, Node's fetch with a stream, a
+            # proxy) has no Content-Length, and Django reads CONTENT_LENGTH bytes of wsgi.input: without
+            # it the body was dropped and the API answered "prompt: This field is required." It has been
+            # read whole above, so its length is known.
+            environ["CONTENT_LENGTH"] = str(size)
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self.executor, self._run, wsgi_environ(scope, body), send, loop)
+            await loop.run_in_executor(self.executor, self._run, environ, send, loop)
         finally:
             body.close()
 

@@ -90,6 +90,41 @@ def test_the_body_arrives_whole_and_a_streamed_response_goes_out_in_parts():
     assert [(m["body"], m["more_body"]) for m in sent[1:]] == [(b"one ", True), (b"two", False)]
 
 
+def test_a_chunked_body_reaches_django_with_its_length():
+    """No Content-Length (Transfer-Encoding: chunked): Django reads CONTENT_LENGTH bytes, so it read none."""
+    from django.core.handlers.wsgi import WSGIRequest
+
+    seen = {}
+
+    def app(environ, start_response):
+        seen["body"] = WSGIRequest(environ).body
+        start_response("200 OK", [])
+        return [b""]
+
+    chunked = _scope(headers=[(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")])
+    _serve(app, body_parts=[b'{"prompt": ', b'"deploys"}'], scope=chunked)
+    assert seen["body"] == b'{"prompt": "deploys"}'
+
+
+def test_a_chunked_request_is_answered_by_colony(asgi_server, agent_factory):
+    """End to end: httpx sends an iterator body chunked, as a streaming client does."""
+    import httpx
+
+    from quality.models import TurnLog
+
+    dev = agent_factory("dev")
+    parts = [b'{"session_id": "s1", "turn_id": "t1", ', b'"user_prompt": "p", "assistant_response": "r"}']
+    response = httpx.post(
+        f"{asgi_server.url}/api/v1/turns",
+        content=iter(parts),
+        headers={"Authorization": f"Bearer {dev.token}", "Content-Type": "application/json"},
+        timeout=20,
+    )
+    assert response.request.headers.get("transfer-encoding") == "chunked"
+    assert response.status_code == 202, response.text
+    assert TurnLog.objects.get().turn_id == "t1"
+
+
 def test_an_empty_response_still_starts_and_ends_and_close_is_called():
     closed = []
 
