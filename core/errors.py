@@ -220,6 +220,16 @@ _DRF_CODES = [
 ]
 
 
+def _media_types_hint(view) -> str:
+    """What to send instead of an unsupported body: the view's parsers, and curl's usual slip (``-d``
+    without a header sends application/x-www-form-urlencoded)."""
+    types = [parser.media_type for parser in view.get_parsers()] if view is not None else ["application/json"]
+    return (
+        f"Send the body as {' or '.join(types)} and say so in the Content-Type header "
+        f"(curl: -H 'Content-Type: {types[0]}')."
+    )
+
+
 def api_exception_handler(exc, context) -> Response:
     """DRF's EXCEPTION_HANDLER: every exception becomes the error envelope."""
     if isinstance(exc, ApplicationError):
@@ -259,6 +269,8 @@ def api_exception_handler(exc, context) -> Response:
         else:
             status = exc.status_code
         message = str(exc.detail) if not isinstance(exc.detail, (list, dict)) else str(exc.detail)
+        if isinstance(exc, drf.UnsupportedMediaType):
+            message += " " + _media_types_hint(context.get("view") if context else None)
         return Response(error_body(code, message), status=status, headers=headers)
     logger.exception("Unexpected error in %s", context.get("view").__class__.__name__ if context else "?")
     return Response(

@@ -102,3 +102,15 @@ def test_every_error_response_in_the_schema_is_the_one_envelope_component(anon):
                     assert response["content"]["application/json"]["schema"] == envelope, (method, path, status)
                     checked += 1
     assert checked > 50
+
+
+def test_an_unsupported_body_says_what_to_send(dev):
+    """curl -d without -H sends application/x-www-form-urlencoded: the 415 names the types and the header."""
+    memory = dev.post("/api/v1/memory", '{"prompt": "x"}', content_type="application/x-www-form-urlencoded")
+    assert memory.status_code == 415
+    assert memory.json()["error"]["message"] == (
+        'Unsupported media type "application/x-www-form-urlencoded" in request. Send the body as '
+        "application/json and say so in the Content-Type header (curl: -H 'Content-Type: application/json')."
+    )
+    imports = dev.post("/api/v1/thoughts/import", "{}", content_type="text/plain").json()["error"]["message"]
+    assert "Send the body as application/json or application/x-ndjson or application/jsonl" in imports
