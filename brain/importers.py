@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from brain.services.transfer import EXPORT_FORMAT, ITEM_FIELDS, vector_compact
+from core.parsers import json_loads_bounded
 
 FORMATS = ("auto", "colony", "mem0", "seed")
 
@@ -63,16 +64,16 @@ def _load_json_or_lines(path: Path) -> Any:
             return []  # nothing but blank lines
         if first.lstrip().startswith("["):  # a JSON array: one document
             lines.seek(0)
-            data = json.load(lines)
+            data = json_loads_bounded(lines.read())
             return [_compact(row) for row in data] if isinstance(data, list) else data
         try:
-            head = json.loads(first)
+            head = json_loads_bounded(first)
         except json.JSONDecodeError as exc:
             if not first.lstrip().startswith("{"):
                 raise _not_json(first_number, exc) from exc
             lines.seek(0)  # an object over several lines: one document
             try:
-                return json.load(lines)
+                return json_loads_bounded(lines.read())
             except json.JSONDecodeError as whole:  # neither a document nor JSON Lines: where the document breaks
                 raise _not_json(whole.lineno, whole) from whole
         rows = [_compact(head)]
@@ -80,7 +81,7 @@ def _load_json_or_lines(path: Path) -> Any:
             if not line.strip():
                 continue
             try:
-                rows.append(_compact(json.loads(line)))
+                rows.append(_compact(json_loads_bounded(line)))
             except json.JSONDecodeError as exc:
                 raise _not_json(number, exc) from exc
         if len(rows) == 1:

@@ -3,12 +3,23 @@ from django.contrib import admin
 from django.db import models
 
 from core.models import Agent, AgentToken, Space
-from core.parsers import unstorable_text
+from core.parsers import MAX_JSON_DEPTH, JSONTooDeep, json_depth, unstorable_text
 
 
 class StorableJSONFormField(forms.JSONField):
-    """The admin's JSON field: "\\u0000" in the text is a NUL once parsed, which jsonb can't store, and
-    "\\ud800" a lone surrogate, which isn't text (saving either was a 500); a form error instead."""
+    """The admin's JSON field: "\\u0000" in the text is a NUL once parsed, which jsonb can't store,
+    "\\ud800" a lone surrogate, which isn't text, and a nesting past MAX_JSON_DEPTH runs into Python's
+    recursion limit (each was a 500); a form error instead."""
+
+    def to_python(self, value):
+        too_deep = forms.ValidationError(f"Enter valid JSON: {JSONTooDeep().msg}.")
+        try:
+            parsed = super().to_python(value)
+        except RecursionError:
+            raise too_deep from None
+        if json_depth(parsed) > MAX_JSON_DEPTH:
+            raise too_deep
+        return parsed
 
     def validate(self, value):
         super().validate(value)

@@ -9,9 +9,11 @@ it is, before any view runs. DRF's CharField refuses both already; JSON fields a
 
 from __future__ import annotations
 
+import json
 import re
 
 from rest_framework import serializers
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 NUL_MESSAGE = "NUL characters (\\u0000) are not allowed."
@@ -59,9 +61,56 @@ def unstorable_text(value) -> str:
     return "; ".join(f"{path}: {message}" for path, message in unstorable_paths(value).items())
 
 
+#: The deepest nesting of arrays and objects Colony reads. Its own fields nest a few levels (DNA,
+#: metadata, tool calls); a body nested ~900 levels deep ran Python's json, or the walks of the value after
+#: it, into the interpreter's recursion limit: a 500 on every JSON endpoint, the web forms and the admin.
+MAX_JSON_DEPTH = 100
+
+
+class JSONTooDeep(json.JSONDecodeError):
+    """A JSON text nested deeper than MAX_JSON_DEPTH (a JSONDecodeError: callers report it as one)."""
+
+    def __init__(self, text: str = ""):
+        super().__init__(f"nested more than {MAX_JSON_DEPTH} levels of arrays and objects deep", text, 0)
+
+
+def json_depth(value) -> int:
+    """How deep ``value`` (parsed JSON) nests arrays and objects; iterative, so any depth is measured."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def json_loads_bounded(text: str, **kwargs):
+    """``json.loads``, refusing a nesting deeper than MAX_JSON_DEPTH with JSONTooDeep."""
+    try:
+        value = json.loads(text, **kwargs)
+    except RecursionError:
+        raise JSONTooDeep(text) from None
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise JSONTooDeep(text)
+    return value
+
+
 class StrictJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
-        data = super().parse(stream, media_type, parser_context)
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError(f"JSON parse error - {JSONTooDeep().msg}.") from None
+        if json_depth(data) > MAX_JSON_DEPTH:
+            raise ParseError(f"JSON parse error - {JSONTooDeep().msg}.")
         found = unstorable_paths(data)
         if found:
             raise serializers.ValidationError({path: [message] for path, message in found.items()})

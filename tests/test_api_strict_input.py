@@ -5,6 +5,8 @@ each a 400 VALIDATION_ERROR naming the field, and nothing is stored."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from brain.models import CorrectionSuggestion, QueryLog, Thought
@@ -116,8 +118,6 @@ SURROGATES = [
 
 @pytest.mark.parametrize(("method", "path", "body", "field"), SURROGATES)
 def test_a_lone_surrogate_anywhere_in_a_json_body_is_refused(world, dev, method, path, body, field):
-    import json
-
     before = counts()
     response = getattr(dev, method)(path.format(**world), json.dumps(body), content_type="application/json")
     assert_refused(response, field)
@@ -230,3 +230,41 @@ def test_memory_input_fields_are_reused_per_thread_with_each_instances_context()
     thread.start()
     thread.join()
     assert elsewhere[0]["limit"] is not body.fields["limit"]  # another thread: its own copies
+
+
+def nested(depth: int) -> str:
+    """A JSON array nested ``depth`` levels deep."""
+    return "[" * depth + "]" * depth
+
+
+# (method, path, body around a nested value): each adds one level of its own.
+DEEP = [
+    ("post", "/api/v1/memory", '{"prompt": "q?", "tags": %s}'),
+    (
+        "post",
+        "/api/v1/turns",
+        '{"session_id": "s", "turn_id": "t", "user_prompt": "p", "assistant_response": "r", "tool_calls": %s}',
+    ),  # fmt: skip
+    ("patch", "/api/v1/tasks/t1/dna", '{"k": %s}'),
+    ("post", "/api/v1/thoughts/import", '[{"content": "x", "context_metadata": {"a": %s}}]'),
+]
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+@pytest.mark.parametrize(("method", "path", "body"), DEEP)
+def test_a_body_nested_too_deep_is_a_parse_error(world, dev, method, path, body, depth):
+    """~900 levels ran Python's json (or a walk of the value after it) into the recursion limit: a 500."""
+    from core.parsers import MAX_JSON_DEPTH
+
+    before = counts()
+    response = getattr(dev, method)(path, body % nested(depth), content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    error = response.json()["error"]
+    assert error["code"] == "PARSE_ERROR" and f"nested more than {MAX_JSON_DEPTH} levels" in error["message"]
+    assert counts() == before
+
+
+def test_a_body_at_the_depth_limit_is_taken(world, dev):
+    response = dev.patch("/api/v1/tasks/t1/dna", '{"k": ' + nested(99) + "}", content_type="application/json")
+    assert response.status_code == 200, response.content[:300]
+    assert Task.objects.get(slug="t1").dna["k"] == json.loads(nested(99))

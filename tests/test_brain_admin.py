@@ -62,4 +62,7 @@ def test_a_nul_in_an_admin_json_field_is_a_form_error_not_a_500(rf, thought_fact
         form = form_class(data={field: '{"note": "a\\u0000b"}'}, instance=instance)
         assert not form.is_valid()
         assert form.errors[field] == ["note: NUL characters (\\u0000) are not allowed."]
+        deep = form_class(data={field: '{"a": ' + "[" * 5000 + "]" * 5000 + "}"}, instance=instance)
+        assert not deep.is_valid()  # json.loads' RecursionError was a 500
+        assert deep.errors[field] == ["Enter valid JSON: nested more than 100 levels of arrays and objects deep."]
     assert Task.objects.get(pk=task.pk).dna == {"a": 1}

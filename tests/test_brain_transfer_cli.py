@@ -526,3 +526,15 @@ def test_a_broken_document_or_first_line_is_reported_with_its_line(space, tmp_pa
     path.write_text('not json\n{"content": "b"}\n')
     with pytest.raises(CommandError, match=r"line 1 is not JSON"):
         call_command("brain", "import", str(path), "--no-progress")
+
+
+@pytest.mark.parametrize("layout", ["array", "lines"])
+def test_a_file_nested_too_deep_is_reported_not_a_traceback(space, tmp_path, layout):
+    """Past ~900 levels Python's json raised RecursionError: a traceback instead of the command's message."""
+    deep = "[" * 5000 + "]" * 5000
+    path = tmp_path / "deep.json"
+    item = '{"content": "a", "context_metadata": {"a": ' + deep + "}}"
+    path.write_text(f"[{item}]" if layout == "array" else '{"content": "fine"}\n' + item + "\n")
+    with pytest.raises(CommandError, match=r"nested more than 100 levels"):
+        call_command("brain", "import", str(path), "--no-progress")
+    assert not Thought.objects.filter(space=space).exists()

@@ -266,3 +266,13 @@ def test_a_nul_escaped_in_dna_json_is_refused_with_a_message(client, ada, projec
     assert response.status_code == 200 and "NUL" in _body(response)
     task.refresh_from_db()
     assert task.dna == {"notes": "x"}
+
+
+def test_dna_nested_too_deep_is_refused_with_a_message(client, ada, project):
+    """Past ~900 levels json.loads raised RecursionError: a 500 from the page."""
+    task = make_task(project, slug="t", status="active", role="dev", dna={"notes": "x"})
+    deep = '{"notes": ' + "[" * 5000 + "]" * 5000 + "}"
+    response = client.post(f"/tasks/{task.slug}/dna/", {"dna": deep, "original": '{"notes": "x"}'}, follow=True)
+    assert response.status_code == 200 and "nested more than 100 levels" in _body(response)
+    task.refresh_from_db()
+    assert task.dna == {"notes": "x"}

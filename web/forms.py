@@ -7,7 +7,7 @@ import json
 from django import forms
 
 from core.choices import AgentRole
-from core.parsers import unstorable_text
+from core.parsers import json_loads_bounded, unstorable_text
 
 
 class SpaceSwitchForm(forms.Form):
@@ -83,7 +83,7 @@ class DnaForm(forms.Form):
     @staticmethod
     def _object(text: str, what: str) -> dict:
         try:
-            value = json.loads(text or "{}")
+            value = json_loads_bounded(text or "{}")
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno}).") from None
         if not isinstance(value, dict):

@@ -32,6 +32,7 @@ from brain.services.receipts import (
 from brain.services.transfer import FLOAT32_MAX, LineError, import_batch_max, thoughts_import
 from core import fields as strict
 from core.errors import ValidationFailed
+from core.parsers import json_loads_bounded
 from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 
 
@@ -59,7 +60,7 @@ def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineErro
     text = body.decode("utf-8", errors="replace")
     if "json" in media_type and "nd" not in media_type and "jsonl" not in media_type:
         try:
-            data = json.loads(text)
+            data = json_loads_bounded(text)
         except json.JSONDecodeError as exc:
             raise ValidationFailed(
                 f"The body is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}). Send a JSON "
@@ -74,7 +75,7 @@ def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineErro
     items, errors = [], []
     for number, line in enumerate((ln for ln in text.splitlines() if ln.strip()), start=1):
         try:
-            items.append(json.loads(line))
+            items.append(json_loads_bounded(line))
         except json.JSONDecodeError as exc:
             items.append(None)
             errors.append(LineError(number, f"not valid JSON: {exc.msg} at column {exc.colno}."))
