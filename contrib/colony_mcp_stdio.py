@@ -152,7 +152,7 @@ def main() -> int:
                 continue
             try:
                 message = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested past Python's limit (~1,000 levels)
                 log(f"not JSON, ignored: {line[:100]}")
                 continue
             for item in message if isinstance(message, list) else [message]:

@@ -153,7 +153,7 @@ def test_stdio_skips_lines_that_are_not_messages_and_keeps_answering(asgi_server
     a traceback (AttributeError: 'int' object has no attribute 'get'); the agent lost Colony."""
     dev = agent_factory("dev")
     bridge = RawBridge(asgi_server.url, dev.token)
-    for junk in ("5", '[1, "x"]', "not json", "null"):
+    for junk in ("5", '[1, "x"]', "not json", "null", "[" * 5000 + "]" * 5000):  # the last: RecursionError
         bridge.send(junk)
     assert bridge.initialize()["id"] == "init"
     bridge.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
@@ -162,6 +162,7 @@ def test_stdio_skips_lines_that_are_not_messages_and_keeps_answering(asgi_server
     assert listed["id"] == 2 and {"memory_search", "in_flight"} <= {t["name"] for t in listed["result"]["tools"]}
     assert bridge.process.returncode == 0
     assert "not a JSON-RPC message (an object), ignored: 5" in stderr and "not JSON, ignored: not json" in stderr
+    assert "not JSON, ignored: [[[[" in stderr
     assert "Traceback" not in stderr
 
 
