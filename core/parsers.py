@@ -20,6 +20,12 @@ NUL_MESSAGE = "NUL characters (\\u0000) are not allowed."
 SURROGATE_MESSAGE = "Lone surrogate characters (\\ud800-\\udfff, half of a pair) are not allowed: they are not text."
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
+#: The deepest nesting of arrays and objects Colony reads. Its own fields nest a few levels (DNA,
+#: metadata, tool calls); a body nested ~900 levels deep ran Python's json, or the walks of the value after
+#: it, into the interpreter's recursion limit: a 500 on every JSON endpoint, the web forms and the admin.
+MAX_JSON_DEPTH = 100
+TOO_DEEP_MESSAGE = f"Nested more than {MAX_JSON_DEPTH} levels of arrays and objects deep."
+
 
 def text_problem(text: str) -> str | None:
     """Why PostgreSQL can't store ``text`` (the message), or None."""
@@ -36,35 +42,40 @@ def printable(name: str) -> str:
 
 
 def unstorable_paths(value, path: str = "") -> dict[str, str]:
-    """Where ``value`` (parsed JSON) holds text PostgreSQL can't store, with why:
-    ``{"tags[2]": NUL_MESSAGE, "dna.<key> (key)": SURROGATE_MESSAGE}``; empty when none."""
+    """Where ``value`` (parsed JSON) holds text PostgreSQL can't store, or nests past MAX_JSON_DEPTH, with
+    why: ``{"tags[2]": NUL_MESSAGE, "dna.<key> (key)": SURROGATE_MESSAGE}``; empty when none. Iterative:
+    a value of any depth is walked without Python's recursion limit."""
     found: dict[str, str] = {}
-    if isinstance(value, str):
-        problem = text_problem(value)
-        if problem:
-            found[path or "body"] = problem
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            name = printable(f"{path}.{key}" if path else str(key))
-            problem = text_problem(str(key))
+    stack = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
             if problem:
-                found[name + " (key)"] = problem
-            found.update(unstorable_paths(item, name))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found.update(unstorable_paths(item, f"{path}[{index}]" if path else f"[{index}]"))
+                found[where or "body"] = problem
+            continue
+        if not isinstance(item, (dict, list)):
+            continue
+        if depth >= MAX_JSON_DEPTH:
+            found[where or "body"] = TOO_DEEP_MESSAGE
+            continue
+        children = []
+        if isinstance(item, dict):
+            for key, child in item.items():
+                name = printable(f"{where}.{key}" if where else str(key))
+                problem = text_problem(str(key))
+                if problem:
+                    found[name + " (key)"] = problem
+                children.append((child, name, depth + 1))
+        else:
+            children = [(child, f"{where}[{i}]" if where else f"[{i}]", depth + 1) for i, child in enumerate(item)]
+        stack.extend(reversed(children))
     return found
 
 
 def unstorable_text(value) -> str:
     """``unstorable_paths`` as one sentence for a form error; empty when there is nothing."""
     return "; ".join(f"{path}: {message}" for path, message in unstorable_paths(value).items())
-
-
-#: The deepest nesting of arrays and objects Colony reads. Its own fields nest a few levels (DNA,
-#: metadata, tool calls); a body nested ~900 levels deep ran Python's json, or the walks of the value after
-#: it, into the interpreter's recursion limit: a 500 on every JSON endpoint, the web forms and the admin.
-MAX_JSON_DEPTH = 100
 
 
 class JSONTooDeep(json.JSONDecodeError):
@@ -88,17 +99,20 @@ def json_depth(value) -> int:
         deepest = max(deepest, depth)
         if deepest > MAX_JSON_DEPTH:
             return deepest
-        stack.extend((child, depth + 1) for child in children)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return deepest
 
 
-def json_loads_bounded(text: str, **kwargs):
-    """``json.loads``, refusing a nesting deeper than MAX_JSON_DEPTH with JSONTooDeep."""
+def json_loads_bounded(text: str, *, check_depth: bool = True):
+    """``json.loads``, refusing a nesting deeper than MAX_JSON_DEPTH with JSONTooDeep. ``check_depth=False``
+    only turns Python's RecursionError (past ~1,000 levels) into JSONTooDeep: the import's readers, whose
+    rows carry 384-float vectors that a depth walk would cost ~50% of the parse for, leave the check to
+    ``unstorable_paths`` on each item's other fields."""
     try:
-        value = json.loads(text, **kwargs)
+        value = json.loads(text)
     except RecursionError:
         raise JSONTooDeep(text) from None
-    if json_depth(value) > MAX_JSON_DEPTH:
+    if check_depth and json_depth(value) > MAX_JSON_DEPTH:
         raise JSONTooDeep(text)
     return value
 

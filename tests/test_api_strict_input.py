@@ -246,7 +246,6 @@ DEEP = [
         '{"session_id": "s", "turn_id": "t", "user_prompt": "p", "assistant_response": "r", "tool_calls": %s}',
     ),  # fmt: skip
     ("patch", "/api/v1/tasks/t1/dna", '{"k": %s}'),
-    ("post", "/api/v1/thoughts/import", '[{"content": "x", "context_metadata": {"a": %s}}]'),
 ]
 
 
@@ -261,6 +260,21 @@ def test_a_body_nested_too_deep_is_a_parse_error(world, dev, method, path, body,
     assert response.status_code == 400, response.content[:300]
     error = response.json()["error"]
     assert error["code"] == "PARSE_ERROR" and f"nested more than {MAX_JSON_DEPTH} levels" in error["message"]
+    assert counts() == before
+
+
+def test_an_import_item_nested_too_deep_is_a_line_error(world, dev):
+    """The import's reader leaves the depth to each item's check (a walk of every row's vector would cost
+    ~50% of the parse); past Python's recursion limit the body itself is a parse error."""
+    body = '[{"content": "fine"}, {"content": "x", "context_metadata": {"a": %s}}]'
+    before = counts()
+    response = dev.post("/api/v1/thoughts/import", body % nested(100), content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    [line] = response.json()["error"]["lines"]
+    assert line["line"] == 2 and line["message"].startswith("Nested more than 100 levels"), line
+    response = dev.post("/api/v1/thoughts/import", body % nested(100_000), content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "PARSE_ERROR"
+    assert "nested more than 100 levels" in response.json()["error"]["message"]
     assert counts() == before
 
 

@@ -60,7 +60,7 @@ def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineErro
     text = body.decode("utf-8", errors="replace")
     if "json" in media_type and "nd" not in media_type and "jsonl" not in media_type:
         try:
-            data = json_loads_bounded(text)
+            data = json_loads_bounded(text, check_depth=False)
         except json.JSONDecodeError as exc:
             raise ValidationFailed(
                 f"The body is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}). Send a JSON "
@@ -75,7 +75,7 @@ def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineErro
     items, errors = [], []
     for number, line in enumerate((ln for ln in text.splitlines() if ln.strip()), start=1):
         try:
-            items.append(json_loads_bounded(line))
+            items.append(json_loads_bounded(line, check_depth=False))
         except json.JSONDecodeError as exc:
             items.append(None)
             errors.append(LineError(number, f"not valid JSON: {exc.msg} at column {exc.colno}."))
