@@ -1,5 +1,5 @@
 """The JSON parser of the API: DRF's, plus no text PostgreSQL can't store, anywhere (keys included, at any
-depth): a NUL character, or a lone surrogate.
+depth): a NUL character, or a lone surrogate; and no nesting deeper than MAX_JSON_DEPTH (a PARSE_ERROR).
 
 PostgreSQL can't store U+0000 in text or JSONB, and a lone surrogate (``"\\ud800"`` in JSON, half of a
 pair) is no Unicode text at all: psycopg can't encode it to UTF-8. Either used to reach the database and
