@@ -58,7 +58,9 @@ def _load_json_or_lines(path: Path) -> Any:
     """One JSON document (a list, or an object such as Mem0's ``{"results": [...]}``), or JSON Lines
     as a list of rows. JSONL is read line by line and its vectors compacted as they come
     (``vector_compact``: float32 arrays), so the file's text and its rows' float lists are never all in memory."""
-    with path.open(encoding="utf-8") as lines:
+    # utf-8-sig: a file written with a byte-order mark (PowerShell 5's Out-File -Encoding utf8, Notepad) is
+    # read as the same JSON; its first line was "not JSON".
+    with path.open(encoding="utf-8-sig") as lines:
         first_number, first = next(((n, line) for n, line in enumerate(lines, start=1) if line.strip()), (0, ""))
         if not first:
             return []  # nothing but blank lines

@@ -119,8 +119,13 @@ def json_loads_bounded(text: str, *, check_depth: bool = True):
 
 class StrictJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
+        context = dict(parser_context or {})
+        if str(context.get("encoding") or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8"):
+            # A leading byte-order mark (PowerShell 5, some Windows clients) is not part of the JSON
+            # (RFC 8259 8.1 lets a parser ignore it); json refused it: "Unexpected UTF-8 BOM".
+            context["encoding"] = "utf-8-sig"
         try:
-            data = super().parse(stream, media_type, parser_context)
+            data = super().parse(stream, media_type, context)
         except RecursionError:
             raise ParseError(f"JSON parse error - {JSONTooDeep().msg}.") from None
         if json_depth(data) > MAX_JSON_DEPTH:

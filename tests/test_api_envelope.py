@@ -114,3 +114,11 @@ def test_an_unsupported_body_says_what_to_send(dev):
     )
     imports = dev.post("/api/v1/thoughts/import", "{}", content_type="text/plain").json()["error"]["message"]
     assert "Send the body as application/json or application/x-ndjson or application/jsonl" in imports
+
+
+def test_a_json_body_with_a_byte_order_mark_is_read(dev, fake_embedder):
+    """Some Windows clients (PowerShell 5) start a UTF-8 body with a BOM: json refused it (PARSE_ERROR)."""
+    body = "\ufeff" + '{"prompt": "how do deploys run", "contribute": false}'
+    response = dev.post("/api/v1/memory", body.encode(), content_type="application/json")
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["trace"]["thoughts_contributed"] == 0

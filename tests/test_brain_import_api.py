@@ -290,3 +290,10 @@ def test_vectors_are_stored_bit_for_bit_as_float32(dev, space, fake_embedder):
     assert response.status_code == 201, response.json()
     stored = np.asarray(Thought.objects.get(pk=tid).embedding, dtype=np.float32)
     assert stored.tobytes() == values.tobytes()
+
+
+def test_a_body_with_a_byte_order_mark_is_imported(dev, space, fake_embedder):
+    body = "\ufeff" + json.dumps([{"content": "Staging uses the filesystem broker."}])
+    response = dev.post(URL, data=body.encode(), content_type="application/json")
+    assert response.status_code == 201, response.json()
+    assert Thought.objects.filter(space=space).count() == 1

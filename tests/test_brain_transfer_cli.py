@@ -538,3 +538,17 @@ def test_a_file_nested_too_deep_is_reported_not_a_traceback(space, tmp_path, lay
     with pytest.raises(CommandError, match=r"nested more than 100 levels"):
         call_command("brain", "import", str(path), "--no-progress")
     assert not Thought.objects.filter(space=space).exists()
+
+
+@pytest.mark.parametrize("layout", ["document", "lines"])
+def test_a_file_with_a_byte_order_mark_is_imported(space, tmp_path, fake_embedder, layout):
+    """PowerShell 5's Out-File -Encoding utf8 and Notepad write a BOM: the first line was "not JSON"."""
+    rows = [{"memory": "Likes tea", "user_id": "alice"}, {"memory": "Deploys run at night.", "user_id": "bob"}]
+    text = json.dumps({"results": rows}) if layout == "document" else "\n".join(json.dumps(r) for r in rows)
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    call_command("brain", "import", str(path), "--no-progress")
+    assert sorted(Thought.objects.filter(space=space).values_list("content", flat=True)) == [
+        "Deploys run at night.",
+        "Likes tea",
+    ]

@@ -57,7 +57,7 @@ class ImportJsonlParser(RawBodyParser):
 
 def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineError]]:
     """(items, parse errors): a JSON array, or one JSON object per non-empty line (None for a bad one)."""
-    text = body.decode("utf-8", errors="replace")
+    text = body.decode("utf-8-sig", errors="replace")  # a leading byte-order mark is not part of the JSON
     if "json" in media_type and "nd" not in media_type and "jsonl" not in media_type:
         try:
             data = json_loads_bounded(text, check_depth=False)
