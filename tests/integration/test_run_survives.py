@@ -208,6 +208,9 @@ def test_database_outage_answers_503_at_once_and_recovers(colony):
     # Static files come from the web process (WhiteNoise) under the production server.
     assert client.get("/static/admin/css/base.css").status_code == 200
 
+    # A token no web worker has looked up yet: a worker keeps a found token TOKEN_CACHE_SECONDS, and /mcp's
+    # tools/list needs nothing else of the database, so a kept token's request was (rightly) answered.
+    fresh_token = _manage(colony.env, "agent", "token", "dev-agent").strip().splitlines()[-1]
     colony.pg.stop()
     try:
         started = time.monotonic()
@@ -221,7 +224,7 @@ def test_database_outage_answers_503_at_once_and_recovers(colony):
         assert write.status_code == 503 and write.json()["error"]["code"] == "DATABASE_UNAVAILABLE"
         mcp = client.post(
             "/mcp",
-            headers={**colony.auth, "Accept": "application/json, text/event-stream"},
+            headers={"Authorization": f"Bearer {fresh_token}", "Accept": "application/json, text/event-stream"},
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
         )
         assert mcp.status_code == 503 and mcp.json()["error"]["code"] == "DATABASE_UNAVAILABLE", mcp.text[:300]
