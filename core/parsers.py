@@ -128,9 +128,9 @@ class StrictJSONParser(JSONParser):
             data = super().parse(stream, media_type, context)
         except RecursionError:
             raise ParseError(f"JSON parse error - {JSONTooDeep().msg}.") from None
-        if json_depth(data) > MAX_JSON_DEPTH:
+        found = unstorable_paths(data)  # one walk on the request path: the text and the depth
+        if TOO_DEEP_MESSAGE in found.values():
             raise ParseError(f"JSON parse error - {JSONTooDeep().msg}.")
-        found = unstorable_paths(data)
         if found:
             raise serializers.ValidationError({path: [message] for path, message in found.items()})
         return data

@@ -26,10 +26,9 @@ def url_tokens(request):
     new_url = None
     if request.method == "POST":
         form = UrlTokenForm(request.POST)
-        agent = agents.filter(name=form.cleaned_data["agent"]).first() if form.is_valid() else None
         if not form.is_valid():
             messages.error(request, f"No URL token created — {form_error_text(form)}")
-        elif agent is None:
+        elif (agent := agents.filter(name=form.cleaned_data["agent"]).first()) is None:
             messages.error(request, "No URL token created — choose an agent of this space.")
         else:
             try:
