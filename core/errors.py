@@ -11,6 +11,7 @@ import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpResponse, JsonResponse
+from django.urls import Resolver404, resolve
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -280,10 +281,23 @@ def api_exception_handler(exc, context) -> Response:
 
 
 def json_404(request, exception=None):
-    return JsonResponse(
-        error_body("NOT_FOUND", f"No endpoint at {request.path}. The endpoints are listed at /api/docs/."),
-        status=404,
-    )
+    message = f"No endpoint at {request.path}."
+    other = _other_slash(request.path)
+    if other is not None:  # "/api/v1/memory/": hand-written REST calls add the slash Django's habits suggest
+        message += f" Did you mean {other}? Colony's API paths end without a slash."
+    return JsonResponse(error_body("NOT_FOUND", f"{message} The endpoints are listed at /api/docs/."), status=404)
+
+
+def _other_slash(path: str) -> str | None:
+    """``path`` with its trailing slash removed, when that names an endpoint; None otherwise."""
+    if not path.startswith("/api/") or not path.endswith("/"):
+        return None
+    other = path.rstrip("/")
+    try:
+        match = resolve(other)
+    except Resolver404:
+        return None
+    return None if match.func is api_not_found else other
 
 
 @csrf_exempt

@@ -1,9 +1,15 @@
-"""Input guard: a NUL character in the path or the query string is a 400, before any view runs.
+"""Input guard: what no view can read is refused before any view runs.
+
+A NUL character in the path or the query string is a 400.
 
 Path and query values reach selectors as text (task slugs, ids, filters) and PostgreSQL refuses U+0000,
 so they are refused here once instead of failing in the database (a 500): under /api/ with the error
 envelope, on the humans' pages (``/tasks/<ref>/`` and its forms took the ref as typed) and the admin
 with the site's 400 page (``templates/400.html``).
+
+An API body sent compressed (``Content-Encoding: gzip``; some HTTP clients and proxies do) is a 415
+that says so: the parsers read the compressed bytes as text and answered "'utf-8' codec can't decode
+byte 0x8b", which does not tell the caller what to change. RFC 7694: 415 with ``Accept-Encoding``.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from django.core.exceptions import BadRequest
 from django.http import JsonResponse
 
 from core.errors import error_body
-from core.parsers import NUL_MESSAGE
+from core.parsers import NUL_MESSAGE, printable
 
 
 def api_input_refusal(request) -> JsonResponse | None:
@@ -30,12 +36,28 @@ def api_input_refusal(request) -> JsonResponse | None:
     return JsonResponse(error_body("VALIDATION_ERROR", f"Invalid request. {summary}", fields=fields), status=400)
 
 
+def encoded_body_refusal(request) -> JsonResponse | None:
+    """The 415 for an API request whose body is content-coded (gzip, deflate, br...); None otherwise."""
+    coding = request.META.get("HTTP_CONTENT_ENCODING", "").strip()
+    if not coding or coding.lower() == "identity" or request.META.get("CONTENT_LENGTH") in (None, "", "0"):
+        return None
+    message = (
+        f"The body was sent with Content-Encoding: {printable(coding[:100])}; Colony reads request bodies "
+        "uncompressed. Send the same body without compressing it and without that header."
+    )
+    response = JsonResponse(error_body("UNSUPPORTED_MEDIA_TYPE", message), status=415)
+    response["Accept-Encoding"] = "identity"
+    return response
+
+
 class ApiInputGuardMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         refusal = api_input_refusal(request)
+        if refusal is None and request.path.startswith("/api/"):
+            refusal = encoded_body_refusal(request)
         if refusal is not None:
             if request.path.startswith("/api/"):
                 return refusal

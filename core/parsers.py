@@ -117,6 +117,18 @@ def json_loads_bounded(text: str, *, check_depth: bool = True):
     return value
 
 
+def not_decodable_message(exc: UnicodeDecodeError, encoding: str | None) -> str:
+    """What to do about a body that is not in the charset it was read as (Windows PowerShell 5 sends a
+    string body as ISO-8859-1 unless told otherwise)."""
+    name = "UTF-8" if str(encoding or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8", "utf-8-sig") else encoding
+    byte = exc.object[exc.start] if exc.start < len(exc.object) else 0
+    return (
+        f"JSON parse error - the body is not valid {name}: byte 0x{byte:02x} at position {exc.start} is not part "
+        "of any character. Send the JSON encoded as UTF-8 (or name its charset in Content-Type, e.g. "
+        "application/json; charset=windows-1252)."
+    )
+
+
 class StrictJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         context = dict(parser_context or {})
@@ -128,6 +140,11 @@ class StrictJSONParser(JSONParser):
             data = super().parse(stream, media_type, context)
         except RecursionError:
             raise ParseError(f"JSON parse error - {JSONTooDeep().msg}.") from None
+        except ParseError as exc:
+            # DRF's message was "'utf-8' codec can't decode byte 0xe9 in position 14: invalid continuation byte".
+            if isinstance(exc.__context__, UnicodeDecodeError):
+                raise ParseError(not_decodable_message(exc.__context__, context.get("encoding"))) from None
+            raise
         found = unstorable_paths(data)  # one walk on the request path: the text and the depth
         if TOO_DEEP_MESSAGE in found.values():
             raise ParseError(f"JSON parse error - {JSONTooDeep().msg}.")

@@ -5,6 +5,7 @@ component. ``ColonyAutoSchema`` (``DEFAULT_SCHEMA_CLASS``) adds to every operati
 implies, so a new endpoint gets them without saying so:
 
 - 400 when it takes a request body or query parameters (``VALIDATION_ERROR``, ``PARSE_ERROR``);
+- 413 and 415 when it takes a request body (too large; another media type or a compressed body);
 - 401 and 429 when it needs a token (``UNAUTHENTICATED``, ``THROTTLED``);
 - 404 when its path has parameters (an unknown or another space's id);
 - 503 always (a dependency such as the database is unavailable).
@@ -30,6 +31,8 @@ ERROR_DESCRIPTIONS = {
     405: "The path exists but does not take this method (`METHOD_NOT_ALLOWED`).",
     409: "The request conflicts with the current state (`CONFLICT` or a more specific code).",
     413: "The request body is larger than `MAX_REQUEST_BODY_MB` (`REQUEST_TOO_LARGE`); nothing was read past it.",
+    415: "The body's Content-Type is not one this operation reads, or the body is compressed "
+    "(`Content-Encoding`); the message says what to send (`UNSUPPORTED_MEDIA_TYPE`).",
     429: "Too many requests from this token (`THROTTLED`); retry after the `Retry-After` seconds.",
     503: "A part Colony depends on is unavailable (database, broker); retry later.",
 }
@@ -74,7 +77,7 @@ class ColonyAutoSchema(AutoSchema):
         if "requestBody" in operation or any(p.get("in") == "query" for p in parameters):
             implied.add(400)
         if "requestBody" in operation:
-            implied.add(413)
+            implied.update({413, 415})
         if any(p.get("in") == "path" for p in parameters):
             implied.add(404)
         if any(requirement for requirement in operation.get("security", [])):

@@ -97,6 +97,8 @@ def test_every_error_response_in_the_schema_is_the_one_envelope_component(anon):
                 assert {"401", "429"} <= set(responses), (method, path)
             if "requestBody" in operation or any(p["in"] == "query" for p in operation.get("parameters", [])):
                 assert "400" in responses, (method, path)
+            if "requestBody" in operation:  # another media type, a compressed body
+                assert {"413", "415"} <= set(responses), (method, path)
             for status, response in responses.items():
                 if status.startswith("4") or (status == "503" and path != "/api/v1/health"):
                     assert response["content"]["application/json"]["schema"] == envelope, (method, path, status)
@@ -122,3 +124,57 @@ def test_a_json_body_with_a_byte_order_mark_is_read(dev, fake_embedder):
     response = dev.post("/api/v1/memory", body.encode(), content_type="application/json")
     assert response.status_code == 200, response.content[:300]
     assert response.json()["trace"]["thoughts_contributed"] == 0
+
+
+def test_a_compressed_body_is_refused_with_what_to_send(dev, fake_embedder):
+    """Some clients and proxies gzip a request body: the parser read the compressed bytes as text and said
+    "'utf-8' codec can't decode byte 0x8b", which does not say what to change."""
+    import gzip
+
+    from brain.models import Thought
+
+    plain = b'{"prompt": "Deploys run the migrations before the web workers restart, always.", "contribute": true}'
+    for path, body in (("/api/v1/memory", plain), ("/api/v1/thoughts/import", b'[{"content": "x"}]')):
+        response = dev.post(path, gzip.compress(body), content_type="application/json", HTTP_CONTENT_ENCODING="gzip")
+        assert_envelope(response, 415, "UNSUPPORTED_MEDIA_TYPE")
+        message = response.json()["error"]["message"]
+        assert message.startswith(
+            "The body was sent with Content-Encoding: gzip; Colony reads request bodies uncompressed."
+        )
+        assert response["Accept-Encoding"] == "identity"
+    assert Thought.objects.count() == 0
+    response = dev.post("/api/v1/memory", plain, content_type="application/json", HTTP_CONTENT_ENCODING="identity")
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["trace"]["thoughts_contributed"] == 1
+
+
+def test_a_body_not_in_utf8_says_so_and_a_named_charset_is_read(dev, fake_embedder):
+    """Windows PowerShell 5 sends a string body as ISO-8859-1: "café" arrives as b"caf\\xe9"."""
+    from brain.models import Thought
+
+    text = '{"prompt": "The café on the corner takes the team lunch order before eleven.", "contribute": true}'
+    response = dev.post("/api/v1/memory", text.encode("latin-1"), content_type="application/json")
+    assert_envelope(response, 400, "PARSE_ERROR")
+    assert response.json()["error"]["message"] == (
+        "JSON parse error - the body is not valid UTF-8: byte 0xe9 at position 19 is not part of any character. Send "
+        "the JSON encoded as UTF-8 (or name its charset in Content-Type, e.g. application/json; charset=windows-1252)."
+    )
+    assert Thought.objects.count() == 0
+    response = dev.post("/api/v1/memory", text.encode("latin-1"), content_type="application/json; charset=windows-1252")
+    assert response.status_code == 200, response.content[:300]
+    assert Thought.objects.get().content.startswith("The café on the corner")
+
+
+def test_a_trailing_slash_404_names_the_path_without_it(dev):
+    """Hand-written REST calls add the slash Django projects usually want: the 404 says which path is meant."""
+    response = dev.post("/api/v1/memory/", {"prompt": "hello"}, content_type="application/json")
+    assert_envelope(response, 404, "NOT_FOUND")
+    assert response.json()["error"]["message"] == (
+        "No endpoint at /api/v1/memory/. Did you mean /api/v1/memory? Colony's API paths end without a slash. "
+        "The endpoints are listed at /api/docs/."
+    )
+    response = dev.get("/api/v1/tasks/fix-ci/transitions/")
+    assert "Did you mean /api/v1/tasks/fix-ci/transitions?" in response.json()["error"]["message"]
+    for path in ("/api/v1/nowhere/", "/api/v1/", "/api/v1/memory"):  # nothing to suggest; or no 404 at all
+        response = dev.get(path)
+        assert "Did you mean" not in response.content.decode(), path

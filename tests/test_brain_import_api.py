@@ -297,3 +297,22 @@ def test_a_body_with_a_byte_order_mark_is_imported(dev, space, fake_embedder):
     response = dev.post(URL, data=body.encode(), content_type="application/json")
     assert response.status_code == 201, response.json()
     assert Thought.objects.filter(space=space).count() == 1
+
+
+def test_a_body_not_in_utf8_is_refused_not_stored_mangled(dev, space, fake_embedder):
+    """Undecodable bytes were replaced by U+FFFD: a JSONL file saved as Windows-1252 was imported with every
+    accented letter lost and no error."""
+    lines = [{"content": "Staging uses the filesystem broker."}, {"content": "The café rota lives in the ops wiki."}]
+    body = "\n".join(json.dumps(line, ensure_ascii=False) for line in lines).encode("cp1252")
+    response = dev.post(URL, data=body, content_type="application/x-ndjson")
+    assert response.status_code == 400, response.json()
+    error = response.json()["error"]
+    assert error["code"] == "PARSE_ERROR"
+    assert error["message"].startswith("The body is not valid UTF-8: byte 0xe9 on line 2 is not part of any character.")
+    assert Thought.objects.filter(space=space).count() == 0
+
+    response = dev.post(URL, data=body, content_type="application/x-ndjson; charset=windows-1252")
+    assert response.status_code == 201, response.json()
+    assert sorted(Thought.objects.filter(space=space).values_list("content", flat=True)) == sorted(
+        line["content"] for line in lines
+    )

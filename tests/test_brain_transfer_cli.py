@@ -352,7 +352,11 @@ def test_an_export_is_copied_into_another_space_with_new_ids(rich_space, other_s
     [
         (lambda d: d, "is not a file"),
         (lambda d: _write(d / "x.jsonl", '{"content": "a"}\n{"content": "b"}\n{"content": \n'), "line 3 is not JSON"),
-        (lambda d: _write(d / "latin1.json", '[{"content": "caf\xe9"}]', "latin-1"), "utf-8"),
+        (
+            lambda d: _write(d / "latin1.json", '[{"content": "caf\xe9"}]', "latin-1"),
+            r"is not UTF-8 \(byte 0xe9 is not part of any character\)\. "
+            r"Save it as UTF-8 first, e\.g\. iconv -f WINDOWS-1252",
+        ),
         (lambda d: _write(d / "mem0.json", '{"results": {"a": 1}}'), "results must be a list"),
     ],
 )

@@ -55,3 +55,50 @@ def test_unwritable_data_dir_is_refused(tmp_path):
     result = manage("check", COLONY_DATA_DIR=target)
     assert result.returncode == 2
     assert "COLONY_DATA_DIR" in result.stderr and "Traceback" not in result.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_database_that_does_not_answer_is_one_sentence():
+    result = manage("agent", "list", DATABASE_URL=f"postgresql://colony:x@127.0.0.1:{_free_port()}/colony")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("colony: could not connect to the database: connection failed")
+    assert "Start it, or point DATABASE_URL at a running PostgreSQL" in lines[0]
+
+
+@pytest.fixture
+def empty_database_url():
+    from benchmarks.compare import server_url
+    from benchmarks.db import drop_database, ensure_database
+
+    url = server_url("colony_startup_empty")
+    ensure_database(url, fresh=True)
+    try:
+        yield url
+    finally:
+        drop_database(url)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("agent", "create", "my-dev", "--role", "dev"),  # the README's first step after install
+        ("task", "list"),
+        ("brain", "export", "/tmp/colony-never-written.jsonl"),
+    ],
+)
+def test_a_command_before_the_first_migration_says_to_run_make_run(empty_database_url, command):
+    result = manage(*command, DATABASE_URL=empty_database_url)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("colony: the database has no Colony tables yet (relation ")
+    assert "Run `make run` once" in lines[0] and "python manage.py migrate" in lines[0]

@@ -55,9 +55,28 @@ class ImportJsonlParser(RawBodyParser):
     media_type = "application/jsonl"
 
 
-def parse_import_body(body: bytes, media_type: str) -> tuple[list, list[LineError]]:
+def decode_body(body: bytes, charset: str | None = None) -> str:
+    """The body as text: UTF-8 (a leading byte-order mark is not part of the JSON), or the charset its
+    Content-Type names. Bytes that don't decode are a PARSE_ERROR naming the line: replaced by U+FFFD,
+    a file saved as Windows-1252 was stored with every accented letter lost, and nobody was told."""
+    encoding = charset or "utf-8"
+    if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
+        encoding = "utf-8-sig"
+    try:
+        return body.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = body.count(b"\n", 0, exc.start) + 1
+        raise ValidationFailed(
+            f"The body is not valid {charset or 'UTF-8'}: byte 0x{body[exc.start]:02x} on line {line} is not "
+            "part of any character. Send the body encoded as UTF-8 (or name its charset in Content-Type, "
+            "e.g. application/x-ndjson; charset=windows-1252).",
+            code="PARSE_ERROR",
+        ) from None
+
+
+def parse_import_body(body: bytes, media_type: str, charset: str | None = None) -> tuple[list, list[LineError]]:
     """(items, parse errors): a JSON array, or one JSON object per non-empty line (None for a bad one)."""
-    text = body.decode("utf-8-sig", errors="replace")  # a leading byte-order mark is not part of the JSON
+    text = decode_body(body, charset)
     if "json" in media_type and "nd" not in media_type and "jsonl" not in media_type:
         try:
             data = json_loads_bounded(text, check_depth=False)
@@ -300,7 +319,7 @@ class ThoughtImportApi(APIView):
         key = key_clean(request.headers.get(IDEMPOTENCY_HEADER))
 
         def run() -> tuple[int, dict]:
-            items, parse_errors = parse_import_body(body, media_type)
+            items, parse_errors = parse_import_body(body, media_type, request.encoding)
             result = thoughts_import(
                 space=request.user.space,
                 agent=request.user,

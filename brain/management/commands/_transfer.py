@@ -69,7 +69,12 @@ class Import:
                 f"Could not read the query log {query_log}: {exc}. --query-log takes the seed brain's SQLite "
                 "database, the one with the query_log table."
             ) from exc
-        except ValueError as exc:  # JSON errors and text that is not UTF-8 included
+        except UnicodeDecodeError as exc:
+            raise CommandError(
+                f"Could not read {path}: it is not UTF-8 (byte 0x{exc.object[exc.start]:02x} is not part of any "
+                f"character). Save it as UTF-8 first, e.g. iconv -f WINDOWS-1252 -t UTF-8 {path} > {path}.utf8"
+            ) from exc
+        except ValueError as exc:  # JSON errors
             raise CommandError(f"Could not read {path}: {exc}") from exc
         except OSError as exc:
             raise CommandError(f"Could not read {path}: {exc.strerror}.") from exc
