@@ -103,6 +103,14 @@ def json_depth(value) -> int:
     return deepest
 
 
+def json_lines(text: str) -> list[str]:
+    """The lines of JSON Lines text. Not ``str.splitlines()``: that also breaks at U+2028, U+2029 and U+0085,
+    which JSON strings may hold as they are (Colony's own export writes them so, as do JavaScript's
+    JSON.stringify and most encoders asked for readable UTF-8), and a thought pasted from a PDF or a web
+    page then arrived as two lines that were not JSON."""
+    return re.split(r"\r\n?|\n", text)
+
+
 def json_loads_bounded(text: str, *, check_depth: bool = True):
     """``json.loads``, refusing a nesting deeper than MAX_JSON_DEPTH with JSONTooDeep. ``check_depth=False``
     only turns Python's RecursionError (past ~1,000 levels) into JSONTooDeep: the import's readers, whose

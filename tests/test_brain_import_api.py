@@ -316,3 +316,18 @@ def test_a_body_not_in_utf8_is_refused_not_stored_mangled(dev, space, fake_embed
     assert sorted(Thought.objects.filter(space=space).values_list("content", flat=True)) == sorted(
         line["content"] for line in lines
     )
+
+
+def test_jsonl_holding_line_separators_inside_strings_is_read_line_by_line(dev, space, fake_embedder):
+    """U+2028, U+2029 and U+0085 may stand unescaped in a JSON string (Colony's own export writes them so,
+    as does JavaScript's JSON.stringify); str.splitlines() broke such a line in two and both halves were
+    line errors."""
+    contents = [
+        "Pasted from the runbook:\u2028restart the worker after a deploy.",
+        "Two paragraphs of the release note\u2029second one names the flag.",
+        "A web page's next-line character\u0085stays in the thought.",
+    ]
+    body = "\r\n".join(json.dumps({"content": text}, ensure_ascii=False) for text in contents).encode()
+    response = dev.post(URL, data=body, content_type="application/x-ndjson")
+    assert response.status_code == 201, response.json()
+    assert sorted(Thought.objects.filter(space=space).values_list("content", flat=True)) == sorted(contents)

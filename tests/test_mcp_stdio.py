@@ -190,3 +190,16 @@ def test_stdio_relays_a_call_while_another_is_still_waiting(asgi_server, agent_f
     assert last["id"] == "dna" and not last["result"].get("isError"), last
     assert Task.objects.get(slug="slow-task").dna["pdsa_ref"] == "docs/stdio.md"
     assert bridge.process.returncode == 0
+
+
+def test_an_event_stream_answer_holding_a_line_separator_is_one_message():
+    """SSE ends lines at CR, LF or CRLF only: a U+2028 in a thought's text broke the data line in two."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("colony_mcp_stdio", BRIDGE)
+    bridge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bridge)
+    first = {"jsonrpc": "2.0", "id": 1, "result": {"text": "runbook\u2028step two\u0085three"}}
+    second = {"jsonrpc": "2.0", "id": 2, "result": {}}
+    body = f"event: message\r\ndata: {json.dumps(first, ensure_ascii=False)}\r\n\r\ndata: {json.dumps(second)}\n\n"
+    assert bridge.parse_sse(body) == [first, second]

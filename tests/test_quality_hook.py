@@ -324,3 +324,24 @@ def test_against_a_live_colony(live_server, agent_factory, settings, tmp_path):
     item = turn.items.get(thought=thought)
     assert item.explicit_contradicted is True and item.contradicted is True
     assert Thought.objects.get(pk=thought.pk).effective_confidence == pytest.approx(0.4)
+
+
+def test_a_prompt_holding_a_line_separator_is_the_turns_prompt(fake, tmp_path):
+    """Claude Code writes U+2028 / U+2029 / U+0085 unescaped inside a transcript line (Node's JSON.stringify):
+    str.splitlines() broke that line, the prompt was dropped, and the turn began at the prompt before it."""
+    server = fake()
+    transcript = tmp_path / "transcript.jsonl"
+    prompt = "Apply the runbook step\u2028pasted from the PDF\u0085and report back"
+    entries = [
+        {"type": "user", "uuid": "u-old", "message": {"role": "user", "content": "an earlier prompt"}},
+        {"type": "assistant", "uuid": "a-old", "message": {"content": [{"type": "text", "text": "earlier answer"}]}},
+        {"type": "user", "uuid": "u-last", "message": {"content": [{"type": "text", "text": prompt}]}},
+        {"type": "assistant", "uuid": "a1", "message": {"content": [{"type": "text", "text": "Done\u2029twice."}]}},
+    ]
+    transcript.write_text("\n".join(json.dumps(e, ensure_ascii=False) for e in entries) + "\n", encoding="utf-8")
+    stdin = json.dumps({"session_id": "cc-session-1", "transcript_path": str(transcript), "hook_event_name": "Stop"})
+    done, _ = run_hook(stdin=stdin, env={"COLONY_URL": server.url, "COLONY_TOKEN": "col_secret"})
+    assert done.returncode == 0, done.stderr
+    [request] = server.requests
+    assert (request["body"]["turn_id"], request["body"]["user_prompt"]) == ("u-last", prompt)
+    assert request["body"]["assistant_response"] == "Done\u2029twice."

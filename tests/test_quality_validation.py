@@ -287,3 +287,13 @@ def test_shipped_held_out_file():
         assert item.labels["on_topic"] or not (item.labels["used"] or item.labels["contradicted"]), item.id
         assert not (item.labels["used"] and item.labels["contradicted"]), item.id  # rejected is not used
     assert len({turn.assistant_response for turn in turns}) == len(turns)  # no copied responses
+
+
+def test_a_labelled_turn_holding_a_line_separator_is_one_line(tmp_path):
+    """A prompt pasted from a PDF keeps its U+2028 unescaped when written with ensure_ascii=False."""
+    turns = [dict(TURNS[0], user_prompt="first line\u2028second line"), TURNS[1]]
+    path = tmp_path / "labels.jsonl"
+    path.write_text("\n".join(json.dumps(turn, ensure_ascii=False) for turn in turns) + "\n", encoding="utf-8")
+    loaded, _ = judge_validation_load(path=path)
+    assert [turn.turn_id for turn in loaded] == ["a", "b"]
+    assert loaded[0].user_prompt == "first line\u2028second line"

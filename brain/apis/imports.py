@@ -32,7 +32,7 @@ from brain.services.receipts import (
 from brain.services.transfer import FLOAT32_MAX, LineError, import_batch_max, thoughts_import
 from core import fields as strict
 from core.errors import ValidationFailed
-from core.parsers import json_loads_bounded
+from core.parsers import json_lines, json_loads_bounded
 from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 
 
@@ -92,7 +92,7 @@ def parse_import_body(body: bytes, media_type: str, charset: str | None = None) 
             )
         return data, []
     items, errors = [], []
-    for number, line in enumerate((ln for ln in text.splitlines() if ln.strip()), start=1):
+    for number, line in enumerate((ln for ln in json_lines(text) if ln.strip()), start=1):
         try:
             items.append(json_loads_bounded(line, check_depth=False))
         except json.JSONDecodeError as exc:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import ValidationFailed
+from core.parsers import json_lines
 from quality import formulas
 from quality.models import JudgeValidation
 from quality.services.scoring import JudgeLike, item_judge, turn_response_text
@@ -69,7 +70,7 @@ def judge_validation_load(*, path: Path) -> tuple[list[LabelledTurn], str]:
     except OSError as exc:
         raise ValidationFailed(f"Can't read {path}: {exc.strerror}.", code="BAD_LABELLED_FILE") from exc
     turns = []
-    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+    for number, line in enumerate(json_lines(raw.decode("utf-8")), start=1):
         if not line.strip():
             continue
         try:
