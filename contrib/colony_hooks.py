@@ -91,7 +91,20 @@ def down_line(reason: str) -> str:
 
 def emit_context(event_name: str, text: str) -> None:
     out = {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}
-    sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+    # ASCII (\uXXXX escapes): Python on Windows writes a pipe in the ANSI code page (cp1252), where a
+    # source in Cyrillic or CJK was a UnicodeEncodeError and the hook died with a traceback.
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
+def read_event() -> dict:
+    """The event Claude Code sends: JSON in UTF-8 on stdin, read as bytes. Read as text it was decoded in
+    the ANSI code page on Windows (cp1252): a non-ASCII prompt was searched mangled, or not at all."""
+    try:
+        raw = sys.stdin.buffer.read() if sys.stdin is not None else b""
+        event = json.loads(raw.decode("utf-8", errors="replace") or "{}")
+    except (ValueError, OSError, AttributeError, RecursionError):
+        return {}
+    return event if isinstance(event, dict) else {}
 
 
 def _marker_lines(task: dict, limit: int) -> list[str]:
@@ -222,12 +235,7 @@ def main(argv: list[str]) -> int:
         print(f"colony hook: usage: colony_hooks.py {'|'.join(HOOKS)}", file=sys.stderr)
         return 0
     event_name, hook = HOOKS[argv[1]]
-    try:
-        event = json.loads(sys.stdin.read() or "{}")
-        if not isinstance(event, dict):
-            event = {}
-    except ValueError:
-        event = {}
+    event = read_event()
     colony = Colony()
     try:
         text = hook(colony, event)

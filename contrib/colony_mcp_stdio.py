@@ -42,7 +42,9 @@ _stdout_lock = threading.Lock()
 
 
 def emit(message: dict) -> None:
-    line = json.dumps(message, ensure_ascii=False) + "\n"
+    # ASCII (\uXXXX escapes): a text stdout in the ANSI code page (Windows: cp1252) could not write a
+    # thought in Cyrillic or CJK, nor any stdout a lone surrogate that an answer's JSON escaped.
+    line = json.dumps(message) + "\n"
     with _stdout_lock:  # one whole line at a time, whichever call answers first
         sys.stdout.write(line)
         sys.stdout.flush()
@@ -148,8 +150,8 @@ def main() -> int:
         concurrency = 8
     bridge = Bridge(os.environ.get("COLONY_URL", "http://127.0.0.1:8000"), token, timeout)
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="colony-mcp") as pool:
-        for line in sys.stdin:
-            line = line.strip()
+        for raw in sys.stdin.buffer:  # bytes: a text stdin is decoded in the ANSI code page on Windows
+            line = raw.decode("utf-8", errors="replace").strip()
             if not line:
                 continue
             try:

@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import re
-import select
 import sys
 import threading
 import urllib.error
@@ -55,10 +54,16 @@ def note(message: str) -> None:
 
 
 def read_stdin(deadline_seconds: float) -> str:
+    """stdin as UTF-8 text, or "" when nothing has been sent (and closed) within the deadline. Bytes on a
+    thread, not select() on text: select() takes only sockets on Windows, and a text stdin there is decoded
+    in the ANSI code page (cp1252), which mangled a non-ASCII prompt or transcript path."""
     if sys.stdin is None or sys.stdin.isatty():
         return ""
-    ready, _, _ = select.select([sys.stdin], [], [], deadline_seconds)
-    return sys.stdin.read() if ready else ""
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.append(sys.stdin.buffer.read()), daemon=True)
+    reader.start()
+    reader.join(deadline_seconds)
+    return chunks[0].decode("utf-8", errors="replace") if chunks else ""
 
 
 def _text_of(content) -> str:

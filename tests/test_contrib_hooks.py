@@ -161,3 +161,22 @@ def test_prompt_submit_searches_a_prompt_of_any_script_and_bytes(asgi_server, ac
     assert (
         QueryLog.objects.get(session_id="s-odd").query_text == "why does the  CI step fail ? on the vector extension?"
     )
+
+
+def test_a_non_ascii_prompt_and_sources_survive_a_windows_code_page(asgi_server, active_task, thought_factory):
+    """Python on Windows reads and writes pipes in the ANSI code page (cp1252; PYTHONIOENCODING stands in for
+    it here). Claude Code sends UTF-8: the prompt was searched mangled, and a Cyrillic or CJK source in the
+    answer was a UnicodeEncodeError, a traceback instead of the brain's context."""
+    dev, _ = active_task
+    prompt = "Почему шаг миграции CI падает на расширении vector? 迁移步骤为什么在测试数据库里失败"
+    known = thought_factory(prompt)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COLONY_")}
+    env.update(COLONY_URL=asgi_server.url, COLONY_TOKEN=dev.token, COLONY_HOOK_TIMEOUT="20", PYTHONIOENCODING="cp1252")
+    event = json.dumps({"session_id": SESSION, "prompt": prompt}, ensure_ascii=False).encode()  # as Node writes it
+    done = subprocess.run(
+        [sys.executable, str(HOOKS), "prompt-submit"], input=event, capture_output=True, env=env, timeout=60
+    )
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    assert QueryLog.objects.get(session_id=SESSION).query_text == prompt
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert f"[{known.id}]" in context and prompt[:40] in context

@@ -97,14 +97,15 @@ def run_outside_any_loop(coro):
 class RawBridge:
     """The bridge as a subprocess spoken to line by line (JSON-RPC without a client library)."""
 
-    def __init__(self, url: str, token: str):
+    def __init__(self, url: str, token: str, *, extra_env: dict | None = None, utf8: bool = False):
         self.process = subprocess.Popen(
             [sys.executable, str(BRIDGE)],
-            env={"COLONY_URL": url, "COLONY_TOKEN": token, "PATH": "/usr/bin:/bin"},
+            env={"COLONY_URL": url, "COLONY_TOKEN": token, "PATH": "/usr/bin:/bin", **(extra_env or {})},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            encoding="utf-8" if utf8 else None,
         )
         self.answers: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -114,7 +115,9 @@ class RawBridge:
             self.answers.put(json.loads(line))
 
     def send(self, message) -> None:
-        self.process.stdin.write((message if isinstance(message, str) else json.dumps(message)) + "\n")
+        self.process.stdin.write(
+            (message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)) + "\n"
+        )
         self.process.stdin.flush()
 
     def initialize(self) -> dict:
@@ -203,3 +206,21 @@ def test_an_event_stream_answer_holding_a_line_separator_is_one_message():
     second = {"jsonrpc": "2.0", "id": 2, "result": {}}
     body = f"event: message\r\ndata: {json.dumps(first, ensure_ascii=False)}\r\n\r\ndata: {json.dumps(second)}\n\n"
     assert bridge.parse_sse(body) == [first, second]
+
+
+def test_a_non_ascii_thought_survives_a_windows_code_page(asgi_server, agent_factory, fake_embedder):
+    """On Windows the bridge's text stdin and stdout use the ANSI code page (cp1252; PYTHONIOENCODING stands
+    in for it): a contribution in Cyrillic arrived mangled, and an answer holding CJK could not be written."""
+    dev = agent_factory("dev")
+    content = "Миграции CI требуют расширение vector в тестовой базе; 迁移需要先在测试数据库里创建向量扩展。"
+    bridge = RawBridge(asgi_server.url, dev.token, extra_env={"PYTHONIOENCODING": "cp1252"}, utf8=True)
+    assert bridge.initialize()["id"] == "init"
+    bridge.call(2, "memory_contribute", content=content, thought_category="operational_learning", topic="ci")
+    answer = bridge.answer()
+    assert not answer["result"].get("isError"), answer
+    bridge.call(3, "thought_list", limit=5)
+    listed = json.loads(bridge.answer()["result"]["content"][0]["text"])
+    stderr = bridge.close()
+    assert content in [row["content"] for row in listed["results"]]
+    assert Thought.objects.get(content=content)
+    assert "Traceback" not in stderr

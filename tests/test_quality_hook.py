@@ -345,3 +345,31 @@ def test_a_prompt_holding_a_line_separator_is_the_turns_prompt(fake, tmp_path):
     [request] = server.requests
     assert (request["body"]["turn_id"], request["body"]["user_prompt"]) == ("u-last", prompt)
     assert request["body"]["assistant_response"] == "Done\u2029twice."
+
+
+def test_a_non_ascii_turn_survives_a_windows_code_page(fake, tmp_path):
+    """On Windows a text stdin is decoded in the ANSI code page (cp1252; PYTHONIOENCODING stands in for it)
+    and select() takes only sockets: the turn's prompt arrived mangled, or the hook failed before sending."""
+    server = fake()
+    folder = tmp_path / "Јосиф 项目"  # a user's folder name in the transcript path
+    folder.mkdir()
+    transcript = write_transcript(folder / "transcript.jsonl")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COLONY_")}
+    env.update(COLONY_URL=server.url, COLONY_TOKEN="col_secret", PYTHONIOENCODING="cp1252")
+    for stdin, prompt in (
+        ({"session_id": "s1", "transcript_path": str(transcript)}, "Fix the CI job"),
+        (
+            {"session_id": "s2", "user_prompt": "Что сломалось в CI? 为什么", "assistant_response": "Шаг миграции."},
+            None,
+        ),
+    ):
+        done = subprocess.run(
+            [sys.executable, str(HOOK)],
+            input=json.dumps(stdin, ensure_ascii=False).encode(),
+            capture_output=True,
+            env=env,
+            timeout=30,
+        )
+        assert done.returncode == 0 and done.stderr == b"", done.stderr
+        assert server.requests[-1]["body"]["user_prompt"] == (prompt or stdin["user_prompt"])
+    assert server.requests[-1]["body"]["assistant_response"] == "Шаг миграции."
