@@ -10,6 +10,7 @@ it is, before any view runs. DRF's CharField refuses both already; JSON fields a
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from rest_framework import serializers
@@ -19,6 +20,13 @@ from rest_framework.parsers import JSONParser
 NUL_MESSAGE = "NUL characters (\\u0000) are not allowed."
 SURROGATE_MESSAGE = "Lone surrogate characters (\\ud800-\\udfff, half of a pair) are not allowed: they are not text."
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: Python's json reads 1e400 as infinity (and NaN / Infinity literals where it is not told otherwise);
+#: jsonb can't hold either, so a DNA or metadata value of 1e400 was a 500 ("invalid input syntax for type json").
+NOT_FINITE_MESSAGE = (
+    "Not a finite number: JSON numbers must lie within about ±1.8e308 (1e400 overflows to infinity), "
+    "and NaN and Infinity are not JSON."
+)
 
 #: The deepest nesting of arrays and objects Colony reads. Its own fields nest a few levels (DNA,
 #: metadata, tool calls); a body nested ~900 levels deep ran Python's json, or the walks of the value after
@@ -42,9 +50,9 @@ def printable(name: str) -> str:
 
 
 def unstorable_paths(value, path: str = "") -> dict[str, str]:
-    """Where ``value`` (parsed JSON) holds text PostgreSQL can't store, or nests past MAX_JSON_DEPTH, with
-    why: ``{"tags[2]": NUL_MESSAGE, "dna.<key> (key)": SURROGATE_MESSAGE}``; empty when none. Iterative:
-    a value of any depth is walked without Python's recursion limit."""
+    """Where ``value`` (parsed JSON) holds text PostgreSQL can't store, a number that is not finite, or
+    nests past MAX_JSON_DEPTH, with why: ``{"tags[2]": NUL_MESSAGE, "dna.<key> (key)": SURROGATE_MESSAGE}``;
+    empty when none. Iterative: a value of any depth is walked without Python's recursion limit."""
     found: dict[str, str] = {}
     stack = [(value, path, 0)]
     while stack:
@@ -53,6 +61,9 @@ def unstorable_paths(value, path: str = "") -> dict[str, str]:
             problem = text_problem(item)
             if problem:
                 found[where or "body"] = problem
+            continue
+        if isinstance(item, float) and not math.isfinite(item):
+            found[where or "body"] = NOT_FINITE_MESSAGE
             continue
         if not isinstance(item, (dict, list)):
             continue

@@ -125,6 +125,36 @@ def test_a_lone_surrogate_anywhere_in_a_json_body_is_refused(world, dev, method,
     assert counts() == before
 
 
+# A number past float's range: Python's json reads 1e400 as infinity, which jsonb can't hold (a 500:
+# "invalid input syntax for type json"). Sent as raw text: json.dumps would write "Infinity" instead.
+NOT_FINITE = [
+    ("patch", "/api/v1/tasks/t1/dna", '{"estimate": {"hours": 1e400}}', "estimate.hours"),
+    ("post", "/api/v1/tasks", '{"project": "colony", "slug": "t2", "title": "T", "dna": {"n": [-1e999]}}', "dna.n[0]"),
+    ("post", "/api/v1/tasks/t1/transition", '{"to": "active", "dna": {"n": 2e308}}', "dna.n"),
+    (
+        "post",
+        "/api/v1/memory",
+        '{"prompt": "q?", "source_ref": {"type": "task", "value": "v", "n": 1e400}}',
+        "source_ref",
+    ),
+    (
+        "post",
+        "/api/v1/turns",
+        json.dumps(TURN)[:-1] + ', "tool_calls": [{"name": "Bash", "input": {"n": 1e400}}]}',
+        "tool_calls",
+    ),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field"), NOT_FINITE)
+def test_a_number_past_floats_range_is_refused(world, dev, method, path, body, field):
+    before = counts()
+    response = getattr(dev, method)(path.format(**world), body, content_type="application/json")
+    assert_refused(response, field)
+    assert "Not a finite number" in response.json()["error"]["message"]
+    assert counts() == before
+
+
 @pytest.mark.parametrize(
     ("path", "field"),
     [

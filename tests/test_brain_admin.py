@@ -65,4 +65,8 @@ def test_a_nul_in_an_admin_json_field_is_a_form_error_not_a_500(rf, thought_fact
         deep = form_class(data={field: '{"a": ' + "[" * 5000 + "]" * 5000 + "}"}, instance=instance)
         assert not deep.is_valid()  # json.loads' RecursionError was a 500
         assert deep.errors[field] == ["Enter valid JSON: nested more than 100 levels of arrays and objects deep."]
+        for number in ("1e400", "NaN"):  # json.loads reads infinity and NaN; jsonb refused them (a 500)
+            huge = form_class(data={field: '{"n": ' + number + "}"}, instance=instance)
+            assert not huge.is_valid()
+            assert huge.errors[field][0].startswith("n: Not a finite number"), huge.errors
     assert Task.objects.get(pk=task.pk).dna == {"a": 1}

@@ -180,13 +180,20 @@ def test_values_the_database_cannot_hold_are_line_errors(dev, space, fake_embedd
         '[{"content": "nul \\u0000 inside"}, {"content": "x", "pheromone_weight": NaN},'
         ' {"content": "y", "access_count": 99999999999}, {"content": "z", "co_retrieved_with": {"a": "many"}},'
         ' {"content": "v", "embedding": [' + ",".join(["Infinity"] * 384) + "]},"
-        ' {"content": "a lone \\ud800 surrogate"}, {"content": "w", "context_metadata": {"k": ["\\udfff"]}}]'
+        ' {"content": "a lone \\ud800 surrogate"}, {"content": "w", "context_metadata": {"k": ["\\udfff"]}},'
+        ' {"content": "u", "context_metadata": {"big": 1e400}}, {"content": "t", "context_metadata": {"n": [NaN]}}]'
     )
     response = dev.post(URL, data=body, content_type="application/json")
     assert response.status_code == 400, response.content[:300]
     lines = response.json()["error"]["lines"]
-    assert [e["line"] for e in lines] == [1, 2, 3, 4, 5, 6, 7]
-    assert [e["field"] for e in lines[5:]] == ["content", "context_metadata.k[0]"]  # a 500 for the batch before
+    assert [e["line"] for e in lines] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    # a 500 for the batch before / "the database refused the batch" with no line
+    assert [e["field"] for e in lines[5:]] == [
+        "content",
+        "context_metadata.k[0]",
+        "context_metadata.big",
+        "context_metadata.n[0]",
+    ]
     assert not Thought.objects.filter(space=space).exists()
 
 

@@ -268,6 +268,17 @@ def test_a_nul_escaped_in_dna_json_is_refused_with_a_message(client, ada, projec
     assert task.dna == {"notes": "x"}
 
 
+@pytest.mark.parametrize("number", ["1e400", "NaN", "-Infinity"])
+def test_a_number_jsonb_cannot_hold_in_dna_is_refused_with_a_message(client, ada, project, number):
+    """json.loads reads 1e400 as infinity and takes NaN / Infinity: jsonb refused them (a 500 from the page)."""
+    task = make_task(project, slug="t", status="active", role="dev", dna={"notes": "x"})
+    dna = '{"notes": "x", "estimate": ' + number + "}"
+    response = client.post(f"/tasks/{task.slug}/dna/", {"dna": dna, "original": '{"notes": "x"}'}, follow=True)
+    assert response.status_code == 200 and "Not a finite number" in _body(response)
+    task.refresh_from_db()
+    assert task.dna == {"notes": "x"}
+
+
 def test_dna_nested_too_deep_is_refused_with_a_message(client, ada, project):
     """Past ~900 levels json.loads raised RecursionError: a 500 from the page."""
     task = make_task(project, slug="t", status="active", role="dev", dna={"notes": "x"})
