@@ -100,9 +100,10 @@ def read_event() -> dict:
     """The event Claude Code sends: JSON in UTF-8 on stdin, read as bytes. Read as text it was decoded in
     the ANSI code page on Windows (cp1252): a non-ASCII prompt was searched mangled, or not at all."""
     try:
-        raw = sys.stdin.buffer.read() if sys.stdin is not None else b""
+        stream = getattr(sys.stdin, "buffer", None)  # None: no stdin, or one replaced by text (in-process use)
+        raw = stream.read() if stream is not None else (sys.stdin.read() if sys.stdin else "").encode()
         event = json.loads(raw.decode("utf-8", errors="replace") or "{}")
-    except (ValueError, OSError, AttributeError, RecursionError):
+    except (ValueError, OSError, RecursionError):
         return {}
     return event if isinstance(event, dict) else {}
 

@@ -60,7 +60,15 @@ def read_stdin(deadline_seconds: float) -> str:
     if sys.stdin is None or sys.stdin.isatty():
         return ""
     chunks: list[bytes] = []
-    reader = threading.Thread(target=lambda: chunks.append(sys.stdin.buffer.read()), daemon=True)
+    stream = getattr(sys.stdin, "buffer", None)  # None: a stdin replaced by text (in-process use)
+
+    def read() -> None:
+        try:
+            chunks.append(stream.read() if stream is not None else sys.stdin.read().encode())
+        except (OSError, ValueError) as exc:
+            note(f"could not read stdin: {exc}")
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     reader.join(deadline_seconds)
     return chunks[0].decode("utf-8", errors="replace") if chunks else ""
