@@ -66,16 +66,16 @@ def _load_json_or_lines(path: Path) -> Any:
             return []  # nothing but blank lines
         if first.lstrip().startswith("["):  # a JSON array: one document
             lines.seek(0)
-            data = json_loads_bounded(lines.read(), check_depth=False)
+            data = json_loads_bounded(lines.read())
             return [_compact(row) for row in data] if isinstance(data, list) else data
         try:
-            head = json_loads_bounded(first, check_depth=False)
+            head = json_loads_bounded(first)
         except json.JSONDecodeError as exc:
             if not first.lstrip().startswith("{"):
                 raise _not_json(first_number, exc) from exc
             lines.seek(0)  # an object over several lines: one document
             try:
-                return json_loads_bounded(lines.read(), check_depth=False)
+                return json_loads_bounded(lines.read())
             except json.JSONDecodeError as whole:  # neither a document nor JSON Lines: where the document breaks
                 raise _not_json(whole.lineno, whole) from whole
         rows = [_compact(head)]
@@ -83,7 +83,7 @@ def _load_json_or_lines(path: Path) -> Any:
             if not line.strip():
                 continue
             try:
-                rows.append(_compact(json_loads_bounded(line, check_depth=False)))
+                rows.append(_compact(json_loads_bounded(line)))
             except json.JSONDecodeError as exc:
                 raise _not_json(number, exc) from exc
         if len(rows) == 1:

@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.db import models
 
 from core.models import Agent, AgentToken, Space
-from core.parsers import MAX_JSON_DEPTH, JSONTooDeep, json_depth, unstorable_text
+from core.parsers import JSONTooDeep, unstorable_text
 
 
 class StorableJSONFormField(forms.JSONField):
@@ -15,17 +15,12 @@ class StorableJSONFormField(forms.JSONField):
         too_deep = forms.ValidationError(f"Enter valid JSON: {JSONTooDeep().msg}.")
         try:
             parsed = super().to_python(value)
-        except RecursionError:
+            found = unstorable_text(parsed)  # one walk: the text, the numbers, the depth
+        except (RecursionError, JSONTooDeep):
             raise too_deep from None
-        if json_depth(parsed) > MAX_JSON_DEPTH:
-            raise too_deep
-        return parsed
-
-    def validate(self, value):
-        super().validate(value)
-        found = unstorable_text(value)
         if found:
             raise forms.ValidationError(found)
+        return parsed
 
 
 class ColonyModelAdmin(admin.ModelAdmin):

@@ -84,9 +84,18 @@ def unstorable_paths(value, path: str = "") -> dict[str, str]:
     return found
 
 
+def parsed_problems(value) -> dict[str, str]:
+    """``unstorable_paths`` of a value just parsed, the one walk of it: a nesting past MAX_JSON_DEPTH raises
+    JSONTooDeep (a parse error to every caller) instead of being one of the paths."""
+    found = unstorable_paths(value)
+    if TOO_DEEP_MESSAGE in found.values():
+        raise JSONTooDeep()
+    return found
+
+
 def unstorable_text(value) -> str:
-    """``unstorable_paths`` as one sentence for a form error; empty when there is nothing."""
-    return "; ".join(f"{path}: {message}" for path, message in unstorable_paths(value).items())
+    """``parsed_problems`` as one sentence for a form error; empty when there is nothing. Raises JSONTooDeep."""
+    return "; ".join(f"{path}: {message}" for path, message in parsed_problems(value).items())
 
 
 class JSONTooDeep(json.JSONDecodeError):
@@ -94,24 +103,6 @@ class JSONTooDeep(json.JSONDecodeError):
 
     def __init__(self, text: str = ""):
         super().__init__(f"nested more than {MAX_JSON_DEPTH} levels of arrays and objects deep", text, 0)
-
-
-def json_depth(value) -> int:
-    """How deep ``value`` (parsed JSON) nests arrays and objects; iterative, so any depth is measured."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, depth)
-        if deepest > MAX_JSON_DEPTH:
-            return deepest
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return deepest
 
 
 def json_lines(text: str) -> list[str]:
@@ -122,24 +113,26 @@ def json_lines(text: str) -> list[str]:
     return re.split(r"\r\n?|\n", text)
 
 
-def json_loads_bounded(text: str, *, check_depth: bool = True):
-    """``json.loads``, refusing a nesting deeper than MAX_JSON_DEPTH with JSONTooDeep. ``check_depth=False``
-    only turns Python's RecursionError (past ~1,000 levels) into JSONTooDeep: the import's readers, whose
-    rows carry 384-float vectors that a depth walk would cost ~50% of the parse for, leave the check to
-    ``unstorable_paths`` on each item's other fields."""
+def json_loads_bounded(text: str):
+    """``json.loads``, with Python's RecursionError (past ~1,000 levels) as JSONTooDeep. The depth limit
+    itself is checked by the walk every caller makes next (``parsed_problems`` / ``unstorable_paths``): the
+    import's readers leave it to each item's other fields, whose rows carry 384-float vectors that a walk
+    of the whole row would cost ~50% of the parse for."""
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except RecursionError:
         raise JSONTooDeep(text) from None
-    if check_depth and json_depth(value) > MAX_JSON_DEPTH:
-        raise JSONTooDeep(text)
-    return value
+
+
+def is_utf8(encoding: str | None) -> bool:
+    """Whether a charset name (None: the default) means UTF-8."""
+    return str(encoding or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8", "utf-8-sig")
 
 
 def not_decodable_message(exc: UnicodeDecodeError, encoding: str | None) -> str:
     """What to do about a body that is not in the charset it was read as (Windows PowerShell 5 sends a
     string body as ISO-8859-1 unless told otherwise)."""
-    name = "UTF-8" if str(encoding or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8", "utf-8-sig") else encoding
+    name = "UTF-8" if is_utf8(encoding) else encoding
     byte = exc.object[exc.start] if exc.start < len(exc.object) else 0
     return (
         f"JSON parse error - the body is not valid {name}: byte 0x{byte:02x} at position {exc.start} is not part "
@@ -151,7 +144,7 @@ def not_decodable_message(exc: UnicodeDecodeError, encoding: str | None) -> str:
 class StrictJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         context = dict(parser_context or {})
-        if str(context.get("encoding") or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8"):
+        if is_utf8(context.get("encoding")):
             # A leading byte-order mark (PowerShell 5, some Windows clients) is not part of the JSON
             # (RFC 8259 8.1 lets a parser ignore it); json refused it: "Unexpected UTF-8 BOM".
             context["encoding"] = "utf-8-sig"
@@ -164,9 +157,10 @@ class StrictJSONParser(JSONParser):
             if isinstance(exc.__context__, UnicodeDecodeError):
                 raise ParseError(not_decodable_message(exc.__context__, context.get("encoding"))) from None
             raise
-        found = unstorable_paths(data)  # one walk on the request path: the text and the depth
-        if TOO_DEEP_MESSAGE in found.values():
-            raise ParseError(f"JSON parse error - {JSONTooDeep().msg}.")
+        try:
+            found = parsed_problems(data)  # one walk on the request path: the text, the numbers, the depth
+        except JSONTooDeep:
+            raise ParseError(f"JSON parse error - {JSONTooDeep().msg}.") from None
         if found:
             raise serializers.ValidationError({path: [message] for path, message in found.items()})
         return data

@@ -84,11 +84,11 @@ class DnaForm(forms.Form):
     def _object(text: str, what: str) -> dict:
         try:
             value = json_loads_bounded(text or "{}")
-        except json.JSONDecodeError as exc:
+            found = unstorable_text(value)  # "\u0000" in the text is a NUL only once parsed: jsonb can't store it
+        except json.JSONDecodeError as exc:  # JSONTooDeep included
             raise forms.ValidationError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno}).") from None
         if not isinstance(value, dict):
             raise forms.ValidationError(f"{what} must be a JSON object ({{...}}).")
-        found = unstorable_text(value)  # "\u0000" in the text is a NUL only once parsed: jsonb can't store it
         if found:
             raise forms.ValidationError(f"{what}: {found}")
         return value

@@ -32,7 +32,7 @@ from brain.services.receipts import (
 from brain.services.transfer import FLOAT32_MAX, LineError, import_batch_max, thoughts_import
 from core import fields as strict
 from core.errors import ValidationFailed
-from core.parsers import json_lines, json_loads_bounded
+from core.parsers import is_utf8, json_lines, json_loads_bounded
 from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 
 
@@ -59,9 +59,7 @@ def decode_body(body: bytes, charset: str | None = None) -> str:
     """The body as text: UTF-8 (a leading byte-order mark is not part of the JSON), or the charset its
     Content-Type names. Bytes that don't decode are a PARSE_ERROR naming the line: replaced by U+FFFD,
     a file saved as Windows-1252 was stored with every accented letter lost, and nobody was told."""
-    encoding = charset or "utf-8"
-    if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
-        encoding = "utf-8-sig"
+    encoding = "utf-8-sig" if is_utf8(charset) else charset
     try:
         return body.decode(encoding)
     except UnicodeDecodeError as exc:
@@ -79,7 +77,7 @@ def parse_import_body(body: bytes, media_type: str, charset: str | None = None) 
     text = decode_body(body, charset)
     if "json" in media_type and "nd" not in media_type and "jsonl" not in media_type:
         try:
-            data = json_loads_bounded(text, check_depth=False)
+            data = json_loads_bounded(text)
         except json.JSONDecodeError as exc:
             raise ValidationFailed(
                 f"The body is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}). Send a JSON "
@@ -94,7 +92,7 @@ def parse_import_body(body: bytes, media_type: str, charset: str | None = None) 
     items, errors = [], []
     for number, line in enumerate((ln for ln in json_lines(text) if ln.strip()), start=1):
         try:
-            items.append(json_loads_bounded(line, check_depth=False))
+            items.append(json_loads_bounded(line))
         except json.JSONDecodeError as exc:
             items.append(None)
             errors.append(LineError(number, f"not valid JSON: {exc.msg} at column {exc.colno}."))
