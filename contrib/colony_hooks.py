@@ -25,6 +25,7 @@ token), ``COLONY_SESSION_ID``, ``COLONY_HOOK_TIMEOUT`` (seconds, default 3), ``C
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import sys
@@ -37,6 +38,22 @@ from datetime import date
 PREVIEW = 300
 MIN_PROMPT_CHARS = 3
 PROMPT_MAX_CHARS = 10000  # the memory API's limit on a prompt
+
+
+# urllib sends every http(s) URL through HTTP_PROXY / HTTPS_PROXY unless NO_PROXY names its host, and a
+# proxy (a company's, an agent sandbox's) cannot reach this machine's 127.0.0.1: with a proxy set and
+# no NO_PROXY, every call to a local Colony failed as "unreachable" while Colony ran. A loopback
+# Colony is called directly; any other through the environment's proxies, as before.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def urlopen(request: urllib.request.Request, timeout: float):
+    host = urllib.parse.urlsplit(request.full_url).hostname or ""
+    try:
+        loopback = host == "localhost" or host.endswith(".localhost") or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
 
 
 class ColonyDown(Exception):
@@ -68,7 +85,7 @@ class Colony:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=remaining) as response:
+            with urlopen(request, timeout=remaining) as response:
                 return json.loads(response.read().decode("utf-8") or "{}")
         except urllib.error.HTTPError as exc:
             try:

@@ -22,16 +22,34 @@ Env: ``COLONY_URL`` (default http://127.0.0.1:8000), ``COLONY_TOKEN`` (required)
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
 import sys
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 SERVER_ERROR = -32000
+
+
+# urllib sends every http(s) URL through HTTP_PROXY / HTTPS_PROXY unless NO_PROXY names its host, and a
+# proxy (a company's, an agent sandbox's) cannot reach this machine's 127.0.0.1: with a proxy set and
+# no NO_PROXY, every call to a local Colony failed as "unreachable" while Colony ran. A loopback
+# Colony is called directly; any other through the environment's proxies, as before.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def urlopen(request: urllib.request.Request, timeout: float):
+    host = urllib.parse.urlsplit(request.full_url).hostname or ""
+    try:
+        loopback = host == "localhost" or host.endswith(".localhost") or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
 
 
 def log(message: str) -> None:
@@ -83,7 +101,7 @@ class Bridge:
         if self.protocol_version and message.get("method") != "initialize":
             headers["MCP-Protocol-Version"] = self.protocol_version
         request = urllib.request.Request(self.endpoint, data=json.dumps(message).encode(), headers=headers)
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+        with urlopen(request, timeout=self.timeout) as response:
             body = response.read().decode("utf-8")
             if response.status == 202 or not body.strip():
                 return []

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import ipaddress
 import json
 import os
 import re
 import sys
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 
 DEFAULT_TIMEOUT = 3.0
@@ -43,6 +45,22 @@ MAX_TOOL_INPUT_CHARS = 2000
 MAX_TOOL_CALLS = 1000  # the turns API's limit on tool_calls; more were refused (400) and the turn was lost
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 FEEDBACK = re.compile(rf"colony:(used|contradicted)\s+((?:{UUID}(?:\s*,\s*|\s+)?)+)", re.IGNORECASE)
+
+
+# urllib sends every http(s) URL through HTTP_PROXY / HTTPS_PROXY unless NO_PROXY names its host, and a
+# proxy (a company's, an agent sandbox's) cannot reach this machine's 127.0.0.1: with a proxy set and
+# no NO_PROXY, every call to a local Colony failed as "unreachable" while Colony ran. A loopback
+# Colony is called directly; any other through the environment's proxies, as before.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def urlopen(request: urllib.request.Request, timeout: float):
+    host = urllib.parse.urlsplit(request.full_url).hostname or ""
+    try:
+        loopback = host == "localhost" or host.endswith(".localhost") or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
 
 
 def note(message: str) -> None:
@@ -244,7 +262,7 @@ def post(url: str, token: str, turn: dict, timeout: float) -> int:
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
         method="POST",
     )
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - URL from the operator
+    with urlopen(request, timeout=timeout) as response:  # noqa: S310 - URL from the operator
         return response.status
 
 

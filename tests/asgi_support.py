@@ -7,6 +7,8 @@ application, lifespan included.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import socket
 import threading
 import time
@@ -16,6 +18,37 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def recording_proxy():
+    """A stand-in HTTP proxy on 127.0.0.1: yields its URL and the request lines it got; answers 502."""
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.requestline)
+            self.send_response(502)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def proxy_env(proxy_url: str) -> dict:
+    """What an agent sandbox or a company machine sets: every http(s) URL through the proxy, no exceptions."""
+    return {"http_proxy": proxy_url, "HTTP_PROXY": proxy_url, "https_proxy": proxy_url, "no_proxy": "", "NO_PROXY": ""}
 
 
 class AsgiServer:

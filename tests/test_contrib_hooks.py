@@ -14,7 +14,7 @@ from django.conf import settings
 
 from brain.models import QueryLog, Thought
 from tasks.services.transitions import task_transition
-from tests.asgi_support import free_port
+from tests.asgi_support import free_port, proxy_env, recording_proxy
 from tests.tasks_helpers import make_project, make_task, query_brain
 
 HOOKS = Path(settings.BASE_DIR) / "contrib" / "colony_hooks.py"
@@ -180,3 +180,40 @@ def test_a_non_ascii_prompt_and_sources_survive_a_windows_code_page(asgi_server,
     assert QueryLog.objects.get(session_id=SESSION).query_text == prompt
     context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert f"[{known.id}]" in context and prompt[:40] in context
+
+
+@pytest.fixture
+def proxy():
+    with recording_proxy() as recorded:
+        yield recorded
+
+
+def test_a_proxy_in_the_environment_does_not_cut_off_a_local_colony(asgi_server, active_task, proxy):
+    """Agent sandboxes and company machines set HTTP_PROXY; urllib sent the hook's call to 127.0.0.1 through
+    it (a proxy can't reach the agent's own machine) and the brain was "unavailable" while Colony ran."""
+    dev, _ = active_task
+    proxy_url, seen = proxy
+    done = run(
+        "session-start", {"session_id": SESSION}, url=asgi_server.url, token=dev.token, extra_env=proxy_env(proxy_url)
+    )
+    assert context_of(done, "SessionStart").startswith("Colony: you are claude-dev (role dev, ")
+    local = asgi_server.url.replace("127.0.0.1", "localhost")
+    done = run(
+        "prompt-submit",
+        {"session_id": SESSION, "prompt": "why does the CI step fail?"},
+        url=local,
+        token=dev.token,
+        extra_env=proxy_env(proxy_url),
+    )
+    assert context_of(done, "UserPromptSubmit").startswith(f"Colony session id: {SESSION} ")
+    assert seen == []
+    # A Colony on another host is still reached through the proxy the environment names.
+    done = run(
+        "session-start",
+        {"session_id": SESSION},
+        url="http://colony.example:8000",
+        token=dev.token,
+        extra_env=proxy_env(proxy_url),
+    )
+    assert context_of(done, "SessionStart").startswith("Colony brain unavailable (HTTP 502 from ")
+    assert len(seen) == 1 and seen[0].startswith("GET http://colony.example:8000/api/v1/"), seen

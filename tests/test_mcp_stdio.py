@@ -19,7 +19,7 @@ from mcp_types import LATEST_PROTOCOL_VERSION
 
 from brain.models import Thought
 from tasks.models import Task
-from tests.asgi_support import free_port
+from tests.asgi_support import free_port, proxy_env, recording_proxy
 from tests.concurrency_support import row_locked, wait_for_a_lock_wait
 from tests.tasks_helpers import make_project, make_task
 
@@ -224,3 +224,18 @@ def test_a_non_ascii_thought_survives_a_windows_code_page(asgi_server, agent_fac
     assert content in [row["content"] for row in listed["results"]]
     assert Thought.objects.get(content=content)
     assert "Traceback" not in stderr
+
+
+def test_a_proxy_in_the_environment_does_not_cut_off_a_local_colony(asgi_server, agent_factory):
+    """With HTTP_PROXY set (an agent sandbox, a company machine) and no NO_PROXY, urllib sent the bridge's
+    posts to 127.0.0.1 through the proxy, which can't reach the agent's machine: every tool call failed."""
+    dev = agent_factory("dev")
+    with recording_proxy() as (proxy_url, seen):
+        bridge = RawBridge(asgi_server.url, dev.token, extra_env=proxy_env(proxy_url))
+        initialized = bridge.initialize()
+        bridge.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        listed = bridge.answer()
+        bridge.close()
+    assert "result" in initialized, initialized
+    assert "memory_search" in {t["name"] for t in listed["result"]["tools"]}
+    assert seen == []

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 
+from tests.asgi_support import proxy_env, recording_proxy
+
 HOOK = Path(django_settings.BASE_DIR) / "contrib" / "colony_stop_hook.py"
 # Python's own start-up and shutdown on a busy 2-core machine; a hook waiting for a hanging server
 # would take its 30 seconds instead.
@@ -142,6 +144,17 @@ def test_claude_code_stop_hook_posts_the_last_turn(fake, tmp_path):
         "used_ids": [USED],
         "contradicted_ids": [CONTRA],
     }
+
+
+def test_a_proxy_in_the_environment_does_not_cut_off_a_local_colony(fake, tmp_path):
+    """With HTTP_PROXY set (an agent sandbox, a company machine) and no NO_PROXY, urllib sent the turn for
+    127.0.0.1 through the proxy, which can't reach the agent's machine: every turn was lost."""
+    server = fake()
+    stdin = json.dumps({"session_id": "cc", "transcript_path": str(write_transcript(tmp_path / "t.jsonl"))})
+    with recording_proxy() as (proxy_url, seen):
+        done, _ = run_hook(stdin=stdin, env={"COLONY_URL": server.url, "COLONY_TOKEN": "t", **proxy_env(proxy_url)})
+    assert done.stderr == "" and seen == []
+    assert [r["path"] for r in server.requests] == ["/api/v1/turns"]
 
 
 def test_session_id_from_the_environment_wins(fake, tmp_path):
