@@ -142,6 +142,12 @@ def not_decodable_message(exc: UnicodeDecodeError, encoding: str | None) -> str:
 
 
 class StrictJSONParser(JSONParser):
+    # NaN and Infinity literals (what Python's json.dumps writes for float("nan") and float("inf"), and
+    # what the MCP tools forward for an argument of 1e400) are read as floats, so that the walk below
+    # refuses them by field like 1e400 (VALIDATION_ERROR, NOT_FINITE_MESSAGE) instead of a parse error
+    # naming none ("Out of range float values are not JSON compliant: 'NaN'").
+    strict = False
+
     def parse(self, stream, media_type=None, parser_context=None):
         context = dict(parser_context or {})
         if is_utf8(context.get("encoding")):

@@ -143,6 +143,11 @@ NOT_FINITE = [
         json.dumps(TURN)[:-1] + ', "tool_calls": [{"name": "Bash", "input": {"n": 1e400}}]}',
         "tool_calls",
     ),
+    # What Python's json.dumps writes for float("nan") / float("inf") (a pandas NaN in metadata, say), and
+    # what the MCP tools forward for an argument of 1e400: refused as a parse error that named no field.
+    ("patch", "/api/v1/tasks/t1/dna", '{"estimate": {"hours": NaN}}', "estimate.hours"),
+    ("post", "/api/v1/tasks/t1/transition", '{"to": "active", "dna": {"n": [1, -Infinity]}}', "dna.n[1]"),
+    ("post", "/api/v1/memory", '{"prompt": "q?", "limit": Infinity}', "limit"),
 ]
 
 

@@ -239,3 +239,25 @@ def test_a_proxy_in_the_environment_does_not_cut_off_a_local_colony(asgi_server,
     assert "result" in initialized, initialized
     assert "memory_search" in {t["name"] for t in listed["result"]["tools"]}
     assert seen == []
+
+
+def test_a_number_past_floats_range_in_a_tool_argument_is_refused_by_its_field(asgi_server, agent_factory, space):
+    """An agent's 1e400 (or NaN) inside a free-form argument (DNA, metadata) reached REST as Infinity and came
+    back as a parse error naming nothing ("Out of range float values are not JSON compliant: 'Infinity'");
+    now as REST answers the same body, by field, and the task is unchanged."""
+    dev = agent_factory("dev")
+    task = make_task(make_project(space, "floats"), slug="fix-ci", status="ready", role="dev")
+    bridge = RawBridge(asgi_server.url, dev.token)
+    assert bridge.initialize()["id"] == "init"
+    bridge.send(
+        '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "task_update_dna", '
+        '"arguments": {"task": "fix-ci", "dna": {"estimate": {"hours": 1e400}, "note": "x"}}}}'
+    )
+    answer = bridge.answer()
+    bridge.close()
+    refused = json.loads(answer["result"]["content"][0]["text"])
+    assert answer["result"]["isError"] and refused["status"] == 400, refused
+    assert refused["error"]["code"] == "VALIDATION_ERROR", refused
+    assert list(refused["error"]["fields"]) == ["estimate.hours"], refused
+    task.refresh_from_db()
+    assert "note" not in task.dna
