@@ -44,6 +44,16 @@ logger = logging.getLogger("colony.mcp")
 
 MCP_PATH = "/mcp"
 AUTH_HEADER = 'Bearer realm="colony"'
+#: Where clients configured for MCP's older HTTP+SSE transport look (FastMCP's defaults), and sub-paths
+#: of /mcp (``/mcp/sse``, ``/mcp/messages``): answered with a 404 that says what to configure, where
+#: they got Django's HTML page or the SDK's plain "Not Found".
+LEGACY_PATHS = ("/sse", "/sse/", "/messages", "/messages/")
+TRANSPORT_HINT = (
+    "Colony serves MCP at /mcp over Streamable HTTP, stateless: POST each JSON-RPC message to /mcp and the "
+    "answer is JSON. It has no SSE stream and not the older HTTP+SSE transport: configure the client with "
+    'transport "http" and the URL <colony>/mcp (Claude Code: claude mcp add --transport http colony '
+    "http://127.0.0.1:8000/mcp --header 'Authorization: Bearer <token>'; docs/agents.md)."
+)
 
 
 def _lookup_agent(raw_token: str) -> dict | None:
@@ -132,6 +142,14 @@ class McpEndpoint:
 
     # --- requests ----------------------------------------------------------------------------------
     async def __call__(self, scope, receive, send) -> None:
+        if scope["method"] != "POST":
+            # A GET opened an SSE stream that, stateless, never carries anything: a client of the older
+            # HTTP+SSE transport waited on it for an "endpoint" event until its own timeout, and each
+            # such stream held a connection open for good. The transport allows a 405 for GET and DELETE.
+            why = "there is no session to end (the endpoint is stateless)" if scope["method"] == "DELETE" else TRANSPORT_HINT
+            body = error_body("METHOD_NOT_ALLOWED", f"{scope['method']} is not served at /mcp: {why}")
+            await asgi_json_send(send, 405, body, [(b"allow", b"POST")])
+            return
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
         domain, port = split_domain_port(headers.get("host", ""))
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
@@ -190,7 +208,17 @@ class ColonyAsgi:
         if scope["type"] == "lifespan":
             await self.mcp.serve_lifespan(receive, send)
             return
-        if scope["type"] == "http" and (scope["path"] == MCP_PATH or scope["path"].startswith(MCP_PATH + "/")):
-            await self.mcp(scope, receive, send)
-            return
+        if scope["type"] == "http":
+            path = scope["path"]
+            if path == MCP_PATH + "/":
+                # The SDK's router answered "/mcp/" with a 307 to "/mcp", which a client that does not
+                # follow a POST's redirect (httpx's default, hand-written clients) took as a failure.
+                scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
+                path = MCP_PATH
+            if path == MCP_PATH:
+                await self.mcp(scope, receive, send)
+                return
+            if path.startswith(MCP_PATH + "/") or path in LEGACY_PATHS:
+                await asgi_json_send(send, 404, error_body("NOT_FOUND", f"No MCP endpoint at {path}. {TRANSPORT_HINT}"))
+                return
         await self.django_app(scope, receive, send)

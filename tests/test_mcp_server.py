@@ -464,3 +464,49 @@ def run_outside_any_loop(coro):
     running in the main thread, and asyncio.run refuses to start inside it."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+def test_what_a_misconfigured_client_sends_is_answered_with_what_to_configure(asgi_server, agent_factory):
+    """A client of the older HTTP+SSE transport GETs /mcp (or /sse) and waits for an "endpoint" event: the
+    GET opened a stream that never carried anything, until the client's own timeout, and held a connection
+    open for good; /sse was Django's HTML 404 and /mcp/sse the SDK's plain "Not Found". "/mcp/" was a 307
+    that a client not following a POST's redirect (httpx's default) took as a failure."""
+    dev = agent_factory("dev")
+    headers = {"Authorization": f"Bearer {dev.token}", "Accept": "application/json, text/event-stream"}
+    with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=10) as client:
+        started = time.monotonic()
+        stream = client.get("/mcp", headers={"Accept": "text/event-stream"})
+        assert time.monotonic() - started < 5
+        assert stream.status_code == 405 and stream.headers["allow"] == "POST"
+        error = stream.json()["error"]
+        assert error["code"] == "METHOD_NOT_ALLOWED" and 'transport "http"' in error["message"], error
+        ended = client.delete("/mcp")
+        assert ended.status_code == 405 and ended.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
+        for path in ("/sse", "/messages/", "/mcp/sse", "/mcp/messages"):
+            missing = client.post(path, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            assert missing.status_code == 404, (path, missing.text)
+            error = missing.json()["error"]
+            assert error["code"] == "NOT_FOUND" and error["message"].startswith(f"No MCP endpoint at {path}. "), error
+            assert "POST each JSON-RPC message to /mcp" in error["message"]
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        }
+        answered = client.post("/mcp/", json=initialize)  # not followed: httpx follows no redirect by default
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["result"]["serverInfo"]["name"]
+
+    async def with_slash():  # the SDK's own client, given the URL with a slash
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {dev.token}"}) as http:
+            async with streamable_http_client(f"{asgi_server.url}/mcp/", http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await session.list_tools()
+
+    assert {tool.name for tool in run_outside_any_loop(with_slash()).tools} == EXPECTED_TOOLS
