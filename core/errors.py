@@ -282,22 +282,43 @@ def api_exception_handler(exc, context) -> Response:
 
 def json_404(request, exception=None):
     message = f"No endpoint at {request.path}."
-    other = _other_slash(request.path)
-    if other is not None:  # "/api/v1/memory/": hand-written REST calls add the slash Django's habits suggest
-        message += f" Did you mean {other}? Colony's API paths end without a slash."
+    meant = _meant(request.path)
+    if meant is not None:  # what hand-written REST calls and client configurations most often get wrong
+        message += f" Did you mean {meant[0]}? {meant[1]}"
     return JsonResponse(error_body("NOT_FOUND", f"{message} The endpoints are listed at /api/docs/."), status=404)
 
 
-def _other_slash(path: str) -> str | None:
-    """``path`` with its trailing slash removed, when that names an endpoint; None otherwise."""
-    if not path.startswith("/api/") or not path.endswith("/"):
+#: (how a near-miss path becomes the endpoint it was meant for, why): a trailing slash, which Django's habits
+#: suggest; the API's prefix twice, from a base URL (COLONY_URL) that already ends in /api/v1; no version.
+_NEAR_MISSES = (
+    (lambda path: path.rstrip("/") if path.endswith("/") else None, "Colony's API paths end without a slash."),
+    (
+        lambda path: "/api/v1/" + path.removeprefix("/api/v1/api/v1/") if path.startswith("/api/v1/api/v1/") else None,
+        "The base URL (COLONY_URL) is the server's root, without /api/v1.",
+    ),
+    (
+        lambda path: "/api/v1/" + path.removeprefix("/api/") if not path.startswith("/api/v") else None,
+        "Colony's API paths start with /api/v1/.",
+    ),
+)
+
+
+def _meant(path: str) -> tuple[str, str] | None:
+    """The endpoint a near-miss ``path`` under /api/ was meant for, and why it missed; None otherwise."""
+    if not path.startswith("/api/"):
         return None
-    other = path.rstrip("/")
-    try:
-        match = resolve(other)
-    except Resolver404:
-        return None
-    return None if match.func is api_not_found else other
+    for fix, why in _NEAR_MISSES:
+        other = fix(path)
+        if other is None or other == path:
+            continue
+        other = other.rstrip("/") or other
+        try:
+            match = resolve(other)
+        except Resolver404:
+            continue
+        if match.func is not api_not_found:
+            return other, why
+    return None
 
 
 @csrf_exempt

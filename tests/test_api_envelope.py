@@ -178,3 +178,28 @@ def test_a_trailing_slash_404_names_the_path_without_it(dev):
     for path in ("/api/v1/nowhere/", "/api/v1/", "/api/v1/memory"):  # nothing to suggest; or no 404 at all
         response = dev.get(path)
         assert "Did you mean" not in response.content.decode(), path
+
+
+@pytest.mark.parametrize(
+    ("path", "meant", "why"),
+    [
+        ("/api/v1/api/v1/memory", "/api/v1/memory", "The base URL (COLONY_URL) is the server's root, without /api/v1."),
+        (
+            "/api/v1/api/v1/agents/me/",
+            "/api/v1/agents/me",
+            "The base URL (COLONY_URL) is the server's root, without /api/v1.",
+        ),
+        ("/api/memory", "/api/v1/memory", "Colony's API paths start with /api/v1/."),
+        ("/api/tasks/fix-ci/", "/api/v1/tasks/fix-ci", "Colony's API paths start with /api/v1/."),
+    ],
+)
+def test_a_base_url_ending_in_the_prefix_or_a_path_without_the_version_404_names_the_endpoint(dev, path, meant, why):
+    """An agent configured with COLONY_URL=http://host:8000/api/v1 (a client's "base URL") called
+    /api/v1/api/v1/...; a hand-written call left out the version: the 404 said only "No endpoint"."""
+    response = dev.get(path + "?prompt=hello")
+    assert_envelope(response, 404, "NOT_FOUND")
+    assert response.json()["error"]["message"] == (
+        f"No endpoint at {path}. Did you mean {meant}? {why} The endpoints are listed at /api/docs/."
+    )
+    for nothing in ("/api/v1/api/v1/nowhere", "/api/nowhere", "/api/v2/memory"):
+        assert "Did you mean" not in dev.get(nothing).content.decode(), nothing
