@@ -56,13 +56,20 @@ def urlopen(request: urllib.request.Request, timeout: float):
     return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
 
 
+def base_url(raw: str) -> str:
+    """COLONY_URL without a trailing slash, and with ``http://`` in front when it names no scheme
+    (``localhost:8000``, as curl reads it): urllib refused it as an "unknown url type" on every call."""
+    raw = raw.strip().rstrip("/")
+    return raw if "://" in raw or not raw else "http://" + raw
+
+
 class ColonyDown(Exception):
     """Colony could not answer: the one line the hook reports."""
 
 
 class Colony:
     def __init__(self) -> None:
-        self.url = os.environ.get("COLONY_URL", "http://127.0.0.1:8000").rstrip("/")
+        self.url = base_url(os.environ.get("COLONY_URL", "http://127.0.0.1:8000"))
         self.token = os.environ.get("COLONY_TOKEN", "")
         try:
             self.budget = float(os.environ.get("COLONY_HOOK_TIMEOUT", "3"))

@@ -52,6 +52,13 @@ def urlopen(request: urllib.request.Request, timeout: float):
     return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
 
 
+def base_url(raw: str) -> str:
+    """COLONY_URL without a trailing slash, and with ``http://`` in front when it names no scheme
+    (``localhost:8000``, as curl reads it): urllib refused it as an "unknown url type" on every call."""
+    raw = raw.strip().rstrip("/")
+    return raw if "://" in raw or not raw else "http://" + raw
+
+
 def log(message: str) -> None:
     print(f"colony-mcp-stdio: {message}", file=sys.stderr, flush=True)
 
@@ -166,7 +173,7 @@ def main() -> int:
         concurrency = max(1, int(os.environ.get("COLONY_MCP_CONCURRENCY", "8")))
     except ValueError:
         concurrency = 8
-    bridge = Bridge(os.environ.get("COLONY_URL", "http://127.0.0.1:8000"), token, timeout)
+    bridge = Bridge(base_url(os.environ.get("COLONY_URL", "http://127.0.0.1:8000")), token, timeout)
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="colony-mcp") as pool:
         for raw in sys.stdin.buffer:  # bytes: a text stdin is decoded in the ANSI code page on Windows
             line = raw.decode("utf-8", errors="replace").strip()

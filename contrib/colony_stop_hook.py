@@ -63,6 +63,13 @@ def urlopen(request: urllib.request.Request, timeout: float):
     return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
 
 
+def base_url(raw: str) -> str:
+    """COLONY_URL without a trailing slash, and with ``http://`` in front when it names no scheme
+    (``localhost:8000``, as curl reads it): urllib refused it as an "unknown url type" on every call."""
+    raw = raw.strip().rstrip("/")
+    return raw if "://" in raw or not raw else "http://" + raw
+
+
 def note(message: str) -> None:
     try:
         sys.stderr.write(f"colony hook: {message}\n")
@@ -276,7 +283,7 @@ def run(argv: list[str], timeout: float, result: dict) -> None:
     parser.add_argument("--contradicted", action="append")
     parser.add_argument("--injected", action="append")
     args, _unknown = parser.parse_known_args(argv)
-    url, token = os.environ.get("COLONY_URL", ""), os.environ.get("COLONY_TOKEN", "")
+    url, token = base_url(os.environ.get("COLONY_URL", "")), os.environ.get("COLONY_TOKEN", "")
     if not url or not token:
         note("COLONY_URL and COLONY_TOKEN must be set; turn not sent")
         return

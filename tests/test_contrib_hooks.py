@@ -217,3 +217,12 @@ def test_a_proxy_in_the_environment_does_not_cut_off_a_local_colony(asgi_server,
     )
     assert context_of(done, "SessionStart").startswith("Colony brain unavailable (HTTP 502 from ")
     assert len(seen) == 1 and seen[0].startswith("GET http://colony.example:8000/api/v1/"), seen
+
+
+def test_a_colony_url_without_a_scheme_is_read_as_http(asgi_server, active_task):
+    """COLONY_URL=localhost:8000 (as curl takes it): urllib refused it as an "unknown url type" and the brain
+    was "unavailable" on every prompt."""
+    dev, _ = active_task
+    bare = asgi_server.url.removeprefix("http://").replace("127.0.0.1", "localhost") + "/"
+    done = run("session-start", {"session_id": SESSION}, url=bare, token=dev.token)
+    assert context_of(done, "SessionStart").startswith("Colony: you are claude-dev (role dev, "), done.stdout

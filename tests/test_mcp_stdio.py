@@ -261,3 +261,13 @@ def test_a_number_past_floats_range_in_a_tool_argument_is_refused_by_its_field(a
     assert list(refused["error"]["fields"]) == ["estimate.hours"], refused
     task.refresh_from_db()
     assert "note" not in task.dna
+
+
+def test_a_colony_url_without_a_scheme_is_read_as_http(asgi_server, agent_factory):
+    """COLONY_URL=localhost:8000 (as curl takes it): urllib refused it as an "unknown url type" and every
+    call failed."""
+    dev = agent_factory("dev")
+    bridge = RawBridge(asgi_server.url.removeprefix("http://").replace("127.0.0.1", "localhost"), dev.token)
+    initialized = bridge.initialize()
+    bridge.close()
+    assert "result" in initialized, initialized

@@ -157,6 +157,15 @@ def test_a_proxy_in_the_environment_does_not_cut_off_a_local_colony(fake, tmp_pa
     assert [r["path"] for r in server.requests] == ["/api/v1/turns"]
 
 
+def test_a_colony_url_without_a_scheme_is_read_as_http(fake, tmp_path):
+    """COLONY_URL=127.0.0.1:8000 (as curl takes it): urllib refused it as an "unknown url type"; the turn was lost."""
+    server = fake()
+    stdin = json.dumps({"session_id": "cc", "transcript_path": str(write_transcript(tmp_path / "t.jsonl"))})
+    done, _ = run_hook(stdin=stdin, env={"COLONY_URL": server.url.removeprefix("http://"), "COLONY_TOKEN": "t"})
+    assert done.stderr == ""
+    assert [r["path"] for r in server.requests] == ["/api/v1/turns"]
+
+
 def test_session_id_from_the_environment_wins(fake, tmp_path):
     server = fake()
     stdin = json.dumps({"session_id": "cc", "transcript_path": str(write_transcript(tmp_path / "t.jsonl"))})
