@@ -56,6 +56,17 @@ def urlopen(request: urllib.request.Request, timeout: float):
     return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
 
 
+def token_problem(token: str) -> str | None:
+    """Why COLONY_TOKEN can't go into an Authorization header, or None. http.client refused it and its error
+    quoted the whole header, token included, into what the agent reads."""
+    if token.isascii() and token.isprintable() and " " not in token:
+        return None
+    return (
+        "COLONY_TOKEN is not one token: it holds a space, a line break or a non-ASCII character. Set it to the "
+        "token alone, as manage.py agent create prints it."
+    )
+
+
 def base_url(raw: str) -> str:
     """COLONY_URL without a trailing slash, and with ``http://`` in front when it names no scheme
     (``localhost:8000``, as curl reads it): urllib refused it as an "unknown url type" on every call."""
@@ -70,7 +81,7 @@ class ColonyDown(Exception):
 class Colony:
     def __init__(self) -> None:
         self.url = base_url(os.environ.get("COLONY_URL", "http://127.0.0.1:8000"))
-        self.token = os.environ.get("COLONY_TOKEN", "")
+        self.token = os.environ.get("COLONY_TOKEN", "").strip()  # a token file read with its CR or newline
         try:
             self.budget = float(os.environ.get("COLONY_HOOK_TIMEOUT", "3"))
         except ValueError:
@@ -80,6 +91,8 @@ class Colony:
     def call(self, method: str, path: str, *, query: dict | None = None, body: dict | None = None) -> dict:
         if not self.token:
             raise ColonyDown("COLONY_TOKEN is not set")
+        if token_problem(self.token):
+            raise ColonyDown(token_problem(self.token))
         remaining = self.deadline - time.monotonic()
         if remaining <= 0.05:
             raise ColonyDown(f"no answer within {self.budget:g}s")

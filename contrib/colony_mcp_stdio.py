@@ -52,6 +52,17 @@ def urlopen(request: urllib.request.Request, timeout: float):
     return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
 
 
+def token_problem(token: str) -> str | None:
+    """Why COLONY_TOKEN can't go into an Authorization header, or None. http.client refused it and its error
+    quoted the whole header, token included, into what the agent reads."""
+    if token.isascii() and token.isprintable() and " " not in token:
+        return None
+    return (
+        "COLONY_TOKEN is not one token: it holds a space, a line break or a non-ASCII character. Set it to the "
+        "token alone, as manage.py agent create prints it."
+    )
+
+
 def base_url(raw: str) -> str:
     """COLONY_URL without a trailing slash, and with ``http://`` in front when it names no scheme
     (``localhost:8000``, as curl reads it): urllib refused it as an "unknown url type" on every call."""
@@ -161,9 +172,12 @@ class Bridge:
 
 
 def main() -> int:
-    token = os.environ.get("COLONY_TOKEN", "")
+    token = os.environ.get("COLONY_TOKEN", "").strip()  # a token file read with its CR or newline
     if not token:
         log("COLONY_TOKEN is not set: create one with `manage.py agent create NAME --role ROLE`.")
+        return 2
+    if token_problem(token):
+        log(token_problem(token))
         return 2
     try:
         timeout = float(os.environ.get("COLONY_MCP_TIMEOUT", "60"))

@@ -63,6 +63,17 @@ def urlopen(request: urllib.request.Request, timeout: float):
     return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
 
 
+def token_problem(token: str) -> str | None:
+    """Why COLONY_TOKEN can't go into an Authorization header, or None. http.client refused it and its error
+    quoted the whole header, token included, into what the agent reads."""
+    if token.isascii() and token.isprintable() and " " not in token:
+        return None
+    return (
+        "COLONY_TOKEN is not one token: it holds a space, a line break or a non-ASCII character. Set it to the "
+        "token alone, as manage.py agent create prints it."
+    )
+
+
 def base_url(raw: str) -> str:
     """COLONY_URL without a trailing slash, and with ``http://`` in front when it names no scheme
     (``localhost:8000``, as curl reads it): urllib refused it as an "unknown url type" on every call."""
@@ -283,9 +294,12 @@ def run(argv: list[str], timeout: float, result: dict) -> None:
     parser.add_argument("--contradicted", action="append")
     parser.add_argument("--injected", action="append")
     args, _unknown = parser.parse_known_args(argv)
-    url, token = base_url(os.environ.get("COLONY_URL", "")), os.environ.get("COLONY_TOKEN", "")
+    url, token = base_url(os.environ.get("COLONY_URL", "")), os.environ.get("COLONY_TOKEN", "").strip()
     if not url or not token:
         note("COLONY_URL and COLONY_TOKEN must be set; turn not sent")
+        return
+    if token_problem(token):
+        note(f"{token_problem(token)} Turn not sent.")
         return
     stdin_text = "" if args.prompt is not None or args.response is not None else read_stdin(timeout / 3)
     turn = build_turn(args, stdin_text)

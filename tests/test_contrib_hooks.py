@@ -226,3 +226,16 @@ def test_a_colony_url_without_a_scheme_is_read_as_http(asgi_server, active_task)
     bare = asgi_server.url.removeprefix("http://").replace("127.0.0.1", "localhost") + "/"
     done = run("session-start", {"session_id": SESSION}, url=bare, token=dev.token)
     assert context_of(done, "SessionStart").startswith("Colony: you are claude-dev (role dev, "), done.stdout
+
+
+def test_a_token_read_with_its_line_end_works_and_a_broken_one_is_never_echoed(asgi_server, active_task):
+    """COLONY_TOKEN from a file with CRLF line ends kept its "\\r": http.client refused the header and the
+    line put into the agent's context quoted the whole token ("Invalid header value b'Bearer col_...'")."""
+    dev, _ = active_task
+    done = run("session-start", {"session_id": SESSION}, url=asgi_server.url, token=dev.token + "\r\n")
+    assert context_of(done, "SessionStart").startswith("Colony: you are claude-dev (role dev, "), done.stdout
+    broken = dev.token[:10] + "\n" + dev.token[10:]
+    done = run("session-start", {"session_id": SESSION}, url=asgi_server.url, token=broken)
+    context = context_of(done, "SessionStart")
+    assert context.startswith("Colony brain unavailable (COLONY_TOKEN is not one token: it holds a space, "), context
+    assert dev.token[10:] not in context and dev.token[:10] not in context

@@ -271,3 +271,18 @@ def test_a_colony_url_without_a_scheme_is_read_as_http(asgi_server, agent_factor
     initialized = bridge.initialize()
     bridge.close()
     assert "result" in initialized, initialized
+
+
+def test_a_token_read_with_its_line_end_works_and_a_broken_one_is_never_echoed(asgi_server, agent_factory):
+    """COLONY_TOKEN from a file with CRLF line ends kept its "\\r": every call failed, and the error the agent
+    got quoted the whole token ("Invalid header value b'Bearer col_...'")."""
+    dev = agent_factory("dev")
+    bridge = RawBridge(asgi_server.url, dev.token + "\r\n")
+    assert "result" in bridge.initialize()
+    bridge.close()
+    broken = dev.token[:10] + "\n" + dev.token[10:]
+    bridge = RawBridge(asgi_server.url, broken)
+    stderr = bridge.close()
+    assert bridge.process.returncode == 2
+    assert stderr.startswith("colony-mcp-stdio: COLONY_TOKEN is not one token: it holds a space, "), stderr
+    assert dev.token[10:] not in stderr and dev.token[:10] not in stderr

@@ -166,6 +166,19 @@ def test_a_colony_url_without_a_scheme_is_read_as_http(fake, tmp_path):
     assert [r["path"] for r in server.requests] == ["/api/v1/turns"]
 
 
+def test_a_token_read_with_its_line_end_works_and_a_broken_one_is_never_echoed(fake, tmp_path):
+    """COLONY_TOKEN from a file with CRLF line ends kept its "\\r": http.client refused the header, the turn
+    was lost and the hook's note quoted the whole token."""
+    server = fake()
+    stdin = json.dumps({"session_id": "cc", "transcript_path": str(write_transcript(tmp_path / "t.jsonl"))})
+    done, _ = run_hook(stdin=stdin, env={"COLONY_URL": server.url, "COLONY_TOKEN": "col_secret\r\n"})
+    assert done.stderr == ""
+    assert server.requests[0]["headers"]["Authorization"] == "Bearer col_secret"
+    done, _ = run_hook(stdin=stdin, env={"COLONY_URL": server.url, "COLONY_TOKEN": "col_se\ncret"})
+    assert done.returncode == 0 and len(server.requests) == 1
+    assert "COLONY_TOKEN is not one token" in done.stderr and "cret" not in done.stderr, done.stderr
+
+
 def test_session_id_from_the_environment_wins(fake, tmp_path):
     server = fake()
     stdin = json.dumps({"session_id": "cc", "transcript_path": str(write_transcript(tmp_path / "t.jsonl"))})
