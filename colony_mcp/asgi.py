@@ -146,7 +146,8 @@ class McpEndpoint:
             # A GET opened an SSE stream that, stateless, never carries anything: a client of the older
             # HTTP+SSE transport waited on it for an "endpoint" event until its own timeout, and each
             # such stream held a connection open for good. The transport allows a 405 for GET and DELETE.
-            why = "there is no session to end (the endpoint is stateless)" if scope["method"] == "DELETE" else TRANSPORT_HINT
+            stateless = "there is no session to end (the endpoint is stateless)"
+            why = stateless if scope["method"] == "DELETE" else TRANSPORT_HINT
             body = error_body("METHOD_NOT_ALLOWED", f"{scope['method']} is not served at /mcp: {why}")
             await asgi_json_send(send, 405, body, [(b"allow", b"POST")])
             return

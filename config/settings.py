@@ -207,6 +207,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["core.auth.IsAgent"],
     "DEFAULT_PARSER_CLASSES": ["core.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "core.responses.AnswerInJSON",
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["core.throttling.TokenRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "core.schema.ColonyAutoSchema",

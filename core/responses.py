@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from rest_framework.exceptions import NotAcceptable
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
 
 logger = logging.getLogger("colony.api")
@@ -35,3 +37,18 @@ class ResponseThenWork(Response):
             self.after = []
         finally:
             super().close()
+
+
+class AnswerInJSON(DefaultContentNegotiation):
+    """DRF's content negotiation, except that an ``Accept`` header none of the view's renderers satisfies
+    (``text/plain``, ``text/html`` without ``*/*``: some HTTP tools' defaults) gets the view's first
+    renderer (JSON on the agent API) instead of a 406 that said only "Could not satisfy the request Accept
+    header." RFC 9110 12.5.1 lets a server disregard such an Accept header."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        try:
+            return super().select_renderer(request, renderers, format_suffix)
+        except NotAcceptable:
+            if format_suffix:  # a format asked for by name that the view doesn't have: still a 404 / 406
+                raise
+            return renderers[0], renderers[0].media_type

@@ -203,3 +203,16 @@ def test_a_base_url_ending_in_the_prefix_or_a_path_without_the_version_404_names
     )
     for nothing in ("/api/v1/api/v1/nowhere", "/api/nowhere", "/api/v2/memory"):
         assert "Did you mean" not in dev.get(nothing).content.decode(), nothing
+
+
+@pytest.mark.parametrize("accept", ["text/plain", "text/html", "application/xml", "text/event-stream"])
+def test_an_accept_header_the_api_cant_satisfy_still_gets_json(dev, accept):
+    """Some HTTP tools send `Accept: text/plain` or `text/html` without `*/*`: every call was a 406 that said
+    only "Could not satisfy the request Accept header." The API answers JSON (RFC 9110 12.5.1 lets a server
+    disregard such an Accept header), errors in the envelope as always."""
+    response = dev.get("/api/v1/agents/me", HTTP_ACCEPT=accept)
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert response.json()["role"] == "dev"
+    assert_envelope(dev.get("/api/v1/thoughts/not-a-uuid", HTTP_ACCEPT=accept), 404, "THOUGHT_NOT_FOUND")
+    schema = dev.get("/api/schema/", HTTP_ACCEPT=accept)
+    assert schema.status_code == 200 and schema.content.startswith(b"openapi: ")
