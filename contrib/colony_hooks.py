@@ -149,6 +149,15 @@ def _marker_lines(task: dict, limit: int) -> list[str]:
     return [f"    - {m.get('marker', '')}" for m in (task.get("last_markers") or [])[:limit]]
 
 
+def moved_by_another_agent(task: dict, me: dict) -> str | None:
+    """The name of the other agent that moved ``task`` last (its markers newest first), or None when
+    this agent, a human or Colony itself did. In-flight tasks are a role's: with several agents in
+    one role, a colleague's task is not this agent's to recover or to describe as its own."""
+    markers = task.get("last_markers") or []
+    agent = markers[0].get("agent") if markers else None
+    return agent if agent and agent != me["name"] else None
+
+
 def prompt_clean(text: str) -> str:
     """What the memory API accepts of a prompt: no NUL (refused with 400), no lone surrogate (not
     UTF-8), at most PROMPT_MAX_CHARS. A prompt pasted from a binary file or a broken encoding is
@@ -175,7 +184,11 @@ def session_start(colony: Colony, event: dict) -> str:
     if tasks:
         lines.append(f"In-flight tasks of role {me['role']} (recover these first):")
         for task in tasks:
-            lines.append(f"  - {task['slug']} [{task['status']}] {task.get('title', '')} (project {task['project']})")
+            other = moved_by_another_agent(task, me)
+            whose = f"; last moved by {other}, not you" if other else ""
+            lines.append(
+                f"  - {task['slug']} [{task['status']}] {task.get('title', '')} (project {task['project']}{whose})"
+            )
             lines.extend(_marker_lines(task, 2))
     else:
         lines.append(f"No in-flight tasks for role {me['role']}.")
@@ -228,9 +241,13 @@ def prompt_submit(colony: Colony, event: dict) -> str | None:
 def pre_compact(colony: Colony, event: dict) -> str:
     me = colony.call("GET", "agents/me")
     flight = colony.call("GET", f"agents/{me['role']}/in-flight", query={"markers": 1})
-    stored = []
+    stored, skipped = [], []
     today = date.today().isoformat()
     for task in flight.get("tasks") or []:
+        other = moved_by_another_agent(task, me)
+        if other:  # a colleague's task: its snapshot is theirs to write; this agent's compaction says nothing of it
+            skipped.append(f"{task['slug']} (last moved by {other})")
+            continue
         markers = task.get("last_markers") or []
         last = markers[0]["marker"] if markers else "no marker yet"
         dna_keys = ", ".join(sorted(task.get("dna") or {})) or "none"
@@ -258,7 +275,11 @@ def pre_compact(colony: Colony, event: dict) -> str:
             body["refines"] = previous["results"][0]["thought_id"]
         response = colony.call("POST", "memory", body={k: v for k, v in body.items() if v is not None})
         stored.append(f"{task['slug']}={(response.get('trace') or {}).get('thought_id')}")
-    return f"Colony: state snapshot stored for {', '.join(stored)}." if stored else "Colony: no in-flight task."
+    if stored:
+        line = f"Colony: state snapshot stored for {', '.join(stored)}."
+    else:
+        line = "Colony: no in-flight task of yours." if skipped else "Colony: no in-flight task."
+    return f"{line} Not yours, left alone: {', '.join(skipped)}." if skipped else line
 
 
 HOOKS = {

@@ -239,3 +239,34 @@ def test_a_token_read_with_its_line_end_works_and_a_broken_one_is_never_echoed(a
     context = context_of(done, "SessionStart")
     assert context.startswith("Colony brain unavailable (COLONY_TOKEN is not one token: it holds a space, "), context
     assert dev.token[10:] not in context and dev.token[:10] not in context
+
+
+def test_a_colleagues_task_in_the_same_role_is_named_and_left_alone(asgi_server, active_task, agent_factory, space):
+    """In-flight tasks are a role's. With two agents in one role, one agent's PreCompact wrote a snapshot of
+    the other's task claiming "<me> working on it" and superseded its snapshot; SessionStart listed it
+    among "recover these first" with nothing to say it was someone else's."""
+    dev, mine = active_task
+    colleague = agent_factory("dev", name="codex-dev")
+    theirs = make_task(
+        make_project(space, "colony"), slug="fix-docs", status="ready", role="dev", dna={"pdsa_ref": "docs/d.md"}
+    )
+    theirs.dna["memory_query_session"] = query_brain(colleague.agent)
+    theirs.save(update_fields=["dna"])
+    task_transition(task=theirs, agent=colleague.agent, to="active", summary="claiming the docs fix")
+
+    done = run("session-start", {"session_id": SESSION}, url=asgi_server.url, token=dev.token)
+    lines = context_of(done, "SessionStart").splitlines()
+    assert "  - fix-ci [active] Fix the CI migration step (project colony)" in lines
+    theirs_line = "  - fix-docs [active] Task fix-docs (project colony; last moved by codex-dev, not you)"
+    assert theirs_line in lines, "\n".join(lines)
+
+    done = run("pre-compact", {"session_id": SESSION, "trigger": "auto"}, url=asgi_server.url, token=dev.token)
+    snapshot = Thought.objects.get(thought_category="state_snapshot")
+    assert snapshot.topic == "fix-ci" and snapshot.agent == dev.agent
+    assert done.stderr.strip() == (
+        f"Colony: state snapshot stored for fix-ci={snapshot.id}. "
+        "Not yours, left alone: fix-docs (last moved by codex-dev)."
+    )
+    done = run("pre-compact", {"session_id": "s2", "trigger": "auto"}, url=asgi_server.url, token=colleague.token)
+    assert Thought.objects.filter(thought_category="state_snapshot", topic="fix-docs", agent=colleague.agent).exists()
+    assert "Not yours, left alone: fix-ci (last moved by claude-dev)." in done.stderr
