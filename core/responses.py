@@ -1,4 +1,5 @@
-"""A DRF response that runs work after it has been sent.
+"""How the API answers: a DRF response that runs work after it has been sent, and the content
+negotiation that answers JSON whatever the ``Accept`` header asks for (``AnswerInJSON``).
 
 A WSGI server calls the response's ``close()`` once the last byte is out (``core.wsgi_bridge`` does
 too, as does Django's test client), so what runs there is off the client's wait but still in the
