@@ -9,6 +9,7 @@ import concurrent.futures
 import json
 import threading
 import time
+import urllib.request
 
 import httpx
 import pytest
@@ -470,7 +471,8 @@ def test_what_a_misconfigured_client_sends_is_answered_with_what_to_configure(as
     """A client of the older HTTP+SSE transport GETs /mcp (or /sse) and waits for an "endpoint" event: the
     GET opened a stream that never carried anything, until the client's own timeout, and held a connection
     open for good; /sse was Django's HTML 404 and /mcp/sse the SDK's plain "Not Found". "/mcp/" was a 307
-    that a client not following a POST's redirect (httpx's default) took as a failure."""
+    that a client not following a POST's redirect (httpx's default) took as a failure. A POST without an
+    Accept header (Python's urllib sends none; RFC 9110: any media type) was a 406."""
     dev = agent_factory("dev")
     headers = {"Authorization": f"Bearer {dev.token}", "Accept": "application/json, text/event-stream"}
     with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=10) as client:
@@ -501,6 +503,14 @@ def test_what_a_misconfigured_client_sends_is_answered_with_what_to_configure(as
         answered = client.post("/mcp/", json=initialize)  # not followed: httpx follows no redirect by default
         assert answered.status_code == 200, answered.text
         assert answered.json()["result"]["serverInfo"]["name"]
+    # No Accept header at all (Python's urllib sends none) means any media type: the SDK answered 406.
+    request = urllib.request.Request(
+        f"{asgi_server.url}/mcp",
+        data=json.dumps(initialize).encode(),
+        headers={"Authorization": f"Bearer {dev.token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:  # raises on the old 406
+        assert "Accept" not in request.headers and json.loads(response.read())["result"]["serverInfo"]["name"]
 
     async def with_slash():  # the SDK's own client, given the URL with a slash
         async with create_mcp_http_client(headers={"Authorization": f"Bearer {dev.token}"}) as http:
