@@ -270,3 +270,12 @@ def test_a_colleagues_task_in_the_same_role_is_named_and_left_alone(asgi_server,
     done = run("pre-compact", {"session_id": "s2", "trigger": "auto"}, url=asgi_server.url, token=colleague.token)
     assert Thought.objects.filter(thought_category="state_snapshot", topic="fix-docs", agent=colleague.agent).exists()
     assert "Not yours, left alone: fix-ci (last moved by claude-dev)." in done.stderr
+
+
+@pytest.mark.parametrize("script", ["colony_hooks.py", "colony_stop_hook.py", "colony_mcp_stdio.py"])
+def test_each_contrib_script_is_python_3_9_syntax(script):
+    """docs/agents.md promises standard-library Python 3.9+ on the agent's machine (this suite runs 3.11)."""
+    import ast
+
+    source = (HOOKS.parent / script).read_text(encoding="utf-8")
+    ast.parse(source, filename=script, feature_version=(3, 9))
