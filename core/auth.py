@@ -11,7 +11,8 @@ from core.models import Agent
 
 URL_TOKEN_PARAM = "token"
 #: The only operation a read-only URL token may call (seed 003 layer B).
-URL_TOKEN_METHOD, URL_TOKEN_URL_NAME = "GET", "memory"
+#: (HEAD: GET's headers without its work, brain.apis.memory.MemoryApi.head; link previews send it.)
+URL_TOKEN_METHODS, URL_TOKEN_URL_NAME = ("GET", "HEAD"), "memory"
 URL_TOKEN_REFUSED = (
     "A URL token only answers GET /api/v1/memory (retrieve-only). Use 'Authorization: Bearer <agent token>' "
     "for anything else."
@@ -21,7 +22,7 @@ URL_TOKEN_REFUSED = (
 def url_token_allowed(request) -> bool:
     """Whether this Django request is the one operation a URL token may call."""
     match = getattr(request, "resolver_match", None)
-    return request.method == URL_TOKEN_METHOD and match is not None and match.url_name == URL_TOKEN_URL_NAME
+    return request.method in URL_TOKEN_METHODS and match is not None and match.url_name == URL_TOKEN_URL_NAME
 
 
 class AgentTokenAuthentication(authentication.BaseAuthentication):

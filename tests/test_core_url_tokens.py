@@ -173,3 +173,23 @@ def test_the_web_form_refuses_odd_input_with_a_message(client, ada, dev, form):
     assert page.status_code == 200
     assert "No URL token created" in page.content.decode()
     assert not UrlToken.objects.exists()
+
+
+def test_head_on_a_memory_link_does_none_of_the_gets_work(dev, url_token, thought_factory, fake_embedder):
+    """HEAD is safe (RFC 9110). Django ran the GET for it: a link checker, a chat app's link preview or an
+    uptime monitor sending HEAD to a memory link stored the prompt, logged a query and reinforced the
+    thoughts it returned. Now it checks what GET checks and answers GET's status, with nothing done."""
+    known = thought_factory("The staging cluster is rebuilt every Sunday night from the main branch.")
+    prompt = STATEMENT + " When is the staging cluster rebuilt from the repository?"
+    for client, params in ((dev, {"prompt": prompt}), (APIClient(), {"prompt": prompt, "token": url_token})):
+        response = client.head("/api/v1/memory", params)
+        assert response.status_code == 200 and response.content == b""
+    known.refresh_from_db()
+    assert (QueryLog.objects.count(), Thought.objects.count()) == (0, 1)
+    assert known.access_count == 0
+    refused = dev.head("/api/v1/memory", {"prompt": "x", "limit": "many"})  # GET's checks: a 400
+    assert refused.status_code == 400
+    assert APIClient().head("/api/v1/memory", {"prompt": "x", "token": "colr_unknown"}).status_code == 401
+    # The GET itself still does its work.
+    assert dev.get("/api/v1/memory", {"prompt": prompt}).status_code == 200
+    assert QueryLog.objects.count() == 1

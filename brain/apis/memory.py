@@ -6,6 +6,7 @@ import json
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from brain.inputs import MemoryInputSerializer
@@ -168,7 +169,15 @@ class MemoryApi(APIView):
     def get(self, request):
         return self._run(request, memory_query_params(request.query_params), query_string=True)
 
-    def _run(self, request, data, *, query_string: bool):
+    def head(self, request):
+        """HEAD is safe (RFC 9110 9.3.2): the GET's checks of the query string and its status, none of its
+        work. Django runs GET for HEAD, and GET searches, may store the prompt, logs the query and reinforces
+        what it returned: a link checker, a chat app's link preview or an uptime monitor sending HEAD to a
+        memory link (a URL token's, say) did all of that."""
+        self._validated(request, memory_query_params(request.query_params), query_string=True)
+        return Response(status=200)
+
+    def _validated(self, request, data, *, query_string: bool) -> dict:
         if not hasattr(data, "keys"):
             raise ValidationFailed('Send a JSON object of memory fields, e.g. {"prompt": "..."}.')
         if isinstance(request.auth, UrlToken):
@@ -176,10 +185,12 @@ class MemoryApi(APIView):
             data = {**data, "contribute": False}
         serializer = MemoryInputSerializer(data=data, context={strict.QUERY_STRING: query_string})
         serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+    def _run(self, request, data, *, query_string: bool):
+        validated = self._validated(request, data, query_string=query_string)
         after: list = []  # reinforcement: run once the answer is sent (core.responses)
-        return ResponseThenWork(
-            memory_run(agent=request.user, request=serializer.validated_data, defer=after.append), after=after
-        )
+        return ResponseThenWork(memory_run(agent=request.user, request=validated, defer=after.append), after=after)
 
 
 def memory_schema_rules(result, generator, request, public):
