@@ -10,6 +10,7 @@ Use them as ``from core import fields`` then ``fields.CharField(...)`` in every 
 
 from __future__ import annotations
 
+import re
 import threading
 
 from django.http import QueryDict
@@ -77,6 +78,23 @@ class UUIDField(_StringOnly, serializers.UUIDField):
 
 class DateField(_StringOnly, serializers.DateField):
     default_error_messages = _NOT_A_STRING
+
+
+#: A date-time whose UTC offset lost its "+" to a query string: an unencoded "+" there means a space.
+_OFFSET_AS_SPACE = re.compile(r"^(\d{4}-\d{2}-\d{2}T[\d:.]+) (\d{2}(?::?\d{2})?)$")
+
+
+class DateTimeField(_StringOnly, serializers.DateTimeField):
+    """In a query string, an offset whose "+" arrived as a space (``?since=2026-11-29T10:00:00+01:00``
+    written without ``%2B``) is read as the "+" it was: DRF refused it with "Use one of these formats
+    instead: ...[+HH:MM|-HH:MM|Z]", the very format the caller had used."""
+
+    default_error_messages = _NOT_A_STRING
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and _from_query_string(self):
+            data = _OFFSET_AS_SPACE.sub(r"\1+\2", data)
+        return super().to_internal_value(data)
 
 
 class IntegerField(serializers.IntegerField):

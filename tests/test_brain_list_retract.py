@@ -62,6 +62,21 @@ def test_list_filters_and_space(brain):
     assert dev.get("/api/v1/thoughts", {"since": yesterday}).json()["count"] == 3
 
 
+def test_a_since_whose_offset_lost_its_plus_to_the_query_string_is_read_as_written(brain):
+    """?since=2026-11-29T10:00:00+01:00 typed into a URL: an unencoded "+" is a space in a query string, and
+    DRF refused the value with "Use one of these formats instead: ...[+HH:MM|-HH:MM|Z]", the format used."""
+    dev, _, _ = brain
+    an_hour_ago = timezone.now().astimezone(timezone.get_fixed_timezone(60)) - timedelta(hours=1)
+    written = an_hour_ago.strftime("%Y-%m-%dT%H:%M:%S+01:00")
+    for sent in (written.replace("+", "%2B"), written):  # encoded, then as typed
+        response = dev.get(f"/api/v1/thoughts?since={sent}")
+        assert response.status_code == 200, response.content
+        assert response.json()["count"] == 3
+    in_an_hour = (an_hour_ago + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S+01:00")
+    assert dev.get(f"/api/v1/thoughts?since={in_an_hour}").json()["count"] == 0
+    assert dev.get("/api/v1/thoughts?since=2026-11-29T10:00:00 +01:00").status_code == 400  # not a lost "+"
+
+
 def test_list_paging(brain):
     dev, _, ids = brain
     first = dev.get("/api/v1/thoughts", {"limit": 2}).json()

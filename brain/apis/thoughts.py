@@ -137,7 +137,7 @@ class ThoughtListQuerySerializer(strict.Serializer):
     topic = strict.CharField(max_length=200, required=False)
     category = strict.ChoiceField(choices=ThoughtCategory.values, required=False)
     contributor = strict.CharField(max_length=200, required=False, help_text="The agent's registered name.")
-    since = serializers.DateTimeField(required=False, help_text="ISO date or date-time; created at or after it.")
+    since = strict.DateTimeField(required=False, help_text="ISO date or date-time; created at or after it.")
     superseded = strict.BooleanField(
         required=False, allow_null=True, default=None, help_text="true: superseded or retracted only; false: live."
     )
