@@ -28,6 +28,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import socket
 import sys
 import time
 import urllib.error
@@ -38,6 +39,8 @@ from datetime import date
 PREVIEW = 300
 MIN_PROMPT_CHARS = 3
 PROMPT_MAX_CHARS = 10000  # the memory API's limit on a prompt
+#: A read or connect that timed out (socket.timeout is TimeoutError only from Python 3.10).
+TIMEOUTS = (TimeoutError, socket.timeout)
 
 
 # urllib sends every http(s) URL through HTTP_PROXY / HTTPS_PROXY unless NO_PROXY names its host, and a
@@ -115,6 +118,8 @@ class Colony:
                 raise ColonyDown(f"HTTP {exc.code} from {url.split('?')[0]}") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TIMEOUTS):  # reached, but no answer in time: not "unreachable"
+                raise ColonyDown(f"no answer within {self.budget:g}s from {self.url}") from None
             raise ColonyDown(f"unreachable at {self.url} ({reason})") from None
 
 

@@ -26,6 +26,7 @@ import ipaddress
 import json
 import os
 import re
+import socket
 import sys
 import threading
 import urllib.error
@@ -34,6 +35,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 SERVER_ERROR = -32000
+#: A read or connect that timed out (socket.timeout is TimeoutError only from Python 3.10).
+TIMEOUTS = (TimeoutError, socket.timeout)
 
 
 # urllib sends every http(s) URL through HTTP_PROXY / HTTPS_PROXY unless NO_PROXY names its host, and a
@@ -146,14 +149,15 @@ class Bridge:
             return
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
-            log(f"Colony unreachable at {self.endpoint}: {reason}")
+            if isinstance(reason, TIMEOUTS):  # reached, but no answer in time: not "unreachable"
+                problem = f"Colony did not answer within {self.timeout:g}s at {self.endpoint}"
+                advice = "Retry, or raise COLONY_MCP_TIMEOUT."
+            else:
+                problem = f"Colony is unreachable at {self.endpoint} ({reason})"
+                advice = "Check COLONY_URL and that Colony runs."
+            log(problem)
             if is_request:
-                emit(
-                    error_reply(
-                        request_id,
-                        f"Colony is unreachable at {self.endpoint} ({reason}). Check COLONY_URL and that Colony runs.",
-                    )
-                )
+                emit(error_reply(request_id, f"{problem}. {advice}"))
             return
         for reply in replies:
             if message.get("method") == "initialize" and isinstance(reply.get("result"), dict):

@@ -33,6 +33,7 @@ import ipaddress
 import json
 import os
 import re
+import socket
 import sys
 import threading
 import urllib.error
@@ -42,6 +43,8 @@ import urllib.request
 DEFAULT_TIMEOUT = 3.0
 MAX_TRANSCRIPT_BYTES = 8 * 1024 * 1024  # only the tail of a huge transcript is read
 MAX_TOOL_INPUT_CHARS = 2000
+#: A read or connect that timed out (socket.timeout is TimeoutError only from Python 3.10).
+TIMEOUTS = (TimeoutError, socket.timeout)
 MAX_TOOL_CALLS = 1000  # the turns API's limit on tool_calls; more were refused (400) and the turn was lost
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 FEEDBACK = re.compile(rf"colony:(used|contradicted)\s+((?:{UUID}(?:\s*,\s*|\s+)?)+)", re.IGNORECASE)
@@ -321,7 +324,7 @@ def run(argv: list[str], timeout: float, result: dict) -> None:
     except urllib.error.HTTPError as exc:
         note(f"Colony answered {exc.code}: {error_text(exc)[:300]}")
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
+        if isinstance(exc, TIMEOUTS) or isinstance(getattr(exc, "reason", None), TIMEOUTS):
             # Reached but no answer in time: the same outcome as main's deadline, which this timeout
             # can beat by a hair on a loaded machine; say it the same way.
             note(f"gave up after {timeout:g}s; the agent continues")

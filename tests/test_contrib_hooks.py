@@ -279,3 +279,20 @@ def test_each_contrib_script_is_python_3_9_syntax(script):
 
     source = (HOOKS.parent / script).read_text(encoding="utf-8")
     ast.parse(source, filename=script, feature_version=(3, 9))
+
+
+def test_a_colony_that_does_not_answer_in_time_is_not_called_unreachable():
+    """A Colony that took the connection but did not answer within COLONY_HOOK_TIMEOUT read "unreachable at
+    ... (timed out)", which sends the user to check the URL; the fix is the timeout or the server's load."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(5)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        timeout = {"COLONY_HOOK_TIMEOUT": "1"}
+        done = run("prompt-submit", {"prompt": "what now?"}, url=url, token="col_x", extra_env=timeout)
+    assert context_of(done, "UserPromptSubmit") == (
+        f"Colony brain unavailable (no answer within 1s from {url}); continuing without it. "
+        "The workflow gates still apply."
+    )

@@ -286,3 +286,21 @@ def test_a_token_read_with_its_line_end_works_and_a_broken_one_is_never_echoed(a
     assert bridge.process.returncode == 2
     assert stderr.startswith("colony-mcp-stdio: COLONY_TOKEN is not one token: it holds a space, "), stderr
     assert dev.token[10:] not in stderr and dev.token[:10] not in stderr
+
+
+def test_a_colony_that_does_not_answer_in_time_is_not_called_unreachable():
+    """A tool call that Colony took but did not answer within COLONY_MCP_TIMEOUT was reported as "Colony is
+    unreachable ... (timed out). Check COLONY_URL", which sends the user to the wrong fix."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(5)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        bridge = RawBridge(url, "col_x", extra_env={"COLONY_MCP_TIMEOUT": "1"})
+        bridge.send({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        answer = bridge.answer()
+        bridge.close()
+    assert answer["error"]["message"] == (
+        f"Colony did not answer within 1s at {url}/mcp. Retry, or raise COLONY_MCP_TIMEOUT."
+    )
