@@ -124,7 +124,13 @@ class BooleanField(serializers.BooleanField):
 class Serializer(serializers.Serializer):
     """An input serializer that refuses keys it does not know (400 ``VALIDATION_ERROR`` naming each),
     in a JSON body, a nested object or a query string: a misspelt field is an error, never silently
-    ignored. The OpenAPI schema says so (``additionalProperties: false``, core.schema)."""
+    ignored. The OpenAPI schema says so (``additionalProperties: false``, core.schema).
+
+    An optional field sent as ``null`` counts as not given (its default applies), unless the field
+    gives ``null`` a meaning of its own (``allow_null``). Tool-calling clients send every parameter and
+    ``null`` for those the model left out (OpenAI's strict function calling requires it): each such call
+    was a 400 "This field may not be null." A required field's ``null`` is still refused. The schema says
+    so (``core.schema.truthful_requests``)."""
 
     default_error_messages = {"unknown_field": "Unknown field. Allowed: {allowed}."}
 
@@ -135,6 +141,12 @@ class Serializer(serializers.Serializer):
             if unknown:
                 message = self.error_messages["unknown_field"].format(allowed=", ".join(sorted(known)))
                 raise serializers.ValidationError({str(key): [message] for key in unknown})
+            if not isinstance(data, QueryDict) and any(value is None for value in data.values()):
+                data = {
+                    key: value
+                    for key, value in data.items()
+                    if value is not None or self.fields[key].required or self.fields[key].allow_null
+                }
         return super().to_internal_value(data)
 
 

@@ -171,12 +171,16 @@ def _close_request_schema(schema, seen: set[int]) -> None:
     if not isinstance(schema, dict) or id(schema) in seen:
         return
     seen.add(id(schema))
-    if schema.get("type") == "object" and "properties" in schema:
+    # A serializer's object (no additionalProperties of its own yet); not a free-form object that lists a
+    # few keys, such as task DNA, where null means something else (remove the key) and some keys take none.
+    is_object = schema.get("type") == "object" and "properties" in schema
+    serializer_object = is_object and "additionalProperties" not in schema
+    if is_object:
         schema.setdefault("additionalProperties", False)
     for key in ("properties",):
         for name, sub in list(schema.get(key, {}).items()):
             if _free_form(sub):
-                schema[key][name] = (
+                schema[key][name] = sub = (
                     JSON_VALUE_REF
                     if sub == {}
                     else {
@@ -185,6 +189,12 @@ def _close_request_schema(schema, seen: set[int]) -> None:
                         "additionalProperties": JSON_VALUE_REF,
                     }
                 )
+            if serializer_object and name not in schema.get("required", ()) and not _accepts_null(sub):
+                # core.fields.Serializer: an optional field sent as null counts as not given.
+                wrapped = {"anyOf": [sub, {"type": "null", "description": "The same as not given."}]}
+                if "description" in sub:
+                    wrapped["description"] = sub["description"]
+                schema[key][name] = wrapped
     if _free_form(schema.get("items")):
         schema["items"] = JSON_VALUE_REF
     if schema.get("additionalProperties") == {}:
@@ -198,6 +208,18 @@ def _close_request_schema(schema, seen: set[int]) -> None:
                 _close_request_schema(item, seen)
 
 
+def _accepts_null(schema) -> bool:
+    """Whether a (sub)schema already admits null (a type list with "null", or an alternative that does)."""
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if schema.get("$ref", "").endswith("/NullEnum"):
+        return True
+    return any(_accepts_null(item) for word in ("anyOf", "oneOf") for item in schema.get(word, ()))
+
+
 #: A query parameter given empty (``?status=``) counts as not given (DRF's rule for optional fields,
 #: and the memory endpoint's): the schema of every optional query parameter says so.
 EMPTY_QUERY_VALUE = {"type": "string", "enum": [""], "description": "Empty: the same as not given."}
@@ -205,8 +227,9 @@ EMPTY_QUERY_VALUE = {"type": "string", "enum": [""], "description": "Empty: the 
 
 def truthful_requests(result, generator, request, public):
     """POSTPROCESSING_HOOKS entry (after :func:`forbid_nul_in_requests`): request objects refuse
-    unknown keys (``additionalProperties: false``, as ``core.fields.Serializer`` does), free-form
-    values are NUL-free JSON, and an optional query parameter may be empty (= not given)."""
+    unknown keys (``additionalProperties: false``, as ``core.fields.Serializer`` does) and take null for
+    an optional property (= not given, as that serializer reads it), free-form values are NUL-free
+    JSON, and an optional query parameter may be empty (= not given)."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     seen: set[int] = set()
     for name, schema in schemas.items():

@@ -332,7 +332,7 @@ def task_schema_rules(result, generator, request, public):
         others = [t for t in TaskType.values if t != TaskType.BUG]
         schema["anyOf"] = [
             {"properties": {"type": {"enum": others}}},
-            {"required": ["parent_ids"], "properties": {"parent_ids": {"minItems": 1}}},
+            {"required": ["parent_ids"], "properties": {"parent_ids": {"type": "array", "minItems": 1}}},
         ]
     patch = result.get("paths", {}).get("/api/v1/tasks/{id_or_slug}/dna", {}).get("patch")
     if patch is not None and "requestBody" in patch:

@@ -317,3 +317,42 @@ def test_a_body_at_the_depth_limit_is_taken(world, dev):
     response = dev.patch("/api/v1/tasks/t1/dna", '{"k": ' + nested(99) + "}", content_type="application/json")
     assert response.status_code == 200, response.content[:300]
     assert Task.objects.get(slug="t1").dna["k"] == json.loads(nested(99))
+
+
+def test_an_optional_field_sent_as_null_counts_as_not_given(world, dev, fake_embedder):
+    """Tool-calling clients send every parameter, null for those the model left out (OpenAI's strict
+    function calling requires all of them): each such call was a 400 "This field may not be null."
+    An optional field's null now counts as not given; a required field's null is still refused, and
+    the schema says both."""
+    nulls = {
+        name: None
+        for name in (
+            "topic", "thought_category", "session_id", "limit", "contribute", "refines", "consolidates",
+            "supersedes", "filter_topic", "filter_category", "source_ref", "temporal_scope", "store",
+            "related_thoughts", "alternatives_considered", "tags", "context", "agent_id", "agent_name",
+        )
+    }  # fmt: skip
+    question = "What does the deploy pipeline run before restarting the web workers?"
+    answered = dev.post("/api/v1/memory", {"prompt": question, **nulls}, content_type="application/json")
+    assert answered.status_code == 200, answered.content[:400]
+    assert answered.json()["result"]["sources"][0]["thought_id"] == world["thought"]
+    created = dev.post(
+        "/api/v1/tasks",
+        {"project": "colony", "slug": "t3", "title": "T", "description": None, "dna": None, "parent_ids": None},
+        content_type="application/json",
+    )
+    assert created.status_code == 201, created.content[:400]
+    task = Task.objects.get(slug="t3")
+    assert (task.description, task.dna) == ("", {})
+    before = counts()
+    assert_refused(dev.post("/api/v1/memory", {"prompt": None}, content_type="application/json"), "prompt")
+    assert_refused(
+        dev.post("/api/v1/tasks", {"project": "colony", "slug": None, "title": "T"}, content_type="application/json"),
+        "slug",
+    )
+    assert counts() == before
+
+    schema = dev.get("/api/schema/?format=json").json()["components"]["schemas"]["MemoryInputRequest"]
+    null = {"type": "null", "description": "The same as not given."}
+    assert schema["required"] == ["prompt"] and "anyOf" not in schema["properties"]["prompt"]
+    assert schema["properties"]["limit"]["anyOf"][1] == null

@@ -102,6 +102,21 @@ def test_import_normalises_what_json_means(dev, space, fake_embedder):
     assert stored.access_count == 3 and stored.created_at.isoformat() == "2020-01-01T19:30:00+00:00"
 
 
+def test_null_counts_as_not_given_for_every_optional_field(dev, space, fake_embedder):
+    """As the API reads a body (and as its schema says): "superseded": null and the counters' null were line
+    errors ("must be true or false") while every other optional field took null."""
+    nulls = {name: None for name in ("superseded", "pheromone_weight", "access_count", "effective_confidence")}
+    response = post(dev, [{"content": "The release train leaves on Thursdays.", **nulls}])
+    assert response.status_code == 201, response.json()
+    stored = Thought.objects.get(space=space)
+    assert (stored.superseded, stored.pheromone_weight, stored.access_count, stored.effective_confidence) == (
+        False,
+        1.0,
+        0,
+        1.0,
+    )
+
+
 def test_batch_larger_than_the_maximum_is_refused(dev, space, settings, fake_embedder):
     settings.IMPORT_BATCH_MAX_ITEMS = 3
     response = post(dev, [{"content": f"n{i}"} for i in range(4)])

@@ -258,6 +258,12 @@ def _require_storable(fields: dict[str, Any]) -> None:
         raise _Bad(path, message)
 
 
+def _given(item: dict, name: str, default):
+    """``item[name]``, or ``default`` when it is missing or null."""
+    value = item.get(name)
+    return default if value is None else value
+
+
 def item_clean(item: Any) -> dict[str, Any]:
     """One import item as model values; raises ``_Bad`` naming the first wrong field."""
     if not isinstance(item, dict):
@@ -300,14 +306,15 @@ def item_clean(item: Any) -> dict[str, Any]:
     for flag in flags:
         _choice(flag, "quality_flags", QualityFlag.values, "")
     out["quality_flags"] = flags
-    superseded = item.get("superseded", False)
+    # null is "not given" for every optional field (as the API reads it, core.fields.Serializer): the default.
+    superseded = _given(item, "superseded", False)
     if not isinstance(superseded, bool):
         raise _Bad("superseded", "must be true or false.")
     out["superseded"] = superseded
     out["superseded_at"] = _datetime(item.get("superseded_at"), "superseded_at")
     out["embedding_model"] = _text(item.get("embedding_model"), "embedding_model", 200)
-    out["pheromone_weight"] = _number(item.get("pheromone_weight", 1.0), "pheromone_weight", minimum=0)
-    out["access_count"] = _number(item.get("access_count", 0), "access_count", integer=True, minimum=0)
+    out["pheromone_weight"] = _number(_given(item, "pheromone_weight", 1.0), "pheromone_weight", minimum=0)
+    out["access_count"] = _number(_given(item, "access_count", 0), "access_count", integer=True, minimum=0)
     out["last_accessed"] = _datetime(item.get("last_accessed"), "last_accessed")
     out["accessed_by"] = _string_list(item.get("accessed_by"), "accessed_by", 100)
     co = item.get("co_retrieved_with")
@@ -329,7 +336,7 @@ def item_clean(item: Any) -> dict[str, Any]:
     out["co_retrieved_with"] = co
     out["usage_score"] = _number(item.get("usage_score"), "usage_score", nullable=True)
     out["contradiction_score"] = _number(item.get("contradiction_score"), "contradiction_score", nullable=True)
-    out["effective_confidence"] = _number(item.get("effective_confidence", 1.0), "effective_confidence", minimum=0)
+    out["effective_confidence"] = _number(_given(item, "effective_confidence", 1.0), "effective_confidence", minimum=0)
     for name in ARRAY_REFS:
         values = item.get(name)
         values = [] if values is None else values
