@@ -85,6 +85,8 @@ class Colony:
     def __init__(self) -> None:
         self.url = base_url(os.environ.get("COLONY_URL", "http://127.0.0.1:8000"))
         self.token = os.environ.get("COLONY_TOKEN", "").strip()  # a token file read with its CR or newline
+        #: Why no call can be made with this token (checked once), or None.
+        self.token_problem = token_problem(self.token) if self.token else "COLONY_TOKEN is not set"
         try:
             self.budget = float(os.environ.get("COLONY_HOOK_TIMEOUT", "3"))
         except ValueError:
@@ -92,10 +94,8 @@ class Colony:
         self.deadline = time.monotonic() + self.budget
 
     def call(self, method: str, path: str, *, query: dict | None = None, body: dict | None = None) -> dict:
-        if not self.token:
-            raise ColonyDown("COLONY_TOKEN is not set")
-        if token_problem(self.token):
-            raise ColonyDown(token_problem(self.token))
+        if self.token_problem:
+            raise ColonyDown(self.token_problem)
         remaining = self.deadline - time.monotonic()
         if remaining <= 0.05:
             raise ColonyDown(f"no answer within {self.budget:g}s")

@@ -180,8 +180,9 @@ def main() -> int:
     if not token:
         log("COLONY_TOKEN is not set: create one with `manage.py agent create NAME --role ROLE`.")
         return 2
-    if token_problem(token):
-        log(token_problem(token))
+    problem = token_problem(token)
+    if problem:
+        log(problem)
         return 2
     try:
         timeout = float(os.environ.get("COLONY_MCP_TIMEOUT", "60"))

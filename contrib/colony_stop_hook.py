@@ -43,9 +43,9 @@ import urllib.request
 DEFAULT_TIMEOUT = 3.0
 MAX_TRANSCRIPT_BYTES = 8 * 1024 * 1024  # only the tail of a huge transcript is read
 MAX_TOOL_INPUT_CHARS = 2000
+MAX_TOOL_CALLS = 1000  # the turns API's limit on tool_calls; more were refused (400) and the turn was lost
 #: A read or connect that timed out (socket.timeout is TimeoutError only from Python 3.10).
 TIMEOUTS = (TimeoutError, socket.timeout)
-MAX_TOOL_CALLS = 1000  # the turns API's limit on tool_calls; more were refused (400) and the turn was lost
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 FEEDBACK = re.compile(rf"colony:(used|contradicted)\s+((?:{UUID}(?:\s*,\s*|\s+)?)+)", re.IGNORECASE)
 
@@ -301,8 +301,9 @@ def run(argv: list[str], timeout: float, result: dict) -> None:
     if not url or not token:
         note("COLONY_URL and COLONY_TOKEN must be set; turn not sent")
         return
-    if token_problem(token):
-        note(f"{token_problem(token)} Turn not sent.")
+    problem = token_problem(token)
+    if problem:
+        note(f"{problem} Turn not sent.")
         return
     stdin_text = "" if args.prompt is not None or args.response is not None else read_stdin(timeout / 3)
     turn = build_turn(args, stdin_text)

@@ -317,9 +317,7 @@ def item_clean(item: Any) -> dict[str, Any]:
     out["access_count"] = _number(_given(item, "access_count", 0), "access_count", integer=True, minimum=0)
     out["last_accessed"] = _datetime(item.get("last_accessed"), "last_accessed")
     out["accessed_by"] = _string_list(item.get("accessed_by"), "accessed_by", 100)
-    co = item.get("co_retrieved_with")
-    if co is None:
-        co = {}
+    co = _given(item, "co_retrieved_with", {})
     if isinstance(co, list):  # the seed brain's [{thought_id, count}]; the counts are checked below
         if not all(
             isinstance(entry, dict) and entry.keys() >= {"thought_id", "count"} and isinstance(entry["thought_id"], str)
@@ -338,8 +336,7 @@ def item_clean(item: Any) -> dict[str, Any]:
     out["contradiction_score"] = _number(item.get("contradiction_score"), "contradiction_score", nullable=True)
     out["effective_confidence"] = _number(_given(item, "effective_confidence", 1.0), "effective_confidence", minimum=0)
     for name in ARRAY_REFS:
-        values = item.get(name)
-        values = [] if values is None else values
+        values = _given(item, name, [])
         if not isinstance(values, list):
             raise _Bad(name, "must be a list of thought ids.")
         out[name] = list(dict.fromkeys(_uuid(v, name) for v in values))
