@@ -92,6 +92,47 @@ class WordNeighbours:
         return self.cache[key]
 
 
+class Bm25:
+    """Okapi BM25 (k1 1.2, b 0.75) over one space's texts; query terms carry weights."""
+
+    K1, B = 1.2, 0.75
+
+    def __init__(self, texts: list[str]) -> None:
+        self.docs = [collections.Counter(stem(w) for w in words(text)) for text in texts]
+        self.lengths = [sum(doc.values()) for doc in self.docs]
+        self.frequency = collections.Counter(term for doc in self.docs for term in doc)
+        self.average = sum(self.lengths) / max(len(self.docs), 1) or 1.0
+
+    def scores(self, terms: dict[str, float]):
+        import numpy as np
+
+        n = len(self.docs)
+        scores = np.zeros(n)
+        for term, weight in terms.items():
+            if term not in self.frequency:
+                continue
+            idf = math.log(1 + (n - self.frequency[term] + 0.5) / (self.frequency[term] + 0.5))
+            for j, doc in enumerate(self.docs):
+                if f := doc.get(term, 0):
+                    norm = self.K1 * (1 - self.B + self.B * self.lengths[j] / self.average)
+                    scores[j] += weight * idf * f * (self.K1 + 1) / (f + norm)
+        return scores
+
+
+def query_terms(question: str, neighbours=None, expansion: tuple[int, float, float] | None = None) -> dict[str, float]:
+    """The question's stemmed words at weight 1; with ``expansion`` (n, a, f) each word's ``n`` nearest
+    whole words (cosine >= f) at weight a x cosine (a word's own weight is never lowered)."""
+    terms: dict[str, float] = {}
+    for word in words(question):
+        terms[stem(word)] = 1.0
+    if expansion:
+        n, a, floor = expansion
+        for word in words(question):
+            for other, cosine in neighbours(word, n, floor):
+                terms[stem(other)] = max(terms.get(stem(other), 0.0), a * cosine)
+    return terms
+
+
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     sys.path.insert(0, str(BASE_DIR))
@@ -119,38 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     neighbours = WordNeighbours()
-    stats = {}
-    for c in dev.conversations:
-        docs = [collections.Counter(stem(w) for w in words(t.text)) for t in c.turns]
-        frequency = collections.Counter(w for d in docs for w in d)
-        stats[c.id] = (docs, frequency, sum(sum(d.values()) for d in docs) / len(docs))
-
-    def bm25(conversation: str, terms: dict[str, float]):
-        docs, frequency, average = stats[conversation]
-        scores = np.zeros(len(docs))
-        for term, weight in terms.items():
-            if term in frequency:
-                idf = math.log(1 + (len(docs) - frequency[term] + 0.5) / (frequency[term] + 0.5))
-                for j, doc in enumerate(docs):
-                    if f := doc.get(term, 0):
-                        scores[j] += weight * idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * sum(doc.values()) / average))
-        return scores
-
-    def query_terms(question: str, expansion) -> dict[str, float]:
-        terms: dict[str, float] = {}
-        for word in words(question):
-            terms[stem(word)] = 1.0
-            if expansion:
-                n, a, floor = expansion
-                for other, cosine in neighbours(word, n, floor):
-                    terms[stem(other)] = max(terms.get(stem(other), 0.0), a * cosine)
-        return terms
+    spaces = {c.id: Bm25([t.text for t in c.turns]) for c in dev.conversations}
 
     def report(name: str, expansion=None, lexical_weight: float | None = None) -> None:
         hits: dict[str, list[bool]] = collections.defaultdict(list)
         for question in dev.questions:
             ids = [t.id for t in conversations[question.conversation].turns]
-            lexical = bm25(question.conversation, query_terms(question.question, expansion))
+            lexical = spaces[question.conversation].scores(query_terms(question.question, neighbours, expansion))
             score = lexical
             if lexical_weight is not None:
                 dense = np.array([turn_vectors[i] @ question_vectors[question.id] for i in ids])
