@@ -46,6 +46,13 @@ def thought_ids_field(**kwargs) -> serializers.ListField:
 
 
 class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
+    #: The MCP tools take the text as ``query`` (memory_search) and ``content`` (memory_contribute); an
+    #: agent that uses both surfaces sends those names here too.
+    unknown_field_hints = {
+        name: "The text goes in 'prompt' (the MCP tools memory_search and memory_contribute call it query and content)."
+        for name in ("query", "content", "q", "text")
+    }
+
     prompt = strict.CharField(max_length=10000)
     agent_id = strict.CharField(max_length=100, required=False, allow_blank=True)
     agent_name = strict.CharField(max_length=200, required=False, allow_blank=True)

@@ -10,6 +10,7 @@ Use them as ``from core import fields`` then ``fields.CharField(...)`` in every 
 
 from __future__ import annotations
 
+import difflib
 import re
 import threading
 
@@ -132,15 +133,25 @@ class Serializer(serializers.Serializer):
     was a 400 "This field may not be null." A required field's ``null`` is still refused. The schema says
     so (``core.schema.truthful_requests``)."""
 
-    default_error_messages = {"unknown_field": "Unknown field. Allowed: {allowed}."}
+    default_error_messages = {"unknown_field": "Unknown field.{hint} Allowed: {allowed}."}
+    #: Names callers use for one of this serializer's fields (another API's, an MCP tool's argument),
+    #: mapped to the hint an unknown key of that name gets; a misspelling gets "Did you mean ...?".
+    unknown_field_hints: dict[str, str] = {}
 
     def to_internal_value(self, data):
         if hasattr(data, "keys"):
             known = {name for name, f in self.fields.items() if not f.read_only}
             unknown = [key for key in data.keys() if key not in known]
             if unknown:
-                message = self.error_messages["unknown_field"].format(allowed=", ".join(sorted(known)))
-                raise serializers.ValidationError({str(key): [message] for key in unknown})
+                allowed = ", ".join(sorted(known))
+                raise serializers.ValidationError(
+                    {
+                        str(key): [
+                            self.error_messages["unknown_field"].format(hint=self._hint(key, known), allowed=allowed)
+                        ]
+                        for key in unknown
+                    }
+                )
             if not isinstance(data, QueryDict) and any(value is None for value in data.values()):
                 data = {
                     key: value
@@ -148,6 +159,16 @@ class Serializer(serializers.Serializer):
                     if value is not None or self.fields[key].required or self.fields[key].allow_null
                 }
         return super().to_internal_value(data)
+
+    def _hint(self, key, known: set[str]) -> str:
+        """ " Did you mean 'limit'?" for a misspelt (or differently cased) key, the serializer's own hint
+        for a name callers use for one of its fields, or nothing."""
+        key = str(key)
+        if key in self.unknown_field_hints:
+            return " " + self.unknown_field_hints[key]
+        by_lower = {name.lower(): name for name in known}
+        close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.8)
+        return f" Did you mean '{by_lower[close[0]]}'?" if close else ""
 
 
 class FieldsReusedPerThread:

@@ -19,6 +19,11 @@ class ToolCallField(serializers.JSONField):
 
 
 class TurnCreateInputSerializer(strict.Serializer):
+    unknown_field_hints = {
+        "prompt": "The turn's prompt goes in 'user_prompt'.",
+        "response": "The turn's answer goes in 'assistant_response'.",
+    }
+
     session_id = strict.CharField(max_length=100)
     turn_id = strict.CharField(max_length=200)
     user_prompt = strict.CharField(allow_blank=True, trim_whitespace=False)

@@ -208,6 +208,11 @@ class TaskDnaApi(APIView):
 
 class TaskTransitionApi(APIView):
     class TransitionInputSerializer(strict.Serializer):
+        unknown_field_hints = {
+            name: 'The status to move to goes in \'to\' (e.g. {"to": "active"}).'
+            for name in ("status", "to_status", "state", "target", "new_status")
+        }
+
         to = TransitionTargetField(max_length=20)
         summary = strict.CharField(max_length=1000, required=False, default="", allow_blank=True)
         agent_id = strict.CharField(

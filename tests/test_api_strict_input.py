@@ -356,3 +356,43 @@ def test_an_optional_field_sent_as_null_counts_as_not_given(world, dev, fake_emb
     null = {"type": "null", "description": "The same as not given."}
     assert schema["required"] == ["prompt"] and "anyOf" not in schema["properties"]["prompt"]
     assert schema["properties"]["limit"]["anyOf"][1] == null
+
+
+def test_an_unknown_field_names_the_field_it_was_meant_for(world, dev):
+    """An agent that uses both the MCP tools and REST sends the tools' names (memory_search's query,
+    memory_contribute's content) to POST/GET /api/v1/memory, and a hand-written call misspells a
+    field: the 400 listed every allowed field and left the agent to guess which one it meant."""
+    before = counts()
+    for method, path, body, key, meant in [
+        ("get", "/api/v1/memory", {"query": "deploy pipeline"}, "query", "'prompt'"),
+        (
+            "post",
+            "/api/v1/memory",
+            {"content": "The deploy pipeline runs migrations first, always."},
+            "content",
+            "'prompt'",
+        ),
+        ("get", "/api/v1/memory", {"prompt": "deploy", "lmit": "3"}, "lmit", "Did you mean 'limit'?"),
+        (
+            "get",
+            "/api/v1/memory",
+            {"prompt": "deploy", "Filter_Topic": "x"},
+            "Filter_Topic",
+            "Did you mean 'filter_topic'?",
+        ),
+        ("get", "/api/v1/thoughts", {"limt": "3"}, "limt", "Did you mean 'limit'?"),
+        ("post", "/api/v1/tasks/t1/transition", {"to": "active", "sumary": "x"}, "sumary", "Did you mean 'summary'?"),
+        ("post", "/api/v1/tasks/t1/transition", {"status": "active"}, "status", "goes in 'to'"),
+        ("post", "/api/v1/turns", {**TURN, "prompt": "q"}, "prompt", "'user_prompt'"),
+    ]:
+        if method == "get":
+            response = dev.get(path, body)
+        else:
+            response = dev.post(path, body, content_type="application/json")
+        assert_refused(response, key)
+        error = response.json()["error"]
+        assert meant in error["fields"][key][0] and meant in error["message"], error
+        assert "Allowed: " in error["fields"][key][0]
+    far = dev.get("/api/v1/memory", {"prompt": "deploy", "zzz": "1"}).json()["error"]["fields"]["zzz"][0]
+    assert "Did you mean" not in far and "'prompt' (the MCP" not in far and far.startswith("Unknown field. Allowed: ")
+    assert counts() == before
