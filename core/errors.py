@@ -272,12 +272,30 @@ def api_exception_handler(exc, context) -> Response:
         message = str(exc.detail) if not isinstance(exc.detail, (list, dict)) else str(exc.detail)
         if isinstance(exc, drf.UnsupportedMediaType):
             message += " " + _media_types_hint(context.get("view") if context else None)
+        elif isinstance(exc, drf.MethodNotAllowed) and context:
+            message = _method_message(context.get("request"), context.get("view"), message)
         return Response(error_body(code, message), status=status, headers=headers)
     logger.exception("Unexpected error in %s", context.get("view").__class__.__name__ if context else "?")
     return Response(
         error_body("INTERNAL_ERROR", "Something went wrong on the server; it has been logged. Try again."),
         status=500,
     )
+
+
+def _method_message(request, view, message: str) -> str:
+    """A 405's message: the methods the path takes and, where the view names one, what the caller most
+    likely meant to do (agents writing REST calls by hand POST /thoughts to store a thought, PUT a task
+    to change its status). ``method_hints`` on a view: method -> text, in which ``{path}`` is the
+    request's path and ``{parent}`` that path without its last segment."""
+    if request is None or view is None:
+        return message
+    allowed = ", ".join(method for method in view.allowed_methods if method != "OPTIONS")
+    message = f'Method "{request.method}" not allowed on {request.path}; it takes {allowed}.'
+    hint = getattr(view, "method_hints", {}).get(request.method)
+    if not hint:
+        return message
+    path = request.path.rstrip("/")
+    return f"{message} {hint.format(path=path, parent=path.rsplit('/', 1)[0])}"
 
 
 def json_404(request, exception=None):

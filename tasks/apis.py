@@ -185,6 +185,15 @@ class TaskListCreateApi(APIView):
 
 
 class TaskDetailApi(APIView):
+    method_hints = {
+        **dict.fromkeys(
+            ("PUT", "PATCH", "POST"),
+            'A task moves with POST {path}/transition ({{"to": "<status>"}}); its DNA changes with PATCH {path}/dna.',
+        ),
+        "DELETE": 'Tasks are not deleted: POST {path}/transition with {{"to": "cancelled"}} (GET /api/v1/workflow '
+        "lists the moves).",
+    }
+
     @extend_schema(responses={200: TaskDetailOutputSerializer})
     def get(self, request, id_or_slug: str):
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
@@ -207,6 +216,11 @@ class TaskDnaApi(APIView):
 
 
 class TaskTransitionApi(APIView):
+    method_hints = {
+        "GET": "GET {parent}/transitions lists the moves you may make now (and why the others are refused); GET "
+        "/api/v1/workflow lists every status and move."
+    }
+
     class TransitionInputSerializer(strict.Serializer):
         unknown_field_hints = {
             name: 'The status to move to goes in \'to\' (e.g. {"to": "active"}).'
@@ -256,6 +270,8 @@ class TaskTransitionApi(APIView):
 
 class TaskTransitionsApi(APIView):
     """What the calling agent may do with this task now, and why each other rule refuses."""
+
+    method_hints = {"POST": "Did you mean POST {parent}/transition? That one moves the task."}
 
     @extend_schema(responses=TransitionOptionsOutputSerializer)
     def get(self, request, id_or_slug: str):

@@ -216,3 +216,37 @@ def test_an_accept_header_the_api_cant_satisfy_still_gets_json(dev, accept):
     assert_envelope(dev.get("/api/v1/thoughts/not-a-uuid", HTTP_ACCEPT=accept), 404, "THOUGHT_NOT_FOUND")
     schema = dev.get("/api/schema/", HTTP_ACCEPT=accept)
     assert schema.status_code == 200 and schema.content.startswith(b"openapi: ")
+
+
+def test_a_method_an_endpoint_does_not_take_says_which_it_takes_and_what_was_meant(dev, space, thought_factory):
+    """Agents writing REST calls by hand POST /thoughts to store a thought, PUT or PATCH a task to change
+    its status, DELETE a thought: the 405 said only 'Method "POST" not allowed.'"""
+    from brain.models import Thought
+    from tests.tasks_helpers import make_project, make_task
+
+    task = make_task(make_project(space, slug="colony"), slug="t1", status="ready", role="dev")
+    thought = thought_factory("The deploy pipeline runs migrations before restarting web workers.")
+    before = (Thought.objects.count(), Thought.objects.get().content, task.status)
+    path = f"/api/v1/thoughts/{thought.id}"
+    for method, url, takes, meant in [
+        ("post", "/api/v1/thoughts", "GET, HEAD", "POST /api/v1/memory"),
+        ("put", "/api/v1/tasks/t1", "GET, HEAD", "POST /api/v1/tasks/t1/transition"),
+        ("patch", "/api/v1/tasks/t1", "GET, HEAD", "PATCH /api/v1/tasks/t1/dna"),
+        ("delete", "/api/v1/tasks/t1", "GET, HEAD", '{"to": "cancelled"}'),
+        ("delete", path, "GET, HEAD", f"POST {path}/retract"),
+        ("patch", path, "GET, HEAD", "refines"),
+        ("post", "/api/v1/tasks/t1/transitions", "GET, HEAD", "Did you mean POST /api/v1/tasks/t1/transition?"),
+        ("get", "/api/v1/tasks/t1/transition", "POST", "GET /api/v1/tasks/t1/transitions lists"),
+        ("post", "/api/v1/corrections", "GET, HEAD", "/correct"),
+        ("get", "/api/v1/thoughts/import", "POST", "manage.py brain export"),
+    ]:
+        response = getattr(dev, method)(url, {"to": "active"}, format="json")
+        assert response.status_code == 405, (method, url, response.content[:300])
+        error = response.json()["error"]
+        assert error["code"] == "METHOD_NOT_ALLOWED"
+        assert error["message"].startswith(f'Method "{method.upper()}" not allowed on {url}; it takes {takes}.'), error
+        assert meant in error["message"], error
+    plain = dev.put("/api/v1/memory", {"prompt": "x"}, format="json").json()["error"]["message"]
+    assert plain == 'Method "PUT" not allowed on /api/v1/memory; it takes GET, POST, HEAD.', plain
+    task.refresh_from_db()
+    assert (Thought.objects.count(), Thought.objects.get().content, task.status) == before

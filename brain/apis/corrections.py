@@ -101,6 +101,11 @@ class SuggestionListOutputSerializer(serializers.Serializer):
 class CorrectionListApi(APIView):
     """Correction suggestions of the caller's space: the caller's own first, then newest first."""
 
+    method_hints = {
+        "POST": "Correct a thought with POST /api/v1/thoughts/<thought_id>/correct; this path lists the pending "
+        "correction suggestions.",
+    }
+
     class CorrectionListFilterSerializer(strict.Serializer):
         status = strict.ChoiceField(choices=[*SuggestionStatus.values, "all"], default=SuggestionStatus.PENDING)
         mine = strict.BooleanField(default=False, help_text="Only suggestions addressed to the caller.")

@@ -249,6 +249,10 @@ class ThoughtImportApi(APIView):
     ``IMPORT_RECEIPT_HOURS``, default 24) gets the first response again, marked
     ``Idempotent-Replayed: true``, and stores nothing (``brain.services.receipts``)."""
 
+    method_hints = {
+        "GET": "List thoughts with GET /api/v1/thoughts; export a whole space with manage.py brain export FILE.",
+    }
+
     parser_classes = [ImportJsonParser, ImportNdjsonParser, ImportJsonlParser]
 
     @extend_schema(

@@ -55,6 +55,16 @@ class ThoughtDetailApi(APIView):
     """One thought of the caller's space with every field (the vector itself is left out), its related
     thoughts (both ways) and its correction history: ``corrected_by`` and, for a correction, ``corrects``."""
 
+    method_hints = {
+        "DELETE": "Thoughts are not deleted: retract your own with POST {path}/retract, or correct a wrong one "
+        "with POST {path}/correct.",
+        **dict.fromkeys(
+            ("PUT", "PATCH", "POST"),
+            "Thoughts are not edited in place: contribute the new version with POST /api/v1/memory and refines "
+            "set to this id, or correct a wrong fact with POST {path}/correct.",
+        ),
+    }
+
     @extend_schema(responses={200: ThoughtOutputSerializer})
     def get(self, request, thought_id: str):
         thought = thought_detail(space=request.user.space, thought_id=thought_id)
@@ -147,6 +157,11 @@ class ThoughtListQuerySerializer(strict.Serializer):
 
 class ThoughtListApi(APIView):
     """The thoughts of the caller's space, newest first, with filters and offset paging."""
+
+    method_hints = {
+        "POST": "Contribute a thought with POST /api/v1/memory (the statement in prompt); import many with "
+        "POST /api/v1/thoughts/import.",
+    }
 
     @extend_schema(
         operation_id="v1_thoughts_list",
