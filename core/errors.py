@@ -221,6 +221,12 @@ _DRF_CODES = [
 ]
 
 
+NO_CREDENTIALS = (
+    "No credentials: send the agent's token in the header 'Authorization: Bearer <token>' (an operator creates "
+    "one with manage.py agent create NAME --role ROLE)."
+)
+
+
 def _media_types_hint(view) -> str:
     """What to send instead of an unsupported body: the view's parsers, and curl's usual slip (``-d``
     without a header sends application/x-www-form-urlencoded)."""
@@ -274,6 +280,9 @@ def api_exception_handler(exc, context) -> Response:
             message += " " + _media_types_hint(context.get("view") if context else None)
         elif isinstance(exc, drf.MethodNotAllowed) and context:
             message = _method_message(context.get("request"), context.get("view"), message)
+        elif isinstance(exc, drf.NotAuthenticated):
+            # No Authorization header at all (a token sent as X-API-Key, or none): say what to send.
+            message = NO_CREDENTIALS
         return Response(error_body(code, message), status=status, headers=headers)
     logger.exception("Unexpected error in %s", context.get("view").__class__.__name__ if context else "?")
     return Response(

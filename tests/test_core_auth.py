@@ -42,6 +42,19 @@ def test_missing_or_bad_credentials_get_401_envelope(anon, header):
     assert response["WWW-Authenticate"].startswith("Bearer")
 
 
+def test_a_token_sent_without_the_authorization_header_is_told_where_it_goes(anon, dev):
+    """A token in X-API-Key (or no header at all): the 401 said only "Authentication credentials were
+    not provided."; it now names the header and how to get a token (/mcp already did)."""
+    token = dev._credentials["HTTP_AUTHORIZATION"].split()[1]
+    for headers in ({}, {"HTTP_X_API_KEY": token}, {"HTTP_API_KEY": token}):
+        response = anon.get("/api/v1/agents/me", **headers)
+        assert response.status_code == 401
+        message = response.json()["error"]["message"]
+        assert "'Authorization: Bearer <token>'" in message and "manage.py agent create" in message, message
+    posted = anon.post("/api/v1/memory", {"prompt": "The deploy pipeline runs migrations first."}, format="json")
+    assert posted.status_code == 401 and "'Authorization: Bearer <token>'" in posted.json()["error"]["message"]
+
+
 def test_several_tokens_and_revoking_one_keeps_the_other(dev):
     second = services.token_create(agent=dev.agent, label="ci")
     services.token_revoke(agent=dev.agent, prefix=dev.token[:12])

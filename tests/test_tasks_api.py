@@ -545,3 +545,34 @@ def test_task_get_reads_the_task_its_project_and_links_in_one_statement(space, o
     assert got.depends_on.filter(status="active").get().slug == "dep-2"  # the related queryset still filters
     with pytest.raises(NotFound):
         task_get(space=other_space, id_or_slug="t1")
+
+
+def test_an_unknown_target_says_which_status_was_meant_and_moves_nothing(dev, space):
+    """Agents used to other trackers send "done", "in_progress", "Active" or "canceled": the 400 listed
+    every status and left the agent to guess. It still refuses (the schema's enum is the contract; a
+    workflow's statuses mean what its rules say), and names the likely one."""
+    from tests.tasks_helpers import make_project, make_task
+
+    task = make_task(make_project(space, slug="colony"), slug="t9", status="ready", role="dev")
+    for sent, meant in [
+        ("Active", "active"),
+        ("in_progress", "active"),
+        ("done", "complete"),
+        ("canceled", "cancelled"),
+        ("in review", "review"),
+        ("someday", None),
+        ("reveiw", "review"),
+        ("RESTORE", "restore"),
+    ]:
+        response = dev.post("/api/v1/tasks/t9/transition", {"to": sent}, format="json")
+        assert response.status_code == 400, response.content
+        error = response.json()["error"]
+        assert error["code"] == "UNKNOWN_STATUS"
+        assert error["message"].startswith(f"Unknown target {sent!r}.")
+        if meant:
+            assert f"Did you mean {meant!r}?" in error["message"], error
+        else:
+            assert "Did you mean" not in error["message"], error
+        assert "Use one of backlog, pending, ready, active" in error["message"]
+    task.refresh_from_db()
+    assert task.status == "ready" and not task.transitions.exists()

@@ -13,6 +13,7 @@ confirmations), ``markers`` (the brain marker). The rules themselves are the tab
 
 from __future__ import annotations
 
+import difflib
 import logging
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -61,6 +62,30 @@ def _lock(task_id) -> Task:
         raise
 
 
+#: What agents call a status in other trackers, for the "did you mean" of an unknown target (never taken
+#: in its place: a workflow's statuses mean what its rules say).
+STATUS_SYNONYMS = {
+    **dict.fromkeys(("done", "finished", "closed", "completed", "resolved", "fixed"), "complete"),
+    **dict.fromkeys(("in_progress", "in-progress", "in progress", "doing", "started", "wip", "working"), "active"),
+    **dict.fromkeys(("in_review", "in-review", "reviewing", "code_review", "pr"), "review"),
+    **dict.fromkeys(("qa", "test", "testing_qa", "verify"), "testing"),
+    **dict.fromkeys(("todo", "to_do", "to-do"), "ready"),
+}
+
+
+def status_meant(to: str) -> str | None:
+    """The status (or ``restore``) an unknown target most likely means: the same letters in another case
+    or with spaces around, another tracker's word for it, or a misspelling ("canceled")."""
+    folded = to.strip().lower()
+    names = [*TaskStatus.values, RESTORE]
+    if folded in names:
+        return folded
+    if folded in STATUS_SYNONYMS:
+        return STATUS_SYNONYMS[folded]
+    close = difflib.get_close_matches(folded, names, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def task_transition(
     *,
     task: Task,
@@ -76,8 +101,11 @@ def task_transition(
     marker — commits together or not at all. A concurrent change of the same task gets 409 CONFLICT.
     """
     if to != RESTORE and to not in TaskStatus.values:
+        meant = status_meant(to)
         raise ValidationFailed(
-            f"Unknown target {to!r}; use one of {', '.join(TaskStatus.values)} or {RESTORE!r}.", code="UNKNOWN_STATUS"
+            f"Unknown target {to!r}.{f' Did you mean {meant!r}?' if meant else ''} Use one of "
+            f"{', '.join(TaskStatus.values)} or {RESTORE!r}.",
+            code="UNKNOWN_STATUS",
         )
     summary = (summary or "").strip()
     actor = actor_resolve(space_id=task.space_id, agent=agent, actor_user=actor_user, as_system=as_system)
