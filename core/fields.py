@@ -70,7 +70,29 @@ class SlugField(_StringOnly, serializers.RegexField):
 
 
 class ChoiceField(_StringOnly, serializers.ChoiceField):
+    """A choice whose refusal lists the choices and names the one most likely meant: DRF's said only
+    '"decision" is not a valid choice.', leaving an agent to find "decision_record" in the schema."""
+
     default_error_messages = _NOT_A_STRING
+
+    def to_internal_value(self, data):
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError:
+            if not isinstance(data, str):
+                raise
+            choices = [str(choice) for choice in self.choices]
+            by_lower = {choice.lower(): choice for choice in choices}
+            folded = data.strip().lower()
+            meant = by_lower.get(folded) or next(
+                (by_lower[c] for c in difflib.get_close_matches(folded, list(by_lower), n=1, cutoff=0.6)), None
+            )
+            if meant is None:
+                meant = next((choice for choice in choices if folded and folded in choice.lower().split("_")), None)
+            hint = f" Did you mean {meant!r}?" if meant else ""
+            raise serializers.ValidationError(
+                f"{data!r} is not one of {', '.join(choices)}.{hint}", code="invalid_choice"
+            ) from None
 
 
 class UUIDField(_StringOnly, serializers.UUIDField):

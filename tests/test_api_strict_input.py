@@ -396,3 +396,44 @@ def test_an_unknown_field_names_the_field_it_was_meant_for(world, dev):
     far = dev.get("/api/v1/memory", {"prompt": "deploy", "zzz": "1"}).json()["error"]["fields"]["zzz"][0]
     assert "Did you mean" not in far and "'prompt' (the MCP" not in far and far.startswith("Unknown field. Allowed: ")
     assert counts() == before
+
+
+def test_a_choice_that_is_not_one_lists_the_choices_and_the_one_meant(world, dev):
+    """DRF said only '"decision" is not a valid choice.': an agent had to find decision_record in the
+    schema. The refusal now lists the choices and names the likely one; nothing is stored."""
+    before = counts()
+    statement = "Decision: we keep Postgres 15 for pg-core-east until the Q3 freeze ends, chosen over 16."
+    for method, path, body, field, meant in [
+        (
+            "post",
+            "/api/v1/memory",
+            {"prompt": statement, "thought_category": "decision"},
+            "thought_category",
+            "decision_record",
+        ),
+        (
+            "post",
+            "/api/v1/memory",
+            {"prompt": statement, "thought_category": "Decision_Record"},
+            "thought_category",
+            "decision_record",
+        ),
+        (
+            "post",
+            "/api/v1/memory",
+            {"prompt": "staging?", "contribute": False, "filter_category": "snapshot"},
+            "filter_category",
+            "state_snapshot",
+        ),
+        ("get", "/api/v1/thoughts", {"category": "learning"}, "category", "operational_learning"),
+        ("get", "/api/v1/tasks", {"status": "actve"}, "status", "active"),
+        ("get", "/api/v1/tasks", {"status": "zzz"}, "status", None),
+    ]:
+        response = dev.post(path, body, content_type="application/json") if method == "post" else dev.get(path, body)
+        assert_refused(response, field)
+        message = response.json()["error"]["fields"][field][0]
+        assert message.startswith(f"{body[field]!r} is not one of "), message
+        assert (f"Did you mean {meant!r}?" in message) if meant else ("Did you mean" not in message), message
+    listed = dev.get("/api/v1/thoughts", {"category": "x"}).json()["error"]["fields"]["category"][0]
+    assert "decision_record" in listed and "operational_learning" in listed and "Did you mean" not in listed
+    assert counts() == before
