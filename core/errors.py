@@ -6,6 +6,7 @@ add ``"fields"``), whether it was raised by a service, by DRF, by Django's URL r
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 
@@ -219,6 +220,25 @@ _DRF_CODES = [
     (drf.UnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"),
     (drf.Throttled, "THROTTLED"),
 ]
+
+
+def meant(value: str, names, *, synonyms: dict[str, str] | None = None, cutoff: float = 0.75) -> str | None:
+    """The name among ``names`` an unknown ``value`` most likely meant, for an error's "Did you mean ...?":
+    the same letters in another case or with spaces around, a word ``synonyms`` maps to a name, a
+    misspelling (difflib, ``cutoff``), or a name of which ``value`` is one ``_``-separated word
+    ("learning" -> "operational_learning"); None when nothing is close. Never taken in the value's place."""
+    by_lower = {str(name).lower(): str(name) for name in names}
+    folded = str(value).strip().lower()
+    if not folded:
+        return None
+    if folded in by_lower:
+        return by_lower[folded]
+    if synonyms and folded in synonyms:
+        return synonyms[folded]
+    close = difflib.get_close_matches(folded, list(by_lower), n=1, cutoff=cutoff)
+    if close:
+        return by_lower[close[0]]
+    return next((name for lower, name in by_lower.items() if folded in lower.split("_")), None)
 
 
 NO_CREDENTIALS = (

@@ -10,7 +10,6 @@ Use them as ``from core import fields`` then ``fields.CharField(...)`` in every 
 
 from __future__ import annotations
 
-import difflib
 import re
 import threading
 
@@ -18,6 +17,8 @@ from django.http import QueryDict
 from django.utils.functional import cached_property
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
+
+from core import errors
 
 #: Serializer context flag: the data is a query string, so numbers and booleans arrive as strings.
 QUERY_STRING = "query_string"
@@ -82,13 +83,7 @@ class ChoiceField(_StringOnly, serializers.ChoiceField):
             if not isinstance(data, str):
                 raise
             choices = [str(choice) for choice in self.choices]
-            by_lower = {choice.lower(): choice for choice in choices}
-            folded = data.strip().lower()
-            meant = by_lower.get(folded) or next(
-                (by_lower[c] for c in difflib.get_close_matches(folded, list(by_lower), n=1, cutoff=0.6)), None
-            )
-            if meant is None:
-                meant = next((choice for choice in choices if folded and folded in choice.lower().split("_")), None)
+            meant = errors.meant(data, choices, cutoff=0.6)
             hint = f" Did you mean {meant!r}?" if meant else ""
             raise serializers.ValidationError(
                 f"{data!r} is not one of {', '.join(choices)}.{hint}", code="invalid_choice"
@@ -188,9 +183,8 @@ class Serializer(serializers.Serializer):
         key = str(key)
         if key in self.unknown_field_hints:
             return " " + self.unknown_field_hints[key]
-        by_lower = {name.lower(): name for name in known}
-        close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.8)
-        return f" Did you mean '{by_lower[close[0]]}'?" if close else ""
+        meant = errors.meant(key, sorted(known), cutoff=0.8)
+        return f" Did you mean '{meant}'?" if meant else ""
 
 
 class FieldsReusedPerThread:

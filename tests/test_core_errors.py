@@ -94,3 +94,18 @@ def test_openapi_schema_generates_without_warnings(tmp_path):
     out = tmp_path / "schema.yml"
     call_command("spectacular", "--file", str(out), "--validate", "--fail-on-warn")
     assert "/api/v1/health" in out.read_text()
+
+
+MEANT_NAMES = ["state_snapshot", "decision_record", "operational_learning", "task_outcome"]
+
+
+def test_meant_finds_case_spaces_synonyms_misspellings_and_words_of_a_name():
+    from core.errors import meant
+
+    assert meant(" Decision_Record ", MEANT_NAMES) == "decision_record"
+    assert meant("done", ["active", "complete"], synonyms={"done": "complete"}) == "complete"
+    assert meant("decison_record", MEANT_NAMES) == "decision_record"
+    assert meant("learning", MEANT_NAMES) == "operational_learning"  # one "_"-separated word of a name
+    assert meant("decision", MEANT_NAMES, cutoff=0.99) == "decision_record"  # the word, not the spelling
+    assert meant("zzz", MEANT_NAMES) is None
+    assert meant("   ", MEANT_NAMES) is None

@@ -576,3 +576,13 @@ def test_an_unknown_target_says_which_status_was_meant_and_moves_nothing(dev, sp
         assert "Use one of backlog, pending, ready, active" in error["message"]
     task.refresh_from_db()
     assert task.status == "ready" and not task.transitions.exists()
+
+
+def test_an_unknown_role_names_the_role_meant(dev):
+    response = dev.get("/api/v1/agents/developer/in-flight")
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith(
+        "Unknown role 'developer'. Did you mean 'dev'? Use one of pdsa, dev, qa, liaison"
+    )
+    plain = dev.get("/api/v1/agents/janitor/in-flight").json()["error"]["message"]
+    assert plain.startswith("Unknown role 'janitor'. Use one of ")

@@ -13,14 +13,13 @@ confirmations), ``markers`` (the brain marker). The rules themselves are the tab
 
 from __future__ import annotations
 
-import difflib
 import logging
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from core.errors import ApplicationError, Conflict, ValidationFailed
+from core.errors import ApplicationError, Conflict, ValidationFailed, meant
 from core.models import Agent
 from tasks import workflow
 from tasks.choices import RESTORE, TaskStatus
@@ -76,14 +75,7 @@ STATUS_SYNONYMS = {
 def status_meant(to: str) -> str | None:
     """The status (or ``restore``) an unknown target most likely means: the same letters in another case
     or with spaces around, another tracker's word for it, or a misspelling ("canceled")."""
-    folded = to.strip().lower()
-    names = [*TaskStatus.values, RESTORE]
-    if folded in names:
-        return folded
-    if folded in STATUS_SYNONYMS:
-        return STATUS_SYNONYMS[folded]
-    close = difflib.get_close_matches(folded, names, n=1, cutoff=0.75)
-    return close[0] if close else None
+    return meant(to, [*TaskStatus.values, RESTORE], synonyms=STATUS_SYNONYMS)
 
 
 def task_transition(
