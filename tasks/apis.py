@@ -47,6 +47,10 @@ def dna_schema(*, min_properties: int = 0) -> dict:
         "test_total_count": {"type": ["integer", "null"], "minimum": 0},
         workflow.MQS: {"type": ["string", "null"], "maxLength": 100, "pattern": NO_NUL_PATTERN},
         workflow.MCI: {"type": ["string", "null"], "maxLength": 100, "pattern": NO_NUL_PATTERN},
+        task_services.WRAPPED_DNA_KEY: {
+            "type": "null",
+            "description": "Refused unless null (400 INVALID_DNA): DNA fields go at the top level, not wrapped in dna.",
+        },
     }
     schema = {
         "type": "object",

@@ -218,6 +218,29 @@ def test_update_dna_refusals(agent_factory, project):
     assert Task.objects.get(slug="open").dna == {"a": 1}
 
 
+def test_dna_wrapped_in_dna_is_refused_not_stored_as_one_field(agent_factory, project):
+    """Task create bodies carry DNA under "dna", so agents sent PATCH .../dna the same way:
+    {"dna": {"memory_query_session": ...}} was stored as one DNA field named dna, the gate still said
+    memory_query_session was missing, and the agent had set it. Refused now, where DNA is patched or created;
+    a null dna removes one stored before."""
+    make_task(project, slug="open", status="ready", role="dev", dna={"a": 1, "dna": {"x": 1}})
+    client = agent_factory("dev")
+    wrapped = {"dna": {"memory_query_session": "s1"}}
+    response = client.patch("/api/v1/tasks/open/dna", wrapped, format="json")
+    error(response, 400, "INVALID_DNA")
+    assert "not wrapped in" in response.json()["error"]["message"]
+    error(
+        client.post(
+            "/api/v1/tasks", {"project": project.slug, "slug": "n", "title": "T", "dna": wrapped}, format="json"
+        ),
+        400,
+        "INVALID_DNA",
+    )
+    assert Task.objects.get(slug="open").dna == {"a": 1, "dna": {"x": 1}} and not Task.objects.filter(slug="n").exists()
+    assert client.patch("/api/v1/tasks/open/dna", {"dna": None}, format="json").status_code == 200
+    assert Task.objects.get(slug="open").dna == {"a": 1}
+
+
 # --- transitions ---------------------------------------------------------------------------------
 
 

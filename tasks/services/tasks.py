@@ -42,6 +42,11 @@ def project_create(
         raise Conflict(f"Project {slug!r} already exists in space {space.slug!r}.", code="PROJECT_EXISTS") from None
 
 
+#: A DNA key that is the DNA wrapped once more ({"dna": {...}}, as task create and transition bodies carry
+#: it): refused, unless null (which removes one stored before this rule).
+WRAPPED_DNA_KEY = "dna"
+
+
 def dna_validate(*, patch: dict) -> dict:
     """Refuse DNA an agent may not write and values the engine would misread; returns the patch with
     the engine's counts as ints (JSON's 3.0 is the integer 3, as everywhere in the API)."""
@@ -54,6 +59,12 @@ def dna_validate(*, patch: dict) -> dict:
             "DNA: human confirmations are given on the board or in the admin, blocked state is kept by "
             "the blocked/restore transitions, links are set when the task is created.",
             code="PROTECTED_DNA_KEY",
+        )
+    if patch.get(WRAPPED_DNA_KEY) is not None:
+        raise ValidationFailed(
+            'DNA fields go at the top level of the object: send {"memory_query_session": "..."} itself, not '
+            'wrapped in "dna" (a key named dna would be stored as one field of its own and satisfy no gate).',
+            code="INVALID_DNA",
         )
     if len(json.dumps(patch, default=str)) > DNA_MAX_CHARS:
         raise ValidationFailed(f"DNA larger than {DNA_MAX_CHARS} characters.", code="INVALID_DNA")
