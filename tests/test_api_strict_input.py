@@ -384,7 +384,15 @@ def test_an_unknown_field_names_the_field_it_was_meant_for(world, dev):
         ("post", "/api/v1/tasks/t1/transition", {"to": "active", "sumary": "x"}, "sumary", "Did you mean 'summary'?"),
         ("post", "/api/v1/tasks/t1/transition", {"status": "active"}, "status", "goes in 'to'"),
         ("post", "/api/v1/turns", {**TURN, "prompt": "q"}, "prompt", "'user_prompt'"),
+        (
+            "post",
+            "/api/v1/thoughts/{thought}/correct",
+            {"correction": "It runs them after."},
+            "correction",
+            "'correct_fact'",
+        ),
     ]:
+        path = path.format(**world)
         if method == "get":
             response = dev.get(path, body)
         else:

@@ -191,6 +191,12 @@ class ThoughtCorrectApi(APIView):
     """Correct one thought: store a correction that supersedes it (and any ``supersedes`` given)."""
 
     class ThoughtCorrectInputSerializer(strict.Serializer):
+        unknown_field_hints = {
+            name: "The right fact goes in 'correct_fact' (the wrong one in 'corrected_fact', by default the "
+            "thought's content)."
+            for name in ("correction", "fact", "new_fact", "correct", "right_fact", "corrected_to", "fix")
+        }
+
         correct_fact = strict.CharField(max_length=TEXT_MAX)
         corrected_fact = strict.CharField(
             max_length=TEXT_MAX, required=False, allow_blank=True, help_text="Default: the thought's content."
