@@ -14,7 +14,7 @@ DEFAULT_ROLES = [AgentRole.PDSA, AgentRole.DEV, AgentRole.QA, AgentRole.LIAISON]
 #: Other names for the roles, for an unknown role's "Did you mean ...?" (never taken in its place).
 ROLE_SYNONYMS = {
     **dict.fromkeys(("developer", "engineer", "coder", "programmer", "devs"), "dev"),
-    **dict.fromkeys(("tester", "testing", "quality", "reviewer"), "qa"),
+    **dict.fromkeys(("tester", "testing", "quality"), "qa"),
     **dict.fromkeys(("planner", "pm", "product", "architect", "pdca", "plan"), "pdsa"),
     **dict.fromkeys(("human", "support", "contact", "liason"), "liaison"),
 }

@@ -241,6 +241,12 @@ def meant(value: str, names, *, synonyms: dict[str, str] | None = None, cutoff: 
     return next((name for lower, name in by_lower.items() if folded in lower.split("_")), None)
 
 
+def did_you_mean(value: str, names, **how) -> str:
+    """ " Did you mean 'x'?" for :func:`meant`'s answer (``how``: its synonyms and cutoff), or ""."""
+    likely = meant(value, names, **how)
+    return f" Did you mean {likely!r}?" if likely else ""
+
+
 NO_CREDENTIALS = (
     "No credentials: send the agent's token in the header 'Authorization: Bearer <token>' (an operator creates "
     "one with manage.py agent create NAME --role ROLE)."

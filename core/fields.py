@@ -83,8 +83,7 @@ class ChoiceField(_StringOnly, serializers.ChoiceField):
             if not isinstance(data, str):
                 raise
             choices = [str(choice) for choice in self.choices]
-            meant = errors.meant(data, choices, cutoff=0.6)
-            hint = f" Did you mean {meant!r}?" if meant else ""
+            hint = errors.did_you_mean(data, choices, cutoff=0.6)
             raise serializers.ValidationError(
                 f"{data!r} is not one of {', '.join(choices)}.{hint}", code="invalid_choice"
             ) from None
@@ -183,8 +182,7 @@ class Serializer(serializers.Serializer):
         key = str(key)
         if key in self.unknown_field_hints:
             return " " + self.unknown_field_hints[key]
-        meant = errors.meant(key, sorted(known), cutoff=0.8)
-        return f" Did you mean '{meant}'?" if meant else ""
+        return errors.did_you_mean(key, sorted(known), cutoff=0.8)
 
 
 class FieldsReusedPerThread:

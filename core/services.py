@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.choices import DEFAULT_SPACE_SLUG, ROLE_SYNONYMS, AgentRole
-from core.errors import Conflict, NotFound, ValidationFailed, meant
+from core.errors import Conflict, NotFound, ValidationFailed, did_you_mean
 from core.models import Agent, AgentToken, Space, UrlToken, WorkerHeartbeat
 
 TOKEN_PREFIX = "col_"
@@ -184,11 +184,8 @@ _TOKEN_SQL = None
 def agent_create(*, name: str, role: str, space: Space, label: str = "") -> tuple[Agent, str]:
     """Create an agent with its first token; returns (agent, token)."""
     if role not in AgentRole.values:
-        likely = meant(role, AgentRole.values, synonyms=ROLE_SYNONYMS)
-        raise ValidationFailed(
-            f"Unknown role {role!r}.{f' Did you mean {likely!r}?' if likely else ''} Use one of "
-            f"{', '.join(AgentRole.values)}."
-        )
+        hint = did_you_mean(role, AgentRole.values, synonyms=ROLE_SYNONYMS)
+        raise ValidationFailed(f"Unknown role {role!r}.{hint} Use one of {', '.join(AgentRole.values)}.")
     if Agent.objects.filter(space=space, name=name).exists():
         raise ValidationFailed(
             f"Agent {name!r} already exists in space {space.slug!r}; use `agent token {name}` for another token."

@@ -10,7 +10,7 @@ from django.db.models.functions import RowNumber
 
 from core.choices import ROLE_SYNONYMS
 from core.db import prepared_cursor
-from core.errors import NotFound, ValidationFailed, meant
+from core.errors import NotFound, ValidationFailed, did_you_mean
 from core.models import Space
 from tasks.choices import ROLE_ACTORS, TaskStatus, TaskType
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog
@@ -148,11 +148,8 @@ def transitions_recent(*, task_ids: list, per_task: int) -> dict:
 def task_in_flight(*, space: Space, role: str, markers_per_task: int = 3) -> list[tuple[Task, list[TransitionLog]]]:
     """The recovery question (SPEC 3.3): tasks active or blocked for ``role``, each with its last markers."""
     if role not in ROLE_ACTORS:
-        likely = meant(role, ROLE_ACTORS, synonyms=ROLE_SYNONYMS)
-        raise ValidationFailed(
-            f"Unknown role {role!r}.{f' Did you mean {likely!r}?' if likely else ''} Use one of "
-            f"{', '.join(ROLE_ACTORS)}."
-        )
+        hint = did_you_mean(role, ROLE_ACTORS, synonyms=ROLE_SYNONYMS)
+        raise ValidationFailed(f"Unknown role {role!r}.{hint} Use one of {', '.join(ROLE_ACTORS)}.")
     tasks = list(
         _with_links(Task.objects.filter(space=space, role=role, status__in=IN_FLIGHT_STATUSES)).order_by(
             "-updated_at", "slug"

@@ -19,7 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from core.errors import ApplicationError, Conflict, ValidationFailed, meant
+from core.errors import ApplicationError, Conflict, ValidationFailed, did_you_mean
 from core.models import Agent
 from tasks import workflow
 from tasks.choices import RESTORE, TaskStatus
@@ -72,12 +72,6 @@ STATUS_SYNONYMS = {
 }
 
 
-def status_meant(to: str) -> str | None:
-    """The status (or ``restore``) an unknown target most likely means: the same letters in another case
-    or with spaces around, another tracker's word for it, or a misspelling ("canceled")."""
-    return meant(to, [*TaskStatus.values, RESTORE], synonyms=STATUS_SYNONYMS)
-
-
 def task_transition(
     *,
     task: Task,
@@ -93,10 +87,9 @@ def task_transition(
     marker — commits together or not at all. A concurrent change of the same task gets 409 CONFLICT.
     """
     if to != RESTORE and to not in TaskStatus.values:
-        meant = status_meant(to)
+        hint = did_you_mean(to, [*TaskStatus.values, RESTORE], synonyms=STATUS_SYNONYMS)
         raise ValidationFailed(
-            f"Unknown target {to!r}.{f' Did you mean {meant!r}?' if meant else ''} Use one of "
-            f"{', '.join(TaskStatus.values)} or {RESTORE!r}.",
+            f"Unknown target {to!r}.{hint} Use one of {', '.join(TaskStatus.values)} or {RESTORE!r}.",
             code="UNKNOWN_STATUS",
         )
     summary = (summary or "").strip()
