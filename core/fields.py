@@ -76,6 +76,10 @@ class ChoiceField(_StringOnly, serializers.ChoiceField):
 
     default_error_messages = _NOT_A_STRING
 
+    def __init__(self, *args, synonyms: dict[str, str] | None = None, **kwargs):
+        self.synonyms = synonyms  # other words for a choice, for the "Did you mean" (core.errors.meant)
+        super().__init__(*args, **kwargs)
+
     def to_internal_value(self, data):
         try:
             return super().to_internal_value(data)
@@ -83,7 +87,7 @@ class ChoiceField(_StringOnly, serializers.ChoiceField):
             if not isinstance(data, str):
                 raise
             choices = [str(choice) for choice in self.choices]
-            hint = errors.did_you_mean(data, choices, cutoff=0.6)
+            hint = errors.did_you_mean(data, choices, synonyms=self.synonyms, cutoff=0.6)
             raise serializers.ValidationError(
                 f"{data!r} is not one of {', '.join(choices)}.{hint}", code="invalid_choice"
             ) from None

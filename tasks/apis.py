@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core import fields as strict
-from core.choices import AgentRole
+from core.choices import ROLE_SYNONYMS, AgentRole
 from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 from tasks import selectors, workflow
 from tasks.choices import RESTORE, ApprovalMode, TaskStatus, TaskType
@@ -147,7 +147,7 @@ class ProjectListCreateApi(APIView):
 class TaskListCreateApi(APIView):
     class TaskFilterInputSerializer(strict.Serializer):
         status = strict.ChoiceField(choices=TaskStatus.values, required=False)
-        role = strict.ChoiceField(choices=AgentRole.values, required=False)
+        role = strict.ChoiceField(choices=AgentRole.values, required=False, synonyms=ROLE_SYNONYMS)
         project = strict.SlugField(required=False)
         type = strict.ChoiceField(choices=TaskType.values, required=False)
         limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
@@ -159,7 +159,7 @@ class TaskListCreateApi(APIView):
         title = strict.CharField(max_length=300)
         description = strict.CharField(required=False, default="", allow_blank=True)
         type = strict.ChoiceField(choices=TaskType.values, default=TaskType.TASK)
-        role = strict.ChoiceField(choices=AgentRole.values, required=False, default="")
+        role = strict.ChoiceField(choices=AgentRole.values, required=False, default="", synonyms=ROLE_SYNONYMS)
         status = strict.ChoiceField(choices=[TaskStatus.BACKLOG, TaskStatus.PENDING], default=TaskStatus.BACKLOG)
         dna = DnaField(required=False, default=dict)
         parent_ids = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)

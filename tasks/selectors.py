@@ -79,7 +79,9 @@ def task_get(*, space: Space, id_or_slug: str) -> Task:
         cursor.execute(_TASK_GET_SQL, {"space": space.pk, "slug": str(id_or_slug), "id": key})
         row = cursor.fetchone()
     if row is None:
-        raise NotFound(f"No task {id_or_slug!r} in this space.", code="TASK_NOT_FOUND")
+        raise NotFound(
+            f"No task {id_or_slug!r} in this space.{_slug_hint(space, str(id_or_slug))}", code="TASK_NOT_FOUND"
+        )
     width, project_width = len(_TASK_FIELDS), len(_PROJECT_FIELDS)
     task = _instance(Task, _TASK_FIELDS, row[:width])
     project = _instance(Project, _PROJECT_FIELDS, row[width : width + project_width])
@@ -143,6 +145,15 @@ def transitions_recent(*, task_ids: list, per_task: int) -> dict:
     for log in ranked:
         out[log.task_id].append(log)
     return out
+
+
+def _slug_hint(space: Space, ref: str) -> str:
+    """ " Did you mean 'fix-ci'?" when the ref names a task but for its case or spaces (slugs are lower-case,
+    so 'Fix-CI' or 'fix ci' can't be one), else a pointer to the list. Runs only on a miss."""
+    candidate = "-".join(ref.strip().lower().split())
+    if candidate != ref and Task.objects.filter(space=space, slug=candidate).exists():
+        return f" Did you mean {candidate!r}?"
+    return " GET /api/v1/tasks lists the tasks of this space."
 
 
 def task_in_flight(*, space: Space, role: str, markers_per_task: int = 3) -> list[tuple[Task, list[TransitionLog]]]:

@@ -609,3 +609,22 @@ def test_an_unknown_role_names_the_role_meant(dev):
     )
     plain = dev.get("/api/v1/agents/janitor/in-flight").json()["error"]["message"]
     assert plain.startswith("Unknown role 'janitor'. Use one of ")
+
+
+def test_a_task_or_project_not_found_says_what_was_meant_or_where_to_look(dev, project):
+    make_task(project, slug="fix-ci", status="ready", role="dev")
+    for ref in ("Fix-CI", "fix ci"):
+        missing = error(dev.get(f"/api/v1/tasks/{ref}"), 404, "TASK_NOT_FOUND")
+        assert missing["message"] == f"No task {ref!r} in this space. Did you mean 'fix-ci'?"
+    assert error(dev.get("/api/v1/tasks/nope"), 404, "TASK_NOT_FOUND")["message"].endswith(
+        "GET /api/v1/tasks lists the tasks of this space."
+    )
+    body = {"project": "nope", "slug": "t2", "title": "T"}
+    assert (
+        "POST /api/v1/projects"
+        in error(dev.post("/api/v1/tasks", body, format="json"), 404, "PROJECT_NOT_FOUND")["message"]
+    )
+    body = {"project": project.slug, "slug": "t3", "title": "T", "role": "developer"}
+    refused = dev.post("/api/v1/tasks", body, format="json").json()["error"]
+    assert "Did you mean 'dev'?" in refused["fields"]["role"][0]
+    assert Task.objects.count() == 1

@@ -142,7 +142,11 @@ def task_create(
         raise ValidationFailed("A bug must name the task(s) it was found in: parent_ids.", code="MISSING_PARENT")
     project_obj = Project.objects.filter(space=space, slug=project).first()
     if project_obj is None:
-        raise NotFound(f"No project {project!r} in space {space.slug!r}.", code="PROJECT_NOT_FOUND")
+        raise NotFound(
+            f"No project {project!r} in space {space.slug!r}. GET /api/v1/projects lists them; POST "
+            '/api/v1/projects {"slug": ..., "name": ...} creates one.',
+            code="PROJECT_NOT_FOUND",
+        )
     parents = _resolve_refs(space=space, refs=parent_ids, what="parent_ids")
     dependencies = _resolve_refs(space=space, refs=depends_on, what="depends_on")
     try:
