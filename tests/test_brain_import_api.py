@@ -353,3 +353,26 @@ def test_jsonl_holding_line_separators_inside_strings_is_read_line_by_line(dev, 
     response = dev.post(URL, data=body, content_type="application/x-ndjson")
     assert response.status_code == 201, response.json()
     assert sorted(Thought.objects.filter(space=space).values_list("content", flat=True)) == sorted(contents)
+
+
+def test_a_mem0_dump_or_other_names_sent_to_the_api_say_what_to_send(dev, space, fake_embedder):
+    """A Mem0 get_all() answer ({"results": [{"memory": ...}]}) posted as it is, or items naming the text
+    "memory" / "text" or the category "category": the refusals said only "Send a JSON array" / "unknown
+    field(s) memory; allowed: <30 names>"."""
+    note = "The staging cluster is rebuilt each Sunday night from the main branch."
+    wrapped = dev.post(
+        "/api/v1/thoughts/import", json.dumps({"results": [{"memory": note}]}), content_type="application/json"
+    )
+    assert wrapped.status_code == 400
+    message = wrapped.json()["error"]["message"]
+    assert "holding a list under 'results': send that list itself" in message and "manage.py brain import" in message
+    for item, field, hint in [
+        ({"memory": note}, "memory", "the text goes in 'content' (a Mem0 get_all() dump"),
+        ({"text": note}, "text", "the text goes in 'content'."),
+        ({"content": note, "category": "operational_learning"}, "category", "Did you mean 'thought_category'?"),
+    ]:
+        response = post(dev, [item])
+        assert response.status_code == 400, response.content
+        line = response.json()["error"]["lines"][0]
+        assert line["field"] == field and f"{field}: {hint}" in line["message"], line
+    assert not Thought.objects.exists()

@@ -85,8 +85,9 @@ def parse_import_body(body: bytes, media_type: str, charset: str | None = None) 
                 code="PARSE_ERROR",
             )
         if not isinstance(data, list):
+            hint = _wrapped_list_hint(data)
             raise ValidationFailed(
-                "Send a JSON array of thought objects (or JSONL, one object per line).", code="VALIDATION_ERROR"
+                f"Send a JSON array of thought objects (or JSONL, one object per line).{hint}", code="VALIDATION_ERROR"
             )
         return data, []
     items, errors = [], []
@@ -235,6 +236,22 @@ class ImportResultSerializer(serializers.Serializer):
     ids = serializers.ListField(child=strict.UUIDField(), help_text="Their ids, in the order of the batch.")
     batch_max_items = strict.IntegerField()
     seconds = serializers.FloatField()
+
+
+def _wrapped_list_hint(data) -> str:
+    """What to send when the body is an object that holds the list (Mem0's get_all() answers
+    ``{"results": [...]}``), or ""."""
+    if not isinstance(data, dict):
+        return ""
+    key = next((k for k in ("results", "memories", "thoughts", "items") if isinstance(data.get(k), list)), None)
+    if key is None:
+        return ""
+    mem0 = (
+        " (a Mem0 get_all() dump is read as it is by manage.py brain import FILE)"
+        if key in ("results", "memories")
+        else ""
+    )
+    return f" This is an object holding a list under {key!r}: send that list itself{mem0}."
 
 
 class ThoughtImportApi(APIView):

@@ -43,7 +43,7 @@ from brain import embedding as embedder
 from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
 from brain.services.thoughts import thought_columns
-from core.errors import ApplicationError, ServiceFailure
+from core.errors import ApplicationError, ServiceFailure, did_you_mean
 from core.models import Agent, Space
 from core.parsers import unstorable_paths
 
@@ -264,6 +264,14 @@ def _given(item: dict, name: str, default):
     return default if value is None else value
 
 
+#: Other dumps' names for an import item's fields: a Mem0 get_all() item's "memory", a hand-written "text".
+#: The API takes Colony's own fields; ``manage.py brain import FILE`` reads Mem0 and seed-brain dumps as they are.
+ITEM_FIELD_HINTS = {
+    "memory": "the text goes in 'content' (a Mem0 get_all() dump is read as it is by manage.py brain import FILE).",
+    **dict.fromkeys(("text", "prompt", "body"), "the text goes in 'content'."),
+}
+
+
 def item_clean(item: Any) -> dict[str, Any]:
     """One import item as model values; raises ``_Bad`` naming the first wrong field."""
     if not isinstance(item, dict):
@@ -271,7 +279,13 @@ def item_clean(item: Any) -> dict[str, Any]:
     _require_storable({k: v for k, v in item.items() if k not in VECTOR_FIELDS})
     unknown = sorted(set(item) - ITEM_FIELDS - {"kind"})
     if unknown:
-        raise _Bad(unknown[0], f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(ITEM_FIELDS))}.")
+        hints = ""
+        for name in unknown:
+            hint = ITEM_FIELD_HINTS.get(name) or did_you_mean(name, sorted(ITEM_FIELDS), cutoff=0.8).strip()
+            hints += f" {name}: {hint}" if hint else ""
+        raise _Bad(
+            unknown[0], f"unknown field(s) {', '.join(unknown)};{hints} allowed: {', '.join(sorted(ITEM_FIELDS))}."
+        )
     content = item.get("content")
     if not isinstance(content, str) or not content.strip():
         raise _Bad("content", "is required: the text of the thought (any length).")
