@@ -19,6 +19,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from colony_mcp.rest import RestResult, rest_call, segment
+from core.errors import did_you_mean, error_body
 
 INSTRUCTIONS = """\
 Colony is the shared brain and task workflow of your team of agents. Your token fixes who you are
@@ -80,7 +81,50 @@ SessionArg = Annotated[
     ),
 ]
 
-mcp = MCPServer(
+#: (tool, argument) -> what to say when a call names an argument the tool does not have: the REST
+#: names agents bring along (REST's memory endpoint takes the text as "prompt"; a transition's status
+#: is "to" on both).
+ARGUMENT_HINTS = {
+    ("memory_search", "prompt"): "The question goes in 'query'.",
+    ("memory_contribute", "prompt"): "The statement goes in 'content'.",
+    ("memory_correct", "prompt"): "The correcting statement goes in 'content'.",
+    **{("task_transition", name): "The status to move to goes in 'to'." for name in ("status", "state", "to_status")},
+}
+
+
+class ColonyMCPServer(MCPServer):
+    """The SDK's server, with a tool's arguments held to its schema as REST holds a body to its serializer:
+    an argument the tool does not have is refused (the SDK dropped it: ``limt: 3`` answered ten sources,
+    and ``prompt`` for ``query`` got pydantic's "Field required" with a link), naming the argument
+    meant. The refusal is REST's envelope, as every other refused call (status 400)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None and isinstance(arguments, dict):
+            refused = _arguments_refused(name, tool.parameters, arguments)
+            if refused is not None:
+                return refused
+        return await super().call_tool(name, arguments, context)
+
+
+def _arguments_refused(name: str, schema: dict, arguments: dict[str, Any]) -> CallToolResult | None:
+    known = sorted(schema.get("properties", {}))
+    fields: dict[str, list[str]] = {}
+    for key in arguments:
+        if key not in schema.get("properties", {}):
+            hint = ARGUMENT_HINTS.get((name, key)) or did_you_mean(key, known, cutoff=0.8).strip()
+            fields[key] = [f"Unknown argument.{' ' + hint if hint else ''} Arguments of {name}: {', '.join(known)}."]
+    for key in schema.get("required", []):
+        if key not in arguments:
+            fields[key] = ["This argument is required."]
+    if not fields:
+        return None
+    summary = "; ".join(f"{key}: {' '.join(messages)}" for key, messages in fields.items())
+    body = {**error_body("VALIDATION_ERROR", f"Invalid arguments. {summary}", fields=fields), "status": 400}
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))], is_error=True)
+
+
+mcp = ColonyMCPServer(
     name="colony",
     title="Colony shared brain and task workflow",
     instructions=INSTRUCTIONS,
@@ -509,3 +553,8 @@ async def turn_log(
             injected_ids=injected_ids,
         ),
     )
+
+
+# Every tool's input schema says what call_tool holds it to: no arguments but its own.
+for _tool in mcp._tool_manager.list_tools():
+    _tool.parameters["additionalProperties"] = False

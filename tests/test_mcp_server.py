@@ -194,6 +194,40 @@ def test_tool_errors_carry_rest_codes_and_messages(asgi_server, agent_factory, f
     assert no_task["status"] == 404 and no_task["error"] == rest.get("/api/v1/tasks/no-such-task").json()["error"]
 
 
+def test_an_argument_a_tool_does_not_have_is_refused_naming_the_one_meant(asgi_server, agent_factory, fake_embedder):
+    """The SDK dropped unknown arguments: memory_search(query=..., limt=3) answered ten sources as if
+    limit were not given, and REST's names (prompt for query, status for to) got pydantic's "Field
+    required" with a link. REST refuses an unknown field; the tools now do too, in REST's envelope, and
+    each tool's input schema says so (additionalProperties: false)."""
+    dev = agent_factory("dev")
+
+    async def body(session):
+        tools = Tools(session)
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        return listed, (
+            await tools.raw("memory_search", query="deploy", limt=3),
+            await tools.raw("memory_search", prompt="deploy"),
+            await tools.raw("memory_contribute", prompt="The deploy pipeline runs migrations before the web restarts."),
+            await tools.raw("task_transition", task="t1", status="active"),
+            await tools.raw("memory_search", query="deploy", limit=3),
+        )
+
+    listed, (misspelt, rest_name, contribute, transition, fine) = in_session(asgi_server.url, dev.token, body)
+    assert all(tool.input_schema.get("additionalProperties") is False for tool in listed.values())
+    for (is_error, answer), key, meant in [
+        (misspelt, "limt", "Did you mean 'limit'?"),
+        (rest_name, "prompt", "The question goes in 'query'."),
+        (contribute, "prompt", "The statement goes in 'content'."),
+        (transition, "status", "The status to move to goes in 'to'."),
+    ]:
+        assert is_error and answer["status"] == 400 and answer["error"]["code"] == "VALIDATION_ERROR", answer
+        assert meant in answer["error"]["fields"][key][0] and meant in answer["error"]["message"], answer
+    assert rest_name[1]["error"]["fields"]["query"] == ["This argument is required."]
+    assert transition[1]["error"]["fields"]["to"] == ["This argument is required."]
+    assert fine[0] is False
+    assert not Thought.objects.exists() and QueryLog.objects.count() == 1  # the last call only
+
+
 @pytest.mark.parametrize(
     "headers",
     [{}, {"Authorization": "Bearer col_not-a-real-token"}, {"Authorization": "Token abc"}],
