@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from colony_mcp.rest import RestResult, rest_call, segment
 from core.errors import did_you_mean, error_body
@@ -104,7 +106,14 @@ class ColonyMCPServer(MCPServer):
             refused = _arguments_refused(name, tool.parameters, arguments)
             if refused is not None:
                 return refused
-        return await super().call_tool(name, arguments, context)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            # An argument of the wrong type or value (pydantic's validation, before the tool runs): REST's
+            # envelope like every other refusal, not pydantic's text with its documentation links.
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            return _validation_refused(exc.__cause__)
 
 
 def _arguments_refused(name: str, schema: dict, arguments: dict[str, Any]) -> CallToolResult | None:
@@ -117,8 +126,22 @@ def _arguments_refused(name: str, schema: dict, arguments: dict[str, Any]) -> Ca
     for key in schema.get("required", []):
         if key not in arguments:
             fields[key] = ["This argument is required."]
-    if not fields:
-        return None
+    return _refusal(fields) if fields else None
+
+
+def _validation_refused(error: ValidationError) -> CallToolResult:
+    fields: dict[str, list[str]] = {}
+    for problem in error.errors(include_url=False):
+        key = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        message = problem["msg"] + "."
+        if problem["type"] == "literal_error" and isinstance(problem.get("input"), str):
+            choices = re.findall(r"'([^']*)'", problem.get("ctx", {}).get("expected", ""))
+            message += did_you_mean(problem["input"], choices, cutoff=0.6)
+        fields.setdefault(key, []).append(message)
+    return _refusal(fields)
+
+
+def _refusal(fields: dict[str, list[str]]) -> CallToolResult:
     summary = "; ".join(f"{key}: {' '.join(messages)}" for key, messages in fields.items())
     body = {**error_body("VALIDATION_ERROR", f"Invalid arguments. {summary}", fields=fields), "status": 400}
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))], is_error=True)

@@ -210,9 +210,10 @@ def test_an_argument_a_tool_does_not_have_is_refused_naming_the_one_meant(asgi_s
             await tools.raw("memory_contribute", prompt="The deploy pipeline runs migrations before the web restarts."),
             await tools.raw("task_transition", task="t1", status="active"),
             await tools.raw("memory_search", query="deploy", limit=3),
+            await tools.raw("memory_search", query="deploy", filter_category="decision", limit=500),
         )
 
-    listed, (misspelt, rest_name, contribute, transition, fine) = in_session(asgi_server.url, dev.token, body)
+    listed, (misspelt, rest_name, contribute, transition, fine, invalid) = in_session(asgi_server.url, dev.token, body)
     assert all(tool.input_schema.get("additionalProperties") is False for tool in listed.values())
     for (is_error, answer), key, meant in [
         (misspelt, "limt", "Did you mean 'limit'?"),
@@ -225,6 +226,12 @@ def test_an_argument_a_tool_does_not_have_is_refused_naming_the_one_meant(asgi_s
     assert rest_name[1]["error"]["fields"]["query"] == ["This argument is required."]
     assert transition[1]["error"]["fields"]["to"] == ["This argument is required."]
     assert fine[0] is False
+    # A wrong value (pydantic's check, before the tool runs) is REST's envelope too, not pydantic's text.
+    is_error, answer = invalid
+    assert is_error and answer["status"] == 400 and answer["error"]["code"] == "VALIDATION_ERROR", answer
+    assert "Did you mean 'decision_record'?" in answer["error"]["fields"]["filter_category"][0]
+    assert "less than or equal to 50" in answer["error"]["fields"]["limit"][0]
+    assert "pydantic" not in json.dumps(answer)
     assert not Thought.objects.exists() and QueryLog.objects.count() == 1  # the last call only
 
 
