@@ -102,7 +102,11 @@ class ColonyMCPServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
         tool = self._tool_manager.get_tool(name)
-        if tool is not None and isinstance(arguments, dict):
+        if tool is None:  # the SDK answered "Unknown tool: search_memory" in plain text
+            names = sorted(t.name for t in self._tool_manager.list_tools())
+            message = f"No tool {name!r}.{did_you_mean(name, names, cutoff=0.6)} Colony's tools: {', '.join(names)}."
+            return _refused(error_body("UNKNOWN_TOOL", message), 404)
+        if isinstance(arguments, dict):
             refused = _arguments_refused(name, tool.parameters, arguments)
             if refused is not None:
                 return refused
@@ -143,8 +147,13 @@ def _validation_refused(error: ValidationError) -> CallToolResult:
 
 def _refusal(fields: dict[str, list[str]]) -> CallToolResult:
     summary = "; ".join(f"{key}: {' '.join(messages)}" for key, messages in fields.items())
-    body = {**error_body("VALIDATION_ERROR", f"Invalid arguments. {summary}", fields=fields), "status": 400}
-    return CallToolResult(content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))], is_error=True)
+    return _refused(error_body("VALIDATION_ERROR", f"Invalid arguments. {summary}", fields=fields), 400)
+
+
+def _refused(body: dict, status: int) -> CallToolResult:
+    """An error result as every refused call is: REST's envelope plus the HTTP status it stands for."""
+    text = json.dumps({**body, "status": status}, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 mcp = ColonyMCPServer(
@@ -172,8 +181,7 @@ def _result(result: RestResult) -> CallToolResult:
         structured = result.body if isinstance(result.body, dict) else None
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
     body = result.body if isinstance(result.body, dict) and "error" in result.body else {"error": result.body}
-    text = json.dumps({**body, "status": result.status}, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+    return _refused(body, result.status)
 
 
 async def _call(

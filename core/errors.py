@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import re
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpResponse, JsonResponse
@@ -224,9 +225,11 @@ _DRF_CODES = [
 
 def meant(value: str, names, *, synonyms: dict[str, str] | None = None, cutoff: float = 0.75) -> str | None:
     """The name among ``names`` an unknown ``value`` most likely meant, for an error's "Did you mean ...?":
-    the same letters in another case or with spaces around, a word ``synonyms`` maps to a name, a
-    misspelling (difflib, ``cutoff``), or a name of which ``value`` is one ``_``-separated word
-    ("learning" -> "operational_learning"); None when nothing is close. Never taken in the value's place."""
+    the same letters in another case, with spaces around or other separators ("memory.search",
+    "memory-search"), a word ``synonyms`` maps to a name, the name behind a prefix ("colony_memory_search"),
+    the same words in another order ("search_memory"), a misspelling (difflib, ``cutoff``), or a name of
+    which ``value`` is one ``_``-separated word ("learning" -> "operational_learning"); None when nothing is
+    close. Never taken in the value's place."""
     by_lower = {str(name).lower(): str(name) for name in names}
     folded = str(value).strip().lower()
     if not folded:
@@ -235,10 +238,19 @@ def meant(value: str, names, *, synonyms: dict[str, str] | None = None, cutoff: 
         return by_lower[folded]
     if synonyms and folded in synonyms:
         return synonyms[folded]
+    joined = _SEPARATORS.sub("_", folded).strip("_")
+    if joined in by_lower:
+        return by_lower[joined]
+    for lower, name in by_lower.items():
+        if "_" in lower and (joined.endswith("_" + lower) or sorted(joined.split("_")) == sorted(lower.split("_"))):
+            return name
     close = difflib.get_close_matches(folded, list(by_lower), n=1, cutoff=cutoff)
     if close:
         return by_lower[close[0]]
     return next((name for lower, name in by_lower.items() if folded in lower.split("_")), None)
+
+
+_SEPARATORS = re.compile(r"[\s.\-/:_]+")
 
 
 def did_you_mean(value: str, names, **how) -> str:

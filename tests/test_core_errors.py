@@ -107,5 +107,8 @@ def test_meant_finds_case_spaces_synonyms_misspellings_and_words_of_a_name():
     assert meant("decison_record", MEANT_NAMES) == "decision_record"
     assert meant("learning", MEANT_NAMES) == "operational_learning"  # one "_"-separated word of a name
     assert meant("decision", MEANT_NAMES, cutoff=0.99) == "decision_record"  # the word, not the spelling
+    assert meant("task.outcome", MEANT_NAMES) == meant("Task-Outcome", MEANT_NAMES) == "task_outcome"
+    assert meant("outcome_task", MEANT_NAMES) == "task_outcome"  # the words in another order
+    assert meant("colony_state_snapshot", MEANT_NAMES) == "state_snapshot"  # behind a prefix
     assert meant("zzz", MEANT_NAMES) is None
     assert meant("   ", MEANT_NAMES) is None

@@ -211,9 +211,15 @@ def test_an_argument_a_tool_does_not_have_is_refused_naming_the_one_meant(asgi_s
             await tools.raw("task_transition", task="t1", status="active"),
             await tools.raw("memory_search", query="deploy", limit=3),
             await tools.raw("memory_search", query="deploy", filter_category="decision", limit=500),
+            [
+                await tools.raw(name, query="deploy")
+                for name in ("search_memory", "memory.search", "colony_memory_search")
+            ],
         )
 
-    listed, (misspelt, rest_name, contribute, transition, fine, invalid) = in_session(asgi_server.url, dev.token, body)
+    listed, (misspelt, rest_name, contribute, transition, fine, invalid, unknown_tools) = in_session(
+        asgi_server.url, dev.token, body
+    )
     assert all(tool.input_schema.get("additionalProperties") is False for tool in listed.values())
     for (is_error, answer), key, meant in [
         (misspelt, "limt", "Did you mean 'limit'?"),
@@ -232,6 +238,11 @@ def test_an_argument_a_tool_does_not_have_is_refused_naming_the_one_meant(asgi_s
     assert "Did you mean 'decision_record'?" in answer["error"]["fields"]["filter_category"][0]
     assert "less than or equal to 50" in answer["error"]["fields"]["limit"][0]
     assert "pydantic" not in json.dumps(answer)
+    # A tool that does not exist (the words swapped, another separator, the server's name as a prefix):
+    # the SDK's plain "Unknown tool: search_memory"; now the envelope naming the tool meant.
+    for is_error, answer in unknown_tools:
+        assert is_error and answer["status"] == 404 and answer["error"]["code"] == "UNKNOWN_TOOL", answer
+        assert "Did you mean 'memory_search'?" in answer["error"]["message"], answer
     assert not Thought.objects.exists() and QueryLog.objects.count() == 1  # the last call only
 
 
