@@ -21,7 +21,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from colony_mcp.rest import RestResult, rest_call, segment
-from core.errors import did_you_mean, error_body
+from core.errors import did_you_mean, error_body, name_hint
 
 INSTRUCTIONS = """\
 Colony is the shared brain and task workflow of your team of agents. Your token fixes who you are
@@ -87,10 +87,10 @@ SessionArg = Annotated[
 #: names agents bring along (REST's memory endpoint takes the text as "prompt"; a transition's status
 #: is "to" on both).
 ARGUMENT_HINTS = {
-    ("memory_search", "prompt"): "The question goes in 'query'.",
-    ("memory_contribute", "prompt"): "The statement goes in 'content'.",
-    ("memory_correct", "prompt"): "The correcting statement goes in 'content'.",
-    **{("task_transition", name): "The status to move to goes in 'to'." for name in ("status", "state", "to_status")},
+    "memory_search": {"prompt": "The question goes in 'query'."},
+    "memory_contribute": {"prompt": "The statement goes in 'content'."},
+    "memory_correct": {"prompt": "The correcting statement goes in 'content'."},
+    "task_transition": dict.fromkeys(("status", "state", "to_status"), "The status to move to goes in 'to'."),
 }
 
 
@@ -125,8 +125,8 @@ def _arguments_refused(name: str, schema: dict, arguments: dict[str, Any]) -> Ca
     fields: dict[str, list[str]] = {}
     for key in arguments:
         if key not in schema.get("properties", {}):
-            hint = ARGUMENT_HINTS.get((name, key)) or did_you_mean(key, known, cutoff=0.8).strip()
-            fields[key] = [f"Unknown argument.{' ' + hint if hint else ''} Arguments of {name}: {', '.join(known)}."]
+            hint = name_hint(key, known, ARGUMENT_HINTS.get(name))
+            fields[key] = [f"Unknown argument.{hint} Arguments of {name}: {', '.join(known)}."]
     for key in schema.get("required", []):
         if key not in arguments:
             fields[key] = ["This argument is required."]

@@ -236,11 +236,12 @@ def meant(value: str, names, *, synonyms: dict[str, str] | None = None, cutoff: 
         return None
     if folded in by_lower:
         return by_lower[folded]
-    if synonyms and folded in synonyms:
-        return synonyms[folded]
     joined = _SEPARATORS.sub("_", folded).strip("_")
-    if joined in by_lower:
-        return by_lower[joined]
+    for form in (folded, joined):
+        if form in by_lower:
+            return by_lower[form]
+        if synonyms and form in synonyms:
+            return synonyms[form]
     for lower, name in by_lower.items():
         if "_" in lower and (joined.endswith("_" + lower) or sorted(joined.split("_")) == sorted(lower.split("_"))):
             return name
@@ -257,6 +258,14 @@ def did_you_mean(value: str, names, **how) -> str:
     """ " Did you mean 'x'?" for :func:`meant`'s answer (``how``: its synonyms and cutoff), or ""."""
     likely = meant(value, names, **how)
     return f" Did you mean {likely!r}?" if likely else ""
+
+
+def name_hint(name: str, known, hints: dict[str, str] | None = None, *, cutoff: float = 0.8) -> str:
+    """What to add to "unknown field / argument ``name``": " <hint>" from ``hints`` (the names callers bring
+    from another API or tool for one of ``known``), else " Did you mean 'x'?", else ""."""
+    if hints and str(name) in hints:
+        return " " + hints[str(name)]
+    return did_you_mean(str(name), sorted(known), cutoff=cutoff)
 
 
 NO_CREDENTIALS = (

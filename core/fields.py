@@ -167,7 +167,9 @@ class Serializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {
                         str(key): [
-                            self.error_messages["unknown_field"].format(hint=self._hint(key, known), allowed=allowed)
+                            self.error_messages["unknown_field"].format(
+                                hint=errors.name_hint(key, known, self.unknown_field_hints), allowed=allowed
+                            )
                         ]
                         for key in unknown
                     }
@@ -179,14 +181,6 @@ class Serializer(serializers.Serializer):
                     if value is not None or self.fields[key].required or self.fields[key].allow_null
                 }
         return super().to_internal_value(data)
-
-    def _hint(self, key, known: set[str]) -> str:
-        """ " Did you mean 'limit'?" for a misspelt (or differently cased) key, the serializer's own hint
-        for a name callers use for one of its fields, or nothing."""
-        key = str(key)
-        if key in self.unknown_field_hints:
-            return " " + self.unknown_field_hints[key]
-        return errors.did_you_mean(key, sorted(known), cutoff=0.8)
 
 
 class FieldsReusedPerThread:

@@ -43,7 +43,7 @@ from brain import embedding as embedder
 from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
 from brain.services.thoughts import thought_columns
-from core.errors import ApplicationError, ServiceFailure, did_you_mean
+from core.errors import ApplicationError, ServiceFailure, name_hint
 from core.models import Agent, Space
 from core.parsers import unstorable_paths
 
@@ -279,10 +279,9 @@ def item_clean(item: Any) -> dict[str, Any]:
     _require_storable({k: v for k, v in item.items() if k not in VECTOR_FIELDS})
     unknown = sorted(set(item) - ITEM_FIELDS - {"kind"})
     if unknown:
-        hints = ""
-        for name in unknown:
-            hint = ITEM_FIELD_HINTS.get(name) or did_you_mean(name, sorted(ITEM_FIELDS), cutoff=0.8).strip()
-            hints += f" {name}: {hint}" if hint else ""
+        hints = "".join(
+            f" {name}:{hint}" for name in unknown if (hint := name_hint(name, ITEM_FIELDS, ITEM_FIELD_HINTS))
+        )
         raise _Bad(
             unknown[0], f"unknown field(s) {', '.join(unknown)};{hints} allowed: {', '.join(sorted(ITEM_FIELDS))}."
         )

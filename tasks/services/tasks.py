@@ -42,8 +42,8 @@ def project_create(
         raise Conflict(f"Project {slug!r} already exists in space {space.slug!r}.", code="PROJECT_EXISTS") from None
 
 
-#: A DNA key that is the DNA wrapped once more ({"dna": {...}}, as task create and transition bodies carry
-#: it): refused, unless null (which removes one stored before this rule).
+#: A DNA key that is the DNA wrapped once more ({"dna": {...}}, as a task create body carries it): refused,
+#: unless null (which removes one stored before this rule).
 WRAPPED_DNA_KEY = "dna"
 
 

@@ -65,10 +65,10 @@ def _lock(task_id) -> Task:
 #: in its place: a workflow's statuses mean what its rules say).
 STATUS_SYNONYMS = {
     **dict.fromkeys(("done", "finished", "closed", "completed", "resolved", "fixed"), "complete"),
-    **dict.fromkeys(("in_progress", "in-progress", "in progress", "doing", "started", "wip", "working"), "active"),
-    **dict.fromkeys(("in_review", "in-review", "reviewing", "code_review", "pr"), "review"),
+    **dict.fromkeys(("in_progress", "doing", "started", "wip", "working"), "active"),
+    **dict.fromkeys(("in_review", "reviewing", "code_review", "pr"), "review"),
     **dict.fromkeys(("qa", "test", "testing_qa", "verify"), "testing"),
-    **dict.fromkeys(("todo", "to_do", "to-do"), "ready"),
+    **dict.fromkeys(("todo", "to_do"), "ready"),
 }
 
 
