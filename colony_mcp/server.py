@@ -75,6 +75,10 @@ SourceRefArg = Annotated[
         '"project": "..."}. Required for state_snapshot, decision_record and task_outcome.'
     ),
 ]
+CURSOR_DESCRIPTION = (
+    "next_cursor of the page before (omit it for the first page): unlike offset, it neither repeats nor "
+    "skips rows that change between the pages."
+)
 SessionArg = Annotated[
     str | None,
     Field(
@@ -390,11 +394,13 @@ async def thought_list(
         bool | None, Field(description="true: only superseded (incl. retracted); false: only live.")
     ] = None,
     limit: Annotated[int | None, Field(description="Page size (1-200, default 50).", ge=1, le=200)] = None,
-    offset: Annotated[int | None, Field(description="Skip this many (paging).", ge=0)] = None,
+    cursor: Annotated[str | None, Field(description=CURSOR_DESCRIPTION, max_length=1000)] = None,
+    offset: Annotated[int | None, Field(description="Skip this many (paging; prefer cursor).", ge=0)] = None,
 ) -> CallToolResult:
-    """List thoughts of your space, newest first, with filters and paging ({count, next_offset,
-    results}). Use it to see everything on a topic (e.g. the fragments to consolidate into a state
-    snapshot) or your own contributions; use memory_search to rank by meaning instead."""
+    """List thoughts of your space, newest first, with filters and paging ({count, next_cursor,
+    results}; pass next_cursor back as cursor for the next page). Use it to see everything on a
+    topic (e.g. the fragments to consolidate into a state snapshot) or your own contributions; use
+    memory_search to rank by meaning instead."""
     return await _call(
         ctx,
         "GET",
@@ -406,6 +412,7 @@ async def thought_list(
             since=since,
             superseded=superseded,
             limit=limit,
+            cursor=cursor,
             offset=offset,
         ),
     )
@@ -476,15 +483,17 @@ async def task_list(
     project: Annotated[str | None, Field(description="Only this project (slug).", max_length=100)] = None,
     type: Annotated[Literal["task", "bug"] | None, Field(description="task or bug.")] = None,
     limit: Annotated[int | None, Field(description="Page size (1-500, default 100).", ge=1, le=500)] = None,
-    offset: Annotated[int | None, Field(description="Skip this many.", ge=0)] = None,
+    cursor: Annotated[str | None, Field(description=CURSOR_DESCRIPTION, max_length=1000)] = None,
+    offset: Annotated[int | None, Field(description="Skip this many (prefer cursor).", ge=0)] = None,
 ) -> CallToolResult:
-    """List tasks of your space ({count, results}), e.g. status=ready and role=<your role> to find
+    """List tasks of your space, the latest change first ({count, next_cursor, results}; pass
+    next_cursor back as cursor for the next page), e.g. status=ready and role=<your role> to find
     work to claim."""
     return await _call(
         ctx,
         "GET",
         "tasks",
-        query=_given(status=status, role=role, project=project, type=type, limit=limit, offset=offset),
+        query=_given(status=status, role=role, project=project, type=type, limit=limit, cursor=cursor, offset=offset),
     )
 
 

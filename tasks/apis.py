@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core import fields as strict
+from core import paging
 from core.choices import ROLE_SYNONYMS, AgentRole
 from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 from tasks import selectors, workflow
@@ -110,6 +111,12 @@ class ProjectListOutputSerializer(serializers.Serializer):
 
 class TaskListOutputSerializer(serializers.Serializer):
     count = strict.IntegerField(help_text="All tasks matching the filters (results is one page).")
+    next_cursor = strict.CharField(
+        allow_null=True,
+        help_text="Send it as cursor for the next page (null on the last): unlike offset, it neither repeats nor "
+        "skips tasks that change between the pages. A task that changes meanwhile moves to the front, before the "
+        "cursor: start again without cursor to see the latest changes.",
+    )
     results = TaskOutputSerializer(many=True)
 
 
@@ -152,6 +159,10 @@ class TaskListCreateApi(APIView):
         type = strict.ChoiceField(choices=TaskType.values, required=False)
         limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
         offset = strict.IntegerField(min_value=0, max_value=1_000_000_000, default=0)
+        cursor = paging.CursorField(order=selectors.TASK_LIST_ORDER)
+
+        def validate(self, attrs):
+            return paging.no_cursor_with_offset(attrs, self.initial_data)
 
     class TaskCreateInputSerializer(strict.Serializer):
         project = strict.SlugField(max_length=100)
@@ -172,10 +183,14 @@ class TaskListCreateApi(APIView):
         filters = self.TaskFilterInputSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         params = dict(filters.validated_data)
-        limit, offset = params.pop("limit"), params.pop("offset")
+        limit, offset, cursor = params.pop("limit"), params.pop("offset"), params.pop("cursor", None)
         qs = selectors.task_list(space=request.user.space, **params)
-        page = list(qs[offset : offset + limit])
-        return Response({"count": qs.count(), "results": TaskOutputSerializer(page, many=True).data})
+        page, next_cursor = paging.page_after(
+            qs, order=selectors.TASK_LIST_ORDER, cursor=cursor, limit=limit, offset=offset
+        )
+        return Response(
+            {"count": qs.count(), "next_cursor": next_cursor, "results": TaskOutputSerializer(page, many=True).data}
+        )
 
     @extend_schema(
         request=TaskCreateInputSerializer, responses={201: TaskOutputSerializer, **error_responses(403, 404, 409)}

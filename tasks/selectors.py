@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.db import connection
 from django.db.models import F, Prefetch, QuerySet, Window
@@ -12,6 +13,7 @@ from core.choices import ROLE_SYNONYMS
 from core.db import prepared_cursor
 from core.errors import NotFound, ValidationFailed, did_you_mean
 from core.models import Space
+from core.paging import order_by
 from tasks.choices import ROLE_ACTORS, TaskStatus, TaskType
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog
 
@@ -100,6 +102,11 @@ def task_get(*, space: Space, id_or_slug: str) -> Task:
     return task
 
 
+#: The list's order, the newest change first; unique as a whole, so it is also the paging cursor's key
+#: (core.paging). A task that changes while an agent pages moves to the front, behind the cursor.
+TASK_LIST_ORDER = (("updated_at", True, datetime), ("slug", False, str), ("id", False, uuid.UUID))
+
+
 def task_list(
     *,
     space: Space,
@@ -125,7 +132,7 @@ def task_list(
         qs = qs.filter(project__slug=project)
     if type:
         qs = qs.filter(type=type)
-    return _with_links(qs).order_by("-updated_at", "slug")
+    return _with_links(qs).order_by(*order_by(TASK_LIST_ORDER))
 
 
 def transitions_recent(*, task_ids: list, per_task: int) -> dict:

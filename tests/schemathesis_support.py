@@ -24,6 +24,9 @@ in tests/test_brain_memory_api.py. The same holds for the import's rules across 
 Likewise an ``Idempotency-Key`` names one batch (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch with
 the key, documented in the operation's 409 response): positive import cases that send a key already
 sent with another body are discarded (tests/test_brain_import_idempotency.py tests the refusal).
+And a list's ``cursor`` is the ``next_cursor`` of an earlier page: the schema gives its alphabet, not
+which strings of it a list gave, so positive list cases that send one are discarded (400 for any
+other; tests/test_brain_list_retract.py and tests/test_tasks_api.py test both).
 
 And one generator limit: free-form values (task DNA, tool calls, import metadata) are the recursive
 ``JsonValue`` component, "no NUL at any depth". Schemathesis stops following a recursive reference
@@ -92,6 +95,8 @@ def import_key_names_one_batch(case) -> bool:
 
 #: Cross-field rules OpenAPI 3.0 can't state, per operation (see the module docstring).
 CROSS_FIELD_RULES = {
+    "GET /api/v1/thoughts": lambda case: not (case.query or {}).get("cursor"),
+    "GET /api/v1/tasks": lambda case: not (case.query or {}).get("cursor"),
     "POST /api/v1/memory": lambda case: memory_rules_hold(case.body),
     "GET /api/v1/memory": lambda case: memory_rules_hold(case.query),
     "POST /api/v1/thoughts/import": lambda case: import_rules_hold(case.body) and import_key_names_one_batch(case),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import timedelta
 
 import pytest
@@ -84,6 +86,123 @@ def test_list_paging(brain):
     second = dev.get("/api/v1/thoughts", {"limit": 2, "offset": first["next_offset"]}).json()
     assert second["next_offset"] is None
     assert [t["thought_id"] for t in second["results"]] == [ids["deploy"]]
+
+
+def _pages(client, params: dict, cursor: str | None = None, between=None) -> list[list[str]]:
+    """Every page's ids, following next_cursor; ``between()`` runs after the first page."""
+    pages = []
+    while True:
+        page = client.get("/api/v1/thoughts", {**params, **({"cursor": cursor} if cursor else {})})
+        assert page.status_code == 200, page.json()
+        pages.append([t["thought_id"] for t in page.json()["results"]])
+        cursor = page.json()["next_cursor"]
+        if len(pages) == 1 and between is not None:
+            between()
+        if cursor is None:
+            return pages
+
+
+def test_a_thought_contributed_between_pages_is_not_listed_twice_with_the_cursor(brain):
+    """Offset paging, newest first: a contribution between two pages pushed every row down by one, and
+    the second page (offset=next_offset) repeated the first page's last thought."""
+    dev, qa, ids = brain
+    before = [ids["deploy2"], ids["billing"], ids["deploy"]]
+    new = []
+    pages = _pages(
+        dev,
+        {"limit": 2},
+        between=lambda: new.append(contribute(qa, "Invoices are archived nightly into the cold storage bucket.")),
+    )
+    assert pages == [before[:2], before[2:]]  # the new one is before the cursor: not repeated, not missed
+    offset_page = dev.get("/api/v1/thoughts", {"limit": 2, "offset": 2}).json()["results"]
+    assert [t["thought_id"] for t in offset_page] == [before[1], before[2]]  # what offset paging does
+    assert _pages(dev, {"limit": 2}) == [[new[0], before[0]], before[1:]]
+
+
+def test_a_thought_superseded_between_pages_does_not_hide_a_live_one_with_the_cursor(brain):
+    """superseded=false, offset paging: a thought of the first page retracted meanwhile left the filter,
+    every row moved up by one, and the second page skipped a live thought the agent had never seen."""
+    dev, qa, ids = brain
+    extra = contribute(dev, "Search indexes are rebuilt on Sundays while the traffic is lowest.")
+    live = [extra, ids["deploy2"], ids["billing"], ids["deploy"]]
+
+    def retract_the_first():
+        response = dev.post(f"/api/v1/thoughts/{extra}/retract", {"reason": "wrong day"}, format="json")
+        assert response.status_code == 200, response.json()
+
+    pages = _pages(dev, {"limit": 2, "superseded": "false"}, between=retract_the_first)
+    assert pages == [live[:2], live[2:]]
+
+
+def test_the_cursor_keeps_the_filters_order_and_knows_the_last_page(brain):
+    dev, _, ids = brain
+    assert _pages(dev, {"limit": 1, "topic": "deploys"}) == [[ids["deploy2"]], [ids["deploy"]]]
+    assert _pages(dev, {"limit": 3}) == [[ids["deploy2"], ids["billing"], ids["deploy"]]]  # exactly one page
+    last = dev.get("/api/v1/thoughts", {"limit": 3}).json()
+    assert (last["next_cursor"], last["next_offset"]) == (None, None)
+
+
+def _cursor(values) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
+
+
+A_UUID = "0360c942-5f24-4d23-b680-ef5c93b0fa69"
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "nonsense",
+        "null",
+        "%00",
+        _cursor([]),
+        _cursor(["yesterday", A_UUID]),  # not a time
+        _cursor(["2026-11-29T10:00:00", A_UUID]),  # a time without its offset
+        _cursor(["2026-11-29T10:00:00+00:00", "x"]),  # not a UUID
+        _cursor(["2026-11-29T10:00:00+00:00", A_UUID, "extra"]),
+        _cursor([1, 2]),
+        _cursor({"created_at": "2026-11-29T10:00:00+00:00"}),
+        base64.urlsafe_b64encode(b"\xff\xfe").decode(),
+    ],
+)
+def test_a_cursor_the_list_did_not_give_is_a_400_saying_what_to_send(brain, cursor):
+    dev, _, _ = brain
+    response = dev.get("/api/v1/thoughts", {"cursor": cursor})
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "VALIDATION_ERROR"
+    if cursor != "%00":
+        assert "next_cursor of the previous page" in error["message"], error
+
+
+def test_a_well_formed_cursor_of_any_position_pages_from_there(brain):
+    dev, _, ids = brain
+    far_future = _cursor(["2999-01-01T00:00:00+00:00", A_UUID])
+    assert [t["thought_id"] for t in dev.get("/api/v1/thoughts", {"cursor": far_future}).json()["results"]] == [
+        ids["deploy2"],
+        ids["billing"],
+        ids["deploy"],
+    ]
+    long_ago = _cursor(["0001-01-01T00:00:00+14:00", A_UUID])
+    assert dev.get("/api/v1/thoughts", {"cursor": long_ago}).json()["results"] == []
+
+
+def test_a_cursor_with_an_offset_is_a_400(brain):
+    dev, _, _ = brain
+    cursor = dev.get("/api/v1/thoughts", {"limit": 1}).json()["next_cursor"]
+    response = dev.get("/api/v1/thoughts", {"cursor": cursor, "offset": 0})
+    assert response.status_code == 400
+    assert "cursor or offset, not both" in response.json()["error"]["message"]
+
+
+def test_another_spaces_cursor_lists_only_the_callers_thoughts(brain, agent_factory, other_space):
+    dev, _, ids = brain
+    outsider = agent_factory("dev", name="outsider-2", in_space=other_space)
+    contribute(outsider, "The other space keeps its release notes in the wiki under Releases.")
+    cursor = outsider.get("/api/v1/thoughts", {"limit": 1}).json()["next_cursor"]
+    assert cursor is not None
+    listed = [t["thought_id"] for t in dev.get("/api/v1/thoughts", {"cursor": cursor}).json()["results"]]
+    assert set(listed) <= {ids["deploy"], ids["billing"], ids["deploy2"]}
 
 
 @pytest.mark.parametrize(

@@ -394,6 +394,28 @@ def test_thought_list_and_retract_through_mcp(asgi_server, agent_factory, fake_e
     assert Thought.objects.filter(id=thought_id).exists()
 
 
+def test_thought_list_and_task_list_page_with_the_cursor_through_mcp(asgi_server, agent_factory, fake_embedder):
+    dev = agent_factory("dev", name="pager")
+
+    async def body(session):
+        tools = Tools(session)
+        for n in range(3):
+            await tools.call(
+                "memory_contribute", content=f"Fact number {n} about the paging of long lists in the Colony API."
+            )
+        first = await tools.call("thought_list", limit=2)
+        second = await tools.call("thought_list", limit=2, cursor=first["next_cursor"])
+        tasks = await tools.call("task_list", limit=1)
+        bad = await tools.raw("thought_list", cursor="not-a-cursor")
+        return first, second, tasks, bad
+
+    first, second, tasks, (is_error, bad) = in_session(asgi_server.url, dev.token, body)
+    contents = [t["content"] for t in first["results"] + second["results"]]
+    assert contents == [f"Fact number {n} about the paging of long lists in the Colony API." for n in (2, 1, 0)]
+    assert second["next_cursor"] is None and "next_cursor" in tasks
+    assert is_error and bad["status"] == 400 and "next_cursor of the previous page" in bad["error"]["message"]
+
+
 def test_memory_search_carries_the_map_not_breadcrumbs_hint(asgi_server, agent_factory, fake_embedder):
     from tests.test_brain_topic_map import FRAGMENTS
 

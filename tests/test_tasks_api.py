@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import uuid
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from brain.models import Thought
 from core.errors import NotFound
@@ -133,6 +138,50 @@ def test_list_filters(agent_factory, space, project):
     assert slugs("?status=active&role=dev") == ["a"]
     error(client.get("/api/v1/tasks?status=finished"), 400, "VALIDATION_ERROR")
     assert len(client.get("/api/v1/tasks?limit=2").json()["results"]) == 2
+
+
+def _task_pages(client, query: dict, between=None) -> list[list[str]]:
+    """Every page's slugs, following next_cursor; ``between()`` runs after the first page."""
+    pages, cursor = [], None
+    while True:
+        page = client.get("/api/v1/tasks", {**query, **({"cursor": cursor} if cursor else {})})
+        assert page.status_code == 200, page.content
+        pages.append([t["slug"] for t in page.json()["results"]])
+        cursor = page.json()["next_cursor"]
+        if len(pages) == 1 and between is not None:
+            between()
+        if cursor is None:
+            return pages
+
+
+def test_a_task_that_leaves_the_filter_between_pages_hides_no_other_with_the_cursor(agent_factory, project):
+    """status=backlog, offset paging: a task of the first page that moved on meanwhile left the filter, every
+    row moved up by one, and the second page (offset=2) skipped a backlog task nobody had seen."""
+    tasks = [make_task(project, slug=f"t{n}", status="backlog") for n in range(4)]  # newest change: t3
+    client = agent_factory("liaison")
+
+    def move_the_first_on():
+        task_transition(task=tasks[3], to="pending", summary="scheduled", as_system=True)
+
+    pages = _task_pages(client, {"status": "backlog", "limit": 2}, between=move_the_first_on)
+    assert pages == [["t3", "t2"], ["t1", "t0"]]
+    by_offset = client.get("/api/v1/tasks", {"status": "backlog", "limit": 2, "offset": 2}).json()["results"]
+    assert [t["slug"] for t in by_offset] == ["t0"]  # what offset paging does: t1 skipped
+
+
+def test_a_task_created_between_pages_is_not_listed_twice_with_the_cursor(agent_factory, project):
+    for n in range(3):
+        make_task(project, slug=f"t{n}")
+    client = agent_factory("dev")
+    pages = _task_pages(client, {"limit": 2}, between=lambda: make_task(project, slug="late"))
+    assert pages == [["t2", "t1"], ["t0"]]
+    assert _task_pages(client, {"limit": 2}) == [["late", "t2"], ["t1", "t0"]]
+    cursor = client.get("/api/v1/tasks", {"limit": 2}).json()["next_cursor"]
+    error(client.get("/api/v1/tasks", {"cursor": cursor, "offset": 2}), 400, "VALIDATION_ERROR")
+    error(client.get("/api/v1/tasks", {"cursor": cursor[:-3]}), 400, "VALIDATION_ERROR")
+    two_values = json.dumps([timezone.now().isoformat(), str(uuid.uuid4())])  # the thought list's kind of cursor
+    thoughts_cursor = base64.urlsafe_b64encode(two_values.encode()).decode()
+    error(client.get("/api/v1/tasks", {"cursor": thoughts_cursor}), 400, "VALIDATION_ERROR")
 
 
 def test_task_list_takes_a_fixed_number_of_queries(agent_factory, project):

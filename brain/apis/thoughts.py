@@ -10,9 +10,10 @@ from rest_framework.views import APIView
 from brain.choices import ThoughtCategory
 from brain.models import THOUGHT_BULKY_FIELDS, Thought
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
-from brain.selectors.listing import thought_list
+from brain.selectors.listing import THOUGHT_LIST_ORDER, thought_list
 from brain.services.retraction import REASON_MAX_CHARS, thought_retract
 from core import fields as strict
+from core import paging
 from core.schema import error_responses
 
 
@@ -140,6 +141,11 @@ class ThoughtListPageSerializer(serializers.Serializer):
     limit = strict.IntegerField()
     offset = strict.IntegerField()
     next_offset = strict.IntegerField(allow_null=True, help_text="Offset of the next page; null on the last.")
+    next_cursor = strict.CharField(
+        allow_null=True,
+        help_text="Send it as cursor for the next page (null on the last): unlike next_offset, it neither repeats "
+        "nor skips thoughts contributed or superseded between the pages.",
+    )
     results = ThoughtListItemSerializer(many=True)
 
 
@@ -153,10 +159,14 @@ class ThoughtListQuerySerializer(strict.Serializer):
     )
     limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
     offset = strict.IntegerField(min_value=0, max_value=10**9, default=0)
+    cursor = paging.CursorField(order=THOUGHT_LIST_ORDER)
+
+    def validate(self, attrs):
+        return paging.no_cursor_with_offset(attrs, self.initial_data)
 
 
 class ThoughtListApi(APIView):
-    """The thoughts of the caller's space, newest first, with filters and offset paging."""
+    """The thoughts of the caller's space, newest first, with filters and cursor (or offset) paging."""
 
     method_hints = {
         "POST": "Contribute a thought with POST /api/v1/memory (the statement in prompt); import many with "
@@ -172,17 +182,18 @@ class ThoughtListApi(APIView):
         query = ThoughtListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = dict(query.validated_data)
-        limit, offset = params.pop("limit"), params.pop("offset")
+        limit, offset, cursor = params.pop("limit"), params.pop("offset"), params.pop("cursor", None)
         qs = thought_list(space=request.user.space, **params)
         count = qs.count()
-        page = list(qs[offset : offset + limit])
-        next_offset = offset + limit if offset + limit < count else None
+        page, next_cursor = paging.page_after(qs, order=THOUGHT_LIST_ORDER, cursor=cursor, limit=limit, offset=offset)
+        next_offset = offset + limit if next_cursor is not None and cursor is None else None
         return Response(
             {
                 "count": count,
                 "limit": limit,
                 "offset": offset,
                 "next_offset": next_offset,
+                "next_cursor": next_cursor,
                 "results": ThoughtListItemSerializer(page, many=True).data,
             }
         )

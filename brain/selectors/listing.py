@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 from django.db.models import Q, QuerySet
 
 from brain.models import Thought, thought_defer_bulky
 from core.models import Space
+from core.paging import order_by
+
+#: The list's order, newest first; unique as a whole, so it is also the paging cursor's key (core.paging).
+THOUGHT_LIST_ORDER = (("created_at", True, datetime), ("id", True, uuid.UUID))
 
 
 def thought_list(
@@ -32,4 +37,4 @@ def thought_list(
         qs = qs.filter(created_at__gte=since)
     if superseded is not None:
         qs = qs.filter(superseded=superseded)
-    return qs.order_by("-created_at", "-id")
+    return qs.order_by(*order_by(THOUGHT_LIST_ORDER))

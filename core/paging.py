@@ -1,0 +1,144 @@
+"""Keyset paging for the API's lists: a page after a cursor, not after a count of rows.
+
+With offset paging, a list that changes while an agent pages through it moves rows across pages: a
+thought contributed meanwhile pushes every row down by one (the next page repeats the last row of
+the one before), and a row that leaves the filter (a thought superseded while paging
+``superseded=false``) pulls every row up by one (the next page skips a row the agent never saw). A
+cursor names the last row a page ended on, by the list's own order, so the next page starts right
+after it whatever was added or removed meanwhile.
+
+A list declares its order as ``[(field, descending), ...]``, unique as a whole (its last field is the
+primary key), and :func:`page_after` returns one page and the cursor of the next. The cursor is
+opaque to clients: base64url of a JSON array of the last row's values of those fields, read back by
+the types the order declares (a cursor never chooses how it is read).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from django.core.validators import RegexValidator
+from django.db.models import Q, QuerySet
+from rest_framework import serializers
+
+from core import fields as strict
+
+#: A list's order: (field, descending, type) triples, most significant first; unique as a whole. The
+#: type (datetime, uuid.UUID or str) reads the field's value back from a cursor.
+Order = Sequence[tuple[str, bool, type]]
+
+CURSOR_HELP = (
+    "The next_cursor of the page before; omit it for the first page. Unlike offset, a cursor neither "
+    "repeats nor skips rows when the list changes between pages."
+)
+CURSOR_MESSAGE = (
+    "This is not a cursor this list gave. Send the next_cursor of the previous page unchanged, or omit "
+    "cursor to start from the first page."
+)
+#: What a cursor looks like: base64url (its padding optional).
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]+={0,2}$"
+BOTH_MESSAGE = "Send cursor or offset, not both: next_cursor already says where the next page starts."
+
+
+def _text(value: Any) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def _read(kind: type, text: str) -> Any:
+    if kind is datetime:
+        value = datetime.fromisoformat(text)
+        if value.tzinfo is None:
+            raise ValueError("a cursor's time carries its offset")
+        return value
+    if kind is uuid.UUID:
+        return uuid.UUID(text)
+    if "\x00" in text:
+        raise ValueError("NUL")
+    return text
+
+
+def encode(values: Sequence[Any]) -> str:
+    """The cursor of a row whose order fields hold ``values``."""
+    text = json.dumps([_text(value) for value in values], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode(cursor: str, order: Order) -> list[Any]:
+    """The order fields' values a cursor holds; ValueError (saying what to send) when it is not one of
+    :func:`encode`'s for this order."""
+    try:
+        texts = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if not (isinstance(texts, list) and len(texts) == len(order) and all(isinstance(t, str) for t in texts)):
+            raise ValueError("not a list of the order's values")
+        return [_read(kind, text) for (_, _, kind), text in zip(order, texts, strict=True)]
+    except (binascii.Error, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ValueError(CURSOR_MESSAGE) from exc
+
+
+def _after(order: Order, values: Sequence[Any]) -> Q:
+    """Rows strictly after ``values`` in ``order``: a keyset condition, one OR branch per field."""
+    branches, equal = [], {}
+    for (field, descending, _), value in zip(order, values, strict=True):
+        branches.append(Q(**equal, **{f"{field}__{'lt' if descending else 'gt'}": value}))
+        equal[field] = value
+    return reduce(or_, branches)
+
+
+def order_by(order: Order) -> list[str]:
+    return [f"-{field}" if descending else field for field, descending, _ in order]
+
+
+def page_after(
+    qs: QuerySet, *, order: Order, cursor: list[Any] | None, limit: int, offset: int = 0
+) -> tuple[list, str | None]:
+    """One page of ``qs`` in ``order``, after ``cursor`` (decoded) when given, else after ``offset``
+    rows, and the next page's cursor (None on the last page). One statement: it reads ``limit + 1``
+    rows to know whether more follow."""
+    qs = qs.order_by(*order_by(order))
+    if cursor is not None:
+        qs = qs.filter(_after(order, cursor))
+    rows = list(qs[offset : offset + limit + 1])
+    page = rows[:limit]
+    if len(rows) <= limit:
+        return page, None
+    last = page[-1]
+    return page, encode([getattr(last, field) for field, _, _ in order])
+
+
+class CursorField(strict.CharField):
+    """A list's ``cursor`` query parameter, decoded into the order fields' values (a 400 in the
+    envelope, saying what to send, when it is not a cursor the list gave)."""
+
+    def __init__(self, *, order: Order, **kwargs):
+        self.order = order
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("max_length", 1000)
+        kwargs.setdefault("help_text", CURSOR_HELP)
+        super().__init__(**kwargs)
+        # The schema's pattern (drf-spectacular reads it off the validator); decoding is the real check.
+        self.validators.append(RegexValidator(CURSOR_PATTERN, message=CURSOR_MESSAGE))
+
+    def run_validation(self, data=serializers.empty):
+        text = super().run_validation(data)  # the string checks and the pattern, on the string
+        if not text:  # not given (or given empty: the first page)
+            return None
+        try:
+            return decode(text, self.order)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+def no_cursor_with_offset(attrs: dict, given: Any) -> dict:
+    """A list's serializer ``validate``: a 400 when a request sends both ``cursor`` and ``offset``
+    (``given``: the request's query parameters); ``attrs`` unchanged otherwise."""
+    if attrs.get("cursor") is not None and "offset" in given:
+        raise serializers.ValidationError({"offset": [BOTH_MESSAGE]})
+    return attrs
