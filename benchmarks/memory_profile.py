@@ -189,9 +189,16 @@ def servers(database: str, calls: int, port: int) -> None:
     bin_dir = Path(sys.executable).parent
     gunicorn = [str(bin_dir / "gunicorn"), "config.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}"]
     gunicorn += ["--log-level", "warning"]
+    granian = [str(bin_dir / "granian"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    granian += ["--log-level", "warning", "--no-access-log"]
     candidates = {
         "uvicorn (production: core.serve, ASGI)": (None, {}),
         "gunicorn (reference: WSGI, sync worker)": (gunicorn, {"DATABASE_POOL": "false"}),
+        "granian (reference: WSGI, Rust HTTP)": (
+            [*granian, "--interface", "wsgi", "--blocking-threads", "1", "config.wsgi:application"],
+            {"DATABASE_POOL": "false"},
+        ),
+        "granian (reference: ASGI, config.asgi)": ([*granian, "--interface", "asgi", "config.asgi:application"], {}),
     }
     print(f"\n3. Web server CPU per retrieve-only request over HTTP (one worker, {calls} requests in sequence):")
     for name, (command, extra) in candidates.items():
