@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 
 from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
@@ -36,6 +39,45 @@ def test_explorer_lists_the_newest_thoughts_of_the_current_space(client, ada, sp
     store(other_space, "Rival secret: their parser is slow.")
     body = _body(client.get("/brain/"))
     assert "caches compiled grammars" in body and "Rival secret" not in body
+
+
+def _rows(body: str) -> list[str]:
+    return re.findall(r'<tr data-thought="([0-9a-f-]+)"', body)
+
+
+def test_the_explorer_pages_older_thoughts_and_a_new_contribution_moves_nothing(client, ada, space):
+    """Before: the newest 20 thoughts and nothing further; a human could not browse older thoughts."""
+    stored = [store(space, f"Observation number {i} about the nightly backup job.") for i in range(25)]
+    newest_first = [str(t.id) for t in reversed(stored)]
+    first = _body(client.get("/brain/"))
+    assert _rows(first) == newest_first[:20] and "Newest thoughts" in first
+    older = re.search(r'<a href="(/brain/\?cursor=[^"]+)" rel="next">Older thoughts', first)
+    assert older, "no link to the older thoughts"
+    store(space, "A contribution made while the human reads the first page.")
+    second = _body(client.get(html.unescape(older[1])))
+    assert _rows(second) == newest_first[20:]  # right after the first page: nothing repeated, nothing skipped
+    assert "Older thoughts</h2>" in second and "Back to the newest" in second and 'rel="next"' not in second
+
+
+def test_the_explorer_browses_a_topic_or_a_category_without_a_search(client, ada, space):
+    backups = [store(space, f"Backups fact {i}: snapshots are kept for a week.", topic="backups") for i in range(22)]
+    store(space, "Deploys run at noon.", topic="deploys")
+    decision = store(space, "Keep two replicas.", thought_category="decision_record", alternatives_considered="x")
+    first = _body(client.get("/brain/", {"topic": "backups"}))
+    assert _rows(first) == [str(t.id) for t in reversed(backups)][:20] and "on topic backups" in first
+    older = re.search(r'<a href="(/brain/\?[^"]+)" rel="next">', first)
+    assert older and "topic=backups" in older[1]  # the next page keeps the filter
+    assert _rows(_body(client.get(html.unescape(older[1])))) == [str(t.id) for t in reversed(backups)][20:]
+    assert _rows(_body(client.get("/brain/", {"category": "decision_record"}))) == [str(decision.id)]
+    assert "No thought of this space matches these filters." in _body(client.get("/brain/", {"topic": "nothing"}))
+
+
+def test_a_tampered_older_link_shows_the_newest_with_a_message(client, ada, space):
+    kept = store(space, "Backups are verified every Monday by restoring one.", topic="backups")
+    store(space, "Deploys run at noon.", topic="deploys")
+    body = _body(client.get("/brain/", {"topic": "backups", "cursor": "not-a-cursor"}))
+    assert "not one the explorer gave" in body
+    assert _rows(body) == [str(kept.id)]  # the valid filter still applies
 
 
 def test_search_ranks_with_the_agents_retrieval_and_shows_category_flags_state_and_score(

@@ -6,6 +6,8 @@ import json
 
 from django import forms
 
+from brain.selectors.listing import THOUGHT_LIST_ORDER
+from core import paging
 from core.choices import AgentRole
 from core.parsers import json_loads_bounded, unstorable_text
 
@@ -118,6 +120,8 @@ class BrainSearchForm(forms.Form):
     q = forms.CharField(required=False, max_length=10_000, label="Search")
     topic = forms.CharField(required=False, max_length=200)
     category = forms.ChoiceField(required=False)
+    #: Without a search, where the list of thoughts goes on: the "Older thoughts" link's cursor.
+    cursor = forms.CharField(required=False, max_length=1000)
 
     def __init__(self, *args, categories=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -128,6 +132,15 @@ class BrainSearchForm(forms.Form):
 
     def clean_topic(self) -> str:
         return self.cleaned_data["topic"].strip()
+
+    def clean_cursor(self):
+        text = self.cleaned_data["cursor"].strip()
+        if not text:
+            return None
+        try:
+            return paging.decode(text, THOUGHT_LIST_ORDER)
+        except ValueError:
+            raise forms.ValidationError("not a link the explorer gave.") from None
 
 
 class CorrectionForm(forms.Form):

@@ -42,11 +42,6 @@ def marker_list_recent(*, space: Space, limit: int = 10) -> QuerySet[Thought]:
     )
 
 
-def thought_list_recent(*, space: Space, limit: int = 20) -> QuerySet[Thought]:
-    """The newest thoughts of ``space``: what the explorer shows before anything is searched."""
-    return Thought.objects.filter(space=space).only(*THOUGHT_LIST_FIELDS).order_by("-created_at")[:limit]
-
-
 def thought_list_by_ids(*, space: Space, ids) -> list[Thought]:
     """Thoughts of ``space`` among ``ids`` (another space's ids are simply not found), oldest first."""
     if not ids:

@@ -29,6 +29,34 @@ def store(space, content, **fields):
     )
 
 
+def test_browse_a_topic_page_by_page_with_the_older_link(logged_in_page, space, shot):
+    page = logged_in_page
+    for i in range(23):
+        store(space, f"Backup note {i:02d}: the nightly snapshot finished.", topic="backups")
+    store(space, "Deploys run at noon.", topic="deploys")
+
+    page.goto("/brain/")
+    page.fill("input[name=topic]", "backups")
+    page.click("button:has-text('Search')")
+    page.wait_for_url("**/brain/?*topic=backups*")
+    assert page.locator("h2").inner_text() == "Newest thoughts on topic backups"
+    rows = page.locator("table.results tbody tr")
+    assert rows.count() == 20 and "Backup note 22" in rows.first.inner_text()
+    page.click("text=Older thoughts →")
+    page.wait_for_url("**/brain/?*cursor=*")
+    assert page.locator("h2").inner_text() == "Older thoughts on topic backups"
+    assert [rows.nth(i).locator("a").inner_text()[:14] for i in range(rows.count())] == [
+        "Backup note 02",
+        "Backup note 01",
+        "Backup note 00",
+    ]
+    assert page.locator("a[rel=next]").count() == 0
+    shot(page, "brain-older")
+    page.click("text=Back to the newest")
+    page.wait_for_url("**/brain/?topic=backups")
+    assert "Backup note 22" in rows.first.inner_text()
+
+
 def test_search_the_brain_and_open_a_thoughts_lineage(logged_in_page, space, shot):
     page = logged_in_page
     original = store(space, "The parser cache is shared by all worker threads.", topic="parser")

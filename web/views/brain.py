@@ -7,6 +7,8 @@ and does not reinforce pheromones or access counts, so looking never changes wha
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -15,11 +17,13 @@ from django.views.decorators.http import require_GET, require_POST
 from brain import embedding as embedder
 from brain.choices import DEFAULT_TOPIC, ThoughtCategory
 from brain.selectors.lineage import thought_get, thought_lineage_of
+from brain.selectors.listing import THOUGHT_LIST_ORDER, thought_list
 from brain.selectors.search import thought_search
 from brain.services.corrections import suggestion_accept, thought_correct
 from brain.services.retraction import thought_retract
 from brain.services.suggestions import suggestion_dismiss, suggestion_get
 from brain.services.thoughts import human_contributor
+from core import paging
 from core.errors import ApplicationError, NotFound
 from web.forms import BrainSearchForm, CorrectionForm, SuggestionResolveForm, form_error_text
 from web.lineage import lineage_trees
@@ -27,7 +31,6 @@ from web.selectors import (
     suggestion_list_for_thought,
     thought_corrections_of,
     thought_list_by_ids,
-    thought_list_recent,
     topic_list,
 )
 from web.views.common import space_required
@@ -60,10 +63,32 @@ def explorer(request):
             context["results"] = result.candidates
             context["relaxed"] = result.relaxed
     elif form.is_bound and not form.is_valid():
-        messages.error(request, f"Search not run — {form_error_text(form)}")
+        if set(form.errors) == {"cursor"}:
+            messages.error(request, "That page's link is not one the explorer gave; the list starts from the newest.")
+        else:
+            messages.error(request, f"Search not run — {form_error_text(form)}")
     if context["results"] is None:
-        context["recent"] = thought_list_recent(space=space, limit=SEARCH_LIMIT)
+        context.update(_browse(space, form))
     return render(request, "web/brain.html", context)
+
+
+def _browse(space, form: BrainSearchForm) -> dict:
+    """Without a search: the space's thoughts newest first, by the form's topic and category when they
+    are valid, one page after the form's cursor (the "Older thoughts" link carries the next); a cursor
+    page is the same whatever was contributed since the page before (core.paging)."""
+    data = getattr(form, "cleaned_data", {})  # the fields that are valid (a bad cursor keeps the filters)
+    topic, category = data.get("topic") or None, data.get("category") or None
+    page, next_cursor = paging.page_after(
+        thought_list(space=space, topic=topic, category=category),
+        order=THOUGHT_LIST_ORDER,
+        cursor=data.get("cursor"),
+        limit=SEARCH_LIMIT,
+    )
+    filters = {name: value for name, value in (("topic", topic), ("category", category)) if value}
+    older = "?" + urlencode({**filters, "cursor": next_cursor}) if next_cursor is not None else None
+    newest = "?" + urlencode(filters) if filters else ""
+    paged = data.get("cursor") is not None
+    return {"recent": page, "older": older, "newest": newest, "filters": filters, "paged": paged}
 
 
 @require_GET
