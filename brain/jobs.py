@@ -71,6 +71,15 @@ def import_receipts_expire() -> int:
     return receipts.receipts_expire()
 
 
+@shared_task(name="brain.jobs.query_logs_expire", autoretry_for=(OperationalError,), max_retries=3, time_limit=1800)
+def query_logs_expire() -> int:
+    """Nightly: delete the query-log rows older than QUERY_LOG_RETENTION_DAYS, but for the sessions open
+    tasks' DNA names as memory_query_session (their memory gates read them)."""
+    from tasks.selectors import task_memory_sessions_open
+
+    return pheromones.query_logs_expire(keep=task_memory_sessions_open())
+
+
 # --- knowledge evolution ---
 
 

@@ -74,6 +74,7 @@ PERIODIC_JOBS = {
     "pheromone-decay": {"task": "brain.jobs.pheromone_decay", "schedule": crontab(minute=0)},
     "flag-stale-snapshots": {"task": "brain.jobs.flag_stale_snapshots", "schedule": crontab(minute=15, hour=3)},
     "import-receipts-expire": {"task": "brain.jobs.import_receipts_expire", "schedule": crontab(minute=40)},
+    "query-logs-expire": {"task": "brain.jobs.query_logs_expire", "schedule": crontab(minute=50, hour=3)},
     "embed-missing-thoughts": {"task": "brain.jobs.embed_missing", "schedule": crontab(minute="*/10")},
     "text-stats-compact": {
         "task": "brain.jobs.text_stats_compact",

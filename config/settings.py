@@ -329,6 +329,10 @@ QUALITY_LLM_API_KEY = env("QUALITY_LLM_API_KEY", "")
 QUALITY_LLM_MODEL = env("QUALITY_LLM_MODEL", "")
 QUALITY_LLM_TIMEOUT = env("QUALITY_LLM_TIMEOUT", 20.0)
 TURN_LOG_RETENTION_DAYS = env("TURN_LOG_RETENTION_DAYS", 90)
+#: Query-log rows (one per memory call) older than this are deleted nightly, except those of a session an
+#: open task's DNA names as its memory_query_session (brain.services.pheromones.query_logs_expire); 0
+#: keeps them forever.
+QUERY_LOG_RETENTION_DAYS = env("QUERY_LOG_RETENTION_DAYS", 90)
 TURN_TEXT_MAX_CHARS = env("TURN_TEXT_MAX_CHARS", 8000)
 
 LOGGING = {

@@ -16,6 +16,7 @@ from core.models import Space
 from core.paging import order_by
 from tasks.choices import ROLE_ACTORS, TaskStatus, TaskType
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog
+from tasks.workflow import MQS
 
 IN_FLIGHT_STATUSES = (TaskStatus.ACTIVE, TaskStatus.BLOCKED)
 
@@ -133,6 +134,17 @@ def task_list(
     if type:
         qs = qs.filter(type=type)
     return _with_links(qs).order_by(*order_by(TASK_LIST_ORDER))
+
+
+def task_memory_sessions_open() -> list[tuple[int, str]]:
+    """``(space id, session id)`` of every ``memory_query_session`` the DNA of a task not complete or
+    cancelled names: the query-log rows its memory gate reads (brain.jobs.query_logs_expire keeps them)."""
+    rows = (
+        Task.objects.exclude(status__in=[TaskStatus.COMPLETE, TaskStatus.CANCELLED])
+        .filter(dna__has_key=MQS)
+        .values_list("space_id", f"dna__{MQS}")
+    )
+    return [(space_id, session) for space_id, session in rows if isinstance(session, str) and session]
 
 
 def transitions_recent(*, task_ids: list, per_task: int) -> dict:

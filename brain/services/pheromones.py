@@ -13,13 +13,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection
+from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from brain.choices import SuggestionStatus
-from brain.models import Thought
+from brain.models import QueryLog, Thought
 from brain.ranking import PHEROMONE_MAX
 from core.db import asynchronous_commit, prepared_cursor
 from core.models import Agent, Space
@@ -184,6 +185,49 @@ def retrieval_log(
         cursor.execute(_bookkeeping_sql(_LOG), params)
         log_id, queried_before, suggestions_pending = cursor.fetchone()[:3]
     return RetrievalRecord(query_log_id=log_id, queried_before=queried_before, suggestions_pending=suggestions_pending)
+
+
+#: The next batch of old rows, but never those of a session in ``keep`` (space id, session id pairs).
+_QUERY_LOG_EXPIRING_SQL = """
+SELECT q.id FROM brain_querylog q
+WHERE q.created_at < %(cutoff)s
+  AND NOT EXISTS (
+      SELECT 1 FROM unnest(%(keep_spaces)s::int[], %(keep_sessions)s::text[]) AS k(space_id, session_id)
+      WHERE k.space_id = q.space_id AND k.session_id = q.session_id)
+ORDER BY q.id LIMIT %(batch)s
+"""
+
+
+def query_logs_expire(
+    *, keep: Iterable[tuple[int, str]] = (), now: datetime | None = None, batch_size: int = 5000
+) -> int:
+    """Delete the query-log rows older than ``QUERY_LOG_RETENTION_DAYS`` (0: none), in batches of
+    ``batch_size`` (each its own transaction), except those of the sessions in ``keep`` (``(space id,
+    session id)``: the job passes the sessions open tasks' memory gates still read,
+    ``tasks.selectors.task_memory_sessions_open``). Returns how many were deleted. A turn log that
+    named a deleted row keeps its items and loses the link (``on_delete=SET_NULL``).
+
+    What else reads old rows: an agent's first call in a space gets onboarding guidance
+    (``queried_before``), so an agent silent for longer than the retention gets it again."""
+    days = settings.QUERY_LOG_RETENTION_DAYS
+    if days <= 0:
+        return 0
+    keep = list(keep)
+    params = {
+        "cutoff": (now or timezone.now()) - timedelta(days=days),
+        "keep_spaces": [space_id for space_id, _ in keep],
+        "keep_sessions": [session_id for _, session_id in keep],
+        "batch": batch_size,
+    }
+    deleted = 0
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_QUERY_LOG_EXPIRING_SQL, params)
+            ids = [row[0] for row in cursor.fetchall()]
+            if ids:
+                deleted += QueryLog.objects.filter(pk__in=ids).delete()[1].get(QueryLog._meta.label, 0)
+        if len(ids) < batch_size:
+            return deleted
 
 
 #: Implicit feedback in one statement: the thoughts the session's memory calls returned since its

@@ -278,6 +278,27 @@ class Highways(Subcommand):
             )
 
 
+class Expire(Subcommand):
+    name = "expire"
+    help = "delete query-log rows older than QUERY_LOG_RETENTION_DAYS (the nightly job; open tasks' sessions kept)"
+
+    def add_arguments(self, parser) -> None:
+        pass  # every space
+
+    def run(self, command, options):
+        from django.conf import settings
+
+        from brain.services.pheromones import query_logs_expire
+        from tasks.selectors import task_memory_sessions_open
+
+        days = settings.QUERY_LOG_RETENTION_DAYS
+        if days <= 0:
+            command.stdout.write("QUERY_LOG_RETENTION_DAYS is 0: query logs are kept forever; nothing deleted.")
+            return
+        deleted = query_logs_expire(keep=task_memory_sessions_open())
+        command.stdout.write(f"Deleted {deleted} query-log row(s) older than {days} days.")
+
+
 SUBCOMMANDS: list[type[Subcommand]] = [
     Query,
     Contribute,
@@ -288,13 +309,14 @@ SUBCOMMANDS: list[type[Subcommand]] = [
     Highways,
     Import,  # type: ignore[list-item]  # same interface, in _transfer.py
     Export,  # type: ignore[list-item]
+    Expire,
 ]
 
 
 class Command(BaseCommand):
     help = (
         "The shared brain from a terminal: query, contribute, refine, consolidate, correct, history, highways, "
-        "import, export."
+        "import, export, expire."
     )
 
     def add_arguments(self, parser):
