@@ -73,6 +73,7 @@ def rest_call(
     host: str = "127.0.0.1",
     query: dict[str, Any] | None = None,
     body: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
     defer_close: bool = False,
 ) -> RestResult:
     """Call the view behind ``method API_PREFIX+path`` as REST would and return (status, JSON body).
@@ -81,7 +82,8 @@ def rest_call(
     Database connections are handled as Django's request cycle handles them (``close_old_connections``
     before and after). The response is closed before this returns (a WSGI server closes it once the
     answer is out), unless ``defer_close``: then ``RestResult.finish`` closes it, so that the tool's
-    answer is not kept waiting for the work after it, as a REST client is not.
+    answer is not kept waiting for the work after it, as a REST client is not. ``headers``: more request
+    headers by their HTTP names (``{"Idempotency-Key": "..."}``).
     """
     full_path = API_PREFIX + path
     started = time.perf_counter()
@@ -91,12 +93,13 @@ def rest_call(
             match = resolve(full_path)
         except Resolver404:
             return RestResult(404, error_body("NOT_FOUND", f"No endpoint at {full_path}."))
-        headers = {"HTTP_AUTHORIZATION": authorization, "HTTP_HOST": host, "HTTP_X_COLONY_VIA": "mcp"}
+        meta = {"HTTP_" + name.upper().replace("-", "_"): value for name, value in (headers or {}).items()}
+        meta.update({"HTTP_AUTHORIZATION": authorization, "HTTP_HOST": host, "HTTP_X_COLONY_VIA": "mcp"})
         url = full_path + _query(query)
         if body is None:
-            request = _factory.generic(method, url, **headers)
+            request = _factory.generic(method, url, **meta)
         else:
-            request = _factory.generic(method, url, json.dumps(body), content_type="application/json", **headers)
+            request = _factory.generic(method, url, json.dumps(body), content_type="application/json", **meta)
         request.resolver_match = match
         refusal = api_input_refusal(request)  # what ApiInputGuardMiddleware refuses on REST
         if refusal is not None:

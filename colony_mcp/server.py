@@ -79,6 +79,16 @@ CURSOR_DESCRIPTION = (
     "next_cursor of the page before (omit it for the first page): unlike offset, it neither repeats nor "
     "skips rows that change between the pages."
 )
+IdempotencyKeyArg = Annotated[
+    str | None,
+    Field(
+        description="Your own unique string for this call (a UUID), to retry it safely after a timeout: the same "
+        "arguments with the same key are answered with the first answer and stored once (REST's Idempotency-Key).",
+        min_length=1,
+        max_length=255,
+        pattern="^[!-~]+$",
+    ),
+]
 SessionArg = Annotated[
     str | None,
     Field(
@@ -189,7 +199,13 @@ def _result(result: RestResult) -> CallToolResult:
 
 
 async def _call(
-    ctx: Context, method: str, path: str, *, query: dict | None = None, body: dict | None = None
+    ctx: Context,
+    method: str,
+    path: str,
+    *,
+    query: dict | None = None,
+    body: dict | None = None,
+    headers: dict[str, str] | None = None,
 ) -> CallToolResult:
     request = _request_of(ctx)
     call = functools.partial(
@@ -200,6 +216,7 @@ async def _call(
         host=request.headers.get("host", "127.0.0.1"),
         query=query,
         body=body,
+        headers=headers,
         defer_close=True,
     )
     # In the worker's pool of request threads (colony_mcp.asgi puts it in the scope), beside REST's requests.
@@ -211,6 +228,10 @@ async def _call(
         # on REST; not awaited. rest._close logs its failures.
         loop.run_in_executor(executor, result.finish)
     return _result(result)
+
+
+def _key_header(key: str | None) -> dict[str, str] | None:
+    return None if key is None else {"Idempotency-Key": key}
 
 
 def _given(**values: Any) -> dict[str, Any]:
@@ -297,6 +318,7 @@ async def memory_contribute(
     related_thoughts: Annotated[list[str] | None, Field(description="Ids of thoughts to link both ways.")] = None,
     tags: Annotated[list[str] | None, Field(description="Free tags.", max_length=20)] = None,
     context: Annotated[str | None, Field(description="Where you are working (free text).", max_length=2000)] = None,
+    idempotency_key: IdempotencyKeyArg = None,
 ) -> CallToolResult:
     """Contribute knowledge to the shared brain and get the nearest existing thoughts back.
 
@@ -324,6 +346,7 @@ async def memory_contribute(
             tags=tags,
             context=context,
         ),
+        headers=_key_header(idempotency_key),
     )
 
 

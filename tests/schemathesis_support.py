@@ -21,9 +21,10 @@ description would not send them. Negative mode keeps every case. The refusals th
 in tests/test_brain_memory_api.py. The same holds for the import's rules across items and the space
 (an ``id`` appears once in a batch, a reference names a thought of the batch or the space: 400
 ``IMPORT_INVALID``): positive import cases that reference other thoughts or repeat an id are discarded.
-Likewise an ``Idempotency-Key`` names one batch (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch with
-the key, documented in the operation's 409 response): positive import cases that send a key already
-sent with another body are discarded (tests/test_brain_import_idempotency.py tests the refusal).
+Likewise an ``Idempotency-Key`` names one request (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch or
+memory call with the key, documented in the operations' 409 responses): positive import and memory cases
+that send a key already sent with another request are discarded (tests/test_brain_import_idempotency.py
+and tests/test_brain_memory_idempotency.py test the refusal).
 And a list's ``cursor`` is the ``next_cursor`` of an earlier page: the schema gives its alphabet, not
 which strings of it a list gave, so positive list cases that send one are discarded (400 for any
 other; tests/test_brain_list_retract.py and tests/test_tasks_api.py test both).
@@ -80,26 +81,27 @@ def import_rules_hold(items) -> bool:
     return not any(isinstance(item, dict) and any(item.get(name) for name in IMPORT_REFERENCES) for item in items)
 
 
-#: Idempotency-Key -> the first body sent with it, in this process's runs (see the module docstring).
-_IMPORT_KEYS: dict[str, str] = {}
+#: Idempotency-Key -> the first request sent with it, in this process's runs (see the module docstring).
+_KEYS: dict[str, str] = {}
 
 
-def import_key_names_one_batch(case) -> bool:
-    """Whether the case's Idempotency-Key (if any) was not sent before with another body."""
+def key_names_one_request(case) -> bool:
+    """Whether the case's Idempotency-Key (if any) was not sent before with another request (an import's
+    body, a memory call's fields: keys are shared by both operations)."""
     key = (case.headers or {}).get("Idempotency-Key")
     if key is None:
         return True
-    sent = f"{case.media_type} {json.dumps(case.body, default=str)}"  # equal bodies serialise alike
-    return _IMPORT_KEYS.setdefault(key, sent) == sent
+    sent = f"{case.operation.label} {case.media_type} {json.dumps(case.body, default=str, sort_keys=True)}"
+    return _KEYS.setdefault(key, sent) == sent
 
 
 #: Cross-field rules OpenAPI 3.0 can't state, per operation (see the module docstring).
 CROSS_FIELD_RULES = {
     "GET /api/v1/thoughts": lambda case: not (case.query or {}).get("cursor"),
     "GET /api/v1/tasks": lambda case: not (case.query or {}).get("cursor"),
-    "POST /api/v1/memory": lambda case: memory_rules_hold(case.body),
+    "POST /api/v1/memory": lambda case: memory_rules_hold(case.body) and key_names_one_request(case),
     "GET /api/v1/memory": lambda case: memory_rules_hold(case.query),
-    "POST /api/v1/thoughts/import": lambda case: import_rules_hold(case.body) and import_key_names_one_batch(case),
+    "POST /api/v1/thoughts/import": lambda case: import_rules_hold(case.body) and key_names_one_request(case),
 }
 
 

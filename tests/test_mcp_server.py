@@ -416,6 +416,27 @@ def test_thought_list_and_task_list_page_with_the_cursor_through_mcp(asgi_server
     assert is_error and bad["status"] == 400 and "next_cursor of the previous page" in bad["error"]["message"]
 
 
+def test_memory_contribute_with_an_idempotency_key_stores_a_retried_call_once(
+    asgi_server, agent_factory, fake_embedder
+):
+    dev = agent_factory("dev", name="retrier")
+    fact = "The staging mail relay rejects messages larger than ten megabytes since the upgrade."
+
+    async def body(session):
+        tools = Tools(session)
+        first = await tools.call("memory_contribute", content=fact, idempotency_key="relay-note-1")
+        again = await tools.call("memory_contribute", content=fact, idempotency_key="relay-note-1")
+        other = await tools.raw("memory_contribute", content=fact + " Really.", idempotency_key="relay-note-1")
+        bad = await tools.raw("memory_contribute", content=fact, idempotency_key="has space")
+        return first, again, other, bad
+
+    first, again, (other_error, other), (bad_error, bad) = in_session(asgi_server.url, dev.token, body)
+    assert again == first and first["trace"]["thought_id"] is not None
+    assert Thought.objects.filter(agent=dev.agent).count() == 1
+    assert other_error and other["status"] == 409 and other["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert bad_error and bad["status"] == 400
+
+
 def test_memory_search_carries_the_map_not_breadcrumbs_hint(asgi_server, agent_factory, fake_embedder):
     from tests.test_brain_topic_map import FRAGMENTS
 

@@ -25,8 +25,8 @@ from brain.services.receipts import (
     IDEMPOTENCY_HEADER,
     KEY_MAX_LENGTH,
     REPLAYED_HEADER,
+    answer_once,
     body_fingerprint,
-    import_once,
     key_clean,
 )
 from brain.services.transfer import FLOAT32_MAX, LineError, import_batch_max, thoughts_import
@@ -355,7 +355,7 @@ class ThoughtImportApi(APIView):
             }
 
         fingerprint = body_fingerprint(body, media_type) if key is not None else ""
-        code, answer, replayed = import_once(space=request.user.space, key=key, fingerprint=fingerprint, run=run)
+        code, answer, replayed = answer_once(space=request.user.space, key=key, fingerprint=fingerprint, run=run)
         response = Response(answer, status=code)
         if replayed:
             response[REPLAYED_HEADER] = "true"

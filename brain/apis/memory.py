@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import json
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from brain.inputs import MemoryInputSerializer
 from brain.services.memory import memory_run
+from brain.services.receipts import (
+    IDEMPOTENCY_HEADER,
+    KEY_MAX_LENGTH,
+    REPLAYED_HEADER,
+    answer_once,
+    fields_fingerprint,
+    key_clean,
+)
 from core import fields as strict
 from core.errors import ValidationFailed
 from core.models import UrlToken
@@ -67,6 +77,15 @@ MEMORY_ERRORS = error_responses(
     "the Authorization header.",
     e404="An id in refines/consolidates/supersedes/related_thoughts is unknown (`THOUGHT_NOT_FOUND`).",
 )
+
+MEMORY_POST_ERRORS = {
+    **MEMORY_ERRORS,
+    **error_responses(
+        409,
+        e409="The request conflicts with the current state (`CONFLICT` or a more specific code); "
+        "`IDEMPOTENCY_KEY_REUSED`: the Idempotency-Key was sent earlier with other fields (send a new key).",
+    ),
+}
 
 
 class SourceOutputSerializer(serializers.Serializer):
@@ -158,9 +177,49 @@ class MemoryOutputSerializer(serializers.Serializer):
 class MemoryApi(APIView):
     """The shared brain: contribute what you learned, retrieve what others know, in one call."""
 
-    @extend_schema(request=MemoryInputSerializer, responses={200: MemoryOutputSerializer, **MEMORY_ERRORS})
+    @extend_schema(
+        request=MemoryInputSerializer,
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                required=False,
+                pattern=f"^[!-~]{{1,{KEY_MAX_LENGTH}}}$",
+                description="Your own unique string for this call (a UUID), to retry it safely: the same fields sent "
+                "again with the same key are answered with the first response and stored once; the key with other "
+                "fields is a 409 `IDEMPOTENCY_KEY_REUSED`. A refused call leaves its key free. Keys are per space, "
+                "kept `IMPORT_RECEIPT_HOURS` (24 by default).",
+            ),
+            OpenApiParameter(
+                REPLAYED_HEADER,
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                response=[200],
+                enum=["true"],
+                description="Present when this is the stored response of an earlier call with the same "
+                "Idempotency-Key (nothing was stored, logged or reinforced by this one).",
+            ),
+        ],
+        responses={200: MemoryOutputSerializer, **MEMORY_POST_ERRORS},
+    )
     def post(self, request):
-        return self._run(request, request.data, query_string=False)
+        key = key_clean(request.headers.get(IDEMPOTENCY_HEADER))
+        if key is None:
+            return self._run(request, request.data, query_string=False)
+        validated = self._validated(request, request.data, query_string=False)
+        after: list = []
+
+        def run() -> tuple[int, dict]:
+            answer = memory_run(agent=request.user, request=validated, defer=after.append)
+            return 200, json.loads(JSONRenderer().render(answer))  # as the wire carries it (UUIDs, dates)
+
+        fingerprint = fields_fingerprint("POST /api/v1/memory", request.data)
+        code, answer, replayed = answer_once(space=request.user.space, key=key, fingerprint=fingerprint, run=run)
+        response = ResponseThenWork(answer, after=after, status=code)
+        if replayed:
+            response[REPLAYED_HEADER] = "true"
+        return response
 
     @extend_schema(
         parameters=[MemoryInputSerializer, URL_TOKEN_PARAMETER],

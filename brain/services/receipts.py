@@ -1,19 +1,21 @@
-"""``Idempotency-Key`` for ``POST /api/v1/thoughts/import``: a batch sent again is answered again, not
-stored twice.
+"""``Idempotency-Key`` for ``POST /api/v1/thoughts/import`` and ``POST /api/v1/memory``: a request sent
+again is answered again, not stored twice.
 
-An import whose response is lost (a timeout, a dropped connection, a killed client) leaves the
-client unsure whether the batch was stored. Items that carry no ``id`` (most Mem0 and hand-written
-dumps) get new ids each time, so sending the batch again stored every item twice. A client that
-sends ``Idempotency-Key: <its own unique string>`` can now retry safely:
+A write whose response is lost (a timeout, a dropped connection, a killed client) leaves the client
+unsure whether it was stored. Import items that carry no ``id`` (most Mem0 and hand-written dumps) got
+new ids each time, so sending the batch again stored every item twice; a contribution sent again was
+stored again (flagged ``near_duplicate``, but a second thought all the same). A client that sends
+``Idempotency-Key: <its own unique string>`` can retry safely:
 
-- The first request with a key stores the batch and, in the same transaction, a receipt (the key,
-  a fingerprint of the body and the response).
+- The first request with a key runs and, in the same transaction, stores a receipt (the key, a
+  fingerprint of the request and the response).
 - A request with a key already answered (within ``IMPORT_RECEIPT_HOURS``) gets that response again,
   with ``Idempotent-Replayed: true``; nothing is stored.
-- The same key with another body is refused (409 ``IDEMPOTENCY_KEY_REUSED``): a key names one batch.
+- The same key with another request is refused (409 ``IDEMPOTENCY_KEY_REUSED``): a key names one
+  request (an import's body, or a memory call's fields; a key used for one can't be reused for the other).
 - Two requests with one key at the same time: the second waits for the first (the receipt row is
-  locked until the first commits) and is then answered from its receipt. A batch that fails leaves
-  no receipt (its transaction rolls back), so sending it again with the same key imports it.
+  locked until the first commits) and is then answered from its receipt. A request that fails leaves
+  no receipt (its transaction rolls back), so sending it again with the same key runs it.
 
 Keys are per space (two spaces may use the same key); an expired receipt is replaced by the next
 request with its key, and ``brain.jobs.import_receipts_expire`` removes the rest.
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -56,11 +60,18 @@ def key_clean(value: str | None) -> str | None:
 
 
 def body_fingerprint(body: bytes, media_type: str) -> str:
-    """What must be the same for a request to count as the same batch: its media type and bytes."""
+    """What must be the same for an import to count as the same batch: its media type and bytes."""
     digest = hashlib.sha256(media_type.split(";")[0].strip().lower().encode())
     digest.update(b"\0")
     digest.update(body)
     return digest.hexdigest()
+
+
+def fields_fingerprint(operation: str, fields: Any) -> str:
+    """What must be the same for a memory call to count as the same request: the operation and its fields
+    as parsed (key order and spacing aside), so a client that serialises the same object again matches."""
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return body_fingerprint(f"{operation}\0{canonical}".encode(), "application/json")
 
 
 def receipt_hours() -> float:
@@ -88,7 +99,7 @@ def _claim(space: Space, key: str, fingerprint: str) -> bool:
         return cursor.fetchone() is not None
 
 
-def import_once(
+def answer_once(
     *, space: Space, key: str | None, fingerprint: str, run: Callable[[], tuple[int, dict]]
 ) -> tuple[int, dict, bool]:
     """(status, body, replayed): ``run()`` once per key, its answer kept; see the module docstring.
@@ -107,7 +118,8 @@ def import_once(
     if receipt.fingerprint != fingerprint:
         raise KeyReused(
             f"{IDEMPOTENCY_HEADER} {key!r} was used at {receipt.created_at:%Y-%m-%d %H:%M:%S} UTC for another "
-            f"batch; a key names one batch. Send a new key with a new batch (keys are kept {receipt_hours():g} h)."
+            f"request; a key names one request. Send a new key with a new request (keys are kept "
+            f"{receipt_hours():g} h)."
         )
     return receipt.status_code, receipt.response, True
 
