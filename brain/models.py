@@ -245,8 +245,9 @@ class CorrectionSuggestion(models.Model):
 
 
 class ImportReceipt(models.Model):
-    """What ``POST /api/v1/thoughts/import`` answered to one ``Idempotency-Key``, so that a batch sent
-    again is answered again instead of stored twice (``brain.services.receipts``)."""
+    """What ``POST /api/v1/thoughts/import`` or ``POST /api/v1/memory`` answered to one
+    ``Idempotency-Key``, so that a request sent again is answered again instead of stored twice
+    (``brain.services.receipts``; the name is from when only imports took a key)."""
 
     space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=255, help_text="The client's Idempotency-Key.")
