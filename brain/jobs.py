@@ -73,11 +73,9 @@ def import_receipts_expire() -> int:
 
 @shared_task(name="brain.jobs.query_logs_expire", autoretry_for=(OperationalError,), max_retries=3, time_limit=1800)
 def query_logs_expire() -> int:
-    """Nightly: delete the query-log rows older than QUERY_LOG_RETENTION_DAYS, but for the sessions open
-    tasks' DNA names as memory_query_session (their memory gates read them)."""
-    from tasks.selectors import task_memory_sessions_open
-
-    return pheromones.query_logs_expire(keep=task_memory_sessions_open())
+    """Nightly: delete the query-log rows older than QUERY_LOG_RETENTION_DAYS, but for the sessions still
+    read (pheromones.QUERY_LOG_KEEPERS: open tasks' memory gates)."""
+    return pheromones.query_logs_expire()
 
 
 # --- knowledge evolution ---

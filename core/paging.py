@@ -7,8 +7,8 @@ the one before), and a row that leaves the filter (a thought superseded while pa
 cursor names the last row a page ended on, by the list's own order, so the next page starts right
 after it whatever was added or removed meanwhile.
 
-A list declares its order as ``[(field, descending), ...]``, unique as a whole (its last field is the
-primary key), and :func:`page_after` returns one page and the cursor of the next. The cursor is
+A list declares its order as ``[(field, descending, type), ...]``, unique as a whole (its last field is
+the primary key), and :func:`page_after` returns one page and the cursor of the next. The cursor is
 opaque to clients: base64url of a JSON array of the last row's values of those fields, read back by
 the types the order declares (a cursor never chooses how it is read).
 """

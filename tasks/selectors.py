@@ -138,7 +138,7 @@ def task_list(
 
 def task_memory_sessions_open() -> list[tuple[int, str]]:
     """``(space id, session id)`` of every ``memory_query_session`` the DNA of a task not complete or
-    cancelled names: the query-log rows its memory gate reads (brain.jobs.query_logs_expire keeps them)."""
+    cancelled names: the query-log rows its memory gate reads (the query-log retention keeps them, tasks.apps)."""
     rows = (
         Task.objects.exclude(status__in=[TaskStatus.COMPLETE, TaskStatus.CANCELLED])
         .filter(dna__has_key=MQS)

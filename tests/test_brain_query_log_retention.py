@@ -65,7 +65,7 @@ def test_a_session_an_open_task_names_is_kept_until_the_task_closes(agent_factor
     project = make_project(space, "colony")
     task = make_task(project, slug="long-task", status="active", dna={"memory_query_session": gated})
     assert (space.pk, gated) in task_memory_sessions_open()
-    assert jobs.query_logs_expire() == 1  # the Celery job passes the open tasks' sessions
+    assert jobs.query_logs_expire() == 1  # the Celery job keeps the open tasks' sessions (tasks.apps)
     assert agent_session_query_times(space_id=space.pk, agent=agent, session_id=gated)[0]
     assert not QueryLog.objects.filter(session_id=other).exists()
     task.status = "complete"
@@ -79,7 +79,7 @@ def test_a_session_named_in_another_space_does_not_keep_this_spaces_rows(agent_f
     agent = agent_factory("dev").agent
     session = _aged(agent, 100)
     make_task(make_project(other_space, "elsewhere"), slug="t", status="active", dna={"memory_query_session": session})
-    assert query_logs_expire(keep=task_memory_sessions_open()) == 1
+    assert query_logs_expire() == 1
 
 
 def test_a_turn_log_keeps_its_items_and_loses_the_link(agent_factory, settings):

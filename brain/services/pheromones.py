@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -198,21 +198,24 @@ ORDER BY q.id LIMIT %(batch)s
 """
 
 
-def query_logs_expire(
-    *, keep: Iterable[tuple[int, str]] = (), now: datetime | None = None, batch_size: int = 5000
-) -> int:
+#: Who still reads old query-log rows: callables returning ``(space id, session id)`` pairs whose rows
+#: :func:`query_logs_expire` keeps. An app above brain registers its own when it loads (tasks: the
+#: sessions open tasks' memory gates read, ``tasks.apps``), so brain needs to know none of them.
+QUERY_LOG_KEEPERS: list[Callable[[], Iterable[tuple[int, str]]]] = []
+
+
+def query_logs_expire(*, now: datetime | None = None, batch_size: int = 5000) -> int:
     """Delete the query-log rows older than ``QUERY_LOG_RETENTION_DAYS`` (0: none), in batches of
-    ``batch_size`` (each its own transaction), except those of the sessions in ``keep`` (``(space id,
-    session id)``: the job passes the sessions open tasks' memory gates still read,
-    ``tasks.selectors.task_memory_sessions_open``). Returns how many were deleted. A turn log that
-    named a deleted row keeps its items and loses the link (``on_delete=SET_NULL``).
+    ``batch_size`` (each its own transaction), except those of the sessions :data:`QUERY_LOG_KEEPERS`
+    name. Returns how many were deleted. A turn log that named a deleted row keeps its items and loses
+    the link (``on_delete=SET_NULL``).
 
     What else reads old rows: an agent's first call in a space gets onboarding guidance
     (``queried_before``), so an agent silent for longer than the retention gets it again."""
     days = settings.QUERY_LOG_RETENTION_DAYS
     if days <= 0:
         return 0
-    keep = list(keep)
+    keep = [pair for keeper in QUERY_LOG_KEEPERS for pair in keeper()]
     params = {
         "cutoff": (now or timezone.now()) - timedelta(days=days),
         "keep_spaces": [space_id for space_id, _ in keep],

@@ -289,13 +289,12 @@ class Expire(Subcommand):
         from django.conf import settings
 
         from brain.services.pheromones import query_logs_expire
-        from tasks.selectors import task_memory_sessions_open
 
         days = settings.QUERY_LOG_RETENTION_DAYS
         if days <= 0:
             command.stdout.write("QUERY_LOG_RETENTION_DAYS is 0: query logs are kept forever; nothing deleted.")
             return
-        deleted = query_logs_expire(keep=task_memory_sessions_open())
+        deleted = query_logs_expire()
         command.stdout.write(f"Deleted {deleted} query-log row(s) older than {days} days.")
 
 
