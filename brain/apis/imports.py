@@ -12,18 +12,17 @@ from __future__ import annotations
 import json
 import time
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from brain.apis.idempotency import idempotency_parameters
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS
 from brain.services.receipts import (
     IDEMPOTENCY_HEADER,
-    KEY_MAX_LENGTH,
     REPLAYED_HEADER,
     answer_once,
     body_fingerprint,
@@ -274,28 +273,7 @@ class ThoughtImportApi(APIView):
 
     @extend_schema(
         operation_id="thoughts_import",
-        parameters=[
-            OpenApiParameter(
-                IDEMPOTENCY_HEADER,
-                OpenApiTypes.STR,
-                OpenApiParameter.HEADER,
-                required=False,
-                pattern=f"^[!-~]{{1,{KEY_MAX_LENGTH}}}$",
-                description="Your own unique string for this batch (a UUID). The batch sent again with the same "
-                "key is answered with the first response and stored once; the key with another batch is a 409 "
-                "`IDEMPOTENCY_KEY_REUSED`. A refused batch leaves its key free. Keys are per space, kept "
-                "`IMPORT_RECEIPT_HOURS` (24 by default).",
-            ),
-            OpenApiParameter(
-                REPLAYED_HEADER,
-                OpenApiTypes.STR,
-                OpenApiParameter.HEADER,
-                response=[201],
-                enum=["true"],
-                description="Present when this is the stored response of an earlier request with the same "
-                "Idempotency-Key (nothing was stored by this one).",
-            ),
-        ],
+        parameters=idempotency_parameters(what="batch", success=201, replayed_skips="nothing was stored"),
         request={
             "application/json": ImportItemSerializer(many=True),
             "application/x-ndjson": ImportItemSerializer,

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from brain.apis.idempotency import idempotency_parameters
 from brain.inputs import MemoryInputSerializer
 from brain.services.memory import memory_run
 from brain.services.receipts import (
     IDEMPOTENCY_HEADER,
-    KEY_MAX_LENGTH,
     REPLAYED_HEADER,
     answer_once,
     fields_fingerprint,
@@ -179,28 +178,9 @@ class MemoryApi(APIView):
 
     @extend_schema(
         request=MemoryInputSerializer,
-        parameters=[
-            OpenApiParameter(
-                IDEMPOTENCY_HEADER,
-                OpenApiTypes.STR,
-                OpenApiParameter.HEADER,
-                required=False,
-                pattern=f"^[!-~]{{1,{KEY_MAX_LENGTH}}}$",
-                description="Your own unique string for this call (a UUID), to retry it safely: the same fields sent "
-                "again with the same key are answered with the first response and stored once; the key with other "
-                "fields is a 409 `IDEMPOTENCY_KEY_REUSED`. A refused call leaves its key free. Keys are per space, "
-                "kept `IMPORT_RECEIPT_HOURS` (24 by default).",
-            ),
-            OpenApiParameter(
-                REPLAYED_HEADER,
-                OpenApiTypes.STR,
-                OpenApiParameter.HEADER,
-                response=[200],
-                enum=["true"],
-                description="Present when this is the stored response of an earlier call with the same "
-                "Idempotency-Key (nothing was stored, logged or reinforced by this one).",
-            ),
-        ],
+        parameters=idempotency_parameters(
+            what="call", success=200, replayed_skips="nothing was stored, logged or reinforced"
+        ),
         responses={200: MemoryOutputSerializer, **MEMORY_POST_ERRORS},
     )
     def post(self, request):
