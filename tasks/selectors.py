@@ -104,7 +104,7 @@ def task_get(*, space: Space, id_or_slug: str) -> Task:
 
 
 #: The list's order, the newest change first; unique as a whole, so it is also the paging cursor's key
-#: (core.paging). A task that changes while an agent pages moves to the front, behind the cursor.
+#: (core.paging). A task that changes while an agent pages moves to the front, before the cursor.
 TASK_LIST_ORDER = (("updated_at", True, datetime), ("slug", False, str), ("id", False, uuid.UUID))
 
 
@@ -144,7 +144,8 @@ def task_memory_sessions_open() -> list[tuple[int, str]]:
         .filter(dna__has_key=MQS)
         .values_list("space_id", f"dna__{MQS}")
     )
-    return [(space_id, session) for space_id, session in rows if isinstance(session, str) and session]
+    # The gate reads the value as a string (tasks.services.gates: str(value)), so the same is kept here.
+    return [(space_id, str(session)) for space_id, session in rows if session not in (None, "")]
 
 
 def transitions_recent(*, task_ids: list, per_task: int) -> dict:
