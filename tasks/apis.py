@@ -268,7 +268,8 @@ class TaskTransitionApi(APIView):
                 503,
                 e403="The caller may not make this transition (`ACTOR_NOT_ALLOWED`, `ROLE_MISMATCH`, "
                 "`HUMAN_CONFIRMATION_REQUIRED`); `error.reasons` lists every reason.",
-                e409="The task's current state refuses it: no rule from its status (`TRANSITION_NOT_ALLOWED`), "
+                e409="The task's current state refuses it: no rule from its status (`TRANSITION_NOT_ALLOWED`; "
+                "`ALREADY_IN_STATUS` when it is in that status already, saying who moved it there and when), "
                 "DNA it lacks or that doesn't check out (`MISSING_DNA`, `INVALID_DNA`, `MEMORY_NOT_VERIFIED`, "
                 "`TESTS_NOT_PASSING`), open dependencies (`DEPENDENCIES_INCOMPLETE`), no parent (`MISSING_PARENT`), "
                 "nothing to restore (`RESTORE_UNKNOWN`), or another change in progress (`CONFLICT`). "

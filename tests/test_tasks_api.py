@@ -328,6 +328,29 @@ def test_refused_transition_explains_every_reason(agent_factory, project):
     assert not TransitionLog.objects.exists()
 
 
+def test_a_move_retried_after_its_answer_was_lost_says_it_took_effect(agent_factory, project):
+    """Before: "No rule lets a task go from 'active' to 'active'", and the agent could not tell whether
+    its own claim had worked."""
+    make_task(project, slug="t", status="ready", role="dev", dna={"pdsa_ref": "docs/d.md"})
+    dev, other = agent_factory("dev"), agent_factory("dev")
+    session = query_brain(dev.agent)
+    assert dev.patch("/api/v1/tasks/t/dna", {"memory_query_session": session}, format="json").status_code == 200
+    assert dev.post("/api/v1/tasks/t/transition", {"to": "active"}, format="json").status_code == 200
+    moved_at = Task.objects.get(slug="t").status_changed_at
+    again = error(dev.post("/api/v1/tasks/t/transition", {"to": "active"}, format="json"), 409, "ALREADY_IN_STATUS")
+    assert again["message"].startswith("The task is already 'active': you moved it there at ")
+    assert "your move did take effect" in again["message"]
+    assert moved_at.isoformat(timespec="seconds") in again["message"]
+    theirs = error(other.post("/api/v1/tasks/t/transition", {"to": "active"}, format="json"), 409, "ALREADY_IN_STATUS")
+    assert f"{dev.agent.name} moved it there at" in theirs["message"]
+    assert TransitionLog.objects.filter(task__slug="t").count() == 1  # nothing changed
+    make_task(project, slug="fresh", status="backlog")
+    created = error(
+        dev.post("/api/v1/tasks/fresh/transition", {"to": "backlog"}, format="json"), 409, "ALREADY_IN_STATUS"
+    )
+    assert "it was created so" in created["message"]
+
+
 @pytest.mark.parametrize(
     ("status", "role", "dna", "agent_role", "to", "code"),
     [

@@ -277,7 +277,7 @@ def test_blocked_needs_a_reason_and_restore_returns_exactly(space):
         "active",
         "dev",
     )
-    refused("TRANSITION_NOT_ALLOWED", task=task, to="blocked", agent=liaison)  # already blocked
+    refused("ALREADY_IN_STATUS", task=task, to="blocked", agent=liaison)  # already blocked
     refused("ACTOR_NOT_ALLOWED", task=task, to="restore", agent=dev)  # only liaison or system restore
 
     log = task_transition(task=task, to="restore", summary="credentials arrived", agent=liaison)

@@ -68,12 +68,35 @@ def _present(value) -> bool:
     return value is not None and value != "" and value != [] and value != {}
 
 
+def _already_there(task: Task, actor: Actor) -> str:
+    """A move to the status the task is in: say who moved it there and when. The usual cause is a retry
+    of a move whose answer was lost (a timeout): "No rule lets a task go from 'active' to 'active'" left
+    the agent unsure whether its own claim had worked."""
+    last = task.transitions.filter(to_status=task.status).select_related("agent", "user").first()
+    if last is None:
+        return f"The task is already '{task.status}' (it was created so); nothing changed."
+    who = last.agent.name if last.agent else last.user.get_username() if last.user else last.actor
+    mine = (last.agent_id is not None and actor.agent is not None and last.agent_id == actor.agent.pk) or (
+        last.user_id is not None and actor.user is not None and last.user_id == actor.user.pk
+    )
+    when = last.created_at.isoformat(timespec="seconds")
+    if mine:
+        return (
+            f"The task is already '{task.status}': you moved it there at {when} (role {last.role_after or 'none'}). "
+            "Nothing changed; if that answer was lost, your move did take effect."
+        )
+    return f"The task is already '{task.status}': {who} moved it there at {when}. Nothing changed."
+
+
 def task_transition_evaluate(*, task: Task, to: str, actor: Actor) -> Evaluation:
     """Check every gate of ``task -> to`` for ``actor`` without changing anything."""
     ev = Evaluation(to=to)
     resolved = workflow.rule_lookup(
         task_type=task.type, from_status=task.status, to=to, role=task.role, actor=actor.kind
     )
+    if resolved is None and to == task.status:
+        ev.refuse("ALREADY_IN_STATUS", _already_there(task, actor))
+        return ev
     if resolved is None:
         keys = ", ".join(workflow.rule_keys(from_status=task.status, to=to, role=task.role, actor=actor.kind))
         ev.refuse(
