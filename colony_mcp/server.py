@@ -365,6 +365,7 @@ async def memory_correct(
     topic: Annotated[str | None, Field(description="Default: the thought's topic.", max_length=200)] = None,
     content: Annotated[str | None, Field(description="Text of the correction thought.", max_length=10000)] = None,
     source_ref: SourceRefArg = None,
+    idempotency_key: IdempotencyKeyArg = None,
 ) -> CallToolResult:
     """Correct a wrong fact: stores a correction that supersedes the thought (and every id in
     supersedes) in one transaction. Superseded thoughts stay for audit but rank below the
@@ -383,6 +384,7 @@ async def memory_correct(
             content=content,
             source_ref=source_ref,
         ),
+        headers=_key_header(idempotency_key),
     )
 
 

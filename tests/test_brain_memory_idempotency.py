@@ -1,5 +1,5 @@
-"""POST /api/v1/memory with Idempotency-Key: a contribution retried after a lost response is stored once
-(brain.services.receipts, shared with the import)."""
+"""POST /api/v1/memory and POST /api/v1/thoughts/{id}/correct with Idempotency-Key: a contribution or a
+correction retried after a lost response is stored once (brain.services.receipts, shared with the import)."""
 
 from __future__ import annotations
 
@@ -106,3 +106,24 @@ def test_two_calls_with_one_key_at_once_store_the_thought_once(dev, space, monke
     assert sorted(r.get("Idempotent-Replayed") is not None for r in results) == [False, True, True, True]
     assert Thought.objects.filter(space=space).count() == 1
     assert len(calls) == 1  # embedded once
+
+
+def test_a_resent_correction_with_its_key_stores_one_correction(dev, space, fake_embedder):
+    """Without a key a retried correction stored a second correction of the same thought."""
+    wrong = post(dev, {"prompt": "The staging database password rotates every 30 days, on Mondays."}).json()
+    url = f"/api/v1/thoughts/{wrong['trace']['thought_id']}/correct"
+    fix = {"correct_fact": "It rotates every 60 days."}
+
+    def correct(fields, key):
+        return dev.post(url, data=json.dumps(fields), content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
+
+    first = correct(fix, "fix-1")
+    assert first.status_code == 201, first.json()
+    again = correct(fix, "fix-1")
+    assert (again.status_code, again["Idempotent-Replayed"]) == (201, "true")
+    assert again.json() == first.json()
+    assert Thought.objects.filter(space=space, thought_category="correction").count() == 1
+    other = correct({"correct_fact": "It rotates every 90 days."}, "fix-1")
+    assert other.status_code == 409 and other.json()["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert correct(fix, "bad key").status_code == 400
+    assert Thought.objects.filter(space=space, thought_category="correction").count() == 1

@@ -11,10 +11,12 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from brain.apis.idempotency import answered_once, idempotency_parameters, request_key
 from brain.choices import SuggestionStatus
 from brain.inputs import SourceRefSerializer, thought_ids_field
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.corrections import correction_supersede_guidance, suggestion_accept, thought_correct_by_id
+from brain.services.receipts import fields_fingerprint
 from brain.services.suggestions import suggestion_dismiss, suggestion_get, suggestions_list
 from core import fields as strict
 from core.schema import error_responses
@@ -218,13 +220,32 @@ class ThoughtCorrectApi(APIView):
 
     @extend_schema(
         request=ThoughtCorrectInputSerializer,
-        parameters=[OpenApiParameter("thought_id", str, OpenApiParameter.PATH)],
-        responses={201: CorrectionResultSerializer, **error_responses(409)},
+        parameters=[
+            OpenApiParameter("thought_id", str, OpenApiParameter.PATH),
+            *idempotency_parameters(what="correction", success=201, replayed_skips="nothing was stored"),
+        ],
+        responses={
+            201: CorrectionResultSerializer,
+            **error_responses(
+                409,
+                e409="The request conflicts with the current state (`CONFLICT` or a more specific code); "
+                "`IDEMPOTENCY_KEY_REUSED`: the Idempotency-Key was sent earlier with other fields (send a new key).",
+            ),
+        },
     )
     def post(self, request, thought_id):
+        key = request_key(request)
         body = self.ThoughtCorrectInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        data = body.validated_data
+        return answered_once(
+            request,
+            key=key,
+            fingerprint=fields_fingerprint(f"POST /api/v1/thoughts/{thought_id}/correct", request.data),
+            run=lambda: self._correct(request, thought_id, body.validated_data),
+        )
+
+    @staticmethod
+    def _correct(request, thought_id, data: dict) -> tuple[int, dict]:
         correction, count = thought_correct_by_id(
             space=request.user.space,
             agent=request.user,
@@ -236,11 +257,8 @@ class ThoughtCorrectApi(APIView):
             extra_supersedes=data.get("supersedes", []),
             source_ref=data.get("source_ref"),
         )
-        return Response(
-            {
-                "correction": CorrectionThoughtOutputSerializer(correction).data,
-                "superseded_count": count,
-                "guidance": correction_supersede_guidance(count=count),
-            },
-            status=201,
-        )
+        return 201, {
+            "correction": CorrectionThoughtOutputSerializer(correction).data,
+            "superseded_count": count,
+            "guidance": correction_supersede_guidance(count=count),
+        }

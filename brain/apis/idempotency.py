@@ -1,13 +1,47 @@
-"""The ``Idempotency-Key`` request header and the ``Idempotent-Replayed`` response header, as the
-schema states them for each operation that takes a key (the import, the memory call;
-``brain.services.receipts`` keeps the answers)."""
+"""The ``Idempotency-Key`` request header and the ``Idempotent-Replayed`` response header for each
+operation that takes a key (the import, the memory call, a thought's correction): how the schema states
+them, and the response a keyed request gets (``brain.services.receipts`` keeps the answers)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
+from rest_framework.renderers import JSONRenderer
 
-from brain.services.receipts import IDEMPOTENCY_HEADER, KEY_MAX_LENGTH, REPLAYED_HEADER
+from brain.services.receipts import IDEMPOTENCY_HEADER, KEY_MAX_LENGTH, REPLAYED_HEADER, answer_once, key_clean
+from core.responses import ResponseThenWork
+
+
+def request_key(request) -> str | None:
+    """The request's Idempotency-Key, None without one; a 400 when it can't be a key."""
+    return key_clean(request.headers.get(IDEMPOTENCY_HEADER))
+
+
+def answered_once(
+    request,
+    *,
+    key: str | None,
+    fingerprint: str,
+    run: Callable[[], tuple[int, Any]],
+    after: list[Callable[[], Any]] | None = None,
+) -> ResponseThenWork:
+    """``run()`` (status, body) once per key of the caller's space, or the answer kept for the key, marked
+    ``Idempotent-Replayed: true``; without a key, ``run()`` as it is. The body is kept as the wire carries
+    it (UUIDs and dates as strings). ``after``: work for after the answer (none on a replay)."""
+
+    def wire() -> tuple[int, Any]:
+        status, body = run()
+        return status, json.loads(JSONRenderer().render(body))
+
+    status, body, replayed = answer_once(space=request.user.space, key=key, fingerprint=fingerprint, run=wire)
+    response = ResponseThenWork(body, after=after if after is not None else [], status=status)
+    if replayed:
+        response[REPLAYED_HEADER] = "true"
+    return response
 
 
 def idempotency_parameters(*, what: str, success: int, replayed_skips: str) -> list[OpenApiParameter]:

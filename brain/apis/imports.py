@@ -15,19 +15,12 @@ import time
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from brain.apis.idempotency import idempotency_parameters
+from brain.apis.idempotency import answered_once, idempotency_parameters, request_key
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS
-from brain.services.receipts import (
-    IDEMPOTENCY_HEADER,
-    REPLAYED_HEADER,
-    answer_once,
-    body_fingerprint,
-    key_clean,
-)
+from brain.services.receipts import body_fingerprint
 from brain.services.transfer import FLOAT32_MAX, LineError, import_batch_max, thoughts_import
 from core import fields as strict
 from core.errors import ValidationFailed
@@ -313,7 +306,7 @@ class ThoughtImportApi(APIView):
         started = time.perf_counter()
         body = request.data if isinstance(request.data, bytes) else b""
         media_type = request.content_type or ""
-        key = key_clean(request.headers.get(IDEMPOTENCY_HEADER))
+        key = request_key(request)
 
         def run() -> tuple[int, dict]:
             items, parse_errors = parse_import_body(body, media_type, request.encoding)
@@ -333,8 +326,4 @@ class ThoughtImportApi(APIView):
             }
 
         fingerprint = body_fingerprint(body, media_type) if key is not None else ""
-        code, answer, replayed = answer_once(space=request.user.space, key=key, fingerprint=fingerprint, run=run)
-        response = Response(answer, status=code)
-        if replayed:
-            response[REPLAYED_HEADER] = "true"
-        return response
+        return answered_once(request, key=key, fingerprint=fingerprint, run=run)

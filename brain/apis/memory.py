@@ -6,20 +6,13 @@ import json
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from brain.apis.idempotency import idempotency_parameters
+from brain.apis.idempotency import answered_once, idempotency_parameters, request_key
 from brain.inputs import MemoryInputSerializer
 from brain.services.memory import memory_run
-from brain.services.receipts import (
-    IDEMPOTENCY_HEADER,
-    REPLAYED_HEADER,
-    answer_once,
-    fields_fingerprint,
-    key_clean,
-)
+from brain.services.receipts import fields_fingerprint
 from core import fields as strict
 from core.errors import ValidationFailed
 from core.models import UrlToken
@@ -184,22 +177,18 @@ class MemoryApi(APIView):
         responses={200: MemoryOutputSerializer, **MEMORY_POST_ERRORS},
     )
     def post(self, request):
-        key = key_clean(request.headers.get(IDEMPOTENCY_HEADER))
+        key = request_key(request)
         if key is None:
             return self._run(request, request.data, query_string=False)
         validated = self._validated(request, request.data, query_string=False)
-        after: list = []
-
-        def run() -> tuple[int, dict]:
-            answer = memory_run(agent=request.user, request=validated, defer=after.append)
-            return 200, json.loads(JSONRenderer().render(answer))  # as the wire carries it (UUIDs, dates)
-
-        fingerprint = fields_fingerprint("POST /api/v1/memory", request.data)
-        code, answer, replayed = answer_once(space=request.user.space, key=key, fingerprint=fingerprint, run=run)
-        response = ResponseThenWork(answer, after=after, status=code)
-        if replayed:
-            response[REPLAYED_HEADER] = "true"
-        return response
+        after: list = []  # reinforcement, after the answer (none when the answer is a replay)
+        return answered_once(
+            request,
+            key=key,
+            fingerprint=fields_fingerprint("POST /api/v1/memory", request.data),
+            run=lambda: (200, memory_run(agent=request.user, request=validated, defer=after.append)),
+            after=after,
+        )
 
     @extend_schema(
         parameters=[MemoryInputSerializer, URL_TOKEN_PARAMETER],
