@@ -21,10 +21,10 @@ description would not send them. Negative mode keeps every case. The refusals th
 in tests/test_brain_memory_api.py. The same holds for the import's rules across items and the space
 (an ``id`` appears once in a batch, a reference names a thought of the batch or the space: 400
 ``IMPORT_INVALID``): positive import cases that reference other thoughts or repeat an id are discarded.
-Likewise an ``Idempotency-Key`` names one request (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch or
-memory call with the key, documented in the operations' 409 responses): positive import and memory cases
-that send a key already sent with another request are discarded (tests/test_brain_import_idempotency.py
-and tests/test_brain_memory_idempotency.py test the refusal).
+Likewise an ``Idempotency-Key`` names one request (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch,
+memory call or correction with the key, documented in the operations' 409 responses): positive import, memory
+and correction cases that send a key already sent with another request are discarded
+(tests/test_brain_import_idempotency.py and tests/test_brain_memory_idempotency.py test the refusal).
 And a list's ``cursor`` is the ``next_cursor`` of an earlier page: the schema gives its alphabet, not
 which strings of it a list gave, so positive list cases that send one are discarded (400 for any
 other; tests/test_brain_list_retract.py and tests/test_tasks_api.py test both).
@@ -91,7 +91,8 @@ def key_names_one_request(case) -> bool:
     key = (case.headers or {}).get("Idempotency-Key")
     if key is None:
         return True
-    sent = f"{case.operation.label} {case.media_type} {json.dumps(case.body, default=str, sort_keys=True)}"
+    sent = f"{case.operation.label} {case.path_parameters} {case.media_type} "
+    sent += json.dumps(case.body, default=str, sort_keys=True)
     return _KEYS.setdefault(key, sent) == sent
 
 
@@ -102,6 +103,7 @@ CROSS_FIELD_RULES = {
     "POST /api/v1/memory": lambda case: memory_rules_hold(case.body) and key_names_one_request(case),
     "GET /api/v1/memory": lambda case: memory_rules_hold(case.query),
     "POST /api/v1/thoughts/import": lambda case: import_rules_hold(case.body) and key_names_one_request(case),
+    "POST /api/v1/thoughts/{thought_id}/correct": key_names_one_request,
 }
 
 
