@@ -82,7 +82,7 @@ def _already_there(task: Task, actor: Actor) -> str:
     when = last.created_at.isoformat(timespec="seconds")
     if mine:
         return (
-            f"The task is already '{task.status}': you moved it there at {when} (role {last.role_after or 'none'}). "
+            f"The task is already '{task.status}': you moved it there at {when}. "
             "Nothing changed; if that answer was lost, your move did take effect."
         )
     return f"The task is already '{task.status}': {who} moved it there at {when}. Nothing changed."
