@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
+from brain.services.receipts import KEY_MAX_LENGTH
 from colony_mcp.rest import RestResult, rest_call, segment
 from core.errors import did_you_mean, error_body, name_hint
 
@@ -85,8 +86,8 @@ IdempotencyKeyArg = Annotated[
         description="Your own unique string for this call (a UUID), to retry it safely after a timeout: the same "
         "arguments with the same key are answered with the first answer and stored once (REST's Idempotency-Key).",
         min_length=1,
-        max_length=255,
-        pattern="^[!-~]+$",
+        max_length=KEY_MAX_LENGTH,
+        pattern="^[!-~]+$",  # visible ASCII, as brain.services.receipts.key_clean takes it
     ),
 ]
 SessionArg = Annotated[

@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from brain.apis.idempotency import answered_once, idempotency_parameters, request_key
+from brain.apis.idempotency import KEY_CONFLICT_RESPONSES, answered_once, idempotency_parameters, request_key
 from brain.choices import SuggestionStatus
 from brain.inputs import SourceRefSerializer, thought_ids_field
 from brain.models import CorrectionSuggestion, Thought
@@ -224,14 +224,7 @@ class ThoughtCorrectApi(APIView):
             OpenApiParameter("thought_id", str, OpenApiParameter.PATH),
             *idempotency_parameters(what="correction", success=201, replayed_skips="nothing was stored"),
         ],
-        responses={
-            201: CorrectionResultSerializer,
-            **error_responses(
-                409,
-                e409="The request conflicts with the current state (`CONFLICT` or a more specific code); "
-                "`IDEMPOTENCY_KEY_REUSED`: the Idempotency-Key was sent earlier with other fields (send a new key).",
-            ),
-        },
+        responses={201: CorrectionResultSerializer, **KEY_CONFLICT_RESPONSES},
     )
     def post(self, request, thought_id):
         key = request_key(request)

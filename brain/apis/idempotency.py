@@ -14,6 +14,7 @@ from rest_framework.renderers import JSONRenderer
 
 from brain.services.receipts import IDEMPOTENCY_HEADER, KEY_MAX_LENGTH, REPLAYED_HEADER, answer_once, key_clean
 from core.responses import ResponseThenWork
+from core.schema import ERROR_DESCRIPTIONS, error_responses
 
 
 def request_key(request) -> str | None:
@@ -42,6 +43,14 @@ def answered_once(
     if replayed:
         response[REPLAYED_HEADER] = "true"
     return response
+
+
+#: The 409 of an operation that takes a key: the usual conflicts, and a key sent earlier with another request.
+KEY_CONFLICT_RESPONSES = error_responses(
+    409,
+    e409=f"{ERROR_DESCRIPTIONS[409]} `IDEMPOTENCY_KEY_REUSED`: the Idempotency-Key was sent earlier with other "
+    "fields (send a new key).",
+)
 
 
 def idempotency_parameters(*, what: str, success: int, replayed_skips: str) -> list[OpenApiParameter]:

@@ -9,7 +9,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from brain.apis.idempotency import answered_once, idempotency_parameters, request_key
+from brain.apis.idempotency import KEY_CONFLICT_RESPONSES, answered_once, idempotency_parameters, request_key
 from brain.inputs import MemoryInputSerializer
 from brain.services.memory import memory_run
 from brain.services.receipts import fields_fingerprint
@@ -70,14 +70,7 @@ MEMORY_ERRORS = error_responses(
     e404="An id in refines/consolidates/supersedes/related_thoughts is unknown (`THOUGHT_NOT_FOUND`).",
 )
 
-MEMORY_POST_ERRORS = {
-    **MEMORY_ERRORS,
-    **error_responses(
-        409,
-        e409="The request conflicts with the current state (`CONFLICT` or a more specific code); "
-        "`IDEMPOTENCY_KEY_REUSED`: the Idempotency-Key was sent earlier with other fields (send a new key).",
-    ),
-}
+MEMORY_POST_ERRORS = {**MEMORY_ERRORS, **KEY_CONFLICT_RESPONSES}
 
 
 class SourceOutputSerializer(serializers.Serializer):

@@ -228,7 +228,8 @@ def query_logs_expire(*, now: datetime | None = None, batch_size: int = 5000) ->
             cursor.execute(_QUERY_LOG_EXPIRING_SQL, params)
             ids = [row[0] for row in cursor.fetchall()]
             if ids:
-                deleted += QueryLog.objects.filter(pk__in=ids).delete()[1].get(QueryLog._meta.label, 0)
+                # only("pk"): the collector reads the rows again to null the turn logs' links; not their results.
+                deleted += QueryLog.objects.filter(pk__in=ids).only("pk").delete()[1].get(QueryLog._meta.label, 0)
         if len(ids) < batch_size:
             return deleted
 

@@ -1,5 +1,5 @@
-"""``Idempotency-Key`` for ``POST /api/v1/thoughts/import`` and ``POST /api/v1/memory``: a request sent
-again is answered again, not stored twice.
+"""``Idempotency-Key`` for ``POST /api/v1/thoughts/import``, ``POST /api/v1/memory`` and ``POST
+/api/v1/thoughts/{id}/correct``: a request sent again is answered again, not stored twice.
 
 A write whose response is lost (a timeout, a dropped connection, a killed client) leaves the client
 unsure whether it was stored. Import items that carry no ``id`` (most Mem0 and hand-written dumps) got
@@ -12,7 +12,8 @@ stored again (flagged ``near_duplicate``, but a second thought all the same). A 
 - A request with a key already answered (within ``IMPORT_RECEIPT_HOURS``) gets that response again,
   with ``Idempotent-Replayed: true``; nothing is stored.
 - The same key with another request is refused (409 ``IDEMPOTENCY_KEY_REUSED``): a key names one
-  request (an import's body, or a memory call's fields; a key used for one can't be reused for the other).
+  request (an import's body, a memory call's or a correction's fields; a key used for one can't be reused
+  for another).
 - Two requests with one key at the same time: the second waits for the first (the receipt row is
   locked until the first commits) and is then answered from its receipt. A request that fails leaves
   no receipt (its transaction rolls back), so sending it again with the same key runs it.
