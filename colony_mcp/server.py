@@ -357,7 +357,11 @@ async def memory_correct(
     thought_id: Uuid,
     correct_fact: Annotated[str, Field(description="What is actually true.", min_length=1, max_length=10000)],
     corrected_fact: Annotated[
-        str | None, Field(description="What was wrong (default: the thought's content).", max_length=10000)
+        str | None,
+        Field(
+            description="What was wrong (default: the thought's content; a correction's: its correct_fact).",
+            max_length=10000,
+        ),
     ] = None,
     supersedes: Annotated[
         list[str] | None,
@@ -370,7 +374,8 @@ async def memory_correct(
 ) -> CallToolResult:
     """Correct a wrong fact: stores a correction that supersedes the thought (and every id in
     supersedes) in one transaction. Superseded thoughts stay for audit but rank below the
-    correction, and later contributions repeating the wrong fact are flagged. Before calling it,
+    correction, and later contributions repeating the wrong fact are flagged. A correction that
+    superseded the thought before is superseded too, so one stays live. Before calling it,
     search for every thought that repeats the wrong fact and pass their ids in supersedes.
     Returns the correction, superseded_count and guidance."""
     return await _call(

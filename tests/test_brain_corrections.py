@@ -23,6 +23,7 @@ from brain.services.corrections import (
     thought_correct_by_id,
 )
 from brain.services.flags import correction_guard
+from brain.services.lineage import lineage_supersede
 from brain.services.thoughts import thought_create, thought_link_related
 from core.errors import NotFound, ServiceFailure, ValidationFailed
 
@@ -161,6 +162,46 @@ def test_a_later_correction_takes_over_superseded_by(space):
     second, _ = correct(space, [wrong.id], correct_fact="Gerhard Quiring is the certified coach; JV with Thomas.")
     wrong.refresh_from_db()
     assert wrong.superseded_by_id == second.id
+
+
+def test_correcting_a_corrected_thought_again_supersedes_the_earlier_correction(space):
+    # Before: both corrections stayed live, and a query about the fact got two "correct" facts.
+    wrong, other_copy = wrong_copies(space, 2)
+    first, _ = correct(space, [wrong.id, other_copy.id])
+    second, count = correct(space, [wrong.id], correct_fact="Gerhard Quiring is the certified coach; JV with Thomas.")
+    assert count == 2
+    assert second.supersedes == [wrong.id, first.id]
+    first.refresh_from_db()
+    other_copy.refresh_from_db()
+    assert (first.superseded, first.superseded_by_id) == (True, second.id)
+    assert other_copy.superseded_by_id == first.id  # the earlier correction's other targets stay as they were
+    live = Thought.objects.filter(space=space, thought_category="correction", superseded=False)
+    assert list(live.values_list("id", flat=True)) == [second.id]
+    # Listing the earlier correction too counts it once; a retracted (superseded) one is not taken again.
+    third, count = correct(space, [wrong.id, second.id])
+    assert (count, third.supersedes) == (2, [wrong.id, second.id])
+
+
+def test_a_refinement_of_a_corrected_thought_is_left_alone(space):
+    wrong = wrong_copies(space, 1)[0]
+    refinement = store(space, "Thomas coaches founders.")
+    lineage_supersede(thought=refinement, source_ids=[wrong.id])
+    wrong.refresh_from_db()
+    assert wrong.refined_by_id == refinement.id
+    _, count = correct(space, [wrong.id])
+    refinement.refresh_from_db()
+    assert count == 1 and not refinement.superseded
+
+
+def test_correcting_a_correction_by_id_takes_its_correct_fact_as_the_wrong_one(space, dev):
+    # Before: the wrong fact defaulted to the correction's whole text, wrong and right fact together.
+    wrong = wrong_copies(space, 1)[0]
+    first, _ = correct(space, [wrong.id])
+    second, count = thought_correct_by_id(
+        space=space, agent=dev.agent, thought_id=first.id, correct_fact="Gerhard Quiring is the certified coach."
+    )
+    assert (second.corrected_fact, count) == (RIGHT, 1)
+    assert correction_guard(space=space, vector=embedding.embed(RIGHT), text=RIGHT).id == second.id
 
 
 def test_given_vector_is_stored_and_default_content_is_written(space, monkeypatch):
@@ -334,10 +375,12 @@ def test_concurrent_corrections_over_the_same_thoughts_do_not_deadlock(space):
     for thread in threads:
         thread.join(timeout=60)
     assert errors == []
-    assert sorted(count for _, count in results) == [2, 2]
+    # The locks serialised the two: the later one also superseded the earlier correction.
+    assert sorted(count for _, count in results) == [2, 3]
     winners = {c.id for c, _ in results}
     a.refresh_from_db()
     b.refresh_from_db()
     assert a.superseded and b.superseded
-    # Both rows end up pointing at the same (the later) correction: the locks serialised the two.
     assert a.superseded_by_id == b.superseded_by_id and a.superseded_by_id in winners
+    live = Thought.objects.filter(id__in=winners, superseded=False)
+    assert list(live.values_list("id", flat=True)) == [a.superseded_by_id]

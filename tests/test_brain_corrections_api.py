@@ -208,6 +208,26 @@ def test_correct_a_thought_and_the_wrong_fact_is_guarded_from_then_on(space, dev
     assert hit is not None and str(hit.id) == correction["thought_id"]
 
 
+def test_a_thought_corrected_twice_answers_with_one_live_correction(space, dev):
+    # Before: the first correction stayed live beside the second; a question about the fact got both
+    # "correct" facts as live sources, the outdated one above the newer.
+    wrong = store(space, WRONG, topic="team", vector=embedding.embed(WRONG))
+    first = dev.post(f"/api/v1/thoughts/{wrong.id}/correct", {"correct_fact": RIGHT}, format="json").json()
+    newer = "Gerhard Quiring is the certified Neuroimaginations-Coach; he coaches through the joint venture."
+    response = dev.post(f"/api/v1/thoughts/{wrong.id}/correct", {"correct_fact": newer}, format="json")
+    assert response.status_code == 201, response.json()
+    second = response.json()
+    assert second["superseded_count"] == 2 and "supersedes 2 previous thoughts" in second["guidance"]
+    assert second["correction"]["supersedes"] == [str(wrong.id), first["correction"]["thought_id"]]
+
+    answer = dev.get("/api/v1/memory", {"prompt": "Who is the certified Neuroimaginations-Coach?"}).json()
+    corrections = [s for s in answer["result"]["sources"] if s["thought_id"] != str(wrong.id)]
+    assert [(s["thought_id"], s["superseded"]) for s in corrections] == [
+        (second["correction"]["thought_id"], False),
+        (first["correction"]["thought_id"], True),
+    ]
+
+
 def test_correct_with_explicit_fields(space, dev):
     wrong = store(space, "Team page: Thomas (NI coach).")
     response = dev.post(

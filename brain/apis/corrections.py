@@ -201,7 +201,10 @@ class ThoughtCorrectApi(APIView):
 
         correct_fact = strict.CharField(max_length=TEXT_MAX)
         corrected_fact = strict.CharField(
-            max_length=TEXT_MAX, required=False, allow_blank=True, help_text="Default: the thought's content."
+            max_length=TEXT_MAX,
+            required=False,
+            allow_blank=True,
+            help_text="Default: the thought's content (a correction's: its correct_fact).",
         )
         content = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
         prompt = strict.CharField(

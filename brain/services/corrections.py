@@ -59,6 +59,11 @@ def thought_correct(
     superseded). Each superseded thought gets ``superseded=true``, ``superseded_by=<correction>`` and
     keeps the time it was FIRST superseded (the discovery metric measures from it).
 
+    A thought corrected before is corrected again: the live correction that superseded it says the
+    fact the new one replaces, so it is superseded too (listed in the new ``supersedes``, counted),
+    and one correction per fact stays live instead of two answering with different facts. Two
+    corrections of one thought at once: the second waits for the first's lock and supersedes it.
+
     ``vector`` is the embedding of ``content`` when the caller already has it (the memory endpoint
     embeds the prompt once); otherwise both ``content`` and ``corrected_fact`` are embedded here, in
     one model call, before the transaction opens (no row lock is held while the model runs). The
@@ -89,7 +94,8 @@ def thought_correct(
 
     name = agent.name if agent is not None else "colony"
     with transaction.atomic():
-        thoughts_lock_in_space(space_id=space.pk, ids=supersede_ids, field="supersedes")
+        targets = thoughts_lock_in_space(space_id=space.pk, ids=supersede_ids, field="supersedes")
+        supersede_ids = [*supersede_ids, *corrections_replaced(space=space, targets=targets, listed=supersede_ids)]
         correction = thought_create(
             space=space,
             content=content,
@@ -117,6 +123,24 @@ def thought_correct(
     return correction, count
 
 
+def corrections_replaced(*, space: Space, targets: Iterable[Thought], listed: list[uuid.UUID]) -> list[uuid.UUID]:
+    """The live corrections that superseded one of ``targets`` and are not ``listed``, locked in id order.
+
+    A new correction of a thought that a correction superseded replaces that correction: its
+    ``correct_fact`` is what the new one says is wrong now. Refinements and consolidations built on a
+    target are not touched (they may have fixed the fact; nothing says they repeat it).
+    """
+    earlier = {t.superseded_by_id for t in targets if t.superseded_by_id is not None} - set(listed)
+    if not earlier:
+        return []
+    return list(
+        Thought.objects.select_for_update()
+        .filter(space=space, pk__in=earlier, thought_category=ThoughtCategory.CORRECTION, superseded=False)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
 def thought_correct_by_id(
     *,
     space: Space,
@@ -131,16 +155,19 @@ def thought_correct_by_id(
 ) -> tuple[Thought, int]:
     """Correct one thought (``POST /thoughts/{id}/correct``, ``brain correct``): returns (correction, count).
 
-    Defaults come from the thought: the wrong fact is its content, the topic its topic ("general"
-    when it has none). ``extra_supersedes`` adds more wrong copies of the same fact.
+    Defaults come from the thought: the wrong fact is its content (for a correction, the fact it
+    said was correct: its whole text would guard against repeating the wrong and the right fact
+    alike), the topic its topic ("general" when it has none). ``extra_supersedes`` adds more wrong
+    copies of the same fact.
     """
     target = thought_get(space=space, thought_id=thought_id)  # unknown, malformed, other space: 404
+    wrong = (target.thought_category == ThoughtCategory.CORRECTION and target.correct_fact) or target.content
     return thought_correct(
         space=space,
         agent=agent,
         content=content or "",
         topic=(topic or "").strip() or target.topic or DEFAULT_TOPIC,
-        corrected_fact=(corrected_fact or "").strip() or target.content,
+        corrected_fact=(corrected_fact or "").strip() or wrong,
         correct_fact=correct_fact,
         supersedes=[target.pk, *extra_supersedes],
         source_ref=source_ref,
