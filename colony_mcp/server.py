@@ -457,8 +457,9 @@ async def thought_retract(
 ) -> CallToolResult:
     """Withdraw a thought that should not have been stored (a mistake, a leaked secret, noise) when
     there is nothing to replace it with. Nothing is deleted: it is marked superseded without a
-    replacement, flagged retracted and ranks below every live thought. For a wrong fact with a right
-    one, use memory_correct; for an outdated fact, memory_contribute with refines."""
+    replacement, flagged retracted and ranks below every live thought; what it superseded (as a
+    refinement, consolidation or correction) is live again (live_again). For a wrong fact with a
+    right one, use memory_correct; for an outdated fact, memory_contribute with refines."""
     return await _call(ctx, "POST", f"thoughts/{segment(thought_id)}/retract", body={"reason": reason})
 
 

@@ -303,3 +303,104 @@ def test_a_human_retraction_with_a_nul_in_its_reason_is_refused_on_the_page(brai
     assert response.status_code == 200
     assert b"Not retracted" in response.content and b"NUL" in response.content
     assert not Thought.objects.get(id=ids["billing"]).superseded
+
+
+# --- what a retracted thought superseded is handed back ------------------------------------------
+
+
+def retract(client, thought_id, reason="stored by mistake"):
+    response = client.post(f"/api/v1/thoughts/{thought_id}/retract", {"reason": reason}, format="json")
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def state(thought_id):
+    t = Thought.objects.get(id=thought_id)
+    return t.superseded, t.refined_by_id and str(t.refined_by_id), t.superseded_by_id and str(t.superseded_by_id)
+
+
+def test_retracting_a_refinement_brings_its_source_back(brain):
+    # Before: the source stayed superseded by a retracted refinement, so the topic had no live thought.
+    dev, _, ids = brain
+    refinement = contribute(
+        dev, "Deploys run migrations first, then restart web workers one at a time.", refines=ids["deploy"]
+    )
+    assert state(ids["deploy"]) == (True, refinement, None)
+    body = retract(dev, refinement)
+    assert body["live_again"] == [ids["deploy"]]
+    assert f"The 1 thought it had superseded is live again: {ids['deploy']}." in body["guidance"]
+    assert state(ids["deploy"]) == (False, None, None)
+    assert Thought.objects.get(id=ids["deploy"]).superseded_at is None
+    live = dev.get("/api/v1/thoughts", {"superseded": "false", "topic": "deploys"}).json()["results"]
+    assert ids["deploy"] in {t["thought_id"] for t in live}
+
+
+def test_retracting_a_consolidation_hands_each_source_to_what_else_supersedes_it(brain):
+    dev, qa, ids = brain
+    by_qa = contribute(
+        qa, "Deploys show the maintenance banner while migrations run, then restart.", refines=ids["deploy2"]
+    )
+    merged = contribute(
+        dev,
+        "Deploys: migrations first, banner on, then restart the web workers.",
+        consolidates=[ids["deploy"], ids["deploy2"]],
+    )
+    assert state(ids["deploy2"]) == (True, merged, None)
+    body = retract(dev, merged)
+    assert body["live_again"] == [ids["deploy"]]
+    assert state(ids["deploy"]) == (False, None, None)
+    assert state(ids["deploy2"]) == (True, by_qa, None)  # still refined by qa's live refinement
+
+
+def test_retracting_a_correction_brings_back_what_it_superseded(brain):
+    dev, qa, ids = brain
+    first = qa.post(
+        f"/api/v1/thoughts/{ids['billing']}/correct",
+        {"correct_fact": "Billing webhooks retry three times."},
+        format="json",
+    )
+    first_id = first.json()["correction"]["thought_id"]
+    second = dev.post(
+        f"/api/v1/thoughts/{ids['billing']}/correct", {"correct_fact": "They retry ten times."}, format="json"
+    )
+    second_id = second.json()["correction"]["thought_id"]
+    assert state(first_id) == (True, None, second_id)
+    # dev's correction was the mistake: the billing thought goes back to qa's correction, which is live again.
+    body = retract(dev, second_id)
+    assert body["live_again"] == [first_id]
+    assert state(ids["billing"]) == (True, None, first_id)
+    assert state(first_id) == (False, None, None)
+    body = retract(qa, first_id)
+    assert body["live_again"] == [ids["billing"]] and state(ids["billing"]) == (False, None, None)
+
+
+def test_retracting_a_refinement_that_was_refined_leaves_the_line_to_its_successor(brain):
+    dev, _, ids = brain
+    middle = contribute(dev, "Deploys run migrations first; the web workers restart after them.", refines=ids["deploy"])
+    head = contribute(
+        dev, "Deploys run migrations first; web workers restart one at a time after them.", refines=middle
+    )
+    body = retract(dev, middle)
+    assert body["live_again"] == [] and "live again" not in body["guidance"]
+    assert state(ids["deploy"]) == (True, middle, None) and state(head)[0] is False
+
+
+def test_a_retracted_source_stays_retracted_when_its_refinement_is_retracted(brain):
+    dev, _, ids = brain
+    refinement = contribute(
+        dev, "Deploys run migrations first, then restart web workers one at a time.", refines=ids["deploy"]
+    )
+    retract(dev, ids["deploy"], reason="the source was wrong too")
+    assert retract(dev, refinement)["live_again"] == []
+    assert state(ids["deploy"]) == (True, None, None)
+    assert "retracted" in Thought.objects.get(id=ids["deploy"]).quality_flags
+
+
+def test_a_human_retracting_a_refinement_on_its_page_is_told_what_is_live_again(brain, client, ada):
+    dev, _, ids = brain
+    refinement = contribute(
+        dev, "Billing webhooks retry five times with jitter, then alert on-call.", refines=ids["billing"]
+    )
+    response = client.post(f"/brain/thoughts/{refinement}/retract/", {"reason": "posted by mistake"}, follow=True)
+    assert f"The 1 thought it had superseded is live again: {ids['billing']}.".encode() in response.content
+    assert state(ids["billing"]) == (False, None, None)

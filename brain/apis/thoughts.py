@@ -11,7 +11,7 @@ from brain.choices import ThoughtCategory
 from brain.models import THOUGHT_BULKY_FIELDS, Thought
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
 from brain.selectors.listing import THOUGHT_LIST_ORDER, thought_list
-from brain.services.retraction import REASON_MAX_CHARS, thought_retract
+from brain.services.retraction import REASON_MAX_CHARS, retraction_guidance, thought_retract
 from core import fields as strict
 from core import paging
 from core.schema import error_responses
@@ -205,6 +205,11 @@ class ThoughtRetractInputSerializer(strict.Serializer):
 
 class ThoughtRetractOutputSerializer(serializers.Serializer):
     thought = ThoughtListItemSerializer()
+    live_again = serializers.ListField(
+        child=serializers.UUIDField(),
+        help_text="The thoughts it had superseded (as a refinement, consolidation or correction) that nothing "
+        "else supersedes: live again, ranked as before it was contributed.",
+    )
     guidance = strict.CharField()
 
 
@@ -234,7 +239,7 @@ class ThoughtRetractApi(APIView):
         return Response(
             {
                 "thought": ThoughtListItemSerializer(thought).data,
-                "guidance": "Retracted: kept for audit, marked superseded without a replacement, ranked below every "
-                "live thought. If a right version exists, contribute it (refines) or correct the fact instead.",
+                "live_again": [str(pk) for pk in thought.live_again],
+                "guidance": retraction_guidance(thought),
             }
         )

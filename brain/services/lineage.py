@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
 
-from brain.choices import ThoughtType
+from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import Thought
 from core.errors import NotFound, ValidationFailed
 from core.models import Space
@@ -98,3 +98,46 @@ def lineage_supersede(*, thought: Thought, source_ids: list[uuid.UUID]) -> int:
         .filter(~Q(id=thought.id))
         .update(superseded=True, refined_by=thought, superseded_at=Coalesce("superseded_at", Now()))
     )
+
+
+def lineage_release(*, withdrawn: Thought, locked: list[Thought]) -> list[uuid.UUID]:
+    """Hand back what ``withdrawn`` (just retracted) superseded; returns the ids that are live again.
+
+    ``locked`` are the rows whose ``refined_by`` or ``superseded_by`` is ``withdrawn``, locked by the
+    caller in the same transaction. Each pointer moves to the newest other thought that still
+    supersedes the row the same way (a refinement or consolidation naming it in ``source_ids``, a
+    correction naming it in ``supersedes``, neither retracted); a row nothing supersedes any more is
+    live again (``superseded=false``, ``superseded_at`` cleared), unless it was retracted itself. A
+    withdrawn refinement, consolidation or correction no longer buries what it replaced.
+    """
+    if not locked:
+        return []
+    ids = [t.pk for t in locked]
+    others = (
+        Thought.objects.filter(space_id=withdrawn.space_id)
+        .filter(Q(source_ids__overlap=ids) | Q(thought_category=ThoughtCategory.CORRECTION, supersedes__overlap=ids))
+        .exclude(pk=withdrawn.pk)
+        .exclude(quality_flags__contains=[QualityFlag.RETRACTED])
+        .order_by("-created_at")
+        .only("id", "source_ids", "supersedes", "thought_category")
+    )
+    refiners: dict[uuid.UUID, uuid.UUID] = {}
+    correctors: dict[uuid.UUID, uuid.UUID] = {}
+    for other in others:  # newest first: the first one seen for a row is its newest
+        for pk in other.source_ids:
+            refiners.setdefault(pk, other.pk)
+        if other.thought_category == ThoughtCategory.CORRECTION:
+            for pk in other.supersedes:
+                correctors.setdefault(pk, other.pk)
+    live_again = []
+    for row in locked:
+        if row.refined_by_id == withdrawn.pk:
+            row.refined_by_id = refiners.get(row.pk)
+        if row.superseded_by_id == withdrawn.pk:
+            row.superseded_by_id = correctors.get(row.pk)
+        retracted = QualityFlag.RETRACTED in row.quality_flags
+        if not (retracted or row.refined_by_id or row.superseded_by_id):
+            row.superseded, row.superseded_at = False, None
+            live_again.append(row.pk)
+        row.save(update_fields=["refined_by", "superseded_by", "superseded", "superseded_at"])
+    return live_again

@@ -3,7 +3,8 @@
 A retracted thought is superseded without a replacement: ``superseded=True`` with no
 ``superseded_by``/``refined_by``, flagged ``retracted``, and who, when and why are kept in
 ``context_metadata["retraction"]``. It is never deleted (seeds: thoughts stay for audit) and it
-ranks below every live thought (``brain.ranking.rank``).
+ranks below every live thought (``brain.ranking.rank``). What it superseded is live again, as if it
+had never been contributed (its own ``source_ids`` / ``supersedes`` keep the history).
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import uuid
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.models import Thought
+from brain.services.lineage import lineage_release
 from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
 from core.parsers import text_problem
@@ -36,6 +39,11 @@ def thought_retract(
     An agent may retract only what it contributed (another agent's wrong fact is corrected, not
     retracted); a human member of the space may retract any thought. Transition markers are the
     workflow's audit trail and can't be retracted. Retracting twice is a 409.
+
+    What the thought superseded (the sources of a refinement or consolidation, the thoughts a
+    correction superseded) is handed back (``lineage.lineage_release``): live again unless something
+    else still supersedes it, or the thought was itself refined or corrected (its successor carries
+    the line on). The returned thought's ``live_again`` lists the ids that are live again.
     """
     reason = (reason or "").strip()
     if not reason:
@@ -53,7 +61,13 @@ def thought_retract(
         key = uuid.UUID(str(thought_id))
     except ValueError:
         raise NotFound(f"No thought {thought_id!r}: not a thought id (UUID).", code="THOUGHT_NOT_FOUND") from None
-    thought = Thought.objects.select_for_update().filter(space=space, pk=key).first()
+    # The thought and what it superseded, locked together in id order (a correction or refinement
+    # locking some of the same rows in that order can't deadlock with it). Rows only ever stop
+    # pointing at an existing thought, so the set read before the lock holds every row that may.
+    held = Q(refined_by_id=key) | Q(superseded_by_id=key)
+    ids = [key, *Thought.objects.filter(held, space=space).values_list("pk", flat=True)]
+    rows = list(Thought.objects.select_for_update().filter(space=space, pk__in=ids).order_by("pk"))
+    thought = next((row for row in rows if row.pk == key), None)
     if thought is None:
         raise NotFound(f"No thought {key} in this space.", code="THOUGHT_NOT_FOUND")
     if thought.thought_category == ThoughtCategory.TRANSITION_MARKER:
@@ -68,6 +82,9 @@ def thought_retract(
         )
     if QualityFlag.RETRACTED in thought.quality_flags:
         raise Conflict("This thought is already retracted.", code="ALREADY_RETRACTED")
+    # A thought that a live successor superseded leaves its sources to that successor's line: a
+    # refinement of it carries what it improved on.
+    replaced = thought.refined_by_id is not None or thought.superseded_by_id is not None
     now = timezone.now()
     thought.superseded = True
     thought.superseded_at = thought.superseded_at or now
@@ -82,4 +99,15 @@ def thought_retract(
         },
     }
     thought.save(update_fields=["superseded", "superseded_at", "quality_flags", "context_metadata"])
+    superseded = [row for row in rows if row.pk != key and key in (row.refined_by_id, row.superseded_by_id)]
+    thought.live_again = [] if replaced else lineage_release(withdrawn=thought, locked=superseded)
     return thought
+
+
+def retraction_guidance(thought: Thought) -> str:
+    """What the answer to a retraction says (API; the thought page says the same)."""
+    said = "Retracted: kept for audit, marked superseded without a replacement, ranked below every live thought."
+    if thought.live_again:
+        noun = "thought it had superseded is" if len(thought.live_again) == 1 else "thoughts it had superseded are"
+        said += f" The {len(thought.live_again)} {noun} live again: {', '.join(map(str, thought.live_again))}."
+    return said + " If a right version exists, contribute it (refines) or correct the fact instead."

@@ -20,7 +20,7 @@ from brain.selectors.lineage import thought_get, thought_lineage_of
 from brain.selectors.listing import THOUGHT_LIST_ORDER, thought_list
 from brain.selectors.search import thought_search
 from brain.services.corrections import suggestion_accept, thought_correct
-from brain.services.retraction import thought_retract
+from brain.services.retraction import retraction_guidance, thought_retract
 from brain.services.suggestions import suggestion_dismiss, suggestion_get
 from brain.services.thoughts import human_contributor
 from core import paging
@@ -158,7 +158,7 @@ def thought_correct_post(request, thought_id):
 def thought_retract_post(request, thought_id):
     """A human member of the space retracts a thought: superseded without a replacement, kept for audit."""
     try:
-        thought_retract(
+        retracted = thought_retract(
             space=request.colony_space,
             thought_id=thought_id,
             reason=request.POST.get("reason", ""),
@@ -167,9 +167,7 @@ def thought_retract_post(request, thought_id):
     except ApplicationError as exc:
         messages.error(request, f"Not retracted — {exc.message}")
         return redirect("web:thought", thought_id)
-    messages.success(
-        request, "Retracted: kept for audit, superseded without a replacement, ranked below live thoughts."
-    )
+    messages.success(request, retraction_guidance(retracted))
     return redirect("web:thought", thought_id)
 
 
