@@ -38,6 +38,9 @@ class SuggestionStatus(models.TextChoices):
     PENDING = "pending"
     ACCEPTED = "accepted"
     DISMISSED = "dismissed"
+    # Closed by Colony: its thought was corrected, refined, consolidated or retracted before anyone
+    # resolved it (the quality loop raises none on a superseded thought, for the same reason).
+    SUPERSEDED = "superseded"
 
 
 class SuggestionOrigin(models.TextChoices):

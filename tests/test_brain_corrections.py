@@ -311,6 +311,40 @@ def test_guard_is_space_scoped_and_ignores_superseded_corrections(space, other_s
     assert correction_guard(space=space, vector=vector) is None
 
 
+def test_a_refined_or_consolidated_correction_still_guards_a_retracted_one_does_not(space, dev):
+    # Before: refining a correction (rewording it, adding a source) switched its guard off: the
+    # wrong fact could be contributed again unflagged.
+    correction, _ = correct(space, [wrong_copies(space, 1)[0].id])
+    paraphrase = "Thomas is a certified Neuroimaginations coach."
+    vector = embedding.embed(paraphrase)
+    reworded = store(space, "CORRECTION, reworded: NI coaching is a JV with Gerhard Quiring (see the contract).")
+    lineage_supersede(thought=reworded, source_ids=[correction.id])
+    hit = correction_guard(space=space, vector=vector, text=paraphrase)
+    assert hit is not None and hit.id == correction.id
+    Thought.objects.filter(pk=correction.pk).update(quality_flags=["retracted"])
+    assert correction_guard(space=space, vector=vector, text=paraphrase) is None
+
+
+def test_a_refined_correction_still_flags_a_contribution_that_repeats_the_wrong_fact(space, dev):
+    wrong = wrong_copies(space, 1)[0]
+    body = {"correct_fact": RIGHT, "source_ref": {"type": "url", "value": "contract"}}
+    correction = dev.post(f"/api/v1/thoughts/{wrong.id}/correct", body, format="json").json()["correction"]
+    reworded = dev.post(
+        "/api/v1/memory",
+        {"prompt": "Reworded: NI coaching runs as a JV with Gerhard Quiring.", "refines": correction["thought_id"]},
+        format="json",
+    )
+    assert reworded.status_code == 200, reworded.json()
+    again = dev.post(
+        "/api/v1/memory",
+        {"prompt": "Thomas is Zertifizierter Neuroimaginations-Coach and offers NI coaching to teams."},
+        format="json",
+    )
+    trace = again.json()["trace"]
+    assert "contradicts_correction" in Thought.objects.get(pk=trace["thought_id"]).quality_flags
+    assert f"Correction {correction['thought_id']}" in again.json()["result"]["guidance"]
+
+
 def test_guidance_quotes_the_correct_fact_and_the_correction_id(space):
     correction, _ = correct(space, [wrong_copies(space, 1)[0].id])
     text = correction_guidance(correction)

@@ -127,6 +127,59 @@ def test_double_accept_is_409_and_creates_one_correction(space, dev):
     assert dev.post(f"/api/v1/corrections/{suggestion.id}/dismiss", {}, format="json").status_code == 409
 
 
+def test_a_suggestion_whose_thought_is_corrected_first_is_closed_as_superseded(space, dev):
+    # Before: it stayed pending, listed in the agent's every memory answer, and accepting it stored
+    # a correction of a thought that a correction had already replaced.
+    old = store(space, WRONG, topic="team", vector=embedding.embed(WRONG))
+    suggestion = suggest(old, "Thomas is not a coach at all.", agent=dev.agent)
+    other = suggest(store(space, "Billing retries five times."), "Billing retries three times.", agent=dev.agent)
+    pending = dev.get("/api/v1/memory", {"prompt": "Who coaches?", "contribute": "false"}).json()["result"]
+    assert {p["suggestion_id"] for p in pending["pending_corrections"]} == {str(suggestion.id), str(other.id)}
+
+    fixed = dev.post(f"/api/v1/thoughts/{old.id}/correct", {"correct_fact": RIGHT}, format="json").json()
+    closed = dev.get("/api/v1/corrections", {"status": "superseded"}).json()["results"]
+    assert [(c["suggestion_id"], c["resolved_by"], c["correction_id"]) for c in closed] == [
+        (str(suggestion.id), "colony", fixed["correction"]["thought_id"])
+    ]
+    pending = dev.get("/api/v1/memory", {"prompt": "Who coaches?", "contribute": "false"}).json()["result"]
+    assert [p["suggestion_id"] for p in pending["pending_corrections"]] == [str(other.id)]
+    late = dev.post(f"/api/v1/corrections/{suggestion.id}/accept", {}, format="json")
+    assert late.status_code == 409 and "already superseded" in late.json()["error"]["message"]
+    assert Thought.objects.filter(thought_category="correction").count() == 1
+
+
+def test_a_suggestion_whose_thought_is_refined_or_retracted_is_closed_and_an_accepted_one_stays_accepted(space, dev):
+    refined, retracted, accepted = (
+        thought_create(
+            space=space,
+            content=text,
+            contributor_id="dev-1",
+            contributor_name="dev-1",
+            agent=dev.agent,
+            embedding=embedding.embed(text),
+        )
+        for text in ("Deploys run on Fridays.", "Backups run hourly.", "Caches expire daily.")
+    )
+    on_refined, on_retracted = suggest(refined, "Deploys run on Mondays."), suggest(retracted, "Backups run nightly.")
+    taken, sibling = suggest(accepted, "Caches expire hourly."), suggest(accepted, "Caches never expire.")
+    response = dev.post(
+        "/api/v1/memory",
+        {"prompt": "Deploys run on Mondays since the freeze policy.", "refines": str(refined.id)},
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    assert dev.post(f"/api/v1/thoughts/{retracted.id}/retract", {"reason": "wrong"}, format="json").status_code == 200
+    assert dev.post(f"/api/v1/corrections/{taken.id}/accept", {}, format="json").status_code == 201
+    status = dict(CorrectionSuggestion.objects.values_list("id", "status"))
+    assert [status[s.id] for s in (on_refined, on_retracted, taken, sibling)] == [
+        "superseded",
+        "superseded",
+        "accepted",
+        "superseded",
+    ]
+    assert CorrectionSuggestion.objects.get(pk=taken.pk).resolved_by == dev.agent.name
+
+
 def test_dismiss_closes_it_and_changes_nothing_else(space, dev):
     old = store(space, WRONG)
     suggestion = suggest(old, RIGHT)

@@ -104,6 +104,24 @@ def test_unresolved_contradiction_flags_unverified_after_14_days(space, dev):
     assert Thought.objects.get(pk=stale.pk).quality_flags == ["stale", "unverified"]
 
 
+def test_a_reviewer_dismissing_the_suggestion_takes_the_unverified_flag_off(space, dev):
+    # Before: the flag stayed for good (ranking x0.9, "unverified" on every answer) although the
+    # dismissal resolved the contradiction that had earned it, so the nightly job would not set it now.
+    now = timezone.now()
+    checked = make_thought(space, "contradicted 15 days ago, checked by a reviewer later", quality_flags=["stale"])
+    other = make_thought(space, "contradicted 15 days ago, nobody looked")
+    make_turn(dev.agent, now - 15 * DAY, [(checked, True, False, True), (other, True, False, True)])
+    assert thoughts_flag_unverified(now=now) == 2
+    suggestion = CorrectionSuggestion.objects.create(
+        space=space, thought=checked, statement="it is otherwise", origin="quality_judge"
+    )
+    response = dev.post(f"/api/v1/corrections/{suggestion.pk}/dismiss", {"reason": "checked: it stands"}, format="json")
+    assert response.status_code == 200, response.json()
+    flags = dict(Thought.objects.values_list("content", "quality_flags"))
+    assert flags[checked.content] == ["stale"] and flags[other.content] == ["unverified"]
+    assert thoughts_flag_unverified(now=now + DAY) == 0  # the job agrees: nothing left unresolved
+
+
 def test_rollup_job_recomputes_recent_days_and_requeues_lost_scoring(space, dev, monkeypatch):
     now = timezone.now()
     a = make_thought(space, "a")

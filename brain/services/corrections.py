@@ -23,7 +23,7 @@ from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
-from brain.services.suggestions import suggestion_lock_pending
+from brain.services.suggestions import suggestion_lock_pending, suggestions_close_superseded
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
 from core.errors import ServiceFailure
 from core.models import Agent, Space
@@ -120,6 +120,7 @@ def thought_correct(
             superseded_by=correction,
             superseded_at=Coalesce(F("superseded_at"), Now()),
         )
+        suggestions_close_superseded(thought_ids=supersede_ids, by=correction)
     return correction, count
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import uuid
 from collections.abc import Iterable
 
 from django.conf import settings
@@ -86,6 +87,16 @@ def flag_appended(flag: str) -> Func:
         F("quality_flags"),
         Value(str(flag)),
         function="array_append",
+        output_field=ArrayField(models.CharField(max_length=40)),
+    )
+
+
+def flag_removed(flag: str) -> Func:
+    """SQL for ``quality_flags`` without ``flag`` (every copy), for an ``.update()``."""
+    return Func(
+        F("quality_flags"),
+        Value(str(flag)),
+        function="array_remove",
         output_field=ArrayField(models.CharField(max_length=40)),
     )
 
@@ -156,8 +167,10 @@ def correction_guard(*, space: Space, vector: list[float], text: str | None = No
     The most similar correction above CORRECTION_GUARD_MIN_SIMILARITY, found in SQL by cosine
     distance on ``corrected_fact_embedding``; the returned thought carries ``id``, ``corrected_fact``,
     ``correct_fact`` (other fields load on access) and ``guard_similarity``.
-    A correction that was itself superseded (by a later correction) no longer guards: it is not the
-    authority on that fact any more. Don't call it for a contribution that IS a correction.
+    A correction that a later correction superseded, or that was retracted, no longer guards: it is
+    not the authority on that fact any more. A correction refined or consolidated into another thought
+    still guards: the refinement rewords it, it does not make the wrong fact right (and is usually no
+    correction itself, with no wrong fact to guard). Don't call it for a contribution that IS a correction.
 
     Pass the contribution's ``text`` too: a sentence embedding barely sees "not", so "Thomas is NOT
     the certified coach" scores 0.96 against "Thomas is the certified coach". When the text negates
@@ -176,12 +189,15 @@ def _guard_pick(rows, *, text: str | None) -> Thought | None:
     return None
 
 
-#: The live corrections of a space nearest to a vector by their corrected (wrong) fact (exact scan:
-#: corrections are few, and one must guard at once, whatever an approximate index would return).
+#: The guarding corrections of a space (live, or superseded by a refinement or consolidation only)
+#: nearest to a vector by their corrected (wrong) fact (exact scan: corrections are few, and one must
+#: guard at once, whatever an approximate index would return).
 _GUARD_SQL = """
 SELECT t.id, t.corrected_fact, t.correct_fact, t.corrected_fact_embedding <=> %(vector)s::vector AS distance
 FROM brain_thought t
-WHERE t.space_id = %(space)s AND t.thought_category = 'correction' AND NOT t.superseded
+WHERE t.space_id = %(space)s AND t.thought_category = 'correction'
+      AND (NOT t.superseded
+           OR (t.refined_by_id IS NOT NULL AND t.superseded_by_id IS NULL AND NOT 'retracted' = ANY(t.quality_flags)))
       AND t.corrected_fact_embedding IS NOT NULL
       AND (t.corrected_fact_embedding <=> %(vector)s::vector) < %(max_distance)s
 ORDER BY distance, t.created_at DESC LIMIT %(limit)s
@@ -313,10 +329,19 @@ def unverified_cutoff(*, now: dt.datetime) -> dt.datetime:
     return now - dt.timedelta(days=UNVERIFIED_AFTER_DAYS)
 
 
+def thought_unflag_unverified(*, thought_id: uuid.UUID) -> int:
+    """Take ``unverified`` off a thought a reviewer checked (a dismissed suggestion resolves every
+    contradiction raised before it); returns 1 when the flag was there, else 0."""
+    return Thought.objects.filter(pk=thought_id, quality_flags__contains=[QualityFlag.UNVERIFIED.value]).update(
+        quality_flags=flag_removed(QualityFlag.UNVERIFIED)
+    )
+
+
 def thoughts_flag_unverified(*, unresolved_contradiction: Exists) -> int:
     """Add ``unverified`` to every live (not superseded) thought for which ``unresolved_contradiction``
     (a subquery over ``OuterRef("pk")``, raised before :func:`unverified_cutoff`) holds; returns how
-    many were newly flagged. One UPDATE, idempotent, never removes a flag."""
+    many were newly flagged. One UPDATE, idempotent, never removes a flag (a dismissed suggestion
+    does: :func:`thought_unflag_unverified`)."""
     return (
         Thought.objects.filter(unresolved_contradiction, superseded=False)
         .exclude(quality_flags__contains=[QualityFlag.UNVERIFIED.value])

@@ -15,6 +15,7 @@ from django.db.models.functions import Coalesce, Now
 
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import Thought
+from brain.services.suggestions import suggestions_close_superseded
 from core.errors import NotFound, ValidationFailed
 from core.models import Space
 
@@ -92,12 +93,16 @@ def lineage_lock_sources(*, space: Space, source_ids: list[uuid.UUID]) -> list[T
 
 
 def lineage_supersede(*, thought: Thought, source_ids: list[uuid.UUID]) -> int:
-    """Mark the sources superseded by ``thought`` (the newest refiner); returns how many rows changed."""
-    return (
+    """Mark the sources superseded by ``thought`` (the newest refiner); returns how many rows changed.
+
+    Their pending correction suggestions are closed (``suggestions_close_superseded``)."""
+    count = (
         Thought.objects.filter(id__in=source_ids)
         .filter(~Q(id=thought.id))
         .update(superseded=True, refined_by=thought, superseded_at=Coalesce("superseded_at", Now()))
     )
+    suggestions_close_superseded(thought_ids=[pk for pk in source_ids if pk != thought.id], by=thought)
+    return count
 
 
 def lineage_release(*, withdrawn: Thought, locked: list[Thought]) -> list[uuid.UUID]:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.models import Thought
 from brain.services.lineage import lineage_release
+from brain.services.suggestions import suggestions_close_superseded
 from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
 from core.parsers import text_problem
@@ -99,6 +100,7 @@ def thought_retract(
         },
     }
     thought.save(update_fields=["superseded", "superseded_at", "quality_flags", "context_metadata"])
+    suggestions_close_superseded(thought_ids=[thought.pk], by=None)
     superseded = [row for row in rows if row.pk != key and key in (row.refined_by_id, row.superseded_by_id)]
     thought.live_again = [] if replaced else lineage_release(withdrawn=thought, locked=superseded)
     return thought

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
+from brain.services.flags import thought_unflag_unverified
 from brain.services.thoughts import thoughts_lock
 from core.db import prepared_cursor
 from core.errors import Conflict, NotFound
@@ -95,7 +96,11 @@ def suggestion_lock_pending(*, suggestion: CorrectionSuggestion, action: str) ->
 
 @transaction.atomic
 def suggestion_dismiss(*, suggestion: CorrectionSuggestion, resolved_by: str, reason: str = "") -> CorrectionSuggestion:
-    """Close a pending suggestion without correcting anything (the old thought stands); 409 if not pending."""
+    """Close a pending suggestion without correcting anything (the old thought stands); 409 if not pending.
+
+    The dismissal resolves every contradiction of the thought raised before it (the quality loop's
+    rule), so an ``unverified`` flag those contradictions earned comes off in the same transaction.
+    """
     locked = suggestion_lock_pending(suggestion=suggestion, action="dismissed")
     locked.status = SuggestionStatus.DISMISSED
     locked.resolved_at = timezone.now()
@@ -103,7 +108,29 @@ def suggestion_dismiss(*, suggestion: CorrectionSuggestion, resolved_by: str, re
     if reason:
         locked.reason = f"{locked.reason}\nDismissed: {reason}".strip()
     locked.save(update_fields=["status", "resolved_at", "resolved_by", "reason"])
+    thought_unflag_unverified(thought_id=locked.thought_id)
     return locked
+
+
+def suggestions_close_superseded(*, thought_ids: list[uuid.UUID], by: Thought | None) -> int:
+    """Close the pending suggestions of thoughts that were just superseded; returns how many.
+
+    A suggestion says "this thought is contradicted; correct it". Once a correction, refinement or
+    consolidation replaced the thought (or it was retracted: ``by`` None), accepting one would
+    correct a thought nobody is served any more, over the correction that replaced it, and memory
+    answers would keep asking agents to. Status ``superseded``, resolved by Colony, and the
+    correction that replaced the thought when it was one. Run it in the transaction that supersedes.
+    """
+    if not thought_ids:
+        return 0
+    correction = by if by is not None and by.thought_category == ThoughtCategory.CORRECTION else None
+    return CorrectionSuggestion.objects.filter(thought_id__in=thought_ids, status=SuggestionStatus.PENDING).update(
+        status=SuggestionStatus.SUPERSEDED, resolved_at=timezone.now(), resolved_by=CLOSED_BY, correction=correction
+    )
+
+
+#: ``resolved_by`` of a suggestion Colony closed (:func:`suggestions_close_superseded`).
+CLOSED_BY = "colony"
 
 
 # --- selectors --------------------------------------------------------------------------------------
