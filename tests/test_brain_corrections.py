@@ -345,6 +345,28 @@ def test_a_refined_correction_still_flags_a_contribution_that_repeats_the_wrong_
     assert f"Correction {correction['thought_id']}" in again.json()["result"]["guidance"]
 
 
+def test_a_correction_flags_the_live_copies_of_the_wrong_fact_it_does_not_name(space):
+    # Before: a copy the correction's author missed stayed live and unflagged beside the correction
+    # (the guard caught only later contributions; the detector skips corrections).
+    far, named, missed = wrong_copies(space, 3)  # similarity to WRONG: 0.82, 0.92, 0.92
+    friday = store(space, "Thomas, our certified Neuroimaginations-Coach, runs the Friday sessions.")  # 0.90
+    agrees = store(space, "Thomas is NOT the certified Neuroimaginations-Coach.")
+    unrelated = store(space, "Billing webhooks retry five times with jitter.")
+    earlier, _ = correct(space, [unrelated.id], corrected_fact="Billing retries twice.", correct_fact="Five times.")
+    correction, count = correct(space, [named.id])
+    assert count == 1 and correction.repeats_flagged == [missed.id, friday.id]
+    flags = dict(Thought.objects.values_list("id", "quality_flags"))
+    assert flags[missed.id] == flags[friday.id] == ["contradicts_correction"]
+    for thought in (far, named, agrees, unrelated, earlier):  # too far, superseded, negated, other fact, a correction
+        assert "contradicts_correction" not in flags[thought.id]
+    assert "2 other live thoughts repeat the wrong fact and were flagged contradicts_correction" in (
+        corrections.correction_supersede_guidance(count=count, repeats=correction.repeats_flagged)
+    )
+    again, _ = correct(space, [missed.id])  # flagged already: listed, not flagged twice
+    assert again.repeats_flagged == [friday.id]
+    assert Thought.objects.get(pk=friday.pk).quality_flags == ["contradicts_correction"]
+
+
 def test_guidance_quotes_the_correct_fact_and_the_correction_id(space):
     correction, _ = correct(space, [wrong_copies(space, 1)[0].id])
     text = correction_guidance(correction)

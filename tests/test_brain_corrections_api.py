@@ -281,6 +281,20 @@ def test_a_thought_corrected_twice_answers_with_one_live_correction(space, dev):
     ]
 
 
+def test_a_correction_answers_with_the_copies_it_flagged_and_outranks_them(space, dev):
+    wrong = store(space, WRONG, topic="team", vector=embedding.embed(WRONG))
+    missed_text = "Team profile: Thomas, certified Neuroimaginations-Coach, leads the coaching offer."
+    missed = store(space, missed_text, vector=embedding.embed(missed_text))
+    response = dev.post(f"/api/v1/thoughts/{wrong.id}/correct", {"correct_fact": RIGHT}, format="json")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["repeats_flagged"] == [str(missed.id)]
+    assert "1 other live thought repeat the wrong fact and was flagged" in body["guidance"]
+    answer = dev.get("/api/v1/memory", {"prompt": "Who is the certified Neuroimaginations-Coach?"}).json()
+    order = [s["thought_id"] for s in answer["result"]["sources"]]
+    assert order.index(body["correction"]["thought_id"]) < order.index(str(missed.id))
+
+
 def test_correct_with_explicit_fields(space, dev):
     wrong = store(space, "Team page: Thomas (NI coach).")
     response = dev.post(

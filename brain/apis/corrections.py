@@ -84,6 +84,12 @@ class SuggestionOutputSerializer(serializers.ModelSerializer):
 class CorrectionResultSerializer(serializers.Serializer):
     correction = CorrectionThoughtOutputSerializer(help_text="The correction thought just stored.")
     superseded_count = serializers.IntegerField(help_text="How many thoughts it superseded.")
+    repeats_flagged = serializers.ListField(
+        child=serializers.UUIDField(),
+        help_text="Live thoughts it did not name that repeat the wrong fact (similarity above 0.85 to "
+        "corrected_fact), nearest first: flagged contradicts_correction, ranked below it. Name them in "
+        "another correction's supersedes if they should be superseded.",
+    )
     guidance = serializers.CharField()
 
 
@@ -162,7 +168,8 @@ class CorrectionAcceptApi(APIView):
                 "suggestion": SuggestionOutputSerializer(suggestion).data,
                 "correction": CorrectionThoughtOutputSerializer(correction).data,
                 "superseded_count": count,
-                "guidance": correction_supersede_guidance(count=count),
+                "repeats_flagged": [str(pk) for pk in correction.repeats_flagged],
+                "guidance": correction_supersede_guidance(count=count, repeats=correction.repeats_flagged),
             },
             status=201,
         )
@@ -256,5 +263,6 @@ class ThoughtCorrectApi(APIView):
         return 201, {
             "correction": CorrectionThoughtOutputSerializer(correction).data,
             "superseded_count": count,
-            "guidance": correction_supersede_guidance(count=count),
+            "repeats_flagged": [str(pk) for pk in correction.repeats_flagged],
+            "guidance": correction_supersede_guidance(count=count, repeats=correction.repeats_flagged),
         }

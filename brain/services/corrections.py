@@ -23,6 +23,7 @@ from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
+from brain.services.flags import thoughts_flag_repeating
 from brain.services.suggestions import suggestion_lock_pending, suggestions_close_superseded
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
 from core.errors import ServiceFailure
@@ -58,6 +59,9 @@ def thought_correct(
     one of another space rejects the whole correction (404 THOUGHT_NOT_FOUND, nothing stored, nothing
     superseded). Each superseded thought gets ``superseded=true``, ``superseded_by=<correction>`` and
     keeps the time it was FIRST superseded (the discovery metric measures from it).
+
+    Live thoughts it does not name that repeat the wrong fact (the guard's rule) are flagged
+    ``contradicts_correction``; the returned correction's ``repeats_flagged`` lists them.
 
     A thought corrected before is corrected again: the live correction that superseded it says the
     fact the new one replaces, so it is superseded too (listed in the new ``supersedes``, counted),
@@ -121,6 +125,7 @@ def thought_correct(
             superseded_at=Coalesce(F("superseded_at"), Now()),
         )
         suggestions_close_superseded(thought_ids=supersede_ids, by=correction)
+        correction.repeats_flagged = thoughts_flag_repeating(correction=correction, fact_vector=fact_vector)
     return correction, count
 
 
@@ -185,10 +190,24 @@ def correction_guidance(correction: Thought) -> str:
     )
 
 
-def correction_supersede_guidance(*, count: int) -> str:
-    """What the response of a correction says (seeds/000 7b.4)."""
+def correction_supersede_guidance(*, count: int, repeats: list[uuid.UUID] | None = None) -> str:
+    """What the response of a correction says (seeds/000 7b.4), and which live thoughts it did not
+    name repeat the wrong fact (``repeats_flagged``)."""
     noun = "thought" if count == 1 else "thoughts"
-    return f"This correction supersedes {count} previous {noun}; they stay for audit but rank below it."
+    said = f"This correction supersedes {count} previous {noun}; they stay for audit but rank below it."
+    if repeats:
+        shown = ", ".join(str(pk) for pk in repeats[:REPEATS_NAMED])
+        more = f" and {len(repeats) - REPEATS_NAMED} more" if len(repeats) > REPEATS_NAMED else ""
+        said += (
+            f" {len(repeats)} other live thought{'s' if len(repeats) != 1 else ''} repeat the wrong fact and "
+            f"{'were' if len(repeats) != 1 else 'was'} flagged contradicts_correction (ranked below it): "
+            f"{shown}{more}. If they should be superseded, name them in another correction's supersedes."
+        )
+    return said
+
+
+#: How many of the flagged repeats the guidance names (the answer's repeats_flagged lists them all).
+REPEATS_NAMED = 10
 
 
 @transaction.atomic

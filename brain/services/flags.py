@@ -36,6 +36,7 @@ from django.utils import timezone
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.judging.cues import negation_cue
 from brain.models import Thought
+from brain.selectors.hnsw import hnsw_filtered_scan_select_sql
 from brain.selectors.search import thought_from_row
 from core.db import binary_vector, prepared_cursor
 from core.models import Agent, Space
@@ -177,6 +178,60 @@ def correction_guard(*, space: Space, vector: list[float], text: str | None = No
     the corrected fact (the judges' negation cue), it agrees with the correction and is not flagged.
     """
     return contribution_checks(space=space, agent=None, agent_ref=None, vector=vector, text=text, guard=True)[1]
+
+
+#: At most this many stored thoughts that repeat a corrected fact are flagged when the correction is
+#: stored (nearest first): a correction names the copies it knows in ``supersedes``; this catches the
+#: ones its author missed.
+REPEATS_FLAG_LIMIT = 50
+
+#: The HNSW candidate list of that search (the space and liveness filters apply after the index).
+REPEATS_EF_SEARCH = 100
+
+
+def thoughts_flag_repeating(*, correction: Thought, fact_vector: list[float]) -> list[uuid.UUID]:
+    """Flag ``contradicts_correction`` on the live thoughts already stored that repeat the wrong fact
+    of ``correction`` (just stored, its ``supersedes`` superseded); returns their ids, nearest first.
+
+    The guard's rule (similarity to ``corrected_fact`` above CORRECTION_GUARD_MIN_SIMILARITY, the
+    negation cue exempting a thought that agrees with the correction) applied to what is stored
+    already, not only to what comes later: a copy the correction's author did not name would otherwise
+    stay live and unflagged, answering beside the correction. Corrections and transition markers are
+    never flagged. Run it inside the transaction that stores the correction.
+    """
+    params = {
+        "space": correction.space_id,
+        "vector": binary_vector(fact_vector),
+        "max_distance": 1.0 - CORRECTION_GUARD_MIN_SIMILARITY,
+        "skipped": [ThoughtCategory.CORRECTION.value, ThoughtCategory.TRANSITION_MARKER.value],
+        "limit": REPEATS_FLAG_LIMIT,
+    }
+    with prepared_cursor() as cursor:
+        cursor.execute(hnsw_filtered_scan_select_sql(ef_search="%(ef)s"), {"ef": str(REPEATS_EF_SEARCH)})
+        cursor.execute(_REPEATS_SQL, params)
+        rows = cursor.fetchall()
+    repeating = [pk for pk, content in rows if not negation_cue(correction.corrected_fact, content)]
+    if repeating:
+        (
+            Thought.objects.filter(pk__in=repeating)
+            .exclude(quality_flags__contains=[QualityFlag.CONTRADICTS_CORRECTION.value])
+            .update(quality_flags=flag_appended(QualityFlag.CONTRADICTS_CORRECTION))
+        )
+    return repeating
+
+
+#: Live thoughts of a space nearest to a corrected (wrong) fact, within the guard's distance.
+_REPEATS_SQL = """
+SELECT r.id, r.content FROM (
+    SELECT t.id, t.content, t.embedding <=> %(vector)s::vector AS distance
+    FROM brain_thought t
+    WHERE t.space_id = %(space)s AND NOT t.superseded AND t.embedding IS NOT NULL
+          AND t.thought_category <> ALL(%(skipped)s::text[])
+    ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
+) r
+WHERE r.distance < %(max_distance)s
+ORDER BY r.distance
+"""
 
 
 def _guard_pick(rows, *, text: str | None) -> Thought | None:

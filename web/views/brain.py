@@ -19,7 +19,7 @@ from brain.choices import DEFAULT_TOPIC, ThoughtCategory
 from brain.selectors.lineage import thought_get, thought_lineage_of
 from brain.selectors.listing import THOUGHT_LIST_ORDER, thought_list
 from brain.selectors.search import thought_search
-from brain.services.corrections import suggestion_accept, thought_correct
+from brain.services.corrections import correction_supersede_guidance, suggestion_accept, thought_correct
 from brain.services.retraction import retraction_guidance, thought_retract
 from brain.services.suggestions import suggestion_dismiss, suggestion_get
 from brain.services.thoughts import human_contributor
@@ -149,7 +149,9 @@ def thought_correct_post(request, thought_id):
     except ApplicationError as exc:
         messages.error(request, f"Correction not stored — {exc.message}")
         return redirect("web:thought", thought.id)
-    messages.success(request, f"Correction stored; it supersedes {count} thought{'s' if count != 1 else ''}.")
+    messages.success(
+        request, f"Correction stored. {correction_supersede_guidance(count=count, repeats=correction.repeats_flagged)}"
+    )
     return redirect("web:thought", correction.id)
 
 

@@ -220,9 +220,11 @@ class Correct(Subcommand):
             source_ref=_source_ref(options["source_ref"]),
         )
         command.stdout.write(f"Stored correction {correction.id} (topic {correction.topic}).")
-        command.stdout.write(correction_supersede_guidance(count=count))
+        command.stdout.write(correction_supersede_guidance(count=count, repeats=correction.repeats_flagged))
         for thought_id in correction.supersedes:
             command.stdout.write(f"  superseded: {thought_id}")
+        for thought_id in correction.repeats_flagged:
+            command.stdout.write(f"  repeats the wrong fact (flagged): {thought_id}")
         return correction
 
 

@@ -291,7 +291,9 @@ def _contribute_correction(call: MemoryCall) -> None:
         related_thoughts=list(request.get("related_thoughts") or []),
         quality_flags=list(call.flags),
     )
-    call.guidance.append(correction_supersede_guidance(count=call.superseded_count))
+    call.guidance.append(
+        correction_supersede_guidance(count=call.superseded_count, repeats=call.thought.repeats_flagged)
+    )
     call.operations.append("contribute:correction")
     call.operations.append(f"supersede:{call.superseded_count}")
 
