@@ -210,6 +210,53 @@ def test_a_complete_state_snapshot_is_stored_with_its_fields(dev):
     assert stored.quality_flags == []
 
 
+def test_a_state_snapshot_with_supersedes_replaces_the_one_it_names(dev):
+    # Before: the ids were stored and nothing was superseded; the old state answered beside the new.
+    snapshot = {
+        "thought_category": "state_snapshot",
+        "topic": "xpollination-gruendung",
+        "source_ref": {"type": "file", "value": "gruendung/state.md", "project": "xpollination"},
+    }
+    old = contribute(
+        dev,
+        "XPollination Gruendung state 2026-02-26: EPU path chosen, Kurzkonzept in progress. Next: AMS submission.",
+        temporal_scope="2026-02-26",
+        **snapshot,
+    )["trace"]["thought_id"]
+    body = contribute(
+        dev,
+        "XPollination Gruendung state 2026-03-10: EPU path, Kurzkonzept submitted to AMS. Next: AMS interview.",
+        temporal_scope="2026-03-10",
+        supersedes=[old],
+        **snapshot,
+    )
+    new = Thought.objects.get(pk=body["trace"]["thought_id"])
+    assert (new.thought_type, new.source_ids, new.supersedes) == ("refinement", [uuid.UUID(old)], [uuid.UUID(old)])
+    assert "supersedes:as_refines" in body["trace"]["operations"]
+    replaced = Thought.objects.get(pk=old)
+    assert (replaced.superseded, replaced.refined_by_id) == (True, new.id)
+    answer = memory(dev, prompt="What is the state of the XPollination Gruendung?", contribute=False)
+    states = [s["thought_id"] for s in answer["result"]["sources"] if s["thought_id"] in (old, str(new.id))]
+    assert states == [str(new.id), old]
+
+
+def test_supersedes_with_several_ids_consolidates_and_beside_refines_is_a_400(dev):
+    a, b = (
+        contribute(dev, f"The deploy pipeline note {n}: migrations run before the web workers restart.")["trace"][
+            "thought_id"
+        ]
+        for n in (1, 2)
+    )
+    body = contribute(dev, "Deploys: migrations run first, then the web workers restart.", supersedes=[a, b])
+    merged = Thought.objects.get(pk=body["trace"]["thought_id"])
+    assert merged.thought_type == "consolidation"
+    assert set(Thought.objects.filter(pk__in=[a, b]).values_list("refined_by_id", flat=True)) == {merged.id}
+    count = Thought.objects.count()
+    both = memory(dev, 400, prompt="Deploys restart the web workers last of all.", supersedes=[a], refines=b)
+    assert both["error"]["code"] == "MUTUAL_EXCLUSION" and "supersedes" in both["error"]["message"]
+    assert Thought.objects.count() == count
+
+
 def test_an_old_uncategorized_call_works_unchanged(dev):
     prompt = "The deploy pipeline runs database migrations before it restarts the web workers."
     body = memory(dev, prompt=prompt, agent_id="legacy-agent", agent_name="Legacy")

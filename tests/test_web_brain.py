@@ -178,7 +178,10 @@ def test_a_human_corrects_a_thought(client, ada, space, fake_embedder):
     assert wrong.superseded and wrong.superseded_by == correction
     assert correction.contributor_id == "human-ada"
     body = _body(response)
-    assert "Correction stored. This correction supersedes 1 previous thought" in body and response.redirect_chain[-1][0] == f"/brain/thoughts/{correction.id}/"
+    assert (
+        "Correction stored. This correction supersedes 1 previous thought" in body
+        and response.redirect_chain[-1][0] == f"/brain/thoughts/{correction.id}/"
+    )
     # the corrected thought lists its correction
     assert f'href="/brain/thoughts/{correction.id}/"' in _body(client.get(f"/brain/thoughts/{wrong.id}/"))
 

@@ -66,6 +66,7 @@ def step_validate(call: MemoryCall) -> None:
             f"'contribute: false' stores nothing, but {', '.join(writes)} asks to store; drop one of them.",
             code="MUTUAL_EXCLUSION",
         )
+    _supersedes_as_lineage(call)
     call.lineage_ids = lineage.lineage_validate(
         refines=request.get("refines"), consolidates=request.get("consolidates")
     )
@@ -79,6 +80,32 @@ def step_validate(call: MemoryCall) -> None:
     lineage.thoughts_require(space=call.space, ids=request.get("related_thoughts") or [], field="related_thoughts")
     lineage.thoughts_require(space=call.space, ids=request.get("supersedes") or [], field="supersedes")
     call.operations.append("validate")
+
+
+def _supersedes_as_lineage(call: MemoryCall) -> None:
+    """``supersedes`` on a contribution that is not a correction: the new thought replaces those, as
+    ``refines`` (one id) or ``consolidates`` (several) say; the request is read as saying that.
+
+    seeds/000 2a lists ``supersedes`` among a state snapshot's fields and 3a updates a snapshot by
+    refining it. Before, the ids were stored and nothing was superseded: the old snapshot kept
+    answering beside the new one, with nothing to tell the agent. Given with ``refines`` or
+    ``consolidates`` it is a 400 (which of the two would win is the caller's to say).
+    """
+    request = call.request
+    ids = list(dict.fromkeys(request.get("supersedes") or []))
+    if call.is_correction or not ids:
+        return
+    if request.get("refines") is not None or request.get("consolidates") is not None:
+        raise ValidationFailed(
+            "'supersedes' on a thought that is not a correction replaces those thoughts as 'refines' (one id) "
+            "or 'consolidates' (several) does; give one of them.",
+            code="MUTUAL_EXCLUSION",
+        )
+    if len(ids) == 1:
+        request["refines"] = ids[0]
+    else:
+        request["consolidates"] = ids
+    call.operations.append("supersedes:as_" + ("refines" if len(ids) == 1 else "consolidates"))
 
 
 def step_session(call: MemoryCall) -> None:
