@@ -68,7 +68,10 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
     alternatives_considered = TextOrListField(max_length=5000, required=False, allow_blank=True)
     corrected_fact = strict.CharField(max_length=5000, required=False, allow_blank=True)
     correct_fact = strict.CharField(max_length=5000, required=False, allow_blank=True)
-    supersedes = thought_ids_field()
+    supersedes = thought_ids_field(
+        help_text="The thoughts this one replaces. A correction supersedes them (x0.5); any other thought "
+        "replaces them as refines (one id) or consolidates (several) would."
+    )
     related_thoughts = thought_ids_field()
     tags = serializers.ListField(child=strict.CharField(max_length=100), required=False, max_length=MAX_TAGS)
     filter_topic = strict.CharField(max_length=200, required=False, allow_blank=True)
