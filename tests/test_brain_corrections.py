@@ -24,6 +24,7 @@ from brain.services.corrections import (
 )
 from brain.services.flags import correction_guard
 from brain.services.lineage import lineage_supersede
+from brain.services.retraction import thought_retract
 from brain.services.thoughts import thought_create, thought_link_related
 from core.errors import NotFound, ServiceFailure, ValidationFailed
 
@@ -362,9 +363,21 @@ def test_a_correction_flags_the_live_copies_of_the_wrong_fact_it_does_not_name(s
     assert "2 other live thoughts repeat the wrong fact and were flagged contradicts_correction" in (
         corrections.correction_supersede_guidance(count=count, repeats=correction.repeats_flagged)
     )
+    assert Thought.objects.get(pk=missed.pk).contradicted_by_id == correction.id
     again, _ = correct(space, [missed.id])  # flagged already: listed, not flagged twice
     assert again.repeats_flagged == [friday.id]
     assert Thought.objects.get(pk=friday.pk).quality_flags == ["contradicts_correction"]
+
+
+def test_retracting_a_correction_takes_off_the_flags_it_set_and_brings_back_what_it_superseded(space):
+    named, missed = wrong_copies(space, 3)[1:]
+    correction, _ = correct(space, [named.id])
+    assert correction.repeats_flagged == [missed.id]
+    retracted = thought_retract(space=space, thought_id=correction.id, reason="wrong person", user_name="ada")
+    assert retracted.live_again == [named.id]
+    rows = {t.id: t for t in Thought.objects.filter(pk__in=[named.id, missed.id])}
+    assert (rows[missed.id].quality_flags, rows[missed.id].contradicted_by_id) == ([], None)
+    assert (rows[named.id].superseded, rows[named.id].superseded_by_id) == (False, None)
 
 
 def test_guidance_quotes_the_correct_fact_and_the_correction_id(space):

@@ -215,9 +215,17 @@ def thoughts_flag_repeating(*, correction: Thought, fact_vector: list[float]) ->
         (
             Thought.objects.filter(pk__in=repeating)
             .exclude(quality_flags__contains=[QualityFlag.CONTRADICTS_CORRECTION.value])
-            .update(quality_flags=flag_appended(QualityFlag.CONTRADICTS_CORRECTION))
+            .update(quality_flags=flag_appended(QualityFlag.CONTRADICTS_CORRECTION), contradicted_by=correction)
         )
     return repeating
+
+
+def thoughts_unflag_contradicting(*, correction: Thought) -> int:
+    """Take ``contradicts_correction`` off the thoughts whose flag ``correction`` set (``contradicted_by``),
+    when it is retracted: the authority that flagged them is withdrawn. Returns how many."""
+    return Thought.objects.filter(contradicted_by=correction).update(
+        quality_flags=flag_removed(QualityFlag.CONTRADICTS_CORRECTION), contradicted_by=None
+    )
 
 
 #: Live thoughts of a space nearest to a corrected (wrong) fact, within the guard's distance.

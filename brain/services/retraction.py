@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.models import Thought
+from brain.services.flags import thoughts_unflag_contradicting
 from brain.services.lineage import lineage_release
 from brain.services.suggestions import suggestions_close_superseded
 from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -44,7 +45,8 @@ def thought_retract(
     What the thought superseded (the sources of a refinement or consolidation, the thoughts a
     correction superseded) is handed back (``lineage.lineage_release``): live again unless something
     else still supersedes it, or the thought was itself refined or corrected (its successor carries
-    the line on). The returned thought's ``live_again`` lists the ids that are live again.
+    the line on). The returned thought's ``live_again`` lists the ids that are live again. A retracted
+    correction's ``contradicts_correction`` flags on others (``contradicted_by`` it) come off.
     """
     reason = (reason or "").strip()
     if not reason:
@@ -101,6 +103,8 @@ def thought_retract(
     }
     thought.save(update_fields=["superseded", "superseded_at", "quality_flags", "context_metadata"])
     suggestions_close_superseded(thought_ids=[thought.pk], by=None)
+    if thought.thought_category == ThoughtCategory.CORRECTION:
+        thoughts_unflag_contradicting(correction=thought)
     superseded = [row for row in rows if row.pk != key and key in (row.refined_by_id, row.superseded_by_id)]
     thought.live_again = [] if replaced else lineage_release(withdrawn=thought, locked=superseded)
     return thought
