@@ -97,16 +97,28 @@ def test_100_concurrent_corrections_over_overlapping_thoughts(space):
         results += run_concurrently([lambda i=i: correct(i, plans[i]) for i in range(start, start + 20)])
     errors = [r for r in results if isinstance(r, BaseException)]
     assert not errors, errors[:3]
+    corrections = {c.id for c, _ in results}
     for (correction, count), names in zip(results, plans, strict=True):
-        assert count == len(names)
-        assert sorted(correction.supersedes) == sorted(t.id for t in names)
+        # It supersedes what it named, and the live corrections of those it found (committed before it).
+        assert count == len(correction.supersedes)
+        assert correction.supersedes[: len(names)] == [t.id for t in names]
+        assert set(correction.supersedes[len(names) :]) <= corrections
     named_by: dict = {}
     for (correction, _), names in zip(results, plans, strict=True):
         for thought in names:
             named_by.setdefault(thought.id, set()).add(correction.id)
+    live = set(Thought.objects.filter(pk__in=corrections, superseded=False).values_list("id", flat=True))
+    pointer = dict(Thought.objects.filter(pk__in=corrections).values_list("id", "superseded_by_id"))
     for thought in Thought.objects.filter(pk__in=named_by):
         assert thought.superseded and thought.superseded_at is not None
         assert thought.superseded_by_id in named_by[thought.id]
+        # At most one correction naming a thought stays live, and its chain of corrections (the last
+        # to commit, then whichever correction superseded that one, ...) ends at a live one.
+        assert len(named_by[thought.id] & live) <= 1
+        head, hops = thought.superseded_by_id, 0
+        while head not in live and hops < 100:
+            head, hops = pointer[head], hops + 1
+        assert head in live
     assert Thought.objects.filter(space=space, thought_category="correction").count() == 100
 
 
