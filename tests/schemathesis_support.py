@@ -13,11 +13,11 @@ header cases stay meaningful. Nothing is excluded: no check, no operation.
 
 One restriction on generation, written down here: the memory endpoint's cross-field rules (a
 categorized contribution carries its category's fields, 400 MISSING_CATEGORY_FIELDS; ``refines`` and
-``consolidates`` exclude each other and a correction, and ``contribute: false`` excludes every write,
-400 MUTUAL_EXCLUSION) can't be written in OpenAPI 3.0 for query parameters, and only clumsily for a
-body. The schema documents them in the operation's 400 response; in positive mode the generated
-cases that break one of them are discarded (``hypothesis.assume``), as a client that read the
-description would not send them. Negative mode keeps every case. The refusals themselves are tested
+``consolidates`` exclude each other and a correction, ``supersedes`` on a thought that is not a
+correction excludes both, and ``contribute: false`` excludes every write, 400 MUTUAL_EXCLUSION) can't
+be written in OpenAPI 3.0 for query parameters, and only clumsily for a body. The schema documents
+them in the operation's 400 response; in positive mode the generated cases that break one of them
+are discarded (``hypothesis.assume``), as a client that read the description would not send them. Negative mode keeps every case. The refusals themselves are tested
 in tests/test_brain_memory_api.py. The same holds for the import's rules across items and the space
 (an ``id`` appears once in a batch, a reference names a thought of the batch or the space: 400
 ``IMPORT_INVALID``): positive import cases that reference other thoughts or repeat an id are discarded.
@@ -61,6 +61,8 @@ def memory_rules_hold(data) -> bool:
         return True
     given = {name for name in ("refines", "consolidates") if data.get(name) not in (None, "", [])}
     if len(given) > 1 or (given and category == "correction"):
+        return False
+    if given and data.get("supersedes") not in (None, "", []):  # read as refines/consolidates: one of them
         return False
     writes = [name for name in ("refines", "consolidates", "supersedes", "thought_category") if data.get(name)]
     if data.get("store") in (True, "true"):

@@ -64,7 +64,8 @@ MEMORY_ERRORS = error_responses(
     409,
     e400="`VALIDATION_ERROR` names each bad field (unknown fields included); cross-field rules: "
     "`MISSING_CATEGORY_FIELDS` (a thought_category without its required fields, listed in `missing`), "
-    "`MUTUAL_EXCLUSION` (refines with consolidates or with a correction; contribute/store false with a write), "
+    "`MUTUAL_EXCLUSION` (refines with consolidates or with a correction; supersedes with either on a thought "
+    "that is not a correction; contribute/store false with a write), "
     "`MIN_CONSOLIDATION` (fewer than two distinct ids in consolidates); GET: a token parameter together with "
     "the Authorization header.",
     e404="An id in refines/consolidates/supersedes/related_thoughts is unknown (`THOUGHT_NOT_FOUND`).",
