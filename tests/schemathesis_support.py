@@ -11,23 +11,24 @@ auth, use after free, resource availability, object-level authorization), a fixe
 ``agentToken`` bearer scheme (schemathesis' OpenAPI-aware auth), so its own auth probes and negative
 header cases stay meaningful. Nothing is excluded: no check, no operation.
 
-One restriction on generation, written down here: the memory endpoint's cross-field rules (a
-categorized contribution carries its category's fields, 400 MISSING_CATEGORY_FIELDS; ``refines`` and
+One restriction on generation, written down here: the memory endpoint's cross-field rules (a categorized
+contribution carries its category's fields, 400 MISSING_CATEGORY_FIELDS; ``refines`` and
 ``consolidates`` exclude each other and a correction, ``supersedes`` on a thought that is not a
-correction excludes both, and ``contribute: false`` excludes every write, 400 MUTUAL_EXCLUSION) can't
-be written in OpenAPI 3.0 for query parameters, and only clumsily for a body. The schema documents
-them in the operation's 400 response; in positive mode the generated cases that break one of them
-are discarded (``hypothesis.assume``), as a client that read the description would not send them. Negative mode keeps every case. The refusals themselves are tested
-in tests/test_brain_memory_api.py. The same holds for the import's rules across items and the space
-(an ``id`` appears once in a batch, a reference names a thought of the batch or the space: 400
-``IMPORT_INVALID``): positive import cases that reference other thoughts or repeat an id are discarded.
-Likewise an ``Idempotency-Key`` names one request (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch,
-memory call or correction with the key, documented in the operations' 409 responses): positive import, memory
-and correction cases that send a key already sent with another request are discarded
-(tests/test_brain_import_idempotency.py and tests/test_brain_memory_idempotency.py test the refusal).
-And a list's ``cursor`` is the ``next_cursor`` of an earlier page: the schema gives its alphabet, not
-which strings of it a list gave, so positive list cases that send one are discarded (400 for any
-other; tests/test_brain_list_retract.py and tests/test_tasks_api.py test both).
+correction excludes both, and ``contribute: false`` excludes every write, 400 MUTUAL_EXCLUSION) can't be
+written in OpenAPI 3.0 for query parameters, and only clumsily for a body. The schema documents them in
+the operation's 400 response; in positive mode the generated cases that break one of them are discarded
+(``hypothesis.assume``), as a client that read the description would not send them. Negative mode keeps
+every case. The refusals themselves are tested in tests/test_brain_memory_api.py. The same holds for the
+import's rules across items and the space (an ``id`` appears once in a batch, a reference names a
+thought of the batch or the space: 400 ``IMPORT_INVALID``): positive import cases that reference other
+thoughts or repeat an id are discarded. Likewise an ``Idempotency-Key`` names one request (409
+``IDEMPOTENCY_KEY_REUSED`` for another batch, memory call or correction with the key, documented in the
+operations' 409 responses): positive import, memory and correction cases that send a key already sent
+with another request are discarded (tests/test_brain_import_idempotency.py and
+tests/test_brain_memory_idempotency.py test the refusal). And a list's ``cursor`` is the ``next_cursor``
+of an earlier page: the schema gives its alphabet, not which strings of it a list gave, so positive list
+cases that send one are discarded (400 for any other; tests/test_brain_list_retract.py and
+tests/test_tasks_api.py test both).
 
 And one generator limit: free-form values (task DNA, tool calls, import metadata) are the recursive
 ``JsonValue`` component, "no NUL at any depth". Schemathesis stops following a recursive reference
