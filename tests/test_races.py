@@ -2,7 +2,8 @@
 
 - 100 rounds of 8 concurrent transitions of one task: exactly one wins every round (the others get
   409 CONFLICT while the row lock is held, or 400 once the task has moved), one log row, one marker.
-- 100 concurrent corrections over overlapping thoughts: no deadlock (rows are locked in id order),
+- 100 concurrent corrections over overlapping thoughts: no deadlock (rows are locked in id order, a
+  correction's targets and the corrections superseding them in one order),
   every correction stored with the right count, every named thought superseded by exactly one
   correction that named it, ``superseded_at`` set once.
 - concurrent refines of one thought: serialized on the source's row lock; every refinement is kept
@@ -16,6 +17,7 @@ Measured with ``pytest tests/test_races.py --durations=0`` on the loaded 2-core 
 from __future__ import annotations
 
 import random
+import threading
 import uuid
 
 import pytest
@@ -29,7 +31,7 @@ from brain.services.memory import memory_run
 from core.errors import ApplicationError
 from tasks.models import Task, TransitionLog
 from tasks.services.transitions import task_transition
-from tests.concurrency_support import run_concurrently
+from tests.concurrency_support import row_locked, run_concurrently, wait_for_lock_waits
 from tests.conftest import fake_vector
 from tests.tasks_helpers import make_agent, make_project, make_task, marker_count
 
@@ -120,6 +122,47 @@ def test_100_concurrent_corrections_over_overlapping_thoughts(space):
             head, hops = pointer[head], hops + 1
         assert head in live
     assert Thought.objects.filter(space=space, thought_category="correction").count() == 100
+
+
+def test_a_thought_and_its_correction_corrected_at_once_never_deadlock(space):
+    # A correction of thought t also locks the correction x now superseding t; one naming x and t
+    # locks both. With t's row held elsewhere, both wait; released, the one that locked t first
+    # must not then wait for x while the other holds x and waits for t. Before (t locked, then x
+    # found and locked), PostgreSQL broke that cycle by failing one with a deadlock.
+    agent = make_agent(space, "dev")
+
+    def correct(index, ids):
+        return thought_correct(
+            space=space,
+            agent=agent,
+            content=f"CORRECTION {index}",
+            topic="race",
+            corrected_fact=f"wrong {index}",
+            correct_fact=f"right {index}",
+            supersedes=ids,
+        )
+
+    for round_no in range(6):
+        t = Thought.objects.create(  # the highest ids: x sorts before t, the order that could deadlock
+            id=uuid.UUID(int=2**128 - 1 - round_no),
+            space=space,
+            content=f"fact {round_no}",
+            contributor_id="t",
+            contributor_name="t",
+            embedding=fake_vector("t"),
+        )
+        x, _ = correct(f"{round_no}x", [t.id])
+        jobs = [(f"{round_no}a", [t.id]), (f"{round_no}b", [x.id, t.id])]
+        results: list = []
+        with row_locked(Thought.objects.filter(pk=t.id)):
+            calls = [lambda job=job: correct(*job) for job in jobs]
+            runner = threading.Thread(target=lambda out=results, calls=calls: out.extend(run_concurrently(calls)))
+            runner.start()
+            wait_for_lock_waits(2)
+        runner.join(60)
+        assert len(results) == 2 and not [r for r in results if isinstance(r, BaseException)], (round_no, results)
+        live = Thought.objects.filter(thought_category="correction", superseded=False, supersedes__contains=[t.id])
+        assert live.count() == 1, round_no
 
 
 def test_concurrent_refines_of_one_thought_leave_one_head(space):

@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import transaction
+import psycopg
+from django.db import OperationalError, transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
@@ -28,6 +29,9 @@ from brain.services.suggestions import suggestion_lock_pending, suggestions_clos
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
 from core.errors import ServiceFailure
 from core.models import Agent, Space
+
+#: How many more times a correction that PostgreSQL failed as a deadlock's victim is run (see thought_correct).
+DEADLOCK_RETRIES = 2
 
 
 def correction_default_content(*, corrected_fact: str, correct_fact: str) -> str:
@@ -97,8 +101,17 @@ def thought_correct(
         raise ServiceFailure(f"Could not embed the correction: {exc}", code="EMBEDDING_FAILED")
 
     name = agent.name if agent is not None else "colony"
-    with transaction.atomic():
-        targets = thoughts_lock_in_space(space_id=space.pk, ids=supersede_ids, field="supersedes")
+    named = supersede_ids
+
+    def store() -> tuple[Thought, int]:
+        supersede_ids = named
+        # The named thoughts and the corrections now superseding them, locked in one id order (another
+        # correction naming some of the same rows locks them in that order too: no deadlock); then the
+        # replaced corrections are read from the locked rows (one committed meanwhile is locked there).
+        earlier = Thought.objects.filter(space=space, pk__in=supersede_ids, superseded_by__isnull=False)
+        ahead = set(earlier.values_list("superseded_by_id", flat=True)) - set(supersede_ids)
+        locked = thoughts_lock_in_space(space_id=space.pk, ids=[*supersede_ids, *ahead], field="supersedes")
+        targets = [row for row in locked if row.pk in set(supersede_ids)]
         supersede_ids = [*supersede_ids, *corrections_replaced(space=space, targets=targets, listed=supersede_ids)]
         correction = thought_create(
             space=space,
@@ -126,7 +139,21 @@ def thought_correct(
         )
         suggestions_close_superseded(thought_ids=supersede_ids, by=correction)
         correction.repeats_flagged = thoughts_flag_repeating(correction=correction, fact_vector=fact_vector)
-    return correction, count
+        return correction, count
+
+    # A correction committed while this one waited for a row is locked after the others, out of their
+    # order: with many corrections of overlapping thoughts at once, PostgreSQL may break a cycle by
+    # failing one. Nothing of it happened, so it is run again (not inside a caller's transaction,
+    # which the failure has spoilt: there the error goes up as before).
+    outer = transaction.get_connection().in_atomic_block
+    for attempt in range(DEADLOCK_RETRIES + 1):
+        try:
+            with transaction.atomic():
+                return store()
+        except OperationalError as exc:
+            if outer or attempt == DEADLOCK_RETRIES or not isinstance(exc.__cause__, psycopg.errors.DeadlockDetected):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def corrections_replaced(*, space: Space, targets: Iterable[Thought], listed: list[uuid.UUID]) -> list[uuid.UUID]:
