@@ -1,0 +1,59 @@
+"""Data migrations of the brain app, run forward on rows written with the models of the migration before."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = ("brain", "0010_import_receipts")
+AFTER = ("brain", "0011_suggestion_status_superseded")
+
+
+@pytest.fixture
+def executor():
+    executor = MigrationExecutor(connection)
+    yield executor
+    executor = MigrationExecutor(connection)  # back to the latest state for the other tests
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0011_closes_the_suggestions_left_pending_on_superseded_thoughts(executor, space):
+    # Before this stop a suggestion stayed pending when its thought was corrected, refined or retracted;
+    # an upgraded brain would have kept listing those in every memory answer.
+    executor.migrate([BEFORE])
+    apps = executor.loader.project_state([BEFORE]).apps
+    thought, suggestion = apps.get_model("brain", "Thought"), apps.get_model("brain", "CorrectionSuggestion")
+
+    def stored(content, **fields):
+        return thought.objects.create(
+            space_id=space.pk, content=content, contributor_id="t", contributor_name="t", **fields
+        )
+
+    correction = stored("CORRECTION: it is 5432", thought_category="correction")
+    corrected = stored("port 5433", superseded=True, superseded_by=correction)
+    refinement = stored("backups at 02:00, offsite weekly")
+    refined = stored("backups at 02:00", superseded=True, refined_by=refinement)
+    live = stored("rate limit 100")
+    rows = {
+        name: suggestion.objects.create(
+            space_id=space.pk, thought=target, statement=name, origin="quality_judge", **extra
+        )
+        for name, target, extra in (
+            ("on corrected", corrected, {}),
+            ("on refined", refined, {}),
+            ("on live", live, {}),
+            ("dismissed", corrected, {"status": "dismissed"}),
+        )
+    }
+
+    executor.loader.build_graph()
+    executor.migrate([AFTER])
+
+    after = {s.statement: s for s in suggestion.objects.all()}
+    assert (after["on corrected"].status, after["on corrected"].resolved_by) == ("superseded", "colony")
+    assert after["on corrected"].correction_id == correction.pk
+    assert (after["on refined"].status, after["on refined"].correction_id) == ("superseded", None)
+    assert after["on live"].status == "pending" and after["dismissed"].status == "dismissed"
+    assert after["on refined"].resolved_at is not None and rows["on live"].resolved_at is None
