@@ -454,13 +454,20 @@ async def thought_retract(
     ctx: Context,
     thought_id: Uuid,
     reason: Annotated[str, Field(description="Why it is withdrawn.", min_length=1, max_length=2000)],
+    redact: Annotated[
+        bool | None,
+        Field(description="true for a leaked secret or personal data: also erase its text (default false: kept)."),
+    ] = None,
 ) -> CallToolResult:
     """Withdraw a thought that should not have been stored (a mistake, a leaked secret, noise) when
-    there is nothing to replace it with. Nothing is deleted: it is marked superseded without a
-    replacement, flagged retracted and ranks below every live thought; what it superseded (as a
+    there is nothing to replace it with. It is marked superseded without a replacement, flagged
+    retracted and ranks below every live thought; with redact (a leaked secret) its text is erased,
+    otherwise it is kept for audit; what it superseded (as a
     refinement, consolidation or correction) is live again (live_again). For a wrong fact with a
     right one, use memory_correct; for an outdated fact, memory_contribute with refines."""
-    return await _call(ctx, "POST", f"thoughts/{segment(thought_id)}/retract", body={"reason": reason})
+    return await _call(
+        ctx, "POST", f"thoughts/{segment(thought_id)}/retract", body=_given(reason=reason, redact=redact)
+    )
 
 
 @mcp.tool(annotations=READ_ONLY)

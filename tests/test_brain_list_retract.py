@@ -404,3 +404,56 @@ def test_a_human_retracting_a_refinement_on_its_page_is_told_what_is_live_again(
     response = client.post(f"/brain/thoughts/{refinement}/retract/", {"reason": "posted by mistake"}, follow=True)
     assert f"The 1 thought it had superseded is live again: {ids['billing']}.".encode() in response.content
     assert state(ids["billing"]) == (False, None, None)
+
+
+# --- redact: a leaked secret ----------------------------------------------------------------------
+
+SECRET = "The production database password is hunter2-Zebra-91; the deploy script reads it from this note."
+
+
+def test_a_retraction_with_redact_erases_the_text_wherever_colony_keeps_it(brain, space):
+    # Before there was no way to: a retracted secret stayed in the thought (served, ranked last, in
+    # GET /thoughts/{id}, the explorer and the export), in its query-log entry, in turn excerpts and in
+    # the suggestions quoting it.
+    from brain.models import CorrectionSuggestion, QueryLog
+    from brain.services.retraction import REDACTED_CONTENT
+    from quality.models import TurnItem
+    from tests.quality_support import make_turn
+
+    dev, _, ids = brain
+    secret = contribute(dev, SECRET)
+    thought = Thought.objects.get(id=secret)
+    make_turn(dev.agent, timezone.now(), [(thought, True, True, False)])
+    old = Thought.objects.get(id=ids["deploy"])
+    CorrectionSuggestion.objects.create(
+        space=space, thought=old, contradicting_thought=thought, statement=SECRET, origin="contradiction_detector"
+    )
+    kept = "The staging mail relay token is relay-Kept-55, stored here by mistake; rotate it next week."
+    body = retract(dev, contribute(dev, kept), reason="not a brain fact")
+    assert body["thought"]["content"] == kept  # not asked to redact: kept for audit
+
+    response = dev.post(
+        f"/api/v1/thoughts/{secret}/retract", {"reason": "a leaked password", "redact": True}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert response.json()["guidance"].startswith("Retracted and redacted")
+    stored = Thought.objects.get(id=secret)
+    assert stored.content == REDACTED_CONTENT and stored.embedding is None  # a new vector comes after commit
+    assert stored.context_metadata["retraction"]["redacted"] is True
+    assert dev.get(f"/api/v1/thoughts/{secret}").json()["content"] == REDACTED_CONTENT
+    assert not QueryLog.objects.filter(query_text__contains="hunter2").exists()
+    assert not TurnItem.objects.filter(excerpt__contains="hunter2").exists()
+    assert not CorrectionSuggestion.objects.filter(statement__contains="hunter2").exists()
+    found = dev.get("/api/v1/memory", {"prompt": "production database password hunter2", "contribute": "false"}).json()
+    assert "hunter2" not in json.dumps(found)
+
+
+def test_a_human_redacts_on_the_thought_page(brain, client, ada):
+    from brain.services.retraction import REDACTED_CONTENT
+
+    dev, _, _ = brain
+    secret = contribute(dev, SECRET)
+    assert b"Also erase its text" in client.get(f"/brain/thoughts/{secret}/").content
+    response = client.post(f"/brain/thoughts/{secret}/retract/", {"reason": "leaked", "redact": "on"}, follow=True)
+    assert b"Retracted and redacted" in response.content and b"hunter2" not in response.content
+    assert Thought.objects.get(id=secret).content == REDACTED_CONTENT

@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from brain.models import QueryLog, Thought
+from brain.services.retraction import REDACTED_CONTENT
 from tasks.models import Task
 from tests.concurrency_support import row_locked, wait_for_a_lock_wait
 from tests.tasks_helpers import make_project, make_task
@@ -381,7 +382,7 @@ def test_thought_list_and_retract_through_mcp(asgi_server, agent_factory, fake_e
         )
         thought_id = stored["trace"]["thought_id"]
         listed = await tools.call("thought_list", contributor="retractor")
-        retracted = await tools.call("thought_retract", thought_id=thought_id, reason="contains a secret")
+        retracted = await tools.call("thought_retract", thought_id=thought_id, reason="contains a secret", redact=True)
         again = await tools.raw("thought_retract", thought_id=thought_id, reason="twice")
         live = await tools.call("thought_list", superseded=False)
         return thought_id, listed, retracted, again, live
@@ -391,7 +392,10 @@ def test_thought_list_and_retract_through_mcp(asgi_server, agent_factory, fake_e
     assert retracted["thought"]["superseded"] is True and "retracted" in retracted["thought"]["quality_flags"]
     assert is_error and again["status"] == 409 and again["error"]["code"] == "ALREADY_RETRACTED"
     assert live["count"] == 0
-    assert Thought.objects.filter(id=thought_id).exists()
+    # Kept, its text erased (before redact, the key stayed in the thought and its query-log entry).
+    assert Thought.objects.get(id=thought_id).content == REDACTED_CONTENT
+    assert not QueryLog.objects.filter(query_text__contains="abc123").exists()
+    assert retracted["guidance"].startswith("Retracted and redacted")
 
 
 def test_thought_list_and_task_list_page_with_the_cursor_through_mcp(asgi_server, agent_factory, fake_embedder):

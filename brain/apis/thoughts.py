@@ -201,6 +201,13 @@ class ThoughtListApi(APIView):
 
 class ThoughtRetractInputSerializer(strict.Serializer):
     reason = strict.CharField(max_length=REASON_MAX_CHARS, help_text="Why it is withdrawn.")
+    redact = strict.BooleanField(
+        required=False,
+        default=False,
+        help_text="true: also erase its text (a leaked secret, personal data): the thought's content, facts and "
+        "metadata, the query-log entry of the call that stored it, suggestions and turn excerpts quoting it. "
+        "Who retracted it, when and why are kept. Default false: the text stays for audit.",
+    )
 
 
 class ThoughtRetractOutputSerializer(serializers.Serializer):
@@ -234,7 +241,11 @@ class ThoughtRetractApi(APIView):
         body = ThoughtRetractInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         thought = thought_retract(
-            space=request.user.space, thought_id=thought_id, reason=body.validated_data["reason"], agent=request.user
+            space=request.user.space,
+            thought_id=thought_id,
+            reason=body.validated_data["reason"],
+            agent=request.user,
+            redact=body.validated_data["redact"],
         )
         return Response(
             {

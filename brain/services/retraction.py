@@ -10,21 +10,30 @@ had never been contributed (its own ``source_ids`` / ``supersedes`` keep the his
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from brain.choices import QualityFlag, ThoughtCategory
-from brain.models import Thought
+from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.flags import thoughts_unflag_contradicting
 from brain.services.lineage import lineage_release
+from brain.services.pipeline import thought_content_changed
 from brain.services.suggestions import suggestions_close_superseded
 from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
 from core.parsers import text_problem
 
 REASON_MAX_CHARS = 2000
+
+#: What a redacted thought's content becomes (its author, time and reason stay in the retraction record).
+REDACTED_CONTENT = "[redacted: this thought's text was erased when it was retracted]"
+
+#: Other apps' copies of a thought's text to erase with it (``thought_id`` -> rows changed); quality
+#: registers its turn items' excerpts when it loads (brain does not import quality: the layers test).
+REDACTION_HOOKS: list[Callable[[uuid.UUID], int]] = []
 
 
 @transaction.atomic
@@ -35,6 +44,7 @@ def thought_retract(
     reason: str,
     agent: Agent | None = None,
     user_name: str | None = None,
+    redact: bool = False,
 ) -> Thought:
     """Retract a thought of ``space``; ``agent`` (its contributor) or a human (``user_name``) does it.
 
@@ -47,6 +57,13 @@ def thought_retract(
     else still supersedes it, or the thought was itself refined or corrected (its successor carries
     the line on). The returned thought's ``live_again`` lists the ids that are live again. A retracted
     correction's ``contradicts_correction`` flags on others (``contradicted_by`` it) come off.
+
+    ``redact`` (a leaked secret, personal data) also erases its text where Colony keeps it: the content
+    becomes REDACTED_CONTENT (full text follows; the vector is dropped and computed again from it), its
+    wrong/right facts, alternatives and metadata go (the retraction record stays), the query-log row of
+    the call that stored it and the correction suggestions quoting it lose their text, and
+    REDACTION_HOOKS erase other apps' copies (turn items' excerpts). Without it the text stays for
+    audit and is still served, ranked last.
     """
     reason = (reason or "").strip()
     if not reason:
@@ -92,16 +109,16 @@ def thought_retract(
     thought.superseded = True
     thought.superseded_at = thought.superseded_at or now
     thought.quality_flags = [*thought.quality_flags, QualityFlag.RETRACTED]
-    thought.context_metadata = {
-        **(thought.context_metadata or {}),
-        "retraction": {
-            "reason": reason,
-            "by": agent.name if agent is not None else user_name,
-            "by_kind": "agent" if agent is not None else "human",
-            "at": now.isoformat(),
-        },
+    record = {
+        "reason": reason,
+        "by": agent.name if agent is not None else user_name,
+        "by_kind": "agent" if agent is not None else "human",
+        "at": now.isoformat(),
     }
+    thought.context_metadata = {**(thought.context_metadata or {}), "retraction": record}
     thought.save(update_fields=["superseded", "superseded_at", "quality_flags", "context_metadata"])
+    if redact:
+        _redact(thought, record)
     suggestions_close_superseded(thought_ids=[thought.pk], by=None)
     if thought.thought_category == ThoughtCategory.CORRECTION:
         thoughts_unflag_contradicting(correction=thought)
@@ -110,9 +127,34 @@ def thought_retract(
     return thought
 
 
+def _redact(thought: Thought, record: dict) -> None:
+    """Erase ``thought``'s text where Colony keeps it (see thought_retract's ``redact``)."""
+    thought.content = REDACTED_CONTENT
+    thought.corrected_fact = thought.correct_fact = thought.alternatives_considered = ""
+    thought.corrected_fact_embedding = None
+    thought.context_metadata = {"retraction": {**record, "redacted": True}}
+    thought.save(
+        update_fields=[
+            "content", "corrected_fact", "correct_fact", "alternatives_considered", "corrected_fact_embedding",
+            "context_metadata",
+        ]
+    )  # fmt: skip
+    thought_content_changed(thought_id=str(thought.pk))  # the vector of the old text goes now, a new one after commit
+    QueryLog.objects.filter(stored_thought=thought).update(query_text=REDACTED_CONTENT)
+    CorrectionSuggestion.objects.filter(thought=thought).update(draft={})  # its draft quotes the text
+    CorrectionSuggestion.objects.filter(contradicting_thought=thought).update(statement=REDACTED_CONTENT, draft={})
+    for hook in REDACTION_HOOKS:
+        hook(thought.pk)
+
+
 def retraction_guidance(thought: Thought) -> str:
     """What the answer to a retraction says (API; the thought page says the same)."""
     said = "Retracted: kept for audit, marked superseded without a replacement, ranked below every live thought."
+    if (thought.context_metadata or {}).get("retraction", {}).get("redacted"):
+        said = (
+            "Retracted and redacted: its text was erased (the thought, its query-log entry, the excerpts the "
+            "quality loop kept); who retracted it, when and why are kept."
+        )
     if thought.live_again:
         noun = "thought it had superseded is" if len(thought.live_again) == 1 else "thoughts it had superseded are"
         said += f" The {len(thought.live_again)} {noun} live again: {', '.join(map(str, thought.live_again))}."

@@ -180,3 +180,11 @@ def turn_enqueue_scoring(*, turn_log_id: str) -> None:
     from quality import jobs
 
     transaction.on_commit(lambda: jobs.score_turn.delay(turn_log_id), robust=True)
+
+
+def turn_items_redact(thought_id) -> int:
+    """Erase the excerpts the turn log kept of a thought that was retracted with ``redact``
+    (``brain.services.retraction.REDACTION_HOOKS``, registered in ``quality.apps``); returns how many."""
+    from brain.services.retraction import REDACTED_CONTENT
+
+    return TurnItem.objects.filter(thought_id=thought_id).update(excerpt=REDACTED_CONTENT)

@@ -165,6 +165,7 @@ def thought_retract_post(request, thought_id):
             thought_id=thought_id,
             reason=request.POST.get("reason", ""),
             user_name=request.user.get_username(),
+            redact=request.POST.get("redact") == "on",
         )
     except ApplicationError as exc:
         messages.error(request, f"Not retracted — {exc.message}")
