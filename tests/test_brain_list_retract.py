@@ -448,6 +448,25 @@ def test_a_retraction_with_redact_erases_the_text_wherever_colony_keeps_it(brain
     assert "hunter2" not in json.dumps(found)
 
 
+def test_a_secret_retracted_without_redact_can_be_redacted_afterwards(brain):
+    # Before: the second retraction was a 409 ALREADY_RETRACTED, and the secret stayed for good.
+    from brain.services.retraction import REDACTED_CONTENT
+
+    dev, _, _ = brain
+    secret = contribute(dev, SECRET)
+    retract(dev, secret, reason="stored by mistake")
+    response = dev.post(
+        f"/api/v1/thoughts/{secret}/retract", {"reason": "it holds a password", "redact": True}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    stored = Thought.objects.get(id=secret)
+    assert stored.content == REDACTED_CONTENT
+    assert stored.context_metadata["retraction"]["reason"] == "stored by mistake"  # the first record stays
+    assert stored.context_metadata["retraction"]["redacted_reason"] == "it holds a password"
+    again = dev.post(f"/api/v1/thoughts/{secret}/retract", {"reason": "again", "redact": True}, format="json")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "ALREADY_RETRACTED"
+
+
 def test_a_human_redacts_on_the_thought_page(brain, client, ada):
     from brain.services.retraction import REDACTED_CONTENT
 
@@ -457,3 +476,9 @@ def test_a_human_redacts_on_the_thought_page(brain, client, ada):
     response = client.post(f"/brain/thoughts/{secret}/retract/", {"reason": "leaked", "redact": "on"}, follow=True)
     assert b"Retracted and redacted" in response.content and b"hunter2" not in response.content
     assert Thought.objects.get(id=secret).content == REDACTED_CONTENT
+    assert b"Erase its text" not in response.content  # nothing left to erase
+    kept = contribute(dev, "The staging relay token is relay-Kept-55, stored here by mistake; rotate it soon.")
+    page = client.post(f"/brain/thoughts/{kept}/retract/", {"reason": "mistake"}, follow=True).content
+    assert b"Erase its text" in page and b"relay-Kept-55" in page  # retracted, its text kept: it can be erased
+    page = client.post(f"/brain/thoughts/{kept}/retract/", {"reason": "a token", "redact": "on"}, follow=True).content
+    assert b"relay-Kept-55" not in page and b"Erase its text" not in page

@@ -63,7 +63,8 @@ def thought_retract(
     wrong/right facts, alternatives and metadata go (the retraction record stays), the query-log row of
     the call that stored it and the correction suggestions quoting it lose their text, and
     REDACTION_HOOKS erase other apps' copies (turn items' excerpts). Without it the text stays for
-    audit and is still served, ranked last.
+    audit and is still served, ranked last. A thought retracted before without it can be retracted
+    again with it (only the text is erased then); otherwise retracting twice is a 409.
     """
     reason = (reason or "").strip()
     if not reason:
@@ -101,7 +102,16 @@ def thought_retract(
             code="NOT_CONTRIBUTOR",
         )
     if QualityFlag.RETRACTED in thought.quality_flags:
-        raise Conflict("This thought is already retracted.", code="ALREADY_RETRACTED")
+        record = (thought.context_metadata or {}).get("retraction") or {}
+        if not redact or record.get("redacted"):
+            raise Conflict("This thought is already retracted.", code="ALREADY_RETRACTED")
+        # Retracted before, its text kept; now it is to be erased too (a secret noticed later).
+        _redact(
+            thought,
+            {**record, "redacted_by": agent.name if agent is not None else user_name, "redacted_reason": reason},
+        )
+        thought.live_again = []
+        return thought
     # A thought that a live successor superseded leaves its sources to that successor's line: a
     # refinement of it carries what it improved on.
     replaced = thought.refined_by_id is not None or thought.superseded_by_id is not None
