@@ -233,7 +233,7 @@ class ThoughtRetractApi(APIView):
                 409,
                 e403="Not the thought's contributor (`NOT_CONTRIBUTOR`; correct it instead) or a transition marker "
                 "(`MARKER_NOT_RETRACTABLE`).",
-                e409="Already retracted (`ALREADY_RETRACTED`; with redact, only once its text is erased).",
+                e409="Already retracted (`ALREADY_RETRACTED`): without redact, or with redact once its text is erased.",
             ),
         },
     )
