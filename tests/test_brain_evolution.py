@@ -334,6 +334,24 @@ def test_near_duplicate_is_flagged_with_a_consolidation_suggestion(dev):
     assert "near_duplicate" not in Thought.objects.get(pk=merged["trace"]["thought_id"]).quality_flags
 
 
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_new_version_of_a_retracted_thought_is_no_near_duplicate_of_it(dev, filtered):
+    # Before: retracting a wrong thought and contributing the right one flagged the right one
+    # near_duplicate of the retracted one and advised merging the two.
+    memory(dev, prompt="warm up?")
+    scope = {"filter_topic": "backups", "topic": "backups"} if filtered else {}  # the search's rows / a scan of its own
+    wrong = contribute(
+        dev, "The nightly backup job of the wiki runs at 02:00 UTC and keeps fourteen days of dumps.", **scope
+    )
+    wrong_id = wrong["trace"]["thought_id"]
+    assert dev.post(f"/api/v1/thoughts/{wrong_id}/retract", {"reason": "wrong time"}, format="json").status_code == 200
+    right = contribute(
+        dev, "The nightly backup job of the wiki runs at 03:00 UTC and keeps fourteen days of dumps.", **scope
+    )
+    assert Thought.objects.get(pk=right["trace"]["thought_id"]).quality_flags == []
+    assert wrong_id not in (right["result"]["guidance"] or "")
+
+
 # --- contradiction detection → pending correction → accept / dismiss ----------------------------
 def test_contradiction_found_after_a_contribution_becomes_a_pending_correction(
     agent_factory, django_capture_on_commit_callbacks

@@ -587,11 +587,11 @@ def thought_search(
     return SearchResult(candidates=ranked, fetched=fetched)
 
 
-#: The nearest thoughts by cosine alone (HNSW, the filtered-scan settings of the caller's transaction).
+#: The nearest live thoughts by cosine alone (HNSW, the filtered-scan settings of the caller's transaction).
 _NEAREST_SQL = """
 SELECT t.id, t.content, 1 - (t.embedding <=> %(vector)s::vector) AS similarity
 FROM brain_thought t
-WHERE t.space_id = %(space)s AND t.embedding IS NOT NULL AND t.id <> ALL(%(exclude)s::uuid[])
+WHERE t.space_id = %(space)s AND t.embedding IS NOT NULL AND NOT t.superseded AND t.id <> ALL(%(exclude)s::uuid[])
 ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
 """
 _NEAREST_SETTINGS_SQL = hnsw_filtered_scan_select_sql(ef_search="%(ef_search)s")
@@ -600,7 +600,7 @@ _NEAREST_SETTINGS_SQL = hnsw_filtered_scan_select_sql(ef_search="%(ef_search)s")
 def thought_nearest(
     *, space: Space, vector: list[float], exclude_ids: Iterable[str] = (), limit: int = 1
 ) -> list[tuple[Thought, float]]:
-    """The most similar thoughts of the space by cosine similarity alone (near-duplicate check).
+    """The most similar live thoughts of the space by cosine similarity alone (near-duplicate check).
 
     Each thought carries ``id`` and ``content``; any other field loads on access. Two prepared
     statements (this runs on every contribution; the ORM built and compiled the query each time).

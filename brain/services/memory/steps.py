@@ -220,7 +220,10 @@ def step_flags(call: MemoryCall) -> None:
 
 
 def _nearest(call: MemoryCall) -> tuple[Thought, float] | None:
-    """The existing thought most similar to the contribution (not one it refines or consolidates).
+    """The live thought most similar to the contribution (not one it refines or consolidates).
+
+    Superseded thoughts don't count: a new version of a retracted or replaced thought duplicates
+    nothing that is served, and "merge with" or "refine" a thought that was withdrawn is no advice.
 
     When the search ran first over the whole space (no topic or category filter), its rows already
     hold it: the dense side's HNSW scan reads the nearest thoughts, with at least the ef_search a scan
@@ -228,7 +231,7 @@ def _nearest(call: MemoryCall) -> tuple[Thought, float] | None:
     scan of its own (``search.thought_nearest``)."""
     request = call.request
     if call.search is not None and not (request.get("filter_topic") or request.get("filter_category")):
-        scored = [c for c in call.search.fetched if c.similarity is not None]
+        scored = [c for c in call.search.fetched if c.similarity is not None and not c.thought.superseded]
         best = max(scored, key=lambda c: c.similarity, default=None)
         return None if best is None else (best.thought, best.similarity)
     nearest = search.thought_nearest(space=call.space, vector=call.vector, exclude_ids=call.lineage_ids, limit=1)
