@@ -147,3 +147,5 @@ def test_highways(thought_factory):
     Thought.objects.filter(pk=quiet.pk).update(access_count=40, accessed_by=["a"])
     out, _ = brain("highways")
     assert out.splitlines() == [f"    12  {busy.id}  4 accesses by 3 agents  A busy thought."]
+    Thought.objects.filter(pk=busy.pk).update(superseded=True)  # corrected, replaced or retracted
+    assert "No highways yet" in brain("highways")[0]

@@ -540,6 +540,12 @@ def test_highways_nearby(agent_factory, thought_factory):
     # After this call's own access: 5 accesses by 3 agents.
     assert highways[0]["access_count"] == 5 and highways[0]["agents"] == 3 and highways[0]["traffic"] == 15
     assert memory(b, prompt="gardening tomatoes sun")["result"]["highways_nearby"] == []
+    # Corrected, it is no highway any more (before: its traffic kept pointing agents at the wrong fact).
+    fixed = b.post(f"/api/v1/thoughts/{road.id}/correct", {"correct_fact": "RabbitMQ is the broker."}, format="json")
+    assert fixed.status_code == 201
+    assert str(road.id) not in {
+        h["thought_id"] for h in memory(a, prompt="Redis Celery broker")["result"]["highways_nearby"]
+    }
 
 
 # --- pending corrections --------------------------------------------------------------------------

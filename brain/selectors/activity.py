@@ -32,7 +32,7 @@ def _agents_count():
 
 def _highways(space: Space):
     return (
-        Thought.objects.filter(space=space, access_count__gte=HIGHWAY_MIN_ACCESS)
+        Thought.objects.filter(space=space, access_count__gte=HIGHWAY_MIN_ACCESS, superseded=False)
         .annotate(agents=_agents_count())
         .filter(agents__gte=HIGHWAY_MIN_AGENTS)
         .annotate(traffic=F("access_count") * F("agents"))
@@ -53,7 +53,10 @@ def _highway(thought: Thought) -> dict:
 def highways_among(
     candidates: Iterable[Candidate], *, accessed_ids: set[str], agent_name: str, limit: int = HIGHWAYS_RETURNED
 ) -> list[dict]:
-    """Heavily travelled thoughts (SPEC 2.6) among a search's candidates, most traffic first.
+    """Heavily travelled live thoughts (SPEC 2.6) among a search's candidates, most traffic first.
+
+    A superseded thought is never one: the traffic a fact earned before it was corrected, replaced or
+    retracted would send agents back to it.
 
     The candidates were read before this call's own reinforcement: those in ``accessed_ids`` (the
     results it returned, and so reinforced) count one more access, by ``agent_name``.
@@ -61,7 +64,7 @@ def highways_among(
     highways = []
     for candidate in candidates:
         thought = candidate.thought
-        if candidate.similarity is None or candidate.similarity < HIGHWAY_MIN_SIMILARITY:
+        if candidate.similarity is None or candidate.similarity < HIGHWAY_MIN_SIMILARITY or thought.superseded:
             continue
         access_count, agents = thought.access_count, set(thought.accessed_by or [])
         if candidate.id in accessed_ids:
