@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from brain.models import Thought
+from brain.services.retraction import thought_retract
 from core.errors import ApplicationError
 from tasks import workflow
 from tasks.models import Task, TransitionLog
@@ -214,6 +215,10 @@ def test_memory_contribution_must_be_this_agents_contribution_in_this_phase(spac
     )
     Thought.objects.filter(pk=marker.marker_id).update(agent=dev)
     cases.append((str(marker.marker_id), "is a transition marker"))
+    # A contribution the agent retracted (before: it passed the gate, so junk stored and withdrawn did).
+    withdrawn = contribute(dev)
+    thought_retract(space=space, thought_id=withdrawn, reason="stored by mistake", agent=dev)
+    cases.append((withdrawn, "was retracted"))
     for value, message in cases:
         task_update_dna(task=task, patch={"memory_contribution_id": value})
         error = refused("MEMORY_NOT_VERIFIED", task=task, to="review", agent=dev)
