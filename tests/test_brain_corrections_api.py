@@ -180,6 +180,25 @@ def test_a_suggestion_whose_thought_is_refined_or_retracted_is_closed_and_an_acc
     assert CorrectionSuggestion.objects.get(pk=taken.pk).resolved_by == dev.agent.name
 
 
+def test_a_suggestion_raised_by_a_statement_its_author_retracts_is_closed(space, dev):
+    # Before: it stayed pending, and accepting it stored the withdrawn statement as the correct fact.
+    old = store(space, WRONG, topic="team")
+    statement = thought_create(
+        space=space, content="Thomas is not a coach at all, he is the accountant.", contributor_id="dev-1",
+        contributor_name="dev-1", agent=dev.agent, embedding=[1.0] + [0.0] * 383,
+    )  # fmt: skip
+    suggestion, _ = suggestion_create(
+        thought=old, statement=statement.content, origin="contradiction_detector", confidence=0.9, reason="test",
+        contradicting_thought=statement, agent=dev.agent,
+    )  # fmt: skip
+    assert dev.post(f"/api/v1/thoughts/{statement.id}/retract", {"reason": "wrong"}, format="json").status_code == 200
+    suggestion.refresh_from_db()
+    assert (suggestion.status, suggestion.resolved_by) == ("superseded", "colony")
+    assert dev.post(f"/api/v1/corrections/{suggestion.id}/accept", {}, format="json").status_code == 409
+    old.refresh_from_db()
+    assert not old.superseded
+
+
 def test_dismiss_closes_it_and_changes_nothing_else(space, dev):
     old = store(space, WRONG)
     suggestion = suggest(old, RIGHT)

@@ -21,7 +21,7 @@ from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.flags import thoughts_unflag_contradicting
 from brain.services.lineage import lineage_release
 from brain.services.pipeline import thought_content_changed
-from brain.services.suggestions import suggestions_close_superseded
+from brain.services.suggestions import suggestions_close_superseded, suggestions_close_withdrawn
 from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
 from core.parsers import text_problem
@@ -56,7 +56,8 @@ def thought_retract(
     correction superseded) is handed back (``lineage.lineage_release``): live again unless something
     else still supersedes it, or the thought was itself refined or corrected (its successor carries
     the line on). The returned thought's ``live_again`` lists the ids that are live again. A retracted
-    correction's ``contradicts_correction`` flags on others (``contradicted_by`` it) come off.
+    correction's ``contradicts_correction`` flags on others (``contradicted_by`` it) come off. Pending
+    suggestions on it, and those it raised against others as their contradicting statement, are closed.
 
     ``redact`` (a leaked secret, personal data) also erases its text where Colony keeps it: the content
     becomes REDACTED_CONTENT (full text follows; the vector is dropped and computed again from it), its
@@ -130,6 +131,7 @@ def thought_retract(
     if redact:
         _redact(thought, record)
     suggestions_close_superseded(thought_ids=[thought.pk], by=None)
+    suggestions_close_withdrawn(statement_id=thought.pk)
     if thought.thought_category == ThoughtCategory.CORRECTION:
         thoughts_unflag_contradicting(correction=thought)
     superseded = [row for row in rows if row.pk != key and key in (row.refined_by_id, row.superseded_by_id)]

@@ -129,6 +129,16 @@ def suggestions_close_superseded(*, thought_ids: list[uuid.UUID], by: Thought | 
     )
 
 
+def suggestions_close_withdrawn(*, statement_id: uuid.UUID) -> int:
+    """Close the pending suggestions that the retracted thought ``statement_id`` raised against others
+    (it was their contradicting statement); returns how many. Accepting one would store as the correct
+    fact a statement its author withdrew (after a redaction, not even its text). Status superseded,
+    resolved by Colony, as :func:`suggestions_close_superseded`."""
+    return CorrectionSuggestion.objects.filter(
+        contradicting_thought_id=statement_id, status=SuggestionStatus.PENDING
+    ).update(status=SuggestionStatus.SUPERSEDED, resolved_at=timezone.now(), resolved_by=CLOSED_BY)
+
+
 #: ``resolved_by`` of a suggestion Colony closed (:func:`suggestions_close_superseded`).
 CLOSED_BY = "colony"
 
