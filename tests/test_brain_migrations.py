@@ -36,6 +36,7 @@ def test_0011_closes_the_suggestions_left_pending_on_superseded_thoughts(executo
     refinement = stored("backups at 02:00, offsite weekly")
     refined = stored("backups at 02:00", superseded=True, refined_by=refinement)
     live = stored("rate limit 100")
+    withdrawn = stored("rate limit 500", superseded=True, quality_flags=["retracted"])
     rows = {
         name: suggestion.objects.create(
             space_id=space.pk, thought=target, statement=name, origin="quality_judge", **extra
@@ -44,6 +45,7 @@ def test_0011_closes_the_suggestions_left_pending_on_superseded_thoughts(executo
             ("on corrected", corrected, {}),
             ("on refined", refined, {}),
             ("on live", live, {}),
+            ("raised by a retracted statement", live, {"contradicting_thought": withdrawn}),
             ("dismissed", corrected, {"status": "dismissed"}),
         )
     }
@@ -56,4 +58,5 @@ def test_0011_closes_the_suggestions_left_pending_on_superseded_thoughts(executo
     assert after["on corrected"].correction_id == correction.pk
     assert (after["on refined"].status, after["on refined"].correction_id) == ("superseded", None)
     assert after["on live"].status == "pending" and after["dismissed"].status == "dismissed"
+    assert after["raised by a retracted statement"].status == "superseded"
     assert after["on refined"].resolved_at is not None and rows["on live"].resolved_at is None

@@ -6,15 +6,17 @@ from django.utils import timezone
 
 
 def close_suggestions_of_superseded_thoughts(apps, schema_editor):
-    """What brain.services.suggestions.suggestions_close_superseded does from now on, done once for the
-    suggestions left pending on thoughts superseded before: status superseded, resolved by Colony, the
-    correction that replaced the thought when one did."""
+    """What brain.services.suggestions.suggestions_close_superseded (and _withdrawn) do from now on, done
+    once for the suggestions left pending on thoughts superseded before, or raised by a statement that
+    was retracted: status superseded, resolved by Colony, the correction that replaced the thought when
+    one did."""
     suggestion = apps.get_model("brain", "CorrectionSuggestion")
     thought = apps.get_model("brain", "Thought")
     replaced_by_correction = thought.objects.filter(
         pk=OuterRef("thought_id"), superseded_by__thought_category="correction"
     ).values("superseded_by_id")[:1]
-    suggestion.objects.filter(status="pending", thought__superseded=True).update(
+    withdrawn_statement = models.Q(contradicting_thought__quality_flags__contains=["retracted"])
+    suggestion.objects.filter(models.Q(thought__superseded=True) | withdrawn_statement, status="pending").update(
         status="superseded",
         resolved_at=timezone.now(),
         resolved_by="colony",
