@@ -49,6 +49,19 @@ def offline(monkeypatch):
     monkeypatch.setattr(embedding, "embed", lambda text: fake_vector(text))
 
 
+def race_correction(space, agent, index, ids):
+    """A correction numbered ``index`` superseding ``ids`` (the model is the fixture's fake)."""
+    return thought_correct(
+        space=space,
+        agent=agent,
+        content=f"CORRECTION {index}",
+        topic="race",
+        corrected_fact=f"wrong {index}",
+        correct_fact=f"right {index}",
+        supersedes=ids,
+    )
+
+
 def test_100_rounds_of_8_concurrent_transitions_exactly_one_wins(space):
     project = make_project(space)
     agents = [make_agent(space, "liaison" if i % 2 else "pdsa") for i in range(THREADS)]
@@ -84,15 +97,7 @@ def test_100_concurrent_corrections_over_overlapping_thoughts(space):
     plans = [rng.sample(targets, rng.randint(2, 6)) for _ in range(100)]
 
     def correct(index, names):
-        return thought_correct(
-            space=space,
-            agent=agent,
-            content=f"CORRECTION {index}",
-            topic="race",
-            corrected_fact=f"wrong {index}",
-            correct_fact=f"right {index}",
-            supersedes=[t.id for t in names],
-        )
+        return race_correction(space, agent, index, [t.id for t in names])
 
     results: list = []
     for start in range(0, 100, 20):  # 20 at a time: as many threads as the database takes connections for
@@ -132,15 +137,7 @@ def test_a_thought_and_its_correction_corrected_at_once_never_deadlock(space):
     agent = make_agent(space, "dev")
 
     def correct(index, ids):
-        return thought_correct(
-            space=space,
-            agent=agent,
-            content=f"CORRECTION {index}",
-            topic="race",
-            corrected_fact=f"wrong {index}",
-            correct_fact=f"right {index}",
-            supersedes=ids,
-        )
+        return race_correction(space, agent, index, ids)
 
     for round_no in range(6):
         t = Thought.objects.create(  # the highest ids: x sorts before t, the order that could deadlock
