@@ -101,18 +101,17 @@ def thought_correct(
         raise ServiceFailure(f"Could not embed the correction: {exc}", code="EMBEDDING_FAILED")
 
     name = agent.name if agent is not None else "colony"
-    named = supersede_ids
 
     def store() -> tuple[Thought, int]:
-        supersede_ids = named
+        ids = list(supersede_ids)  # the named ones, then the corrections they replace
         # The named thoughts and the corrections now superseding them, locked in one id order (another
         # correction naming some of the same rows locks them in that order too: no deadlock); then the
         # replaced corrections are read from the locked rows (one committed meanwhile is locked there).
         earlier = Thought.objects.filter(space=space, pk__in=supersede_ids, superseded_by__isnull=False)
-        ahead = set(earlier.values_list("superseded_by_id", flat=True)) - set(supersede_ids)
-        locked = thoughts_lock_in_space(space_id=space.pk, ids=[*supersede_ids, *ahead], field="supersedes")
-        targets = [row for row in locked if row.pk in set(supersede_ids)]
-        supersede_ids = [*supersede_ids, *corrections_replaced(space=space, targets=targets, listed=supersede_ids)]
+        ahead = set(earlier.values_list("superseded_by_id", flat=True)) - set(ids)
+        locked = thoughts_lock_in_space(space_id=space.pk, ids=[*ids, *ahead], field="supersedes")
+        targets = [row for row in locked if row.pk in set(ids)]
+        ids = [*ids, *corrections_replaced(space=space, targets=targets, listed=ids)]
         correction = thought_create(
             space=space,
             content=content,
@@ -124,7 +123,7 @@ def thought_correct(
             topic=topic.strip(),
             corrected_fact=corrected_fact.strip(),
             correct_fact=correct_fact.strip(),
-            supersedes=supersede_ids,
+            supersedes=ids,
             source_ref=source_ref,
             corrected_fact_embedding=fact_vector,
             context_metadata=context_metadata or {},
@@ -132,12 +131,12 @@ def thought_correct(
             quality_flags=quality_flags or [],
             related_thoughts=related_ids,
         )
-        count = Thought.objects.filter(space=space, pk__in=supersede_ids).update(
+        count = Thought.objects.filter(space=space, pk__in=ids).update(
             superseded=True,
             superseded_by=correction,
             superseded_at=Coalesce(F("superseded_at"), Now()),
         )
-        suggestions_close_superseded(thought_ids=supersede_ids, by=correction)
+        suggestions_close_superseded(thought_ids=ids, by=correction)
         correction.repeats_flagged = thoughts_flag_repeating(correction=correction, fact_vector=fact_vector)
         return correction, count
 
