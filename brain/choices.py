@@ -50,3 +50,10 @@ class SuggestionOrigin(models.TextChoices):
 
 DEFAULT_TOPIC = "general"
 """The topic a correction gets when neither the caller nor the corrected thought names one."""
+
+
+def topic_normal(topic: str | None) -> str:
+    """How a topic is stored and matched: trimmed and lower-cased, so "Deploys " and "deploys" are one
+    topic (agents and people spell a topic's case as it comes; a filter that silently matched nothing
+    was the result). Applied where topics come in: thought_create, imports, and every topic filter."""
+    return (topic or "").strip().lower()

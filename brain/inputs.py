@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from brain.choices import SourceRefType, ThoughtCategory
+from brain.choices import SourceRefType, ThoughtCategory, topic_normal
 from core import fields as strict
 
 #: Transition markers are written by the task workflow itself, never through the memory endpoint.
@@ -86,3 +86,9 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
         help_text="true: store the prompt even when it is below the contribution threshold (short facts, "
         "imports); false: the same as contribute: false.",
     )
+
+    def validate_topic(self, value: str) -> str:
+        return topic_normal(value)  # topics are matched case-insensitively: stored lower-cased
+
+    def validate_filter_topic(self, value: str) -> str:
+        return topic_normal(value)

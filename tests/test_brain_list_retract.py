@@ -482,3 +482,29 @@ def test_a_human_redacts_on_the_thought_page(brain, client, ada):
     assert b"Erase its text" in page and b"relay-Kept-55" in page  # retracted, its text kept: it can be erased
     page = client.post(f"/brain/thoughts/{kept}/retract/", {"reason": "a token", "redact": "on"}, follow=True).content
     assert b"relay-Kept-55" not in page and b"Erase its text" not in page
+
+
+def test_a_topic_is_one_topic_whatever_its_case(brain, space):
+    # Before: "Deploys" and "deploys" were two topics; a filter in the other case silently matched nothing.
+    dev, _, ids = brain  # the fixture's two deploy thoughts have topic "deploys"
+    capital = contribute(
+        dev, "Deploys drain the queue workers before the migrations run, then restart them.", topic=" Deploys "
+    )
+    assert Thought.objects.get(id=capital).topic == "deploys"
+    listed = dev.get("/api/v1/thoughts", {"topic": "DEPLOYS"}).json()
+    assert {t["thought_id"] for t in listed["results"]} == {ids["deploy"], ids["deploy2"], capital}
+    found = dev.get(
+        "/api/v1/memory", {"prompt": "how do deploys run", "filter_topic": "Deploys", "contribute": "false"}
+    ).json()
+    assert {s["thought_id"] for s in found["result"]["sources"]} == {ids["deploy"], ids["deploy2"], capital}
+    imported = dev.post(
+        "/api/v1/thoughts/import", [{"content": "Backups run nightly at two.", "topic": "Backups"}], format="json"
+    )
+    assert imported.status_code in (200, 201), imported.json()
+    assert Thought.objects.filter(topic="backups").count() == 1
+
+
+def test_the_explorer_browses_a_topic_whatever_its_case(brain, client, ada):
+    _, _, ids = brain
+    page = client.get("/brain/", {"topic": "DePloys"}).content.decode()
+    assert ids["deploy"] in page and ids["deploy2"] in page

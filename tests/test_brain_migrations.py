@@ -60,3 +60,21 @@ def test_0011_closes_the_suggestions_left_pending_on_superseded_thoughts(executo
     assert after["on live"].status == "pending" and after["dismissed"].status == "dismissed"
     assert after["raised by a retracted statement"].status == "superseded"
     assert after["on refined"].resolved_at is not None and rows["on live"].resolved_at is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0012_lower_cases_the_topics_stored_before(executor, space):
+    # Topics are matched as stored lower-cased from now on; one stored as "Deploys" before would no
+    # longer be found by any filter.
+    executor.migrate([AFTER])
+    apps = executor.loader.project_state([AFTER]).apps
+    thought = apps.get_model("brain", "Thought")
+    for topic in ("Deploys ", "ÄRGER-Log", "backups", ""):
+        thought.objects.create(
+            space_id=space.pk, content=f"about {topic}", contributor_id="t", contributor_name="t", topic=topic
+        )
+
+    executor.loader.build_graph()
+    executor.migrate([("brain", "0012_topics_lower_cased")])
+
+    assert sorted(thought.objects.values_list("topic", flat=True)) == ["", "backups", "deploys", "ärger-log"]

@@ -6,6 +6,7 @@ import json
 
 from django import forms
 
+from brain.choices import topic_normal
 from brain.selectors.listing import THOUGHT_LIST_ORDER
 from core import paging
 from core.choices import AgentRole
@@ -131,7 +132,7 @@ class BrainSearchForm(forms.Form):
         return self.cleaned_data["q"].strip()
 
     def clean_topic(self) -> str:
-        return self.cleaned_data["topic"].strip()
+        return topic_normal(self.cleaned_data["topic"])
 
     def clean_cursor(self):
         text = self.cleaned_data["cursor"].strip()

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from brain.choices import ThoughtCategory
+from brain.choices import ThoughtCategory, topic_normal
 from brain.models import THOUGHT_BULKY_FIELDS, Thought
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
 from brain.selectors.listing import THOUGHT_LIST_ORDER, thought_list
@@ -160,6 +160,9 @@ class ThoughtListQuerySerializer(strict.Serializer):
     limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
     offset = strict.IntegerField(min_value=0, max_value=10**9, default=0)
     cursor = paging.CursorField(order=THOUGHT_LIST_ORDER)
+
+    def validate_topic(self, value: str) -> str:
+        return topic_normal(value)  # topics are stored lower-cased
 
     def validate(self, attrs):
         return paging.no_cursor_with_offset(attrs, self.initial_data)

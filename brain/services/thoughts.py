@@ -19,7 +19,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from brain import embedding as embedder
-from brain.choices import ThoughtCategory, ThoughtType
+from brain.choices import ThoughtCategory, ThoughtType, topic_normal
 from brain.models import Thought
 from core.db import binary_vector, prepared_cursor
 from core.errors import NotFound, ValidationFailed
@@ -49,6 +49,8 @@ def thought_create(
 
     ``related_thoughts`` (ids of the same space) become bidirectional links, all or nothing.
     """
+    if "topic" in fields:
+        fields["topic"] = topic_normal(fields["topic"])
     thought = Thought(
         space=space,
         content=content,

@@ -40,7 +40,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from brain import embedding as embedder
-from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
+from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType, topic_normal
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
 from brain.services.thoughts import thought_columns
 from core.errors import ApplicationError, ServiceFailure, name_hint
@@ -307,7 +307,7 @@ def item_clean(item: Any) -> dict[str, Any]:
     out["thought_category"] = _choice(
         item.get("thought_category"), "thought_category", ThoughtCategory.values, ThoughtCategory.UNCATEGORIZED
     )
-    out["topic"] = _text(item.get("topic"), "topic", 200)
+    out["topic"] = topic_normal(_text(item.get("topic"), "topic", 200))
     out["temporal_scope"] = _date(item.get("temporal_scope"), "temporal_scope")
     source_ref = item.get("source_ref")
     if source_ref is not None and not isinstance(source_ref, dict):
