@@ -62,7 +62,9 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
     # No min length here: fewer than two ids is MIN_CONSOLIDATION, raised by the service.
     consolidates = thought_ids_field(allow_null=True)
     thought_category = strict.ChoiceField(choices=CONTRIBUTABLE_CATEGORIES, required=False)
-    topic = strict.CharField(max_length=200, required=False, allow_blank=True)
+    topic = strict.CharField(
+        max_length=200, required=False, allow_blank=True, help_text="Stored trimmed and lower-cased."
+    )
     temporal_scope = strict.DateField(required=False, allow_null=True, input_formats=["iso-8601"])
     source_ref = SourceRefSerializer(required=False, allow_null=True)
     alternatives_considered = TextOrListField(max_length=5000, required=False, allow_blank=True)
@@ -74,7 +76,9 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
     )
     related_thoughts = thought_ids_field()
     tags = serializers.ListField(child=strict.CharField(max_length=100), required=False, max_length=MAX_TAGS)
-    filter_topic = strict.CharField(max_length=200, required=False, allow_blank=True)
+    filter_topic = strict.CharField(
+        max_length=200, required=False, allow_blank=True, help_text="A topic, whatever its case."
+    )
     filter_category = strict.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
     limit = strict.IntegerField(min_value=1, max_value=50, required=False)
     contribute = OptionalBooleanField(

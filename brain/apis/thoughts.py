@@ -150,7 +150,7 @@ class ThoughtListPageSerializer(serializers.Serializer):
 
 
 class ThoughtListQuerySerializer(strict.Serializer):
-    topic = strict.CharField(max_length=200, required=False)
+    topic = strict.CharField(max_length=200, required=False, help_text="A topic, whatever its case.")
     category = strict.ChoiceField(choices=ThoughtCategory.values, required=False)
     contributor = strict.CharField(max_length=200, required=False, help_text="The agent's registered name.")
     since = strict.DateTimeField(required=False, help_text="ISO date or date-time; created at or after it.")
