@@ -58,22 +58,9 @@ def row_locked(queryset, *, hold_at_most: float = 60):
         holder.join(10)
 
 
-def wait_for_a_lock_wait(*, unless=lambda: False, timeout: float = 30) -> None:
-    """Return once a backend of this database waits on a lock; fail after ``timeout`` s or when ``unless()``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-            )
-            if cursor.fetchone()[0]:
-                return
-        assert time.monotonic() < deadline and not unless(), "nothing waited on the lock"
-        time.sleep(0.05)
-
-
-def wait_for_lock_waits(count: int, *, timeout: float = 30) -> None:
-    """Return once at least ``count`` backends of this database wait on a lock; fail after ``timeout`` s."""
+def wait_for_a_lock_wait(*, count: int = 1, unless=lambda: False, timeout: float = 30) -> None:
+    """Return once ``count`` backends of this database wait on a lock; fail after ``timeout`` s or when
+    ``unless()``."""
     deadline = time.monotonic() + timeout
     while True:
         with connection.cursor() as cursor:
@@ -82,5 +69,5 @@ def wait_for_lock_waits(count: int, *, timeout: float = 30) -> None:
             )
             if cursor.fetchone()[0] >= count:
                 return
-        assert time.monotonic() < deadline, f"fewer than {count} waited on a lock"
+        assert time.monotonic() < deadline and not unless(), "nothing waited on the lock"
         time.sleep(0.05)

@@ -31,7 +31,7 @@ from brain.services.memory import memory_run
 from core.errors import ApplicationError
 from tasks.models import Task, TransitionLog
 from tasks.services.transitions import task_transition
-from tests.concurrency_support import row_locked, run_concurrently, wait_for_lock_waits
+from tests.concurrency_support import row_locked, run_concurrently, wait_for_a_lock_wait
 from tests.conftest import fake_vector
 from tests.tasks_helpers import make_agent, make_project, make_task, marker_count
 
@@ -155,7 +155,7 @@ def test_a_thought_and_its_correction_corrected_at_once_never_deadlock(space):
             calls = [lambda job=job: correct(*job) for job in jobs]
             runner = threading.Thread(target=lambda out=results, calls=calls: out.extend(run_concurrently(calls)))
             runner.start()
-            wait_for_lock_waits(2)
+            wait_for_a_lock_wait(count=2)
         runner.join(60)
         assert len(results) == 2 and not [r for r in results if isinstance(r, BaseException)], (round_no, results)
         live = Thought.objects.filter(thought_category="correction", superseded=False, supersedes__contains=[t.id])
