@@ -42,6 +42,12 @@ class _PreparedCursor(psycopg.Cursor):
         return result
 
 
+def is_deadlock(exc: BaseException) -> bool:
+    """Whether Django's ``exc`` is PostgreSQL failing this transaction as a deadlock's victim: nothing of
+    it happened, and running it again is safe (outside a caller's transaction, which it spoilt)."""
+    return isinstance(exc.__cause__, psycopg.errors.DeadlockDetected)
+
+
 def prepared_cursor():
     """A Django cursor whose parameters the SERVER binds and whose statements are prepared on the
     connection (pooled or persistent), so each statement shape is parsed and planned once, not per

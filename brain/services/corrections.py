@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-import psycopg
 from django.db import OperationalError, transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce, Now
@@ -25,13 +24,12 @@ from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
 from brain.services.flags import thoughts_flag_repeating
+from brain.services.pheromones import DEADLOCK_RETRIES
 from brain.services.suggestions import suggestion_lock_pending, suggestions_close_superseded
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
+from core.db import is_deadlock
 from core.errors import ServiceFailure
 from core.models import Agent, Space
-
-#: How many more times a correction that PostgreSQL failed as a deadlock's victim is run (see thought_correct).
-DEADLOCK_RETRIES = 2
 
 
 def correction_default_content(*, corrected_fact: str, correct_fact: str) -> str:
@@ -150,7 +148,7 @@ def thought_correct(
             with transaction.atomic():
                 return store()
         except OperationalError as exc:
-            if outer or attempt == DEADLOCK_RETRIES or not isinstance(exc.__cause__, psycopg.errors.DeadlockDetected):
+            if outer or attempt == DEADLOCK_RETRIES or not is_deadlock(exc):
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
 

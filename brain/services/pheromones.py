@@ -22,7 +22,7 @@ from django.utils import timezone
 from brain.choices import SuggestionStatus
 from brain.models import QueryLog, Thought
 from brain.ranking import PHEROMONE_MAX
-from core.db import asynchronous_commit, prepared_cursor
+from core.db import asynchronous_commit, is_deadlock, prepared_cursor
 from core.models import Agent, Space
 
 REINFORCE_STEP = 0.05  # per access, capped at PHEROMONE_MAX
@@ -138,12 +138,12 @@ def thoughts_reinforce(*, space: Space, thought_ids: Iterable[str | uuid.UUID], 
 
 #: A memory call's writes are each one statement in its own transaction: when PostgreSQL picks one as a
 #: deadlock's victim (another transaction locking some of the same thoughts in another order), nothing
-#: of it happened, so it is simply run again, at most this many more times.
+#: of it happened, so it is simply run again, at most this many more times (a correction's transaction
+#: too: brain.services.corrections.thought_correct).
 DEADLOCK_RETRIES = 2
 
 
 def _execute_retrying_deadlock(cursor, sql: str, params: dict) -> None:
-    import psycopg
     from django.db import OperationalError
 
     for attempt in range(DEADLOCK_RETRIES + 1):
@@ -151,7 +151,7 @@ def _execute_retrying_deadlock(cursor, sql: str, params: dict) -> None:
             cursor.execute(sql, params)
             return
         except OperationalError as exc:
-            retryable = isinstance(exc.__cause__, psycopg.errors.DeadlockDetected) and not connection.in_atomic_block
+            retryable = is_deadlock(exc) and not connection.in_atomic_block
             if not retryable or attempt == DEADLOCK_RETRIES:
                 raise
 
