@@ -144,5 +144,5 @@ def lineage_release(*, withdrawn: Thought, locked: list[Thought]) -> list[uuid.U
         if not (retracted or row.refined_by_id or row.superseded_by_id):
             row.superseded, row.superseded_at = False, None
             live_again.append(row.pk)
-        row.save(update_fields=["refined_by", "superseded_by", "superseded", "superseded_at"])
+    Thought.objects.bulk_update(locked, ["refined_by", "superseded_by", "superseded", "superseded_at"])
     return live_again
