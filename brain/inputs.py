@@ -91,8 +91,5 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
         "imports); false: the same as contribute: false.",
     )
 
-    def validate_topic(self, value: str) -> str:
-        return topic_normal(value)  # topics are matched case-insensitively: stored lower-cased
-
     def validate_filter_topic(self, value: str) -> str:
-        return topic_normal(value)
+        return topic_normal(value)  # a stored topic is normalized by thought_create; a filter here

@@ -118,7 +118,7 @@ def thought_correct(
             agent=agent,
             thought_category=ThoughtCategory.CORRECTION,
             embedding=vector,
-            topic=topic.strip(),
+            topic=topic,  # thought_create normalizes it
             corrected_fact=corrected_fact.strip(),
             correct_fact=correct_fact.strip(),
             supersedes=ids,
