@@ -11,12 +11,7 @@ def lower_case_topics(apps, schema_editor):
         normal = topic.strip().lower()
         if normal != topic:
             changed.append((pk, normal))
-    for start in range(0, len(changed), 1000):
-        batch = changed[start : start + 1000]
-        rows = thought.objects.in_bulk([pk for pk, _ in batch])
-        for pk, normal in batch:
-            rows[pk].topic = normal
-        thought.objects.bulk_update(rows.values(), ["topic"])
+    thought.objects.bulk_update([thought(pk=pk, topic=normal) for pk, normal in changed], ["topic"], batch_size=1000)
 
 
 class Migration(migrations.Migration):

@@ -124,9 +124,7 @@ def suggestions_close_superseded(*, thought_ids: list[uuid.UUID], by: Thought | 
     if not thought_ids:
         return 0
     correction = by if by is not None and by.thought_category == ThoughtCategory.CORRECTION else None
-    return CorrectionSuggestion.objects.filter(thought_id__in=thought_ids, status=SuggestionStatus.PENDING).update(
-        status=SuggestionStatus.SUPERSEDED, resolved_at=timezone.now(), resolved_by=CLOSED_BY, correction=correction
-    )
+    return _close_pending(CorrectionSuggestion.objects.filter(thought_id__in=thought_ids), correction=correction)
 
 
 def suggestions_close_withdrawn(*, statement_id: uuid.UUID) -> int:
@@ -134,9 +132,13 @@ def suggestions_close_withdrawn(*, statement_id: uuid.UUID) -> int:
     (it was their contradicting statement); returns how many. Accepting one would store as the correct
     fact a statement its author withdrew (after a redaction, not even its text). Status superseded,
     resolved by Colony, as :func:`suggestions_close_superseded`."""
-    return CorrectionSuggestion.objects.filter(
-        contradicting_thought_id=statement_id, status=SuggestionStatus.PENDING
-    ).update(status=SuggestionStatus.SUPERSEDED, resolved_at=timezone.now(), resolved_by=CLOSED_BY)
+    return _close_pending(CorrectionSuggestion.objects.filter(contradicting_thought_id=statement_id))
+
+
+def _close_pending(suggestions: QuerySet[CorrectionSuggestion], *, correction: Thought | None = None) -> int:
+    return suggestions.filter(status=SuggestionStatus.PENDING).update(
+        status=SuggestionStatus.SUPERSEDED, resolved_at=timezone.now(), resolved_by=CLOSED_BY, correction=correction
+    )
 
 
 #: ``resolved_by`` of a suggestion Colony closed (:func:`suggestions_close_superseded`).
