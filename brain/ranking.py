@@ -123,11 +123,13 @@ BM25_B = 0.75
 #: them (brain.models.LexemeStats / SpaceTextStats), a search reads them by index.
 #:
 #: Lexical candidates: the lexical side matches on the query's RAREST lexemes, taken in order of
-#: document frequency while their frequencies add up to at most this many thoughts (the rows the
-#: statement touches); the more frequent lexemes still count in every candidate's BM25 but don't
-#: bring candidates of their own. A thought that contains only frequent query words scores little
-#: BM25 anyway, and the dense side still finds it by meaning. In a space of a few hundred thoughts
-#: every lexeme is matched on; in a large one the statement stays bounded (issue 14).
+#: document frequency (ties by the lexeme) while their frequencies add up to at most this many
+#: thoughts (the rows the statement touches; never a lexeme no thought contains; chosen in SQL:
+#: ``matched`` in brain.selectors.search._TERMS_LEXICAL_SQL); the more frequent lexemes still count
+#: in every candidate's BM25 but don't bring candidates of their own. A thought that contains only
+#: frequent query words scores little BM25 anyway, and the dense side still finds it by meaning. In a
+#: space of a few hundred thoughts every lexeme is matched on; in a large one the statement stays
+#: bounded (issue 14).
 LEXICAL_MATCH_BUDGET = 1000
 #: Matched thoughts are first ordered by BM25 as if each query word occurred once (no unnesting of
 #: the tsvector); the exact BM25 is computed for this many of them.
@@ -137,21 +139,6 @@ LEXICAL_RESCORE = 60
 def bm25_idf(*, n: int, df: int) -> float:
     """Okapi BM25's IDF (the non-negative "+1" form) of a lexeme found in ``df`` of ``n`` thoughts."""
     return math.log(1.0 + (max(n, df) - df + 0.5) / (df + 0.5))
-
-
-def lexical_match_lexemes(lexemes: list[tuple[str, int]]) -> list[str]:
-    """Which of the query's ``(lexeme, document frequency)`` the lexical side matches on (see
-    LEXICAL_MATCH_BUDGET): rarest first, while the frequencies fit the budget; never a lexeme no
-    thought contains."""
-    chosen, touched = [], 0
-    for lexeme, df in sorted(dict(lexemes).items(), key=lambda item: (item[1], item[0])):
-        if df <= 0:
-            continue
-        if touched + df > LEXICAL_MATCH_BUDGET:
-            break
-        chosen.append(lexeme)
-        touched += df
-    return chosen
 
 
 # --- pheromone (reinforcement) --------------------------------------------------------------------

@@ -70,6 +70,53 @@ def test_retrieve_only_call_takes_a_fixed_few_statements(agent_factory, thought_
     assert QueryLog.objects.count() == 3
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_retrieve_only_call_waits_for_the_database_three_times_before_its_answer(
+    agent_factory, thought_factory, fake_embedder
+):
+    """Round trips, not statements, are what a call waits for. Outside a test's transaction (as in
+    production: autocommit), a retrieve-only call waits three times before its answer: statements 1
+    and 2 of the search (sent together, read after the embedding), the search statement (its rows come
+    back with the pipeline's Sync, which ends the search's implicit transaction: no BEGIN, no COMMIT),
+    and the query log. Counted the same way, it waited eight times before the forty-third session
+    (BEGIN, the terms statement, the lexical side's rows and its pipeline's Sync, the search, COMMIT,
+    the query log)."""
+    import psycopg
+
+    from core.responses import ResponseThenWork
+
+    client = agent_factory("dev")
+    _seed(thought_factory, 30)
+    client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s"}, format="json")  # token's first use
+    waits: list[str] = []
+    sent_at: list[int] = []
+    wait, close = psycopg.Connection.wait, ResponseThenWork.close
+
+    def counting_wait(self, gen, *args, **kwargs):
+        # A wait for the server: a statement run on its own, or reading a pipeline's results (a flush
+        # request, or its Sync at the end). Sending in pipeline mode (or entering it) waits for nothing.
+        name = getattr(gen, "__qualname__", "")
+        if name.endswith(("_fetch_gen", "_exit_gen")) or (self._pipeline is None and not name.endswith("_enter_gen")):
+            waits.append(name)
+        return wait(self, gen, *args, **kwargs)
+
+    def close_marking(response):
+        sent_at.append(len(waits))
+        close(response)
+
+    statements = []
+    with pytest.MonkeyPatch.context() as patch, CaptureQueriesContext(connection) as ctx:
+        patch.setattr(psycopg.Connection, "wait", counting_wait)
+        patch.setattr(ResponseThenWork, "close", close_marking)
+        response = client.post(
+            "/api/v1/memory", {"prompt": QUERY, "session_id": "s", "contribute": False}, format="json"
+        )
+        statements = [q["sql"] for q in ctx.captured_queries]
+    assert response.status_code == 200 and response.json()["result"]["sources"], response.content
+    assert sent_at == [3], (sent_at, waits, statements)
+    assert not any(sql.startswith(("BEGIN", "COMMIT", "SAVEPOINT")) for sql in statements), statements
+
+
 def test_contribute_and_retrieve_call_takes_a_fixed_number_of_statements(agent_factory, thought_factory, fake_embedder):
     client = agent_factory("dev")
     _seed(thought_factory, 3)

@@ -1,7 +1,7 @@
 """A memory call that searches before it writes anything (retrieve-only, or a plain contribution)
-embeds its query while the database runs the search's lexical side
-(``brain.selectors.search._lexical_rows``: the statement is sent in pipeline mode before the model
-runs, its rows read after)."""
+embeds its query while the database runs the search's terms and lexical side
+(``brain.selectors.search._fetch``: statements 1 and 2 are sent in pipeline mode before the model
+runs, their row read after)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_the_query_is_embedded_while_the_lexical_statement_is_already_sent(dev, 
     assert response.json()["result"]["sources"]
     ((status, running),) = seen
     assert status == psycopg.pq.PipelineStatus.ON
-    assert running.lstrip().startswith("WITH idf AS MATERIALIZED") and "@@" in running, running
+    assert running.lstrip().startswith("WITH q AS"), running  # statement 2: terms and the lexical side
 
 
 def _refines(original) -> dict:
@@ -164,15 +164,14 @@ def test_the_search_reads_its_rows_in_binary_and_builds_the_same_thoughts_as_the
     execute = db._PreparedCursor.execute
 
     def recording(self, query, params=None, *, prepare=None, binary=None):
-        result = execute(self, query, params, prepare=prepare, binary=binary)
-        if self.pgresult is not None and self.pgresult.nfields:
-            formats.append((query.lstrip()[:14], self.pgresult.fformat(0)))
-        return result
+        # In pipeline mode the result arrives later: the format asked for is what is recorded.
+        formats.append((query.lstrip()[:14], bool(self.binary_results if binary is None else binary)))
+        return execute(self, query, params, prepare=prepare, binary=binary)
 
     monkeypatch.setattr(db._PreparedCursor, "execute", recording)
     found = search.thought_search(space=space, vector=fake_vector(QUERY), query_text=QUERY, limit=10)
-    assert ("WITH RECURSIVE", 1) in formats  # the candidates' statement: binary
-    assert all(fmt == 0 for start, fmt in formats if start != "WITH RECURSIVE")  # the others: text
+    assert ("WITH RECURSIVE", True) in formats  # the candidates' statement: binary
+    assert all(not binary for start, binary in formats if start != "WITH RECURSIVE")  # the others: text
     assert len(found.candidates) == 2
     columns = [f.attname for f in search._COLUMNS]
     for candidate in found.candidates:

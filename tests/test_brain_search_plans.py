@@ -39,13 +39,13 @@ def _search(space, query):
 
 
 def _plans() -> tuple[int, int]:
-    """(generic, custom) plans of this connection's prepared search statements (lexical side and the
-    rest) so far."""
+    """(generic, custom) plans of this connection's prepared search statements (terms and lexical side,
+    and the rest) so far."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT COALESCE(sum(generic_plans), 0), COALESCE(sum(custom_plans), 0) FROM pg_prepared_statements "
             "WHERE statement LIKE %s",
-            ["%idf AS MATERIALIZED%"],  # the lexical statement and the search statement
+            ["%idf AS MATERIALIZED%"],  # statement 2 (terms and the lexical side) and the search statement
         )
         generic, custom = cursor.fetchone()
     return int(generic), int(custom)
@@ -113,15 +113,28 @@ def test_the_generic_plan_scans_hnsw_and_gin_even_when_statistics_say_spaces_are
     monkeypatch.setattr(search, "prepared_cursor", capturing)
     query = "pgbouncer pool size for celery workers"
     assert _search(brain, query)
-    (terms_sql, terms_params), (lexical_sql, _lexical), (search_sql, _params) = seen[:3]
-    plans = []
+    (settings_sql, settings_params), (terms_sql, terms_params), (search_sql, _params) = seen[:3]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(terms_sql, terms_params)  # the transaction's settings, as the search has them
+        cursor.execute(settings_sql, settings_params)  # the transaction's settings, as the search has them
+        cursor.execute(terms_sql, terms_params)
         cursor.execute("SHOW plan_cache_mode")
         assert cursor.fetchone()[0] == "force_generic_plan"
-        for sql in (lexical_sql, search_sql):
-            cursor.execute("EXPLAIN (GENERIC_PLAN) " + _numbered(sql))
-            plans.append("\n".join(row[0] for row in cursor.fetchall()))
-    lexical_plan, search_plan = plans
-    assert "Bitmap Index Scan on thought_search_gin" in lexical_plan, lexical_plan
+        cursor.execute("EXPLAIN (GENERIC_PLAN) " + _numbered(search_sql))
+        search_plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Index Scan using thought_embedding_hnsw" in search_plan, search_plan
+
+
+def test_the_terms_and_lexical_statement_is_planned_for_its_values_in_a_big_space(brain, monkeypatch):
+    """Statement 2 (terms and the lexical side) runs while the query is embedded: it is planned for its
+    values on every call, whatever the space's size, so no generic plan can scan a big space exactly."""
+    monkeypatch.setattr(search, "GENERIC_PLAN_MIN_THOUGHTS", 40)
+    for query in QUERIES:
+        _search(brain, query)
+        _search(brain, query)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%WITH q AS%lexical AS MATERIALIZED%"],
+        )
+        ((generic, custom),) = cursor.fetchall()
+    assert generic == 0 and custom >= 2 * len(QUERIES)

@@ -167,7 +167,7 @@ def _settings(cursor) -> list[str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_search_terms_statement_sets_the_scan_settings_for_its_transaction_only(thought_factory, space):
-    """The search's first round trip also applies its scan settings (one statement, not two)."""
+    """The search's first round trip also applies its scan settings (statement 1, sent with statement 2)."""
     thought_factory("The pgbouncer pool size is twenty.")
     with connection.cursor() as cursor:
         outside = _settings(cursor)

@@ -1,19 +1,18 @@
-"""Retrieval (SPEC 2.3): dense and lexical candidates fused by brain.ranking, three statements in
-one transaction:
+"""Retrieval (SPEC 2.3): dense and lexical candidates fused by brain.ranking, three statements in one
+pipeline, two waits:
 
-1. :data:`_TERMS_SQL` — the transaction's scan settings (``_SCAN_SETTINGS``) and the search's plan
-   mode (:data:`GENERIC_PLAN_MIN_THOUGHTS`), the
-   query's lexemes (PostgreSQL's English stemming), each one's document frequency in the space and
-   the space's size and total length: index reads of the statistics that triggers keep
-   (``brain.models.LexemeStats`` / ``SpaceTextStats``). IDF and the lexemes the lexical side matches
-   on are computed in Python (``ranking.bm25_idf``, ``ranking.lexical_match_lexemes``: the rarest
-   ones, within ``ranking.LEXICAL_MATCH_BUDGET`` thoughts, so the statement stays bounded at any
-   size).
-2. :data:`_LEXICAL_SQL` — the lexical candidates: full text with OR semantics over the matched
-   lexemes, ordered by BM25 as if every word occurred once (cheap: one ``@@`` per query lexeme), the
-   best ``ranking.LEXICAL_RESCORE`` of them rescored with the exact BM25 (tf from the tsvector's
-   positions), the ``pool`` best kept. It needs no vector, so the memory endpoint embeds the query
-   while the database runs it (pipeline mode, :func:`_lexical_rows`).
+1. :data:`_SETTINGS_SQL` — the scan settings of the search (``_SCAN_SETTINGS``: HNSW's filtered
+   scan, no sequential scan, joins in the order written) for the rest of its transaction.
+2. :data:`_TERMS_LEXICAL_SQL` — the query's lexemes (PostgreSQL's English stemming), each one's
+   document frequency in the space, the space's size and total length (index reads of the statistics
+   that triggers keep: ``brain.models.LexemeStats`` / ``SpaceTextStats``), their BM25 IDF, the lexemes
+   the lexical side matches on (the rarest ones, within ``ranking.LEXICAL_MATCH_BUDGET`` thoughts, so
+   the statement stays bounded at any size), and the lexical candidates themselves: full text with OR
+   semantics over the matched lexemes, ordered by BM25 as if every word occurred once (one ``@@`` per
+   query lexeme), the best ``ranking.LEXICAL_RESCORE`` rescored with the exact BM25 (tf from the
+   tsvector's positions), the ``pool`` best kept. It also sets the search's plan mode
+   (:data:`GENERIC_PLAN_MIN_THOUGHTS`). It needs no vector: both statements are sent at once, before
+   the memory endpoint embeds its query, and the database runs them while this process embeds.
 3. :data:`_SEARCH_SQL` returns, for one space and the caller's filters:
 
 - dense candidates: the HNSW scan (cosine) for the ``pool`` nearest thoughts;
@@ -25,6 +24,12 @@ one transaction:
 and, for each of them, everything ranking needs: exact cosine similarity, BM25, the rank on each
 side, the category of what superseded it, flags, quality, pheromone weight. Fusion and the
 multipliers are then plain Python over at most a few dozen rows (``brain.ranking.rank``).
+
+The three run in one pipeline (:func:`_fetch`): outside a caller's transaction the statements up to
+the pipeline's Sync are one implicit transaction (the settings last until it ends), so the search
+needs no BEGIN and no COMMIT of its own, and the search statement's rows come back with that Sync.
+Until the forty-third session the same work took five waits (BEGIN, the terms statement,
+the lexical side's rows, the search, COMMIT; docs/performance.md, "Forty-third session").
 
 Why live corrections are compared exactly: a correction must win at once (issue 4), so its
 retrieval can't depend on index recall; pgvector 0.8's filtered scan was seen missing a freshly
@@ -82,7 +87,8 @@ _COLUMNS_SQL = ", ".join(f"t.{f.column}" for f in _COLUMNS)
 
 #: A query's vector, or what computes it (the memory endpoint embeds while the lexical side runs).
 Vector = list[float] | Callable[[], list[float]]
-#: Whether this psycopg can pipeline (libpq 14+); without it the lexical side waits for the vector.
+#: Whether this psycopg can pipeline (libpq 14+); without it the statements run one after the other
+#: in a transaction of their own, and the lexical side waits for the vector.
 PIPELINE = psycopg.Pipeline.is_supported()
 
 
@@ -96,60 +102,6 @@ class SearchResult:
     def method(self) -> str:
         method = "hnsw+fulltext"  # wire value kept: dense (HNSW) + full text (BM25), fused
         return f"{method} (category filter relaxed)" if self.relaxed else method
-
-
-def _quote(lexeme: str) -> str:
-    """A normalised lexeme as a tsquery operand (already stemmed: no further parsing)."""
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-#: The query's lexemes (in the query's order) with their document frequency in the space, the
-#: space's size and total lexeme count (primary-key reads of the statistics the triggers keep), and
-#: whether the search statement runs with its generic plan (GENERIC_PLAN_MIN_THOUGHTS, decided here
-#: once: the plan mode set below and the statement's text in Python both read it).
-#:
-#: ``pending_text`` (NULL for none) is the content of a thought this call is about to store: the
-#: statistics count it as if it were stored (one more document, its length, +1 to the frequency of
-#: each query lexeme it contains), exactly what the triggers will add, so a search run before the
-#: insert scores like one run after it (``thought_search``).
-_TERMS_SELECT = """
-WITH q AS (
-    SELECT u.lexeme, u.ord
-    FROM unnest((tsvector_to_array(to_tsvector('english', %(query_text)s::text)))[1:%(max_lexemes)s::int])
-         WITH ORDINALITY AS u(lexeme, ord)
-), pending AS MATERIALIZED (
-    SELECT to_tsvector('english', p.text) AS vector
-    FROM (SELECT %(pending_text)s::text AS text) p WHERE p.text IS NOT NULL
-), size AS MATERIALIZED (
-    SELECT COALESCE(sum(s.documents), 0) + (SELECT count(*) FROM pending) AS documents,
-           COALESCE(sum(s.lexemes), 0) + (SELECT COALESCE(sum(length(vector)), 0) FROM pending) AS lexemes
-    FROM brain_spacetextstats s WHERE s.space_id = %(space)s::bigint
-), plan AS MATERIALIZED (
-    SELECT %(generic_allowed)s::boolean AND size.documents >= %(generic_min)s::int AS generic FROM size
-)
-SELECT (SELECT documents FROM size),
-       (SELECT lexemes FROM size),
-       (SELECT generic FROM plan),
-       COALESCE(array_agg(q.lexeme ORDER BY q.ord), '{}'),
-       COALESCE(array_agg((SELECT COALESCE(sum(l.documents), 0) FROM brain_lexemestats l
-                           WHERE l.space_id = %(space)s AND l.lexeme = q.lexeme)
-                          + (SELECT count(*) FROM pending WHERE q.lexeme = ANY(tsvector_to_array(pending.vector)))
-                          ORDER BY q.ord), '{}')"""
-
-
-@dataclass
-class QueryTerms:
-    """BM25's view of one query in one space (see :func:`query_terms`)."""
-
-    lexemes: list[str]
-    idf: list[float]
-    avgdl: float
-    match: list[str]  # the lexemes the lexical side matches on (ranking.lexical_match_lexemes)
-    generic_plan: bool = False  # the search statement runs with its generic plan (GENERIC_PLAN_MIN_THOUGHTS)
-
-    @property
-    def idf_total(self) -> float:
-        return sum(self.idf)
 
 
 #: The filtered-scan settings (brain.selectors.hnsw) for this transaction, and no sequential scan of
@@ -168,6 +120,11 @@ _SCAN_SETTINGS = ", ".join(
         "set_config('from_collapse_limit', '1', true)",
     ]
 )
+#: Statement 1: the scan settings, and a plan made for its values for statement 2 (an earlier search
+#: in the same transaction may have left the generic plan mode on).
+_SETTINGS_SQL = f"""SELECT {_SCAN_SETTINGS},
+       set_config('plan_cache_mode', 'force_custom_plan', true),
+       set_config('enable_sort', 'on', true)"""
 
 
 #: A space of at least this many thoughts is searched with the search statement's generic plan:
@@ -177,25 +134,144 @@ _SCAN_SETTINGS = ", ".join(
 #: where PostgreSQL may scan the space exactly rather than through HNSW (a few thousand thoughts and
 #: below), which only a plan that knows the space can choose.
 #:
-#: A generic plan can't see the space nor the query's lexemes, so its shape is fixed by the statement,
-#: not left to estimates (e.g. an average over many small spaces would make an exact scan of a big
-#: space look cheap): the dense and lexical sides name the space as ``space_id + 0``, which no index
-#: answers, and the transaction disables sorts, which makes an exact scan (scan + sort) lose to the
-#: HNSW scan; the lexical side then has the GIN scan as its only index (sorts it can't avoid stay;
-#: ``enable_sort`` only ranks plans). ``tests/test_brain_search_plans.py`` checks the shape with
-#: misleading statistics. A search filtered by topic or category keeps a custom plan at any size: for
-#: a rare topic PostgreSQL scans its few thoughts exactly, where a filtered HNSW scan could stop
-#: before it found them all.
+#: A generic plan can't see the space, so its shape is fixed by the statement, not left to estimates
+#: (e.g. an average over many small spaces would make an exact scan of a big space look cheap): the
+#: dense side names the space as ``space_id + 0``, which no index answers, and the transaction
+#: disables sorts, which makes an exact scan (scan + sort) lose to the HNSW scan.
+#: ``tests/test_brain_search_plans.py`` checks the shape with misleading statistics. A search
+#: filtered by topic or category keeps a custom plan at any size: for a rare topic PostgreSQL scans
+#: its few thoughts exactly, where a filtered HNSW scan could stop before it found them all.
+#: Statement 2 (terms and the lexical side) is always planned for its values: it runs while the
+#: query is embedded, so its planning costs the answer nothing.
 GENERIC_PLAN_MIN_THOUGHTS = 5000
 
-#: The terms statement also applies the scan settings and the search's plan mode (``set_config(...,
-#: true)`` lasts until the transaction ends): one round trip instead of two.
-_TERMS_SQL = f"""{_TERMS_SELECT},
-       {_SCAN_SETTINGS},
+
+#: Statement 2, in parts (CTEs):
+#:
+#: - ``q``, ``size``, ``idf``: the query's lexemes (in the query's order) with their document frequency
+#:   in the space, their IDF (``ranking.bm25_idf``'s formula: the same float8 operations, checked by
+#:   tests/test_brain_text_stats.py), the space's size, total lexeme count and average length; and
+#:   ``plan``: whether the search statement runs with its generic plan.
+#: - ``pending``: the content of a thought this call is about to store (``pending_text``, NULL for
+#:   none): the statistics count it as if it were stored (one more document, its length, +1 to the
+#:   frequency of each query lexeme it contains), exactly what the triggers will add, so a search run
+#:   before the insert scores like one run after it (``thought_search``).
+#: - ``match``: the lexemes the lexical side matches on, as one OR tsquery: rarest first (ties by the
+#:   lexeme), while their document frequencies add up to at most ``ranking.LEXICAL_MATCH_BUDGET``
+#:   thoughts; never a lexeme no thought contains. The more frequent lexemes still count in every
+#:   candidate's BM25 but bring no candidates of their own.
+#: - ``lexical``: the matched thoughts ordered by BM25 as if each query word occurred once, the best
+#:   ``rescore`` rescored exactly, the ``pool`` best kept (their order is their lexical rank).
+_TERMS_LEXICAL_SQL = r"""
+WITH q AS (
+    SELECT u.lexeme, u.ord
+    FROM unnest((tsvector_to_array(to_tsvector('english', %(query_text)s::text)))[1:%(max_lexemes)s::int])
+         WITH ORDINALITY AS u(lexeme, ord)
+), pending AS MATERIALIZED (
+    SELECT to_tsvector('english', p.text) AS vector
+    FROM (SELECT %(pending_text)s::text AS text) p WHERE p.text IS NOT NULL
+), size AS MATERIALIZED (
+    SELECT z.documents, z.lexemes,
+           CASE WHEN z.documents > 0 THEN z.lexemes::float8 / z.documents::float8 ELSE 1.0::float8 END AS avgdl
+    FROM (
+        SELECT COALESCE(sum(s.documents), 0) + (SELECT count(*) FROM pending) AS documents,
+               COALESCE(sum(s.lexemes), 0) + (SELECT COALESCE(sum(length(vector)), 0) FROM pending) AS lexemes
+        FROM brain_spacetextstats s WHERE s.space_id = %(space)s::bigint
+    ) z
+), plan AS MATERIALIZED (
+    SELECT %(generic_allowed)s::boolean AND size.documents >= %(generic_min)s::int AS generic FROM size
+), idf AS MATERIALIZED (
+    SELECT d.lexeme, d.ord, d.df, d.operand, d.operand::tsquery AS query,
+           ln(1.0::float8 + (GREATEST(size.documents, d.df) - d.df + 0.5)::float8 / (d.df + 0.5)::float8) AS idf
+    FROM (
+        SELECT q.lexeme, q.ord,
+               '''' || replace(replace(q.lexeme, '\', '\\'), '''', '''''') || '''' AS operand,
+               (SELECT COALESCE(sum(l.documents), 0) FROM brain_lexemestats l
+                WHERE l.space_id = %(space)s AND l.lexeme = q.lexeme)
+               + (SELECT count(*) FROM pending WHERE q.lexeme = ANY(tsvector_to_array(pending.vector))) AS df
+        FROM q
+    ) d, size
+), matched AS MATERIALIZED (
+    SELECT m.lexeme, m.operand, m.df FROM (
+        SELECT i.lexeme, i.operand, i.df,
+               sum(i.df) OVER (ORDER BY i.df, i.lexeme COLLATE "C" ROWS UNBOUNDED PRECEDING) AS touched
+        FROM idf i WHERE i.df > 0
+    ) m WHERE m.touched <= %(budget)s
+), match AS MATERIALIZED (
+    SELECT string_agg(m.operand, ' | ' ORDER BY m.df, m.lexeme COLLATE "C")::tsquery AS query FROM matched m
+), lexical AS MATERIALIZED (
+    SELECT x.id, x.created_at, {bm25_x} AS bm25 FROM (
+        SELECT t.id, t.created_at, t.search_vector FROM brain_thought t
+        WHERE t.space_id = %(space)s AND t.search_vector @@ (SELECT query FROM match) {filters}
+        ORDER BY (SELECT COALESCE(sum(i.idf), 0) FROM idf i WHERE t.search_vector @@ i.query) * (%(k1)s + 1)
+                 / (1 + %(k1)s * (1 - %(b)s + %(b)s * length(t.search_vector) / (SELECT avgdl FROM size))) DESC,
+                 t.created_at DESC, t.id
+        LIMIT %(rescore)s
+    ) x
+    ORDER BY 3 DESC, x.created_at DESC, x.id LIMIT %(pool)s
+)
+SELECT (SELECT documents FROM size),
+       (SELECT avgdl FROM size),
+       (SELECT generic FROM plan),
+       (SELECT COALESCE(array_agg(i.lexeme ORDER BY i.ord), '{{}}') FROM idf i),
+       (SELECT COALESCE(array_agg(i.df ORDER BY i.ord), '{{}}') FROM idf i),
+       (SELECT COALESCE(array_agg(m.lexeme ORDER BY m.df, m.lexeme COLLATE "C"), '{{}}') FROM matched m),
+       (SELECT COALESCE(array_agg(l.id ORDER BY l.bm25 DESC, l.created_at DESC, l.id), '{{}}') FROM lexical l),
+       (SELECT COALESCE(array_agg(l.bm25 ORDER BY l.bm25 DESC, l.created_at DESC, l.id), '{{}}') FROM lexical l),
        set_config('plan_cache_mode',
                   CASE WHEN (SELECT generic FROM plan) THEN 'force_generic_plan' ELSE 'force_custom_plan' END, true),
        set_config('enable_sort', CASE WHEN (SELECT generic FROM plan) THEN 'off' ELSE 'on' END, true)
-FROM q"""
+"""
+
+
+@dataclass
+class QueryTerms:
+    """BM25's view of one query in one space (see :data:`_TERMS_LEXICAL_SQL`)."""
+
+    lexemes: list[str]
+    idf: list[float]
+    avgdl: float
+    match: list[str]  # the lexemes the lexical side matched on (rarest first, within the budget)
+    generic_plan: bool = False  # the search statement runs with its generic plan (GENERIC_PLAN_MIN_THOUGHTS)
+
+    @property
+    def idf_total(self) -> float:
+        return sum(self.idf)
+
+
+def _terms_params(*, space_id: int, query_text: str, ef_search: int, filtered: bool, pending_text: str | None) -> dict:
+    return {
+        "query_text": query_text,
+        "pending_text": pending_text,
+        "max_lexemes": MAX_QUERY_LEXEMES,
+        "space": space_id,
+        "ef_search": str(ef_search),
+        "generic_min": GENERIC_PLAN_MIN_THOUGHTS,
+        "generic_allowed": not filtered,
+        "budget": ranking.LEXICAL_MATCH_BUDGET,
+        "k1": ranking.BM25_K1,
+        "b": ranking.BM25_B,
+    }
+
+
+def _send_terms_and_lexical(cursor, params: dict, filters: str) -> None:
+    """Statements 1 and 2 (in pipeline mode: sent, not waited for)."""
+    cursor.execute(_SETTINGS_SQL, {"ef_search": params["ef_search"]})
+    cursor.execute(_TERMS_LEXICAL_SQL.format(filters=filters, bm25_x=_BM25_SQL.format(row="x", avgdl=_AVGDL)), params)
+
+
+def _read_terms_and_lexical(cursor) -> tuple[QueryTerms, list, list[float]]:
+    """Statement 2's row: (the query's terms, the lexical candidates' ids and BM25, best first)."""
+    documents, avgdl, generic_plan, lexemes, dfs, match, lexical_ids, lexical_bm25 = cursor.fetchone()[:8]
+    n = int(documents)
+    terms = QueryTerms(
+        lexemes=list(lexemes),
+        idf=[ranking.bm25_idf(n=n, df=int(df)) for df in dfs],
+        avgdl=float(avgdl),
+        match=list(match),
+        generic_plan=bool(generic_plan),
+    )
+    return terms, list(lexical_ids), [float(value) for value in lexical_bm25]
 
 
 def query_terms(
@@ -208,47 +284,16 @@ def query_terms(
     pending_text: str | None = None,
 ) -> QueryTerms:
     """The query's lexemes, their IDF in the space and which of them the lexical side matches on (with
-    ``pending_text`` counted as a stored thought, see ``_TERMS_SELECT``); the same statement sets the
-    search's scan settings and plan mode for the rest of the transaction (``_SCAN_SETTINGS``; the
-    generic plan when the space is big enough and the search not ``filtered`` by topic or category,
-    :data:`GENERIC_PLAN_MIN_THOUGHTS`)."""
-    params = {
-        "query_text": query_text,
-        "pending_text": pending_text,
-        "max_lexemes": MAX_QUERY_LEXEMES,
-        "space": space_id,
-        "ef_search": str(ef_search),
-        "generic_min": GENERIC_PLAN_MIN_THOUGHTS,
-        "generic_allowed": not filtered,
-    }
-    cursor.execute(_TERMS_SQL, params)
-    documents, lexemes_total, generic_plan, lexemes, dfs = cursor.fetchone()[:5]
-    n = int(documents)
-    dfs = [int(df) for df in dfs]
-    return QueryTerms(
-        lexemes=list(lexemes),
-        idf=[ranking.bm25_idf(n=n, df=df) for df in dfs],
-        avgdl=float(lexemes_total) / n if n > 0 else 1.0,
-        match=ranking.lexical_match_lexemes(list(zip(lexemes, dfs, strict=True))),
-        generic_plan=bool(generic_plan),
+    ``pending_text`` counted as a stored thought, see ``_TERMS_LEXICAL_SQL``): statements 1 and 2 of a
+    search, without lexical candidates. They also set the search's scan settings and plan mode for the
+    rest of the caller's transaction (``_SCAN_SETTINGS``; the generic plan when the space is big enough
+    and the search not ``filtered`` by topic or category, :data:`GENERIC_PLAN_MIN_THOUGHTS`)."""
+    params = _terms_params(
+        space_id=space_id, query_text=query_text, ef_search=ef_search, filtered=filtered, pending_text=pending_text
     )
+    _send_terms_and_lexical(cursor, {**params, "pool": 0, "rescore": 0}, "")
+    return _read_terms_and_lexical(cursor)[0]
 
-
-#: The lexical side: full text with OR semantics over the matched lexemes, ordered by BM25 as if every
-#: word occurred once (cheap: one ``@@`` per query lexeme), the best ``ranking.LEXICAL_RESCORE``
-#: rescored with the exact BM25, the ``pool`` best returned, best first (their order is their rank).
-#: It needs no vector: it can run while the query is embedded (see :func:`_lexical_rows`).
-_LEXICAL_SQL = """
-WITH idf AS MATERIALIZED (
-    SELECT i.lexeme, i.idf FROM unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS i(lexeme, idf)
-)
-SELECT x.id, {bm25_x} AS bm25 FROM (
-    SELECT t.id, t.created_at, t.search_vector FROM brain_thought t
-    WHERE {in_space} AND t.search_vector @@ %(match)s::tsquery {filters}
-    ORDER BY {approximate_bm25} DESC, t.created_at DESC, t.id LIMIT %(rescore)s
-) x
-ORDER BY 2 DESC, x.created_at DESC, x.id LIMIT %(pool)s
-"""
 
 #: Everything else, given the vector and the lexical side's rows (``lexical_ids`` / ``lexical_bm25``,
 #: best first).
@@ -316,10 +361,12 @@ LEFT JOIN live_replacement lr ON lr.origin = t.id
 #: BM25 of row ``{row}`` for the query's lexemes (tf from the tsvector's positions, dl its lexeme count).
 #: The final SELECT takes a lexical candidate's from the lexical side (the same expression on the same
 #: row; ``COALESCE`` runs the subquery only for the others): ~25 µs per row saved on half the rows.
+#: ``{avgdl}``: the space's average length, statement 2's own (:data:`_AVGDL`) or a parameter.
 _BM25_SQL = """(SELECT COALESCE(sum(i.idf * u.tf * (%(k1)s + 1)
-        / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * length({row}.search_vector) / %(avgdl)s))), 0)
+        / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * length({row}.search_vector) / {avgdl}))), 0)
     FROM (SELECT x.lexeme, COALESCE(array_length(x.positions, 1), 1) AS tf FROM unnest({row}.search_vector) x) u
     JOIN idf i ON i.lexeme = u.lexeme)"""
+_AVGDL = "(SELECT avgdl FROM size)"
 
 
 def thought_from_row(attnames: list[str], values: list, *, db: str | None = None) -> Thought:
@@ -333,18 +380,6 @@ def thought_from_row(attnames: list[str], values: list, *, db: str | None = None
     state.adding = False
     state.db = db or connection.alias
     return thought
-
-
-def _approximate_bm25_sql(terms: QueryTerms, params: dict) -> str:
-    """BM25 as if every term occurred once (``@@`` per lexeme: no unnesting), to pick the rows whose
-    exact BM25 is computed (ranking.LEXICAL_RESCORE). Exact whenever no query lexeme repeats."""
-    parts = []
-    for index, (lexeme, idf) in enumerate(zip(terms.lexemes, terms.idf, strict=True)):
-        params[f"lexeme_q{index}"] = _quote(lexeme)
-        params[f"lexeme_idf{index}"] = idf
-        parts.append(f"(t.search_vector @@ %(lexeme_q{index})s::tsquery)::int * %(lexeme_idf{index})s")
-    presence = " + ".join(parts) or "0"
-    return f"({presence}) * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s + %(b)s * length(t.search_vector) / %(avgdl)s))"
 
 
 def _filters(*, filter_topic: str | None, filter_category: str | None, exclude_ids: list[str]) -> tuple[str, str, dict]:
@@ -361,33 +396,6 @@ def _filters(*, filter_topic: str | None, filter_category: str | None, exclude_i
         parts.append(exclude)
         params["exclude"] = exclude_ids
     return " ".join(parts), exclude, params
-
-
-def _lexical_rows(cursor, *, terms: QueryTerms, base: dict, filters: str, vector: Vector) -> tuple[list, list[float]]:
-    """The lexical side's ``(id, bm25)`` rows, best first, and the query's vector.
-
-    The lexical statement needs no vector: when the vector is still to be computed (``vector`` a
-    callable: the memory endpoint's retrieve-only calls), the statement is sent first in pipeline mode,
-    the database runs it while this process embeds the query, and its rows are read afterwards; the
-    embedding (~2.5-3.5 ms of CPU) hides the lexical side's ~1.5 ms at 10,000 thoughts. A statement
-    that fails surfaces at the read, inside the caller's transaction, like any other."""
-    if not terms.match:  # no lexeme to match on (none in the query, or all too frequent): no lexical side
-        return [], _resolve(vector)
-    params = {**base, "match": " | ".join(_quote(lexeme) for lexeme in terms.match)}
-    sql = _LEXICAL_SQL.format(
-        filters=filters,
-        bm25_x=_BM25_SQL.format(row="x"),
-        approximate_bm25=_approximate_bm25_sql(terms, params),
-        in_space=_in_space(terms),
-    )
-    if not callable(vector) or not PIPELINE:
-        cursor.execute(sql, params)
-        return cursor.fetchall(), _resolve(vector)
-    with cursor.connection.pipeline():
-        cursor.execute(sql, params)  # sent: the server works on it from now on
-        vector = vector()
-        rows = cursor.fetchall()
-    return rows, vector
 
 
 def _resolve(vector: Vector) -> list[float]:
@@ -409,59 +417,64 @@ def _fetch(
     exclude_ids: list[str],
     pending_text: str | None = None,
 ) -> tuple[list[ranking.Candidate], list[float]]:
-    """The search's statements in one transaction: (candidates, each carrying its ranking inputs; the
-    query's vector, computed here when ``vector`` is a callable)."""
+    """The search's three statements (candidates, each carrying its ranking inputs; the query's
+    vector, computed here when ``vector`` is a callable).
+
+    With pipelining (libpq 14+), statements 1 and 2 are sent at once and the database runs them while
+    this process embeds the query (``vector`` a callable: the memory endpoint's calls); their row is
+    read afterwards, the search statement is sent, and its rows come back with the pipeline's Sync,
+    which also ends the implicit transaction the three ran in (inside a caller's transaction they run
+    in that one). The embedding (~2.5-4 ms of CPU) hides statement 2's ~1.5-2.5 ms at 10,000
+    thoughts. A statement that fails surfaces at the read, like any other. Without pipelining they run
+    one by one in a transaction of their own."""
     filters, exclude, params = _filters(
         filter_topic=filter_topic, filter_category=filter_category, exclude_ids=exclude_ids
     )
-    ef_search = ef_search_for(pool)
     params.update(
-        {
-            "space": space.pk,
-            "pool": pool,
-            "rescore": max(pool, ranking.LEXICAL_RESCORE),
-            "k1": ranking.BM25_K1,
-            "b": ranking.BM25_B,
-        }
-    )
-    attnames = [f.attname for f in _COLUMNS]
-    width = len(attnames)
-    candidates = []
-    with transaction.atomic(), prepared_cursor() as cursor:
-        terms = query_terms(
-            cursor,
+        _terms_params(
             space_id=space.pk,
             query_text=query_text,
-            ef_search=ef_search,
+            ef_search=ef_search_for(pool),
             filtered=bool(filter_topic or filter_category),
             pending_text=pending_text,
         )
-        params.update({"lexemes": terms.lexemes, "idfs": terms.idf, "avgdl": terms.avgdl})
-        lexical, vector = _lexical_rows(cursor, terms=terms, base=params, filters=filters, vector=vector)
-        params.update(
-            {
-                "vector": binary_vector(vector),
-                "lexical_ids": [row[0] for row in lexical],
-                "lexical_bm25": [row[1] for row in lexical],
-                "max_distance": 1.0 - ranking.MIN_SIMILARITY,
-                "depth": REPLACEMENT_DEPTH,
-            }
-        )
-        sql = _SEARCH_SQL.format(
-            filters=filters,
-            exclude_t=exclude,
-            bm25_t=_BM25_SQL.format(row="t"),
-            in_space=_in_space(terms),
-            columns=_COLUMNS_SQL,
-        )
-        # Read in binary: timestamps, UUIDs, arrays and floats load in C instead of parsing their text
-        # (Django's timestamptz loader is psycopg's Python one).
-        cursor.cursor.binary_results = True
-        try:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-        finally:
-            cursor.cursor.binary_results = None
+    )
+    params.update({"pool": pool, "rescore": max(pool, ranking.LEXICAL_RESCORE)})
+    with prepared_cursor() as cursor:
+        with cursor.connection.pipeline() if PIPELINE else transaction.atomic():
+            _send_terms_and_lexical(cursor, params, filters)
+            vector = _resolve(vector)  # the database works on statements 1 and 2 meanwhile
+            terms, lexical_ids, lexical_bm25 = _read_terms_and_lexical(cursor)
+            params.update(
+                {
+                    "lexemes": terms.lexemes,
+                    "idfs": terms.idf,
+                    "avgdl": terms.avgdl,
+                    "vector": binary_vector(vector),
+                    "lexical_ids": lexical_ids,
+                    "lexical_bm25": lexical_bm25,
+                    "max_distance": 1.0 - ranking.MIN_SIMILARITY,
+                    "depth": REPLACEMENT_DEPTH,
+                }
+            )
+            sql = _SEARCH_SQL.format(
+                filters=filters,
+                exclude_t=exclude,
+                bm25_t=_BM25_SQL.format(row="t", avgdl="%(avgdl)s"),
+                in_space=_in_space(terms),
+                columns=_COLUMNS_SQL,
+            )
+            # Read in binary: timestamps, UUIDs, arrays and floats load in C instead of parsing their
+            # text (Django's timestamptz loader is psycopg's Python one).
+            cursor.cursor.binary_results = True
+            try:
+                cursor.execute(sql, params)
+            finally:
+                cursor.cursor.binary_results = None
+        rows = cursor.fetchall()  # pipelined: they came back with the pipeline's Sync
+    attnames = [f.attname for f in _COLUMNS]
+    width = len(attnames)
+    candidates = []
     converters = [getattr(f, "from_db_value", None) for f in _COLUMNS]
     idf_total = terms.idf_total
     db = connection.alias
