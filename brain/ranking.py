@@ -38,7 +38,6 @@ are in benchmarks/retrieval/README.md). The test split was never used to choose 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import cached_property
@@ -135,10 +134,9 @@ LEXICAL_MATCH_BUDGET = 1000
 #: the tsvector); the exact BM25 is computed for this many of them.
 LEXICAL_RESCORE = 60
 
-
-def bm25_idf(*, n: int, df: int) -> float:
-    """Okapi BM25's IDF (the non-negative "+1" form) of a lexeme found in ``df`` of ``n`` thoughts."""
-    return math.log(1.0 + (max(n, df) - df + 0.5) / (df + 0.5))
+#: A lexeme's IDF is Okapi BM25's non-negative "+1" form, ``ln(1 + (max(n, df) − df + 0.5) / (df +
+#: 0.5))`` for a lexeme found in ``df`` of the space's ``n`` thoughts, computed once per query in SQL
+#: (``idf`` in brain.selectors.search._TERMS_LEXICAL_SQL) for both sides of the search.
 
 
 # --- pheromone (reinforcement) --------------------------------------------------------------------

@@ -28,8 +28,9 @@ multipliers are then plain Python over at most a few dozen rows (``brain.ranking
 The three run in one pipeline (:func:`_fetch`): outside a caller's transaction the statements up to
 the pipeline's Sync are one implicit transaction (the settings last until it ends), so the search
 needs no BEGIN and no COMMIT of its own, and the search statement's rows come back with that Sync.
-Until the forty-third session the same work took five waits (BEGIN, the terms statement,
-the lexical side's rows, the search, COMMIT; docs/performance.md, "Forty-third session").
+Until the forty-third session the search waited for BEGIN, the terms statement, the lexical side's
+rows and its pipeline's Sync, the search statement and COMMIT (docs/performance.md, "Forty-third
+session").
 
 Why live corrections are compared exactly: a correction must win at once (issue 4), so its
 retrieval can't depend on index recall; pgvector 0.8's filtered scan was seen missing a freshly
@@ -149,8 +150,8 @@ GENERIC_PLAN_MIN_THOUGHTS = 5000
 #: Statement 2, in parts (CTEs):
 #:
 #: - ``q``, ``size``, ``idf``: the query's lexemes (in the query's order) with their document frequency
-#:   in the space, their IDF (``ranking.bm25_idf``'s formula: the same float8 operations, checked by
-#:   tests/test_brain_text_stats.py), the space's size, total lexeme count and average length; and
+#:   in the space, their IDF (the formula in brain/ranking.py's BM25 part; the search statement and ranking
+#:   take these values), the space's size, total lexeme count and average length; and
 #:   ``plan``: whether the search statement runs with its generic plan.
 #: - ``pending``: the content of a thought this call is about to store (``pending_text``, NULL for
 #:   none): the statistics count it as if it were stored (one more document, its length, +1 to the
@@ -210,11 +211,10 @@ WITH q AS (
     ) x
     ORDER BY 3 DESC, x.created_at DESC, x.id LIMIT %(pool)s
 )
-SELECT (SELECT documents FROM size),
-       (SELECT avgdl FROM size),
+SELECT (SELECT avgdl FROM size),
        (SELECT generic FROM plan),
        (SELECT COALESCE(array_agg(i.lexeme ORDER BY i.ord), '{{}}') FROM idf i),
-       (SELECT COALESCE(array_agg(i.df ORDER BY i.ord), '{{}}') FROM idf i),
+       (SELECT COALESCE(array_agg(i.idf ORDER BY i.ord), '{{}}') FROM idf i),
        (SELECT COALESCE(array_agg(m.lexeme ORDER BY m.df, m.lexeme COLLATE "C"), '{{}}') FROM matched m),
        (SELECT COALESCE(array_agg(l.id ORDER BY l.bm25 DESC, l.created_at DESC, l.id), '{{}}') FROM lexical l),
        (SELECT COALESCE(array_agg(l.bm25 ORDER BY l.bm25 DESC, l.created_at DESC, l.id), '{{}}') FROM lexical l),
@@ -262,11 +262,10 @@ def _send_terms_and_lexical(cursor, params: dict, filters: str) -> None:
 
 def _read_terms_and_lexical(cursor) -> tuple[QueryTerms, list, list[float]]:
     """Statement 2's row: (the query's terms, the lexical candidates' ids and BM25, best first)."""
-    documents, avgdl, generic_plan, lexemes, dfs, match, lexical_ids, lexical_bm25 = cursor.fetchone()[:8]
-    n = int(documents)
+    avgdl, generic_plan, lexemes, idfs, match, lexical_ids, lexical_bm25 = cursor.fetchone()[:7]
     terms = QueryTerms(
         lexemes=list(lexemes),
-        idf=[ranking.bm25_idf(n=n, df=int(df)) for df in dfs],
+        idf=[float(idf) for idf in idfs],
         avgdl=float(avgdl),
         match=list(match),
         generic_plan=bool(generic_plan),
