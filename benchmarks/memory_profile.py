@@ -30,6 +30,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 #: Django names each savepoint uniquely; statements are grouped without the name.
@@ -164,16 +165,14 @@ def in_process(calls: int, *, contribute: bool = False) -> None:
             if label:
                 statements[label].append((time.perf_counter() - started) * 1000)
 
-    psycopg.Connection.wait = timed_wait
     walls = []
     cpu_started = time.thread_time()
-    with connection.execute_wrapper(sql_timer):
+    with connection.execute_wrapper(sql_timer), mock.patch.object(psycopg.Connection, "wait", timed_wait):
         for _ in range(calls):
             started = time.perf_counter()
             call()
             walls.append((time.perf_counter() - started) * 1000)
     total = (time.thread_time() - cpu_started) / calls * 1000
-    psycopg.Connection.wait = wait
     print(f"\n1. CPU of the calling thread per {kind} call (in-process, {calls} calls): {total:.2f} ms")
     accounted = 0.0
     for _module, _attribute, label in PHASES:
