@@ -114,6 +114,29 @@ def synchronous_commit() -> str:
         return cursor.fetchone()[0]
 
 
+#: PostgreSQL's array types among the parameters Colony binds (text[], float8[], uuid[]).
+ARRAY_OIDS = {1009: "text[]", 1022: "float8[]", 2951: "uuid[]"}
+
+
+@pytest.fixture
+def parameter_formats(monkeypatch) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Every statement psycopg binds from now on, as (its first words, [(parameter type, format)]):
+    what the server is sent, as psycopg's query object holds it after dumping the values (a list
+    dumped as text has no type, oid 0)."""
+    from psycopg import _queries
+
+    seen: list[tuple[str, list[tuple[str, str]]]] = []
+    dump = _queries.PostgresQuery.dump
+
+    def recording(self, vars):
+        dump(self, vars)
+        params = [(ARRAY_OIDS.get(oid, str(oid)), fmt.name) for oid, fmt in zip(self.types, self.formats, strict=True)]
+        seen.append((" ".join(self.query.decode().split()[:3]), params))
+
+    monkeypatch.setattr(_queries.PostgresQuery, "dump", recording)
+    return seen
+
+
 @pytest.fixture
 def fake_embedder(monkeypatch):
     """Replace the model with :func:`fake_vector` where ranking quality is not the point (fast)."""

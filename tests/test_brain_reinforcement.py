@@ -254,3 +254,12 @@ def test_the_memory_calls_bookkeeping_commits_asynchronously_in_its_own_transact
     thought.refresh_from_db()
     assert thought.access_count == 2 and QueryLog.objects.filter(agent=agent).count() == 2
     assert thought.pheromone_weight == pytest.approx(1.0 + 2 * 0.05 + 2 * 0.02)
+
+
+@pytest.mark.django_db
+def test_the_reinforcement_binds_its_ids_as_one_binary_array(space, thought_factory, parameter_formats):
+    thoughts = [thought_factory(text) for text in TEXTS]
+    assert thoughts_reinforce(space=space, thought_ids=[t.id for t in thoughts], agent_name="a") == 3
+    statement = [params for start, params in parameter_formats if start == "WITH locked AS"]
+    assert len(statement) == 1
+    assert [param for param in statement[0] if param[0].endswith("[]")] == [("text[]", "BINARY")]

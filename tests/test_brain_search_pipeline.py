@@ -194,3 +194,15 @@ def test_a_nearest_scan_asking_for_more_than_pgvectors_maximum_still_runs(brain)
     (pgvector refuses hnsw.ef_search above 1000)."""
     found = search.thought_nearest(space=brain, vector=fake_vector(QUERY), limit=1500)
     assert len(found) == 30
+
+
+def test_the_search_statement_binds_its_arrays_in_binary(brain, parameter_formats):
+    """The query's lexemes and IDF and the lexical side's ids and BM25 go back to the server as binary
+    arrays: psycopg dumps a list as text element by element (a regular expression per string to decide
+    its quoting, each float printed), ~0.25 ms of CPU a call for the ~70 values of a 10k space."""
+    found = search.thought_search(space=brain, vector=fake_vector(QUERY), query_text=QUERY, limit=10)
+    assert found.candidates
+    statement = [params for start, params in parameter_formats if start == "WITH RECURSIVE idf"]
+    assert len(statement) == 1
+    arrays = [param for param in statement[0] if param[0].endswith("[]")]
+    assert sorted(arrays) == [("float8[]", "BINARY")] * 2 + [("text[]", "BINARY"), ("uuid[]", "BINARY")]

@@ -70,13 +70,14 @@ def test_a_search_filtered_by_topic_keeps_a_plan_of_its_own_in_a_big_space(brain
 
 
 def _numbered(sql: str) -> str:
-    """The statement with psycopg's named placeholders numbered ($1, $2 ... by first appearance)."""
+    """The statement with psycopg's named placeholders (text ``%(name)s`` and binary ``%(name)b``)
+    numbered ($1, $2 ... by first appearance)."""
     names: dict[str, int] = {}
 
     def number(match: re.Match) -> str:
         return f"${names.setdefault(match.group(1), len(names) + 1)}"
 
-    return re.sub(r"%\((\w+)\)s", number, sql).replace("%%", "%")
+    return re.sub(r"%\((\w+)\)[sb]", number, sql).replace("%%", "%")
 
 
 def test_the_generic_plan_scans_hnsw_and_gin_even_when_statistics_say_spaces_are_tiny(brain, monkeypatch):

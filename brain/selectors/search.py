@@ -295,11 +295,13 @@ def query_terms(
 
 
 #: Everything else, given the vector and the lexical side's rows (``lexical_ids`` / ``lexical_bm25``,
-#: best first).
+#: best first). Its arrays are bound in binary (``%(name)b``): psycopg dumps a list as text value by
+#: value (a regular expression per string for its quoting, every float printed), which cost ~0.25 ms
+#: of CPU a call for the ~70 values of a 10k space (docs/performance.md, forty-fourth session).
 _SEARCH_SQL = """
 WITH RECURSIVE
 idf AS MATERIALIZED (
-    SELECT i.lexeme, i.idf FROM unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS i(lexeme, idf)
+    SELECT i.lexeme, i.idf FROM unnest(%(lexemes)b::text[], %(idfs)b::float8[]) AS i(lexeme, idf)
 ),
 dense AS (
     SELECT t.id, row_number() OVER () AS rank FROM (
@@ -310,7 +312,7 @@ dense AS (
 ),
 lexical AS (
     SELECT l.id, l.bm25, l.rank
-    FROM unnest(%(lexical_ids)s::uuid[], %(lexical_bm25)s::float8[]) WITH ORDINALITY AS l(id, bm25, rank)
+    FROM unnest(%(lexical_ids)b::uuid[], %(lexical_bm25)b::float8[]) WITH ORDINALITY AS l(id, bm25, rank)
 ),
 corrections AS (
     SELECT t.id FROM brain_thought t
@@ -474,14 +476,14 @@ def _fetch(
     attnames = [f.attname for f in _COLUMNS]
     width = len(attnames)
     candidates = []
-    converters = [getattr(f, "from_db_value", None) for f in _COLUMNS]
+    # The columns whose field converts what the database gives (one of 29: source_ref's JSONField).
+    converters = [(i, f.from_db_value) for i, f in enumerate(_COLUMNS) if getattr(f, "from_db_value", None)]
     idf_total = terms.idf_total
     db = connection.alias
     for row in rows:
-        values = [
-            convert(value, None, connection) if convert else value
-            for convert, value in zip(converters, row[:width], strict=True)
-        ]
+        values = list(row[:width])
+        for i, convert in converters:
+            values[i] = convert(values[i], None, connection)
         thought = thought_from_row(attnames, values, db=db)
         (
             superseded_by_category,

@@ -43,7 +43,7 @@ _REINFORCE_SET = """
             SELECT merged.k, SUM(merged.c)::int AS c FROM (
                 SELECT key AS k, (value #>> '{}')::int AS c, 0 AS now FROM jsonb_each(t.co_retrieved_with)
                 UNION ALL
-                SELECT partner, 1, 1 FROM unnest(%(ids)s::text[]) AS partner WHERE partner <> t.id::text
+                SELECT partner, 1, 1 FROM unnest(%(ids)b::text[]) AS partner WHERE partner <> t.id::text
             ) AS merged
             GROUP BY merged.k
             ORDER BY MAX(merged.now) DESC, SUM(merged.c) DESC, merged.k
@@ -53,11 +53,11 @@ _REINFORCE_SET = """
 """
 # One access to each returned thought, one statement: lock them in id order (two calls with
 # overlapping results can't deadlock), then reinforce them, every increment computed from the current
-# row (no increment is lost).
+# row (no increment is lost). The ids are one binary array parameter (``%(ids)b``: no per-id text quoting).
 _REINFORCE_SQL = f"""
 WITH locked AS (
     SELECT id FROM brain_thought
-    WHERE space_id = %(space)s AND id = ANY(%(ids)s::uuid[])
+    WHERE space_id = %(space)s AND id = ANY(%(ids)b::uuid[])
     ORDER BY id FOR UPDATE
 ), reinforced AS (
     UPDATE brain_thought AS t SET {_REINFORCE_SET}
