@@ -296,7 +296,7 @@ def query_terms(
 
 #: Everything else, given the vector and the lexical side's rows (``lexical_ids`` / ``lexical_bm25``,
 #: best first). Its arrays are bound in binary (``%(name)b``): psycopg dumps a list as text value by
-#: value (a regular expression per string for its quoting, every float printed), which cost ~0.25 ms
+#: value (a regular expression per string for its quoting, every float printed), which cost ~0.1 ms
 #: of CPU a call for the ~70 values of a 10k space (docs/performance.md, forty-fourth session).
 _SEARCH_SQL = """
 WITH RECURSIVE
