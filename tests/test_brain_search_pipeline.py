@@ -206,3 +206,16 @@ def test_the_search_statement_binds_its_arrays_in_binary(brain, parameter_format
     assert len(statement) == 1
     arrays = [param for param in statement[0] if param[0].endswith("[]")]
     assert sorted(arrays) == [("float8[]", "BINARY")] * 2 + [("text[]", "BINARY"), ("uuid[]", "BINARY")]
+    parameter_formats.clear()  # a search that leaves out a thought (a contribution's own): its ids too
+    search.thought_search(
+        space=brain, vector=fake_vector(QUERY), query_text=QUERY, limit=10, exclude_ids=[found.candidates[0].id]
+    )
+    arrays = {
+        start: sorted(param for param in params if param[0].endswith("[]"))
+        for start, params in parameter_formats
+        if start in ("WITH q AS", "WITH RECURSIVE idf")
+    }
+    assert arrays == {
+        "WITH q AS": [("text[]", "BINARY")],  # statement 2 leaves the thought out of the lexical side
+        "WITH RECURSIVE idf": [("float8[]", "BINARY")] * 2 + [("text[]", "BINARY")] * 2 + [("uuid[]", "BINARY")],
+    }

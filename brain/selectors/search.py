@@ -393,7 +393,7 @@ def _filters(*, filter_topic: str | None, filter_category: str | None, exclude_i
         params["filter_category"] = filter_category
     exclude = ""
     if exclude_ids:
-        exclude = "AND t.id <> ALL(%(exclude)s::uuid[])"
+        exclude = "AND t.id <> ALL(%(exclude)b::uuid[])"  # bound in binary, like _SEARCH_SQL's arrays
         parts.append(exclude)
         params["exclude"] = exclude_ids
     return " ".join(parts), exclude, params
@@ -605,7 +605,7 @@ def thought_search(
 _NEAREST_SQL = """
 SELECT t.id, t.content, 1 - (t.embedding <=> %(vector)s::vector) AS similarity
 FROM brain_thought t
-WHERE t.space_id = %(space)s AND t.embedding IS NOT NULL AND NOT t.superseded AND t.id <> ALL(%(exclude)s::uuid[])
+WHERE t.space_id = %(space)s AND t.embedding IS NOT NULL AND NOT t.superseded AND t.id <> ALL(%(exclude)b::uuid[])
 ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
 """
 _NEAREST_SETTINGS_SQL = hnsw_filtered_scan_select_sql(ef_search="%(ef_search)s")
