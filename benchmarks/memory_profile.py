@@ -44,7 +44,7 @@ PHASES = [
     ("brain.selectors.search", "_fetch", "search statement + rows to candidates"),
     ("brain.ranking", "rank", "fusion and multipliers"),
     ("brain.services.pheromones", "retrieval_log", "query log (one statement)"),
-    ("brain.services.pheromones", "thoughts_reinforce", "reinforcement (one statement, after the response)"),
+    ("brain.services.pheromones", "reinforcement_fold", "reinforcement fold (one statement, after the response)"),
     ("rest_framework.renderers", "JSONRenderer.render", "JSON rendering"),
 ]
 

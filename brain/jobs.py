@@ -58,6 +58,19 @@ def pheromone_decay() -> int:
     return pheromones.thoughts_decay()
 
 
+@shared_task(
+    name="brain.jobs.reinforcement_fold",
+    autoretry_for=(OperationalError,),
+    max_retries=3,
+    time_limit=300,
+)
+def reinforcement_fold() -> int:
+    """Every minute (config/celery.py): count the accesses web processes logged and did not fold
+    themselves (they fold after a response at most every REINFORCEMENT_FOLD_SECONDS, so the last
+    calls before a pause wait for this). Returns how many query-log rows it counted."""
+    return pheromones.reinforcement_fold_all().logs
+
+
 @shared_task(name="brain.jobs.text_stats_compact", autoretry_for=(OperationalError,), max_retries=3, time_limit=600)
 def text_stats_compact() -> int:
     """Every 15 s (config/celery.py TEXT_STATS_COMPACT_SECONDS): fold BM25's statistics deltas of the

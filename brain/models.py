@@ -201,12 +201,19 @@ class QueryLog(models.Model):
     # keyword-echo rule does not compare later contributions with it.
     stored_thought = models.ForeignKey(Thought, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+    # Whether the accesses in ``results`` have been counted on the thoughts (access_count, weight,
+    # accessed_by, last_accessed, co-retrieval): a memory call logs them unreinforced and
+    # brain.services.pheromones.reinforcement_fold counts each row once, in batches, off the answer's
+    # path. An imported row is history (its thoughts bring their own counts): reinforced already.
+    reinforced = models.BooleanField(default=True, db_default=True)
 
     class Meta:
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["space", "session_id", "-created_at"], name="querylog_session"),
             models.Index(fields=["agent", "-created_at"], name="querylog_agent"),
+            # the fold's queue: only the rows still to count (a few seconds' worth), never the history
+            models.Index(fields=["id"], name="querylog_unreinforced", condition=models.Q(reinforced=False)),
         ]
 
     def __str__(self) -> str:

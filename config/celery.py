@@ -75,6 +75,12 @@ PERIODIC_JOBS = {
     "flag-stale-snapshots": {"task": "brain.jobs.flag_stale_snapshots", "schedule": crontab(minute=15, hour=3)},
     "import-receipts-expire": {"task": "brain.jobs.import_receipts_expire", "schedule": crontab(minute=40)},
     "query-logs-expire": {"task": "brain.jobs.query_logs_expire", "schedule": crontab(minute=50, hour=3)},
+    "reinforcement-fold": {
+        "task": "brain.jobs.reinforcement_fold",
+        "schedule": 60.0,
+        # a run left queued while the workers were down is dropped: the next one folds everything
+        "options": {"expires": 240},
+    },
     "embed-missing-thoughts": {"task": "brain.jobs.embed_missing", "schedule": crontab(minute="*/10")},
     "text-stats-compact": {
         "task": "brain.jobs.text_stats_compact",

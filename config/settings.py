@@ -333,6 +333,10 @@ TURN_LOG_RETENTION_DAYS = env("TURN_LOG_RETENTION_DAYS", 90)
 #: open task's DNA names as its memory_query_session (brain.services.pheromones.query_logs_expire); 0
 #: keeps them forever.
 QUERY_LOG_RETENTION_DAYS = env("QUERY_LOG_RETENTION_DAYS", 90)
+#: A memory call's accesses are counted from its query-log row (brain.services.pheromones.reinforcement_fold):
+#: after a response, a web process folds the rows logged since if it has not in this many seconds (0:
+#: after every call); the worker folds every minute what idle processes left.
+REINFORCEMENT_FOLD_SECONDS = env("REINFORCEMENT_FOLD_SECONDS", 1.0)
 TURN_TEXT_MAX_CHARS = env("TURN_TEXT_MAX_CHARS", 8000)
 
 LOGGING = {

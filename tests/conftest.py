@@ -14,6 +14,11 @@ from core.models import Space
 def pytest_configure(config):
     # Unit tests run jobs inline; the integration tests start real workers instead.
     celery_app.conf.task_always_eager = True
+    # Every memory call's accesses are counted right after its response, so a test reads them at once;
+    # tests/test_brain_reinforcement.py sets the production interval where it checks the batching.
+    from django.conf import settings
+
+    settings.REINFORCEMENT_FOLD_SECONDS = 0
 
 
 def pytest_unconfigure(config):

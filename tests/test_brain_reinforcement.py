@@ -1,4 +1,8 @@
-"""Reinforcement on access (SPEC 2.3): exact counts, caps, and no lost update under concurrency."""
+"""Reinforcement on access (SPEC 2.3): exact counts, caps, and no lost update under concurrency.
+
+Accesses are counted from the query log (``pheromones.reinforcement_fold``); the tests' settings fold
+after every call (tests/conftest.py), and the tests below that check the batching set the production
+interval."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from brain.models import QueryLog, Thought
-from brain.services.pheromones import CO_RETRIEVAL_PARTNERS_MAX, thoughts_reinforce
+from brain.services import pheromones
+from brain.services.pheromones import CO_RETRIEVAL_PARTNERS_MAX, reinforcement_fold, retrieval_log
 from tests.concurrency_support import run_concurrently
 from tests.conftest import synchronous_commit
 
@@ -25,6 +30,24 @@ def memory(client, **body):
     response = client.post("/api/v1/memory", body, format="json")
     assert response.status_code == 200, response.content
     return response.json()
+
+
+def logged(agent, thought_ids, *, session_id: str = "s") -> int:
+    """A memory call's query-log row naming ``thought_ids`` as its results (not counted yet)."""
+    results = [{"id": str(i), "score": 0.5} for i in thought_ids]
+    return retrieval_log(
+        space=agent.space, agent=agent, agent_ref=agent.name, session_id=session_id, query_text=QUERY, results=results
+    ).query_log_id
+
+
+@pytest.fixture
+def production_interval(settings, monkeypatch):
+    """The shipped REINFORCEMENT_FOLD_SECONDS, and a process that has not folded yet."""
+    from config.env import env
+
+    settings.REINFORCEMENT_FOLD_SECONDS = env("REINFORCEMENT_FOLD_SECONDS", 1.0)
+    assert settings.REINFORCEMENT_FOLD_SECONDS >= 1.0
+    monkeypatch.setattr(pheromones, "_folded_at", -float("inf"))
 
 
 @pytest.mark.django_db
@@ -52,12 +75,14 @@ def test_weight_is_capped_at_ten(dev, fake_embedder, thought_factory):
 
 
 @pytest.mark.django_db
-def test_co_retrieval_is_capped_at_fifty_partners(space, thought_factory):
+def test_co_retrieval_is_capped_at_fifty_partners(dev, thought_factory):
+    agent = dev.agent
     thought = thought_factory(TEXTS[0])
     regulars = {f"00000000-0000-0000-0000-{i:012d}": 3 + i for i in range(CO_RETRIEVAL_PARTNERS_MAX)}
     Thought.objects.filter(pk=thought.pk).update(co_retrieved_with=regulars)
     newcomer = thought_factory(TEXTS[1])
-    thoughts_reinforce(space=space, thought_ids=[thought.id, newcomer.id], agent_name="a")
+    logged(agent, [thought.id, newcomer.id])
+    assert reinforcement_fold() == pheromones.Fold(logs=1, thoughts=2)
     thought.refresh_from_db()
     partners = thought.co_retrieved_with
     assert len(partners) == CO_RETRIEVAL_PARTNERS_MAX
@@ -65,8 +90,9 @@ def test_co_retrieval_is_capped_at_fifty_partners(space, thought_factory):
     assert partners[str(newcomer.id)] == 1
     assert "00000000-0000-0000-0000-000000000000" not in partners
     assert all(partners[key] == count for key, count in regulars.items() if key.endswith("1"))
-    for _ in range(4):
-        thoughts_reinforce(space=space, thought_ids=[thought.id, newcomer.id], agent_name="a")
+    for _ in range(4):  # four calls folded together count four times
+        logged(agent, [thought.id, newcomer.id])
+    assert reinforcement_fold() == pheromones.Fold(logs=4, thoughts=2)
     thought.refresh_from_db()
     assert len(thought.co_retrieved_with) == CO_RETRIEVAL_PARTNERS_MAX
     assert thought.co_retrieved_with[str(newcomer.id)] == 5
@@ -74,11 +100,98 @@ def test_co_retrieval_is_capped_at_fifty_partners(space, thought_factory):
 
 
 @pytest.mark.django_db
-def test_reinforcement_stays_in_its_space(space, other_space, thought_factory):
+def test_calls_folded_together_count_as_the_same_calls_folded_one_by_one(dev, agent_factory, thought_factory):
+    """Partners, counts, weights, who and when: a batch of rows gives what folding each row alone gives."""
+    other = agent_factory("qa").agent
+    thoughts = [thought_factory(f"{text} ({n})") for n in range(2) for text in TEXTS]
+    calls = [(dev.agent, thoughts[0:3]), (other, thoughts[1:4]), (dev.agent, thoughts[2:6]), (other, thoughts[0:1])]
+
+    def state():
+        rows = Thought.objects.filter(pk__in=[t.pk for t in thoughts]).order_by("pk")
+        return [
+            (t.access_count, round(t.pheromone_weight, 9), t.accessed_by, t.last_accessed, t.co_retrieved_with)
+            for t in rows
+        ]
+
+    for agent, returned in calls:
+        logged(agent, [t.id for t in returned])
+        assert reinforcement_fold().logs == 1
+    one_by_one = state()
+    Thought.objects.filter(pk__in=[t.pk for t in thoughts]).update(
+        access_count=0, pheromone_weight=1.0, accessed_by=[], last_accessed=None, co_retrieved_with={}
+    )
+    QueryLog.objects.update(reinforced=False)
+    assert reinforcement_fold() == pheromones.Fold(logs=4, thoughts=6)
+    assert state() == one_by_one
+    counts = {str(t.pk): t.access_count for t in Thought.objects.filter(pk__in=[t.pk for t in thoughts])}
+    assert [counts[str(t.id)] for t in thoughts] == [2, 2, 3, 2, 1, 1]
+    first = Thought.objects.get(pk=thoughts[1].pk)
+    assert first.accessed_by == [dev.agent.name, other.name]  # in the order they first asked
+    assert first.co_retrieved_with == {str(thoughts[0].id): 1, str(thoughts[2].id): 2, str(thoughts[3].id): 1}
+    assert reinforcement_fold() == pheromones.Fold(logs=0, thoughts=0)  # every row counted once
+
+
+@pytest.mark.django_db
+def test_reinforcement_stays_in_its_space(dev, other_space, thought_factory):
     foreign = thought_factory(TEXTS[0], in_space=other_space)
-    assert thoughts_reinforce(space=space, thought_ids=[foreign.id], agent_name="a") == 0
+    logged(dev.agent, [foreign.id])
+    assert reinforcement_fold() == pheromones.Fold(logs=1, thoughts=0)
     foreign.refresh_from_db()
     assert foreign.access_count == 0
+    assert not QueryLog.objects.filter(reinforced=False).exists()  # counted (nothing to count)
+
+
+@pytest.mark.django_db
+def test_at_the_production_interval_a_process_folds_at_most_once_in_it(
+    dev, fake_embedder, thought_factory, production_interval
+):
+    thoughts = [thought_factory(text) for text in TEXTS]
+    memory(dev, prompt=QUERY)  # this process has not folded yet: it folds its own call
+    memory(dev, prompt=QUERY)
+    memory(dev, prompt=QUERY)
+    assert [t.access_count for t in Thought.objects.filter(pk__in=[t.pk for t in thoughts])] == [1, 1, 1]
+    assert QueryLog.objects.filter(reinforced=False).count() == 2
+    assert pheromones.reinforcement_fold_due() is None  # not due yet
+    # The worker's minute job counts what the process left, exactly once.
+    from brain.jobs import reinforcement_fold as job
+
+    assert job() == 2 and job() == 0
+    for thought in thoughts:
+        thought.refresh_from_db()
+        assert thought.access_count == 3 and thought.pheromone_weight == pytest.approx(1.15)
+
+
+@pytest.mark.django_db
+def test_an_export_and_the_decay_count_every_access_first(dev, fake_embedder, thought_factory, production_interval):
+    from brain.services.pheromones import thoughts_decay
+    from brain.services.transfer import space_export_rows
+
+    thought = thought_factory(TEXTS[0])
+    memory(dev, prompt=QUERY)
+    memory(dev, prompt=QUERY)  # logged, not counted yet
+    rows = list(space_export_rows(space=dev.agent.space, embeddings=False))
+    exported = next(row for row in rows if row.get("kind") == "thought" and row["id"] == str(thought.id))
+    assert exported["access_count"] == 2
+    memory(dev, prompt=QUERY)
+    assert Thought.objects.get(pk=thought.pk).access_count == 2
+    thoughts_decay()
+    assert Thought.objects.get(pk=thought.pk).access_count == 3  # counted before the decay looked
+
+
+@pytest.mark.django_db
+def test_a_row_still_to_be_counted_is_never_expired(dev, thought_factory, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from brain.services.pheromones import query_logs_expire
+
+    thought = thought_factory(TEXTS[0])
+    logged(dev.agent, [thought.id])
+    QueryLog.objects.update(created_at=timezone.now() - timedelta(days=settings.QUERY_LOG_RETENTION_DAYS + 1))
+    assert query_logs_expire() == 0
+    assert reinforcement_fold().logs == 1 and query_logs_expire() == 1
+    assert Thought.objects.get(pk=thought.pk).access_count == 1
 
 
 def _client(agent_client) -> APIClient:
@@ -105,7 +218,51 @@ def test_twenty_concurrent_requests_lose_no_update(agent_factory, fake_embedder,
         assert thought.pheromone_weight == pytest.approx(1.0 + 20 * 0.05)
         assert sorted(thought.accessed_by) == sorted(a.agent.name for a in agents)
         assert thought.co_retrieved_with == {partner: 20 for partner in ids - {str(thought.id)}}
-    assert QueryLog.objects.count() == 20
+    assert QueryLog.objects.count() == 20 and not QueryLog.objects.filter(reinforced=False).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_folds_count_every_logged_access_once(agent_factory, thought_factory):
+    """Folds racing each other (web processes after their responses, the worker's job) take disjoint
+    rows: 60 logged calls folded by six folds at once, in batches of 7, count 60 accesses each."""
+    thoughts = [thought_factory(text) for text in TEXTS]
+    agents = [agent_factory("dev").agent for _ in range(3)]
+    for i in range(60):
+        logged(agents[i % 3], [t.id for t in thoughts], session_id=f"s{i}")
+
+    def fold():
+        return pheromones.reinforcement_fold_all(batch=7).logs
+
+    counted = run_concurrently([fold] * 6)
+    assert all(isinstance(n, int) for n in counted), counted
+    assert sum(counted) == 60
+    ids = {str(t.id) for t in thoughts}
+    for thought in thoughts:
+        thought.refresh_from_db()
+        assert thought.access_count == 60 and thought.pheromone_weight == pytest.approx(4.0)
+        assert thought.co_retrieved_with == {partner: 60 for partner in ids - {str(thought.id)}}
+        assert sorted(thought.accessed_by) == sorted(a.name for a in agents)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twenty_concurrent_requests_at_the_production_interval_lose_no_update(
+    agent_factory, fake_embedder, thought_factory, production_interval
+):
+    """Each process folds at most once a second: most of these calls only log, and what they logged is
+    counted by the next fold, exactly."""
+    thoughts = [thought_factory(text) for text in TEXTS]
+    agents = [agent_factory("dev") for _ in range(4)]
+
+    def request(agent):
+        client = _client(agent)
+        return lambda: client.post("/api/v1/memory", {"prompt": QUERY}, format="json").status_code
+
+    assert run_concurrently([request(agents[i % 4]) for i in range(20)]) == [200] * 20
+    assert QueryLog.objects.filter(reinforced=False).exists()
+    pheromones.reinforcement_fold_all()
+    for thought in thoughts:
+        thought.refresh_from_db()
+        assert thought.access_count == 20 and thought.pheromone_weight == pytest.approx(2.0)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -137,7 +294,7 @@ def test_concurrent_refinements_and_queries_neither_deadlock_nor_lose_updates(
 @pytest.mark.django_db(transaction=True)
 def test_a_memory_write_chosen_as_deadlock_victim_is_run_again(monkeypatch):
     """The write is one statement in its own transaction: a deadlock victim changed nothing, so
-    pheromones.thoughts_reinforce and session_feedback run it again (seen once in a 5-minute soak: a 500
+    pheromones.reinforcement_fold and session_feedback run it again (seen once in a 5-minute soak: a 500
     before)."""
     import psycopg
     from django.db import OperationalError, transaction
@@ -177,7 +334,7 @@ def test_a_contradiction_suggestion_locks_its_two_thoughts_in_id_order(thought_f
     low, high = sorted((thought_factory(text) for text in TEXTS[:2]), key=lambda t: t.pk)
     holding, release, done = threading.Event(), threading.Event(), []
 
-    def memory_write():  # holds the lower id, as thoughts_reinforce does while it locks in order
+    def memory_write():  # holds the lower id, as reinforcement_fold does while it locks in order
         try:
             with transaction.atomic():
                 list(Thought.objects.select_for_update().filter(pk=low.pk).values_list("pk"))
@@ -222,13 +379,13 @@ def test_a_contradiction_suggestion_locks_its_two_thoughts_in_id_order(thought_f
 def test_the_memory_calls_bookkeeping_commits_asynchronously_in_its_own_transaction_only(
     agent_factory, thought_factory
 ):
-    """A memory call's bookkeeping writes (query log, reinforcement, implicit feedback) don't wait for
+    """A memory call's bookkeeping writes (query log, reinforcement fold, implicit feedback) don't wait for
     their WAL flush when each is a transaction of its own; inside a caller's transaction they must not
     change how that transaction commits (a contribution in it must stay durable)."""
     from django.db import transaction
     from django.test.utils import CaptureQueriesContext
 
-    from brain.services.pheromones import retrieval_log, session_feedback
+    from brain.services.pheromones import session_feedback
 
     thought, stored = thought_factory(TEXTS[0]), thought_factory(TEXTS[1])
     agent = agent_factory("dev").agent
@@ -236,7 +393,7 @@ def test_the_memory_calls_bookkeeping_commits_asynchronously_in_its_own_transact
 
     def bookkeeping() -> int:
         log_id = retrieval_log(**record, results=[{"id": str(thought.id), "score": 0.9}]).query_log_id
-        assert thoughts_reinforce(space=agent.space, thought_ids=[thought.id], agent_name=agent.name) == 1
+        assert reinforcement_fold() == pheromones.Fold(logs=1, thoughts=1)
         return session_feedback(space=agent.space, session_id="s", before_id=log_id + 1, stored_id=stored.id)
 
     with CaptureQueriesContext(connection) as own:
@@ -254,12 +411,3 @@ def test_the_memory_calls_bookkeeping_commits_asynchronously_in_its_own_transact
     thought.refresh_from_db()
     assert thought.access_count == 2 and QueryLog.objects.filter(agent=agent).count() == 2
     assert thought.pheromone_weight == pytest.approx(1.0 + 2 * 0.05 + 2 * 0.02)
-
-
-@pytest.mark.django_db
-def test_the_reinforcement_binds_its_ids_as_one_binary_array(space, thought_factory, parameter_formats):
-    thoughts = [thought_factory(text) for text in TEXTS]
-    assert thoughts_reinforce(space=space, thought_ids=[t.id for t in thoughts], agent_name="a") == 3
-    statement = [params for start, params in parameter_formats if start == "WITH locked AS"]
-    assert len(statement) == 1
-    assert [param for param in statement[0] if param[0].endswith("[]")] == [("text[]", "BINARY")]

@@ -500,13 +500,13 @@ def test_a_search_is_answered_before_its_reinforcement_runs(
     content = "The release checklist lives in docs/release.md and is read before every tag."
     thought = thought_factory(content)
     answered, waited = threading.Event(), []
-    reinforce = pheromones.thoughts_reinforce
+    reinforce = pheromones.reinforcement_fold_due
 
     def reinforce_once_answered(**kwargs):
         waited.append(answered.wait(30))  # never set before the answer arrives
         return reinforce(**kwargs)
 
-    monkeypatch.setattr(pheromones, "thoughts_reinforce", reinforce_once_answered)
+    monkeypatch.setattr(pheromones, "reinforcement_fold_due", reinforce_once_answered)
 
     async def body(session):
         found = await Tools(session).call("memory_search", query=content)

@@ -3,11 +3,18 @@
 Every write here is one UPDATE computed by PostgreSQL from the current row (never a value read
 into Python and written back), so concurrent requests can't lose each other's increments. Rows are
 locked in id order first, so two requests touching overlapping sets can't deadlock.
+
+Reinforcement is counted from the query log: a memory call's log row (written before its answer)
+names what it returned, and :func:`reinforcement_fold` counts a batch of such rows at once, each
+exactly once, after some call's response (at most every ``REINFORCEMENT_FOLD_SECONDS`` per process)
+and every minute in the worker (``brain.jobs.reinforcement_fold``).
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -32,49 +39,99 @@ DECAY_FACTOR = 0.995
 DECAY_FLOOR = 0.1
 DECAY_IDLE = timedelta(hours=1)
 
-_REINFORCE_SET = """
-    access_count = t.access_count + 1,
-    pheromone_weight = LEAST(%(max)s, t.pheromone_weight + %(step)s),
-    last_accessed = %(now)s,
-    accessed_by = CASE WHEN %(agent)s::varchar = ANY(t.accessed_by) THEN t.accessed_by
-                       ELSE array_append(t.accessed_by, %(agent)s::varchar) END,
-    co_retrieved_with = (
-        SELECT COALESCE(jsonb_object_agg(kept.k, kept.c), '{}'::jsonb) FROM (
-            SELECT merged.k, SUM(merged.c)::int AS c FROM (
-                SELECT key AS k, (value #>> '{}')::int AS c, 0 AS now FROM jsonb_each(t.co_retrieved_with)
-                UNION ALL
-                SELECT partner, 1, 1 FROM unnest(%(ids)b::text[]) AS partner WHERE partner <> t.id::text
-            ) AS merged
-            GROUP BY merged.k
-            ORDER BY MAX(merged.now) DESC, SUM(merged.c) DESC, merged.k
-            LIMIT %(cap)s
-        ) AS kept
-    )
+#: The thoughts a query-log row returned, as ``results`` names them (``[{"id", "score"}]``), each once;
+#: an entry that is not an object with a UUID id is skipped (the implicit feedback's rule, ``_FEEDBACK_SQL``).
+_RESULT_IDS_SQL = r"""
+    SELECT array_agg(DISTINCT (item ->> 'id')::uuid) AS ids
+    FROM jsonb_array_elements(CASE WHEN jsonb_typeof({results}) = 'array' THEN {results} ELSE '[]'::jsonb END) AS item
+    WHERE jsonb_typeof(item) = 'object'
+          AND (item ->> 'id') ~* '^[0-9a-f]{{8}}-?[0-9a-f]{{4}}-?[0-9a-f]{{4}}-?[0-9a-f]{{4}}-?[0-9a-f]{{12}}$'
 """
-# One access to each returned thought, one statement: lock them in id order (two calls with
-# overlapping results can't deadlock), then reinforce them, every increment computed from the current
-# row (no increment is lost). The ids are one binary array parameter (``%(ids)b``: no per-id text quoting).
-_REINFORCE_SQL = f"""
-WITH locked AS (
-    SELECT id FROM brain_thought
-    WHERE space_id = %(space)s AND id = ANY(%(ids)b::uuid[])
-    ORDER BY id FOR UPDATE
+#: The fold, one statement (SPEC 2.3's "every access reinforces", counted in batches):
+#:
+#: - ``claimed``: the oldest unreinforced query-log rows (at most ``batch``; of ``space``, or of every
+#:   space), locked, and skipped by a concurrent fold (``SKIP LOCKED``), and ``marked`` reinforced in
+#:   this same statement, so each row is counted once: two folds never take the same row, and a fold
+#:   that fails changed nothing, its rows included.
+#: - ``access``: one row per (log row, thought it returned), with who asked, when, and the row's
+#:   other thoughts (the access's co-retrieval partners).
+#: - ``locked``: those thoughts of the row's own space, locked in id order (as every write here
+#:   locks), so a fold and a memory call's other writes touching overlapping thoughts can't deadlock.
+#: - ``tally``, per thought: ``n`` accesses (``access_count + n``; weight ``min(max, w + n × step)``,
+#:   which is what ``n`` capped steps add), the newest access's time as ``last_accessed`` (when it was
+#:   asked, not when it was counted), the agents in the order they asked (new ones are appended to
+#:   ``accessed_by``), and every access's partners (+1 each time a partner came back with it). At most
+#:   ``cap`` partners are kept: those of the counted accesses first (the most frequent of them first),
+#:   then the most frequent earlier ones, ties by key; one access at a time this is the rule "a new
+#:   partner always gets in and the rarest old one makes room".
+#:
+#: Each part reads the one before once, by hash or by the primary key: no join between two CTEs'
+#: rows, whose sizes the planner can't estimate (a join of the accesses with themselves for the
+#: partners took 66 of 990 ms for 70 calls, and the partners' join with the tally the rest).
+_FOLD_SQL = f"""
+WITH claimed AS MATERIALIZED (
+    SELECT q.id, q.space_id, q.agent_id, q.agent_ref, q.results, q.created_at
+    FROM brain_querylog q
+    WHERE NOT q.reinforced AND (%(space)s::bigint IS NULL OR q.space_id = %(space)s::bigint)
+    ORDER BY q.id LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+), marked AS (
+    UPDATE brain_querylog q SET reinforced = true WHERE q.id IN (SELECT id FROM claimed)
+), access AS MATERIALIZED (
+    SELECT c.id AS log_id, c.space_id, c.created_at, COALESCE(a.name, c.agent_ref)::varchar AS agent,
+           x.thought_id, array_remove(r.ids, x.thought_id) AS partners
+    FROM claimed c
+    LEFT JOIN core_agent a ON a.id = c.agent_id
+    CROSS JOIN LATERAL ({_RESULT_IDS_SQL.format(results="c.results")}) AS r
+    CROSS JOIN LATERAL unnest(r.ids) AS x(thought_id)
+), locked AS MATERIALIZED (
+    SELECT t.id, t.space_id FROM (SELECT DISTINCT thought_id, space_id FROM access) a
+    JOIN brain_thought t ON t.id = a.thought_id AND t.space_id = a.space_id
+    ORDER BY t.id FOR UPDATE OF t
+), tally AS MATERIALIZED (
+    SELECT a.thought_id, count(*) AS n, max(a.created_at) AS last_at,
+           array_agg(a.agent ORDER BY a.log_id) AS agents,
+           string_agg(array_to_string(a.partners, ' '), ' ') AS partners
+    FROM access a
+    WHERE (a.thought_id, a.space_id) IN (SELECT id, space_id FROM locked)
+    GROUP BY a.thought_id
 ), reinforced AS (
-    UPDATE brain_thought AS t SET {_REINFORCE_SET}
-    WHERE t.id IN (SELECT id FROM locked)
+    UPDATE brain_thought AS t SET
+        access_count = t.access_count + g.n,
+        pheromone_weight = LEAST(%(max)s, t.pheromone_weight + g.n * %(step)s),
+        last_accessed = GREATEST(t.last_accessed, g.last_at),
+        accessed_by = t.accessed_by || ARRAY(
+            SELECT x.name FROM unnest(g.agents) WITH ORDINALITY AS x(name, ord)
+            WHERE NOT (x.name = ANY(t.accessed_by)) GROUP BY x.name ORDER BY min(x.ord)),
+        co_retrieved_with = (
+            SELECT COALESCE(jsonb_object_agg(kept.k, kept.c), '{{}}'::jsonb) FROM (
+                SELECT merged.k, SUM(merged.c)::int AS c FROM (
+                    SELECT key AS k, (value #>> '{{}}')::int AS c, 0 AS now FROM jsonb_each(t.co_retrieved_with)
+                    UNION ALL
+                    SELECT partner, 1, 1 FROM unnest(string_to_array(g.partners, ' ')) AS partner
+                    WHERE partner <> ''
+                ) AS merged
+                GROUP BY merged.k
+                ORDER BY MAX(merged.now) DESC, SUM(merged.c) DESC, merged.k
+                LIMIT %(cap)s
+            ) AS kept)
+    FROM tally g
+    WHERE t.id = g.thought_id
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM reinforced)
+SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM reinforced)
 """
+
+
 # A memory call's query-log row, one statement, which also says whether the agent had queried this
 # space before (the statement's snapshot does not see its own insert) and whether a pending
 # correction suggestion concerns the agent or the session.
 _LOG_SQL = """
 WITH logged AS (
     INSERT INTO brain_querylog
-        (space_id, agent_id, agent_ref, session_id, query_text, results, stored_thought_id, created_at)
+        (space_id, agent_id, agent_ref, session_id, query_text, results, stored_thought_id, created_at, reinforced)
     VALUES (%(space)s, %(agent_id)s, %(agent_ref)s, %(session_id)s, %(query_text)s, %(results)s::jsonb,
-            %(stored_thought_id)s, %(now)s)
+            %(stored_thought_id)s, %(now)s, %(reinforced)s)
     RETURNING id
 )
 SELECT (SELECT id FROM logged),
@@ -101,7 +158,6 @@ def _bookkeeping_sql(variants: tuple[str, str]) -> str:
     return variants[0] if connection.in_atomic_block else variants[1]
 
 
-_REINFORCE = _bookkeeping(_REINFORCE_SQL)
 _LOG = _bookkeeping(_LOG_SQL)
 
 
@@ -112,28 +168,67 @@ class RetrievalRecord:
     suggestions_pending: bool  # a pending correction suggestion concerns this agent or session
 
 
-def thoughts_reinforce(*, space: Space, thought_ids: Iterable[str | uuid.UUID], agent_name: str) -> int:
-    """One access to each thought by ``agent_name``: count, weight, who, when, and co-retrieval.
+#: Query-log rows one fold counts at most: one statement, ~10 thoughts a row. A fold after a response
+#: takes one batch; the worker's job (:func:`reinforcement_fold_all`) takes batches until none is left.
+REINFORCEMENT_FOLD_BATCH = 500
+_FOLD = _bookkeeping(_FOLD_SQL)
 
-    Every thought returned together counts each other as a co-retrieval partner (+1). At most
-    CO_RETRIEVAL_PARTNERS_MAX partners are kept: this access's partners, then the most frequent
-    earlier ones, so a new partner always gets in and the rarest old one makes room.
-    """
-    ids = sorted(dict.fromkeys(str(i) for i in thought_ids))
-    if not ids:
-        return 0
+
+@dataclass(frozen=True)
+class Fold:
+    logs: int  # query-log rows counted
+    thoughts: int  # thoughts reinforced (one update each, however many of the rows returned it)
+
+
+def reinforcement_fold(*, space: Space | None = None, batch: int = REINFORCEMENT_FOLD_BATCH) -> Fold:
+    """Count the accesses of the oldest ``batch`` unreinforced query-log rows (of ``space``, or of every
+    space): each access ``access_count + 1``, weight ``min(10, w + 0.05)``, ``accessed_by``,
+    ``last_accessed``, and co-retrieval (see ``_FOLD_SQL``). One statement in a transaction of its own
+    (run again if chosen as a deadlock's victim); rows a concurrent fold holds are left to it, so no
+    row is counted twice and none is lost."""
     params = {
+        "batch": batch,
+        "space": space.pk if space is not None else None,
         "max": PHEROMONE_MAX,
         "step": REINFORCE_STEP,
-        "now": timezone.now(),
-        "agent": agent_name,
-        "ids": ids,
         "cap": CO_RETRIEVAL_PARTNERS_MAX,
-        "space": space.pk,
     }
     with prepared_cursor() as cursor:
-        _execute_retrying_deadlock(cursor, _bookkeeping_sql(_REINFORCE), params)
-        return cursor.fetchone()[0]
+        _execute_retrying_deadlock(cursor, _bookkeeping_sql(_FOLD), params)
+        logs, thoughts = cursor.fetchone()[:2]
+    return Fold(logs=logs, thoughts=thoughts)
+
+
+def reinforcement_fold_all(
+    *, space: Space | None = None, batch: int = REINFORCEMENT_FOLD_BATCH, max_batches: int = 1000
+) -> Fold:
+    """:func:`reinforcement_fold` until no row is left (or ``max_batches`` ran): the worker's minute
+    job, and what an export runs first so that the thoughts it writes carry every access."""
+    logs = thoughts = 0
+    for _ in range(max_batches):
+        fold = reinforcement_fold(space=space, batch=batch)
+        logs, thoughts = logs + fold.logs, thoughts + fold.thoughts
+        if fold.logs < batch:
+            break
+    return Fold(logs=logs, thoughts=thoughts)
+
+
+_fold_lock = threading.Lock()
+_folded_at = -float("inf")  # time.monotonic() of this process's last fold after a response
+
+
+def reinforcement_fold_due() -> Fold | None:
+    """After a memory call's response: fold one batch if this process has not folded in the last
+    ``REINFORCEMENT_FOLD_SECONDS`` (0: after every call). Between two folds a process's calls only
+    log: their reinforcement waits at most that long while calls keep coming, and at most a minute
+    (the worker's job) when they stop. Returns the fold, or None when it was not due."""
+    global _folded_at
+    now = time.monotonic()
+    with _fold_lock:
+        if now - _folded_at < settings.REINFORCEMENT_FOLD_SECONDS:
+            return None
+        _folded_at = now
+    return reinforcement_fold()
 
 
 #: A memory call's writes are each one statement in its own transaction: when PostgreSQL picks one as a
@@ -168,8 +263,8 @@ def retrieval_log(
 ) -> RetrievalRecord:
     """One memory call's query-log row (every retrieval leaves one, SPEC 2.3), in one statement that
     also tells whether it is the agent's first call and whether a correction suggestion is pending.
-    Reinforcing what it returned is :func:`thoughts_reinforce`, which the memory call runs after its
-    response is sent."""
+    The row is written unreinforced when ``results`` is not empty: :func:`reinforcement_fold` counts
+    those accesses later (the memory call runs :func:`reinforcement_fold_due` after its response)."""
     params = {
         "now": timezone.now(),
         "space": space.pk,
@@ -180,6 +275,7 @@ def retrieval_log(
         "results": json.dumps(results),
         "stored_thought_id": stored_thought_id,
         "pending": SuggestionStatus.PENDING,
+        "reinforced": not results,
     }
     with prepared_cursor() as cursor:
         cursor.execute(_bookkeeping_sql(_LOG), params)
@@ -187,10 +283,11 @@ def retrieval_log(
     return RetrievalRecord(query_log_id=log_id, queried_before=queried_before, suggestions_pending=suggestions_pending)
 
 
-#: The next batch of old rows, but never those of a session in ``keep`` (space id, session id pairs).
+#: The next batch of old rows, but never those of a session in ``keep`` (space id, session id pairs),
+#: nor one whose accesses are still to be counted (the fold takes it first).
 _QUERY_LOG_EXPIRING_SQL = """
 SELECT q.id FROM brain_querylog q
-WHERE q.created_at < %(cutoff)s
+WHERE q.created_at < %(cutoff)s AND q.reinforced
   AND NOT EXISTS (
       SELECT 1 FROM unnest(%(keep_spaces)s::int[], %(keep_sessions)s::text[]) AS k(space_id, session_id)
       WHERE k.space_id = q.space_id AND k.session_id = q.session_id)
@@ -290,8 +387,10 @@ def session_feedback(
 def thoughts_decay(*, now: datetime | None = None) -> int:
     """Hourly: ``max(0.1, w·0.995)`` for every thought not accessed in the last hour.
 
-    Never-accessed thoughts count from ``created_at``. Returns how many weights changed.
+    Never-accessed thoughts count from ``created_at``. Accesses not counted yet are folded first, so a
+    thought asked for a moment ago is seen as accessed. Returns how many weights changed.
     """
+    reinforcement_fold_all()
     cutoff = (now or timezone.now()) - DECAY_IDLE
     return (
         Thought.objects.alias(seen=Coalesce("last_accessed", "created_at"))

@@ -42,6 +42,7 @@ from django.utils import timezone
 from brain import embedding as embedder
 from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType, topic_normal
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
+from brain.services import pheromones
 from brain.services.thoughts import thought_columns
 from core.errors import ApplicationError, ServiceFailure, name_hint
 from core.models import Agent, Space
@@ -1105,7 +1106,11 @@ def space_export_counts(*, space: Space) -> dict[str, int]:
 
 
 def space_export_rows(*, space: Space, embeddings: bool = True, chunk: int = 1000) -> Iterator[dict[str, Any]]:
-    """Colony's own export, oldest first: header, thoughts, query logs, correction suggestions."""
+    """Colony's own export, oldest first: header, thoughts, query logs, correction suggestions.
+
+    The space's accesses not counted yet are folded first (``pheromones.reinforcement_fold_all``), so
+    the thoughts written carry every access their query logs name, and the logs import as counted."""
+    pheromones.reinforcement_fold_all(space=space)
     yield {
         "kind": "header",
         "format": EXPORT_FORMAT,

@@ -359,8 +359,11 @@ def step_reinforce(call: MemoryCall) -> None:
     The log is written now, in one statement that also tells whether this is the agent's first call
     (``step_onboarding``) and whether a pending correction suggestion concerns it
     (``step_pending_corrections``); the workflow's memory gates read it, so it is there before the
-    answer is. Reinforcing the returned thoughts changes nothing in the answer: it runs after the
-    response is sent (``call.after_response``), one statement, exact under concurrency."""
+    answer is. The row names what the call returned, and reinforcing those thoughts is counted from
+    it: after the response is sent (``call.after_response``) this process folds the rows logged since
+    its last fold if that was over ``REINFORCEMENT_FOLD_SECONDS`` ago
+    (``pheromones.reinforcement_fold_due``: one statement for many calls, each row counted once,
+    exact under concurrency)."""
     results = [{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources]
     record = pheromones.retrieval_log(
         space=call.space,
@@ -377,14 +380,7 @@ def step_reinforce(call: MemoryCall) -> None:
     call.first_query = not record.queried_before
     call.suggestions_pending = record.suggestions_pending
     if results:
-        call.after_response.append(
-            functools.partial(
-                pheromones.thoughts_reinforce,
-                space=call.space,
-                thought_ids=[item["id"] for item in results],
-                agent_name=call.agent.name,
-            )
-        )
+        call.after_response.append(pheromones.reinforcement_fold_due)
     call.operations.append(f"reinforce:{len(results)}")
 
 
