@@ -1,0 +1,109 @@
+"""What counting reinforcement costs per memory call, by how many calls one fold counts (issue 14: the
+reinforcement after the answer). Prints, for each batch size, the fold statement's wall time and its
+time per call counted:
+
+    python -m benchmarks.reinforcement_fold [--database bench_colony] [--sizes 1,10,30,70] [--rounds 5]
+
+A batch of 1 is what every call paid until the forty-fifth session (one reinforcement statement per
+call after its answer, the same work for one call); larger batches are what a web process folds at
+``REINFORCEMENT_FOLD_SECONDS`` (a second's calls of every process). It runs on a copy of the database
+(``<database>_fold``, made from it as a template and dropped afterwards, so the database is left as it
+was): the latest logged calls that returned something are marked uncounted and folded ``size`` at a
+time, each fold committed as a web process commits it. The database must hold bench-compare's notes
+and logged calls: run ``python -m benchmarks.compare --notes 10000 --skip-mem0`` first. Loopback only,
+bounded rounds; figures from a loaded machine are noisy, compare sizes within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from benchmarks.memory_profile import _setup
+
+_MARK_SQL = """
+UPDATE brain_querylog SET reinforced = false WHERE id IN (
+    SELECT id FROM brain_querylog WHERE jsonb_typeof(results) = 'array' AND jsonb_array_length(results) > 0
+    ORDER BY id DESC LIMIT %s)
+"""
+
+
+def measure(size: int, rounds: int) -> tuple[list[float], int]:
+    """Wall ms of each of ``rounds`` folds of ``size`` logged calls (the latest ``size × rounds``
+    marked uncounted first), and the thoughts they reinforced in all (one update per thought a fold)."""
+    from django.db import connection
+
+    from brain.services import pheromones
+
+    with connection.cursor() as cursor:
+        cursor.execute(_MARK_SQL, [size * rounds])
+        marked = cursor.rowcount
+    times, thoughts, counted = [], 0, 0
+    for _ in range(rounds):
+        started = time.perf_counter()
+        fold = pheromones.reinforcement_fold(batch=max(size, 1))
+        times.append((time.perf_counter() - started) * 1000)
+        counted, thoughts = counted + fold.logs, thoughts + fold.thoughts
+    if counted != marked:
+        raise SystemExit(f"the folds counted {counted} of the {marked} calls marked: is another fold running?")
+    return times, thoughts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", default="bench_colony")
+    parser.add_argument("--sizes", default="1,10,30,70", help="calls counted by one fold, comma-separated")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    from benchmarks.compare import server_url
+    from benchmarks.db import drop_database
+
+    copy = f"{args.database}_fold"
+    drop_database(server_url(copy))
+    _copy_database(server_url(args.database), copy)
+    try:
+        return _run(args, copy)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        drop_database(server_url(copy))
+
+
+def _copy_database(url: str, copy: str) -> None:
+    import psycopg
+
+    from benchmarks.db import _admin_url
+
+    admin, name = _admin_url(url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            raise SystemExit(
+                f"There is no database {name}: run `python -m benchmarks.compare --notes 10000 --skip-mem0` first."
+            )
+        conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
+
+
+def _run(args, copy: str) -> int:
+    _setup(copy)
+    from brain.models import QueryLog
+
+    sizes = [int(part) for part in args.sizes.split(",") if part.strip()]
+    logged = QueryLog.objects.exclude(results=[]).count()
+    if logged < max(sizes) * args.rounds:
+        raise SystemExit(
+            f"{args.database} has {logged} logged calls with results; {max(sizes) * args.rounds} are needed "
+            "(run bench-compare or memory_profile against it first, or pass smaller --sizes / --rounds)."
+        )
+    print(f"reinforcement fold in a copy of {args.database}: {args.rounds} folds per size, each committed")
+    print("   calls  thoughts a fold   fold p50 ms   per call ms")
+    for size in sizes:
+        times, thoughts = measure(size, args.rounds)
+        p50 = statistics.median(times)
+        print(f"  {size:6d}  {thoughts / args.rounds:15.1f}   {p50:11.2f}   {p50 / size:11.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,28 @@
+"""benchmarks/reinforcement_fold.py's measurement folds the calls it marks, each once."""
+
+import pytest
+
+from brain.models import QueryLog, Thought
+from brain.services.pheromones import reinforcement_fold, retrieval_log
+
+
+@pytest.mark.django_db
+def test_a_measured_fold_counts_the_calls_it_marked(dev, thought_factory):
+    from benchmarks.reinforcement_fold import measure
+
+    thoughts = [thought_factory(f"Deploy note {i}: the pipeline restarts workers after migrations.") for i in range(3)]
+    for i in range(4):
+        retrieval_log(
+            space=dev.agent.space,
+            agent=dev.agent,
+            agent_ref=dev.agent.name,
+            session_id=f"s{i}",
+            query_text="deploy",
+            results=[{"id": str(t.id), "score": 0.5} for t in thoughts],
+        )
+    assert reinforcement_fold().logs == 4
+    times, reinforced = measure(2, 2)  # the four calls marked uncounted again, folded two at a time
+    assert len(times) == 2 and all(t > 0 for t in times)
+    assert reinforced == 6  # each fold reinforced the three thoughts
+    assert [t.access_count for t in Thought.objects.filter(pk__in=[t.pk for t in thoughts])] == [8, 8, 8]
+    assert not QueryLog.objects.filter(reinforced=False).exists()
