@@ -44,6 +44,19 @@ def ensure_database(url: str, *, fresh: bool = False) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def copy_database(url: str, copy: str) -> str:
+    """Create ``copy`` from the database ``url`` names as its template (nothing may be connected to
+    it); returns the copy's URL."""
+    import psycopg
+
+    admin, name = _admin_url(url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            raise SystemExit(f"There is no database {name}: make it first (e.g. `python -m benchmarks.compare`).")
+        conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
+    return urlunparse(urlparse(url)._replace(path=f"/{copy}"))
+
+
 def drop_database(url: str) -> None:
     """Drop the database ``url`` names, if it exists (closing whatever is connected to it)."""
     import psycopg

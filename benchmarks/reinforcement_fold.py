@@ -57,11 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     from benchmarks.compare import server_url
-    from benchmarks.db import drop_database
+    from benchmarks.db import copy_database, drop_database
 
     copy = f"{args.database}_fold"
     drop_database(server_url(copy))
-    _copy_database(server_url(args.database), copy)
+    copy_database(server_url(args.database), copy)
     try:
         return _run(args, copy)
     finally:
@@ -69,20 +69,6 @@ def main(argv: list[str] | None = None) -> int:
 
         connections.close_all()
         drop_database(server_url(copy))
-
-
-def _copy_database(url: str, copy: str) -> None:
-    import psycopg
-
-    from benchmarks.db import _admin_url
-
-    admin, name = _admin_url(url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            raise SystemExit(
-                f"There is no database {name}: run `python -m benchmarks.compare --notes 10000 --skip-mem0` first."
-            )
-        conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
 
 
 def _run(args, copy: str) -> int:

@@ -142,6 +142,26 @@ def test_reinforcement_stays_in_its_space(dev, other_space, thought_factory):
 
 
 @pytest.mark.django_db
+def test_a_fold_skips_results_that_are_not_thought_ids(dev, thought_factory):
+    thought = thought_factory(TEXTS[0])
+    junk = ["a string", 7, None, {"score": 1}, {"id": "not-a-uuid"}, {"id": str(thought.id)}, {"id": str(thought.id)}]
+    QueryLog.objects.create(
+        space=dev.agent.space, agent=dev.agent, session_id="s", query_text="q", results=junk, reinforced=False
+    )
+    QueryLog.objects.create(
+        space=dev.agent.space,
+        agent=dev.agent,
+        session_id="s",
+        query_text="q",
+        results={"not": "a list"},
+        reinforced=False,
+    )
+    assert reinforcement_fold() == pheromones.Fold(logs=2, thoughts=1)
+    thought.refresh_from_db()
+    assert thought.access_count == 1 and thought.co_retrieved_with == {}
+
+
+@pytest.mark.django_db
 def test_at_the_production_interval_a_process_folds_at_most_once_in_it(
     dev, fake_embedder, thought_factory, production_interval
 ):

@@ -40,7 +40,8 @@ DECAY_FLOOR = 0.1
 DECAY_IDLE = timedelta(hours=1)
 
 #: The thoughts a query-log row returned, as ``results`` names them (``[{"id", "score"}]``), each once;
-#: an entry that is not an object with a UUID id is skipped (the implicit feedback's rule, ``_FEEDBACK_SQL``).
+#: an entry that is not an object with a UUID id (an imported log's) is skipped. The fold and the
+#: implicit feedback (``_FEEDBACK_SQL``) both read a row's results through it.
 _RESULT_IDS_SQL = r"""
     SELECT array_agg(DISTINCT (item ->> 'id')::uuid) AS ids
     FROM jsonb_array_elements(CASE WHEN jsonb_typeof({results}) = 'array' THEN {results} ELSE '[]'::jsonb END) AS item
@@ -335,22 +336,20 @@ def query_logs_expire(*, now: datetime | None = None, batch_size: int = 5000) ->
 #: previous contribution (that contribution's own results included: seen after it) and before this
 #: call, but not the thought this call stored, get +step weight (capped), locked in id order first
 #: like every write here. A showing counts for one contribution only, so a long session does not
-#: re-reward all it ever saw. Ids are read from the logs' ``results`` (``[{"id", "score"}]``); an
-#: entry that is not an object with a UUID id (an imported log) is skipped.
-_FEEDBACK_SQL = """
+#: re-reward all it ever saw. Ids are read from the logs' ``results`` as the fold reads them
+#: (``_RESULT_IDS_SQL``: an entry that is not an object with a UUID id, e.g. an imported log's, is skipped).
+_FEEDBACK_SQL = f"""
 WITH previous AS (
     SELECT COALESCE(max(p.id), 0) AS id FROM brain_querylog p
     WHERE p.space_id = %(space)s AND p.session_id = %(session_id)s AND p.id < %(before_id)s
           AND p.stored_thought_id IS NOT NULL
 ), shown AS (
-    SELECT DISTINCT (item ->> 'id')::uuid AS id
+    SELECT DISTINCT x.id
     FROM brain_querylog q
-    CROSS JOIN LATERAL jsonb_array_elements(
-        CASE WHEN jsonb_typeof(q.results) = 'array' THEN q.results ELSE '[]'::jsonb END) AS item
+    CROSS JOIN LATERAL ({_RESULT_IDS_SQL.format(results="q.results")}) AS r
+    CROSS JOIN LATERAL unnest(r.ids) AS x(id)
     WHERE q.space_id = %(space)s AND q.session_id = %(session_id)s
           AND q.id < %(before_id)s AND q.id >= (SELECT id FROM previous)
-          AND jsonb_typeof(item) = 'object'
-          AND (item ->> 'id') ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
 ), locked AS (
     SELECT t.id FROM brain_thought t
     WHERE t.space_id = %(space)s AND t.id IN (SELECT id FROM shown) AND t.id <> %(stored_id)s
