@@ -26,3 +26,35 @@ def test_a_measured_fold_counts_the_calls_it_marked(dev, thought_factory):
     assert reinforced == 6  # each fold reinforced the three thoughts
     assert [t.access_count for t in Thought.objects.filter(pk__in=[t.pk for t in thoughts])] == [8, 8, 8]
     assert not QueryLog.objects.filter(reinforced=False).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_fillfactor_comparison_rewrites_the_table_and_counts_its_updates(dev, thought_factory):
+    """``--fillfactors``: the table rewritten at each setting, and the fold's updates counted, HOT or not
+    (committed folds: the statistics are read across transactions)."""
+    from django.db import connection
+
+    from benchmarks.reinforcement_fold import measure, rewrite, thought_updates
+
+    thoughts = [thought_factory(f"Deploy note {i}: the pipeline restarts workers after migrations.") for i in range(3)]
+    for i in range(2):
+        retrieval_log(
+            space=dev.agent.space,
+            agent=dev.agent,
+            agent_ref=dev.agent.name,
+            session_id=f"s{i}",
+            query_text="deploy",
+            results=[{"id": str(t.id), "score": 0.5} for t in thoughts],
+        )
+    try:
+        rewrite(60)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'brain_thought'")
+            assert "fillfactor=60" in cursor.fetchone()[0]
+        before = thought_updates()
+        measure(1, 2)
+        after = thought_updates()
+        assert after[0] - before[0] == 6  # two folds, three thoughts each
+        assert 0 <= after[1] - before[1] <= 6
+    finally:
+        rewrite(50)  # the migration's setting, for the tests after this one

@@ -192,4 +192,4 @@ def test_thought_table_keeps_room_for_hot_updates_and_vacuums_early():
     with connection.cursor() as cursor:
         cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'brain_thought'")
         (options,) = cursor.fetchone()
-    assert set(options) >= {"fillfactor=70", "autovacuum_vacuum_scale_factor=0.02"}
+    assert set(options) >= {"fillfactor=50", "autovacuum_vacuum_scale_factor=0.02"}
