@@ -106,6 +106,8 @@ def _run(args, copy: str) -> int:
             "(run bench-compare or memory_profile against it first, or pass smaller --sizes / --rounds)."
         )
     fillfactors = [int(part) for part in args.fillfactors.split(",") if part.strip()] or [None]
+    if any(f is not None and not 10 <= f <= 100 for f in fillfactors):
+        raise SystemExit(f"--fillfactors {args.fillfactors}: PostgreSQL takes a fillfactor from 10 to 100.")
     print(f"reinforcement fold in a copy of {args.database}: {args.rounds} folds per size, each committed")
     print("  fillfactor   calls  thoughts a fold   fold p50 ms   per call ms   HOT updates")
     for fillfactor in fillfactors:

@@ -6,12 +6,10 @@ from brain.models import QueryLog, Thought
 from brain.services.pheromones import reinforcement_fold, retrieval_log
 
 
-@pytest.mark.django_db
-def test_a_measured_fold_counts_the_calls_it_marked(dev, thought_factory):
-    from benchmarks.reinforcement_fold import measure
-
+def _logged_calls(dev, thought_factory, calls: int) -> list[Thought]:
+    """Three thoughts, and ``calls`` logged memory calls that each returned all three."""
     thoughts = [thought_factory(f"Deploy note {i}: the pipeline restarts workers after migrations.") for i in range(3)]
-    for i in range(4):
+    for i in range(calls):
         retrieval_log(
             space=dev.agent.space,
             agent=dev.agent,
@@ -20,6 +18,14 @@ def test_a_measured_fold_counts_the_calls_it_marked(dev, thought_factory):
             query_text="deploy",
             results=[{"id": str(t.id), "score": 0.5} for t in thoughts],
         )
+    return thoughts
+
+
+@pytest.mark.django_db
+def test_a_measured_fold_counts_the_calls_it_marked(dev, thought_factory):
+    from benchmarks.reinforcement_fold import measure
+
+    thoughts = _logged_calls(dev, thought_factory, 4)
     assert reinforcement_fold().logs == 4
     times, reinforced = measure(2, 2)  # the four calls marked uncounted again, folded two at a time
     assert len(times) == 2 and all(t > 0 for t in times)
@@ -36,16 +42,7 @@ def test_the_fillfactor_comparison_rewrites_the_table_and_counts_its_updates(dev
 
     from benchmarks.reinforcement_fold import measure, rewrite, thought_updates
 
-    thoughts = [thought_factory(f"Deploy note {i}: the pipeline restarts workers after migrations.") for i in range(3)]
-    for i in range(2):
-        retrieval_log(
-            space=dev.agent.space,
-            agent=dev.agent,
-            agent_ref=dev.agent.name,
-            session_id=f"s{i}",
-            query_text="deploy",
-            results=[{"id": str(t.id), "score": 0.5} for t in thoughts],
-        )
+    _logged_calls(dev, thought_factory, 2)
     try:
         rewrite(60)
         with connection.cursor() as cursor:
