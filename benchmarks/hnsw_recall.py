@@ -1,6 +1,6 @@
 """Does an HNSW scan find a freshly inserted row when the table has been updated many times?
 
-Why brain/migrations/0005 sets fillfactor 70 and early autovacuum on brain_thought: every retrieval
+Why brain/migrations/0005 set fillfactor 70 (0014 made it 50) and early autovacuum on brain_thought: every retrieval
 updates the thoughts it returns, and a non-HOT update leaves a dead entry in the HNSW graph until
 VACUUM. This script builds a scratch table of clustered 384-d vectors (one topic), updates every row
 ``--rounds`` times, then inserts a new vector and asks for its nearest neighbour ``--trials`` times,

@@ -43,6 +43,10 @@ def test_the_fillfactor_comparison_rewrites_the_table_and_counts_its_updates(dev
     from benchmarks.reinforcement_fold import measure, rewrite, thought_updates
 
     _logged_calls(dev, thought_factory, 2)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'brain_thought'")
+        (options,) = cursor.fetchone()
+    migrated = int(next(o for o in options if o.startswith("fillfactor=")).split("=")[1])
     try:
         rewrite(60)
         with connection.cursor() as cursor:
@@ -54,4 +58,4 @@ def test_the_fillfactor_comparison_rewrites_the_table_and_counts_its_updates(dev
         assert after[0] - before[0] == 6  # two folds, three thoughts each
         assert 0 <= after[1] - before[1] <= 6
     finally:
-        rewrite(50)  # the migration's setting, for the tests after this one
+        rewrite(migrated)  # the migrations' setting, for the tests after this one

@@ -186,7 +186,8 @@ def test_reembed_needs_a_mode():
 
 @pytest.mark.django_db
 def test_thought_table_keeps_room_for_hot_updates_and_vacuums_early():
-    """Retrieval updates thoughts constantly; see brain/migrations/0005 for why these matter."""
+    """Retrieval updates thoughts constantly; see brain/migrations/0005 (early vacuum, room for HOT updates)
+    and 0014 (half of each page free) for why these matter."""
     from django.db import connection
 
     with connection.cursor() as cursor:

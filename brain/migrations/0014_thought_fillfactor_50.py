@@ -3,7 +3,7 @@
 Every memory call's reinforcement rewrites the rows of what it returned (access_count,
 pheromone_weight, last_accessed, accessed_by, co_retrieved_with: unindexed columns). A new version that
 fits on its page is a HOT update: no index changes. One that doesn't is a new entry in every index of
-the table, the HNSW graph's included (~250 buffers each), and a dead entry there until VACUUM. With 70,
+the table, the HNSW graph's included (hundreds of buffers each), and a dead entry there until VACUUM. With 70,
 a page held five rows of ~1 kB and room for two new versions until the page is pruned; a fold, which
 rewrites every thought a second's calls returned in one statement, found no room for 4-14% of its
 updates. Measured on bench-compare's 10,000-thought database (docs/performance.md, "Forty-sixth
