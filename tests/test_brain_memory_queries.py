@@ -117,6 +117,35 @@ def test_a_retrieve_only_call_waits_for_the_database_three_times_before_its_answ
     assert not any(sql.startswith(("BEGIN", "COMMIT", "SAVEPOINT")) for sql in statements), statements
 
 
+def test_the_search_terms_row_is_on_its_way_while_the_prompt_is_embedded(agent_factory, thought_factory, monkeypatch):
+    """Statements 1 and 2 run while the prompt is embedded, and their row leaves the server then too:
+    PostgreSQL holds a pipeline's results until it is asked to flush, so without the flush request sent
+    with them the row only left when read after the embedding (one more round trip). Here the
+    embedding waits for the row to reach this process's socket before reading anything."""
+    import select
+
+    import psycopg
+
+    from brain import embedding
+    from tests.conftest import fake_vector
+
+    client = agent_factory("dev")
+    _seed(thought_factory, 30)
+    seen: list[bool] = []
+
+    def embed_many(texts, *, batch_size=64):
+        pgconn = connection.connection.pgconn
+        if pgconn.pipeline_status == psycopg.pq.PipelineStatus.ON:  # the search's, not the first call's own
+            readable, _, _ = select.select([pgconn.socket], [], [], 2.0)
+            seen.append(bool(readable))
+        return [fake_vector(text) for text in texts]
+
+    monkeypatch.setattr(embedding, "embed_many", embed_many)
+    response = client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s", "contribute": False}, format="json")
+    assert response.status_code == 200 and response.json()["result"]["sources"], response.content
+    assert seen == [True]
+
+
 def test_contribute_and_retrieve_call_takes_a_fixed_number_of_statements(agent_factory, thought_factory, fake_embedder):
     client = agent_factory("dev")
     _seed(thought_factory, 3)
