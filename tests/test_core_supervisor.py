@@ -137,7 +137,9 @@ except OSError as exc:
 listener.listen()
 # A worker that shares the listening socket, as uvicorn's workers do.
 job = subprocess.Popen([sys.executable, sys.argv[1], str(folder)], pass_fds=[listener.fileno()])
-(folder / f"bound.{os.getpid()}").write_text(str(job.pid))
+# Written whole, then renamed: the test polls for these files and read one still empty once.
+(folder / f".bound.{os.getpid()}").write_text(str(job.pid))
+(folder / f".bound.{os.getpid()}").rename(folder / f"bound.{os.getpid()}")
 signal.pause()
 """
 
