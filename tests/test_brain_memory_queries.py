@@ -135,7 +135,7 @@ def test_the_search_terms_row_is_on_its_way_while_the_prompt_is_embedded(agent_f
 
     def embed_many(texts, *, batch_size=64):
         pgconn = connection.connection.pgconn
-        if pgconn.pipeline_status == psycopg.pq.PipelineStatus.ON:  # the search's, not the first call's own
+        if pgconn.pipeline_status == psycopg.pq.PipelineStatus.ON:  # the search embeds inside its pipeline
             readable, _, _ = select.select([pgconn.socket], [], [], 2.0)
             seen.append(bool(readable))
         return [fake_vector(text) for text in texts]
