@@ -81,6 +81,7 @@ def _numbered(sql: str) -> str:
 
 
 def test_the_generic_plan_scans_hnsw_and_gin_even_when_statistics_say_spaces_are_tiny(brain, monkeypatch):
+    monkeypatch.setattr(search, "GENERIC_TERMS_SPACES", set())
     # 300 spaces of one thought each: to the planner, "space_id = $1" now means about one row, which
     # makes an exact scan of the space look cheaper than HNSW, for a space of 10,000 as for this one.
     spaces = Space.objects.bulk_create(Space(slug=f"tiny-{i}", name=f"Tiny {i}") for i in range(300))
@@ -124,18 +125,60 @@ def test_the_generic_plan_scans_hnsw_and_gin_even_when_statistics_say_spaces_are
         search_plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Index Scan using thought_embedding_hnsw" in search_plan, search_plan
 
+    # Statement 2 of the space's next search runs its generic plan (the first one found the space big):
+    # its lexical candidates come from the GIN index, not from a scan of the whole space.
+    seen.clear()
+    assert _search(brain, query)
+    (settings_sql, settings_params), (terms_sql, terms_params) = seen[:2]
+    assert settings_params["terms_plan"] == "force_generic_plan"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(settings_sql, settings_params)
+        cursor.execute("EXPLAIN (GENERIC_PLAN) " + _numbered(terms_sql))
+        terms_plan = "\n".join(row[0] for row in cursor.fetchall())
+    lexical_scan = [line for line in terms_plan.splitlines() if "on brain_thought " in line or "on brain_thought\n" in line]
+    assert "Bitmap Heap Scan on brain_thought t" in terms_plan and "on thought_search_gin" in terms_plan, terms_plan
+    assert not any("Index Scan" in line for line in lexical_scan), terms_plan
 
-def test_the_terms_and_lexical_statement_is_planned_for_its_values_in_a_big_space(brain, monkeypatch):
-    """Statement 2 (terms and the lexical side) runs while the query is embedded: it is planned for its
-    values on every call, whatever the space's size, so no generic plan can scan a big space exactly."""
-    monkeypatch.setattr(search, "GENERIC_PLAN_MIN_THOUGHTS", 40)
-    for query in QUERIES:
-        _search(brain, query)
-        _search(brain, query)
+
+def _terms_plans() -> dict[str, tuple[int, int]]:
+    """(generic, custom) plans of this connection's prepared statement 2 (terms and the lexical side),
+    by how its lexical scan names the space: ``"values"`` (``t.space_id =``, planned for its values)
+    or ``"generic"`` (``t.space_id + 0 =``, the text a known-big space's search sends)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
-            ["%WITH q AS%lexical AS MATERIALIZED%"],
+            "SELECT statement LIKE %s, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%WHERE t.space_id + 0 = $%", "%WITH q AS%lexical AS MATERIALIZED%"],
         )
-        ((generic, custom),) = cursor.fetchall()
-    assert generic == 0 and custom >= 2 * len(QUERIES)
+        plans = {"values": (0, 0), "generic": (0, 0)}
+        for plus_zero, generic, custom in cursor.fetchall():  # one statement per parameter types, too
+            key = "generic" if plus_zero else "values"
+            plans[key] = (plans[key][0] + int(generic), plans[key][1] + int(custom))
+    return plans
+
+
+def test_statement_2_takes_its_generic_plan_once_a_search_found_the_space_big(brain, monkeypatch):
+    """Statement 2 is planned for its values until a search of the space finds it big
+    (GENERIC_TERMS_SPACES); after that it runs its generic plan, and a space found small again goes
+    back to plans made for its values. The answers are the same either way."""
+    monkeypatch.setattr(search, "GENERIC_TERMS_SPACES", set())
+    monkeypatch.setattr(search, "GENERIC_PLAN_MIN_THOUGHTS", 10**9)
+    small = {query: _search(brain, query) for query in QUERIES}
+    assert _terms_plans() == {"values": (0, len(QUERIES)), "generic": (0, 0)}
+    assert search.GENERIC_TERMS_SPACES == set()
+
+    monkeypatch.setattr(search, "GENERIC_PLAN_MIN_THOUGHTS", 40)  # the space holds 48
+    big = {query: _search(brain, query) for query in QUERIES for _ in range(2)}
+    assert search.GENERIC_TERMS_SPACES == {brain.pk}
+    # The first search found it big (a plan for its values); the 2 x 4 - 1 others ran the generic plan.
+    assert _terms_plans() == {"values": (0, len(QUERIES) + 1), "generic": (2 * len(QUERIES) - 1, 0)}
+    assert big == small and all(small.values())
+
+    # A filtered search keeps plans made for its values and leaves the space's entry alone.
+    search.thought_search(space=brain, vector=fake_vector("x"), query_text=QUERIES[0], limit=10, filter_topic="deploy")
+    assert search.GENERIC_TERMS_SPACES == {brain.pk}
+
+    monkeypatch.setattr(search, "GENERIC_PLAN_MIN_THOUGHTS", 10**9)  # as if the space had shrunk
+    again = {query: _search(brain, query) for query in QUERIES}
+    assert search.GENERIC_TERMS_SPACES == set()
+    assert _terms_plans()["generic"] == (2 * len(QUERIES), 0)  # one more, the search that found it small
+    assert again == small

@@ -121,10 +121,10 @@ _SCAN_SETTINGS = ", ".join(
         "set_config('from_collapse_limit', '1', true)",
     ]
 )
-#: Statement 1: the scan settings, and a plan made for its values for statement 2 (an earlier search
-#: in the same transaction may have left the generic plan mode on).
+#: Statement 1: the scan settings, and statement 2's plan mode (``%(terms_plan)s``,
+#: :data:`GENERIC_TERMS_SPACES`; it also resets what an earlier search in the same transaction left).
 _SETTINGS_SQL = f"""SELECT {_SCAN_SETTINGS},
-       set_config('plan_cache_mode', 'force_custom_plan', true),
+       set_config('plan_cache_mode', %(terms_plan)s, true),
        set_config('enable_sort', 'on', true)"""
 
 
@@ -142,9 +142,22 @@ _SETTINGS_SQL = f"""SELECT {_SCAN_SETTINGS},
 #: ``tests/test_brain_search_plans.py`` checks the shape with misleading statistics. A search
 #: filtered by topic or category keeps a custom plan at any size: for a rare topic PostgreSQL scans
 #: its few thoughts exactly, where a filtered HNSW scan could stop before it found them all.
-#: Statement 2 (terms and the lexical side) is always planned for its values: it runs while the
-#: query is embedded, so its planning costs the answer nothing.
+#: Statement 2 (terms and the lexical side) is planned for its values until a search of the space has
+#: found it big enough (:data:`GENERIC_TERMS_SPACES`).
 GENERIC_PLAN_MIN_THOUGHTS = 5000
+
+#: The spaces this process last found to be searched with the generic plan (statement 2's ``plan``,
+#: an unfiltered search of at least GENERIC_PLAN_MIN_THOUGHTS thoughts): their next unfiltered search
+#: runs statement 2 with its generic plan too. Planning it for its values cost 0.5-0.8 of its 2.9-3.9
+#: ms in PostgreSQL at 10,000 thoughts, for the same plan: the lexical side's rows come from the GIN
+#: index whatever the values, since what it matches on is statement 2's own result, which no plan
+#: sees (docs/performance.md, forty-eighth session). That mattered once statement 2 took as long as
+#: the embedding it runs beside (5.4 against 5.1 ms on a slow machine). Its lexical scan names the
+#: space as ``space_id + 0`` in that plan, as the dense side does: with statistics of many small
+#: spaces a generic plan would otherwise read the whole space through its btree index and test every
+#: thought. A space that shrinks below the threshold is dropped at its next search; filtered searches
+#: leave the set as it is (they keep plans made for their values, see above).
+GENERIC_TERMS_SPACES: set[int] = set()
 
 
 #: Statement 2, in parts (CTEs):
@@ -203,7 +216,7 @@ WITH q AS (
 ), lexical AS MATERIALIZED (
     SELECT x.id, x.created_at, {bm25_x} AS bm25 FROM (
         SELECT t.id, t.created_at, t.search_vector FROM brain_thought t
-        WHERE t.space_id = %(space)s AND t.search_vector @@ (SELECT query FROM match) {filters}
+        WHERE {lexical_space} AND t.search_vector @@ (SELECT query FROM match) {filters}
         ORDER BY (SELECT COALESCE(sum(i.idf), 0) FROM idf i WHERE t.search_vector @@ i.query) * (%(k1)s + 1)
                  / (1 + %(k1)s * (1 - %(b)s + %(b)s * length(t.search_vector) / (SELECT avgdl FROM size))) DESC,
                  t.created_at DESC, t.id
@@ -262,17 +275,29 @@ def _send_terms_and_lexical(cursor, params: dict, filters: str) -> None:
     the read after the embedding asked for it, one more round trip on the critical path (0.6-1.2 ms of
     waiting for that read in process, 0.2 ms less with the flush: docs/performance.md, forty-seventh
     session). With it the row is already in this process's socket when the embedding is done."""
-    cursor.execute(_SETTINGS_SQL, {"ef_search": params["ef_search"]})
-    cursor.execute(_TERMS_LEXICAL_SQL.format(filters=filters, bm25_x=_BM25_SQL.format(row="x", avgdl=_AVGDL)), params)
+    generic = params["generic_allowed"] and params["space"] in GENERIC_TERMS_SPACES
+    cursor.execute(
+        _SETTINGS_SQL,
+        {"ef_search": params["ef_search"], "terms_plan": "force_generic_plan" if generic else "force_custom_plan"},
+    )
+    sql = _TERMS_LEXICAL_SQL.format(
+        filters=filters,
+        bm25_x=_BM25_SQL.format(row="x", avgdl=_AVGDL),
+        lexical_space="t.space_id + 0 = %(space)s" if generic else "t.space_id = %(space)s",
+    )
+    cursor.execute(sql, params)
     pgconn = cursor.connection.pgconn
     if pgconn.pipeline_status == psycopg.pq.PipelineStatus.ON:
         pgconn.send_flush_request()
         pgconn.flush()  # what a full socket buffer leaves unsent goes out with the read
 
 
-def _read_terms_and_lexical(cursor) -> tuple[QueryTerms, list, list[float]]:
-    """Statement 2's row: (the query's terms, the lexical candidates' ids and BM25, best first)."""
+def _read_terms_and_lexical(cursor, params: dict) -> tuple[QueryTerms, list, list[float]]:
+    """Statement 2's row: (the query's terms, the lexical candidates' ids and BM25, best first); an
+    unfiltered search also records here whether its space is searched with the generic plan."""
     avgdl, generic_plan, lexemes, idfs, match, lexical_ids, lexical_bm25 = cursor.fetchone()[:7]
+    if params["generic_allowed"]:
+        (GENERIC_TERMS_SPACES.add if generic_plan else GENERIC_TERMS_SPACES.discard)(params["space"])
     terms = QueryTerms(
         lexemes=list(lexemes),
         idf=[float(idf) for idf in idfs],
@@ -300,8 +325,9 @@ def query_terms(
     params = _terms_params(
         space_id=space_id, query_text=query_text, ef_search=ef_search, filtered=filtered, pending_text=pending_text
     )
-    _send_terms_and_lexical(cursor, {**params, "pool": 0, "rescore": 0}, "")
-    return _read_terms_and_lexical(cursor)[0]
+    params.update(pool=0, rescore=0)
+    _send_terms_and_lexical(cursor, params, "")
+    return _read_terms_and_lexical(cursor, params)[0]
 
 
 #: Everything else, given the vector and the lexical side's rows (``lexical_ids`` / ``lexical_bm25``,
@@ -455,7 +481,7 @@ def _fetch(
         with cursor.connection.pipeline() if PIPELINE else transaction.atomic():
             _send_terms_and_lexical(cursor, params, filters)
             vector = _resolve(vector)  # the database works on statements 1 and 2 meanwhile
-            terms, lexical_ids, lexical_bm25 = _read_terms_and_lexical(cursor)
+            terms, lexical_ids, lexical_bm25 = _read_terms_and_lexical(cursor, params)
             params.update(
                 {
                     "lexemes": terms.lexemes,
