@@ -148,8 +148,8 @@ GENERIC_PLAN_MIN_THOUGHTS = 5000
 
 #: The spaces this process last found to be searched with the generic plan (statement 2's ``plan``,
 #: an unfiltered search of at least GENERIC_PLAN_MIN_THOUGHTS thoughts): their next unfiltered search
-#: runs statement 2 with its generic plan too. Planning it for its values cost 0.5-0.8 of its 2.9-3.9
-#: ms in PostgreSQL at 10,000 thoughts, for the same plan: the lexical side's rows come from the GIN
+#: runs statement 2 with its generic plan too. Planning it for its values cost 0.4-0.8 of its 2.1-3.9
+#: ms at 10,000 thoughts (two runs), for the same plan: the lexical side's rows come from the GIN
 #: index whatever the values, since what it matches on is statement 2's own result, which no plan
 #: sees (docs/performance.md, forty-eighth session). That mattered once statement 2 took as long as
 #: the embedding it runs beside (5.4 against 5.1 ms on a slow machine). Its lexical scan names the
