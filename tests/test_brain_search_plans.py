@@ -176,6 +176,12 @@ def test_statement_2_takes_its_generic_plan_once_a_search_found_the_space_big(br
     # A filtered search keeps plans made for its values and leaves the space's entry alone.
     search.thought_search(space=brain, vector=fake_vector("x"), query_text=QUERIES[0], limit=10, filter_topic="deploy")
     assert search.GENERIC_TERMS_SPACES == {brain.pk}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans, statement LIKE %s FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%WHERE t.space_id = $%", "%WITH q AS%AND t.topic = $%"],
+        )
+        assert cursor.fetchall() == [(0, 1, True)]
 
     monkeypatch.setattr(search, "GENERIC_PLAN_MIN_THOUGHTS", 10**9)  # as if the space had shrunk
     again = {query: _search(brain, query) for query in QUERIES}
