@@ -740,7 +740,7 @@ def test_a_correction_beyond_the_vector_pool_is_found_exactly(dev, thought_facto
     correction = thought_factory(
         "Correction: the VAT id check happens at checkout.", embedding=_unit(0.75), thought_category="correction"
     )
-    fetched, _vector = search._fetch(
+    fetched, _vector, _companion = search._fetch(
         space=dev.agent.space,
         vector=_unit(1.0),
         query_text="invoice ERR4711 rejected",

@@ -54,13 +54,14 @@ def test_retrieve_only_call_takes_a_fixed_few_statements(agent_factory, thought_
     # Before the answer (the token was looked up by the first call and is kept: core.services.TokenRows):
     # the search: query terms (lexemes + BM25 statistics, and the scan
     # settings), the lexical side (run while the query is embedded: no wait of its own), candidates
-    # with every ranking input; the query log, which also says whether the agent queried before and
-    # whether a correction suggestion is pending (read only when there are some). Highways come from
-    # the search's own candidates. After the answer is sent: reinforcing what it returned, one statement.
+    # with every ranking input, and with them the query log's row, which also says whether the agent
+    # queried before and whether a correction suggestion is pending (read only when there are some).
+    # Highways come from the search's own candidates. After the answer is sent: the log row's results,
+    # then reinforcing what it returned, one statement each.
     assert len(few) <= 4, "\n".join(few)
     assert not any("core_agenttoken" in sql for sql in few), "\n".join(few)
     assert sum("brain_querylog" in sql for sql in few) == 1  # the log, nothing else
-    assert len(after) == 1 and "access_count" in after[0], "\n".join(after)
+    assert len(after) == 2 and "SET results" in after[0] and "access_count" in after[1], "\n".join(after)
     _seed(thought_factory, 20, start=3)
     before = list(Thought.objects.values_list("access_count", flat=True))
     more, more_after = _statements(client, {"prompt": QUERY, "session_id": "s", "contribute": False}, split=True)
@@ -71,16 +72,17 @@ def test_retrieve_only_call_takes_a_fixed_few_statements(agent_factory, thought_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_retrieve_only_call_waits_for_the_database_three_times_before_its_answer(
+def test_a_retrieve_only_call_waits_for_the_database_twice_before_its_answer(
     agent_factory, thought_factory, fake_embedder
 ):
     """Round trips, not statements, are what a call waits for. Outside a test's transaction (as in
-    production: autocommit), a retrieve-only call waits three times before its answer: statements 1
-    and 2 of the search (sent together, read after the embedding), the search statement (its rows come
-    back with the pipeline's Sync, which ends the search's implicit transaction: no BEGIN, no COMMIT),
-    and the query log. Counted the same way, it waited eight times before the forty-third session
-    (BEGIN, the terms statement, the lexical side's rows and its pipeline's Sync, the search, COMMIT,
-    the query log)."""
+    production: autocommit), a retrieve-only call waits twice before its answer: statements 1 and 2 of
+    the search (sent together, read after the embedding), and the search statement with the query
+    log's row (their rows come back with the pipeline's Sync, which ends the search's implicit
+    transaction: no BEGIN, no COMMIT). Counted the same way, it waited three times before the
+    forty-ninth session (the query log on its own after the search) and eight times before the
+    forty-third (BEGIN, the terms statement, the lexical side's rows and its pipeline's Sync, the
+    search, COMMIT, the query log)."""
     import psycopg
 
     from core.responses import ResponseThenWork
@@ -113,7 +115,9 @@ def test_a_retrieve_only_call_waits_for_the_database_three_times_before_its_answ
         )
         statements = [q["sql"] for q in ctx.captured_queries]
     assert response.status_code == 200 and response.json()["result"]["sources"], response.content
-    assert sent_at == [3], (sent_at, waits, statements)
+    assert sent_at == [2], (sent_at, waits, statements)
+    log = QueryLog.objects.get(session_id="s", query_text=QUERY, stored_thought__isnull=True)
+    assert log.results and log.results[0]["id"] == response.json()["result"]["sources"][0]["thought_id"]
     assert not any(sql.startswith(("BEGIN", "COMMIT", "SAVEPOINT")) for sql in statements), statements
 
 

@@ -431,3 +431,75 @@ def test_the_memory_calls_bookkeeping_commits_asynchronously_in_its_own_transact
     thought.refresh_from_db()
     assert thought.access_count == 2 and QueryLog.objects.filter(agent=agent).count() == 2
     assert thought.pheromone_weight == pytest.approx(1.0 + 2 * 0.05 + 2 * 0.02)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retrieve_only_calls_row_is_there_before_its_answer_and_names_its_results_right_after(
+    agent_factory, fake_embedder, thought_factory
+):
+    """The search writes the row (one round trip less before the answer): when the answer goes out,
+    another connection (a memory gate of the workflow) sees the session queried, the row's results JSON
+    null and nothing for a fold to take; right after the response they are named and counted."""
+    from brain.selectors.activity import agent_session_query_times
+    from core.responses import ResponseThenWork
+
+    thoughts = [thought_factory(text) for text in TEXTS]
+    client = agent_factory("dev")
+    agent = client.agent
+    seen = []
+    close = ResponseThenWork.close
+
+    def look_from_elsewhere():
+        try:
+            queried, _latest = agent_session_query_times(space_id=agent.space_id, agent=agent, session_id="gate")
+            rows = QueryLog.objects.filter(session_id="gate").values_list("results", "reinforced")
+            seen.append((queried, list(rows)))
+        finally:
+            connection.close()
+
+    def close_looking(response):
+        other = threading.Thread(target=look_from_elsewhere)
+        other.start()
+        other.join()
+        close(response)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ResponseThenWork, "close", close_looking)
+        body = client.get("/api/v1/memory", {"prompt": QUERY, "session_id": "gate", "contribute": "false"}).json()
+    assert seen == [(True, [(None, True)])]
+    sources = [source["thought_id"] for source in body["result"]["sources"]]
+    assert sorted(sources) == sorted(str(t.id) for t in thoughts)
+    log = QueryLog.objects.get(session_id="gate")
+    assert [result["id"] for result in log.results] == sources and log.reinforced  # named, then folded
+    for thought in thoughts:
+        thought.refresh_from_db()
+        assert thought.access_count == 1
+
+
+@pytest.mark.django_db
+def test_a_fold_leaves_a_row_whose_results_are_not_named_yet(agent_factory, thought_factory):
+    from core.db import prepared_cursor
+
+    thoughts = [thought_factory(text) for text in TEXTS]
+    agent = agent_factory("dev").agent
+    sql, params = pheromones.retrieval_log_begin(
+        space=agent.space, agent=agent, agent_ref=agent.name, session_id="s", query_text=QUERY
+    )
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        record = pheromones.retrieval_record(cursor.fetchone())
+    assert (record.queried_before, record.suggestions_pending) == (False, False)
+    assert reinforcement_fold() == pheromones.Fold(logs=0, thoughts=0)
+    results = [{"id": str(t.id), "score": 0.5} for t in thoughts]
+    assert pheromones.retrieval_results(query_log_id=record.query_log_id, results=results) is True
+    assert pheromones.retrieval_results(query_log_id=record.query_log_id, results=[]) is False  # named once
+    assert reinforcement_fold() == pheromones.Fold(logs=1, thoughts=3)
+    assert QueryLog.objects.get(pk=record.query_log_id).results == results
+    # A call that found nothing: its row has nothing to count, and no fold takes it.
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        empty = pheromones.retrieval_record(cursor.fetchone())
+    assert empty.queried_before is True
+    assert pheromones.retrieval_results(query_log_id=empty.query_log_id, results=[]) is True
+    assert reinforcement_fold() == pheromones.Fold(logs=0, thoughts=0)
+    assert QueryLog.objects.get(pk=empty.query_log_id).results == []

@@ -236,3 +236,73 @@ def test_a_memory_call_is_attributed_to_one_turn_only(dev, space, enqueued):
     make_query_log(space, session, [make_thought(space, "z")])
     third = dev.post("/api/v1/turns", turn_body(session, turn_id="3"), format="json").json()
     assert (third["items"], third["injected_from"]) == (1, "query_log")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_reported_while_its_memory_calls_results_are_in_flight_waits_for_them(agent_factory, space, monkeypatch):
+    """A retrieve-only memory call logs its row with its search and names its results right after its
+    answer is sent (brain.services.pheromones.retrieval_log_begin / retrieval_results): a turn reported
+    in between takes them once they are there, not an empty injection."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from brain.services import pheromones
+    from core.db import prepared_cursor
+    from quality.services import turns
+    from quality.services.turns import turn_log_create
+
+    monkeypatch.setattr(turns, "turn_enqueue_scoring", lambda turn_log_id: None)
+    agent = agent_factory("dev").agent
+    a, b = make_thought(space, "first source"), make_thought(space, "second source")
+    sql, params = pheromones.retrieval_log_begin(
+        space=space, agent=agent, agent_ref=agent.name, session_id="in-flight", query_text="what do we know"
+    )
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        log_id = pheromones.retrieval_record(cursor.fetchone()).query_log_id
+
+    def name_them_late():
+        try:
+            time.sleep(0.2)
+            results = [{"id": str(a.id), "score": 0.8}, {"id": str(b.id), "score": 0.6}]
+            pheromones.retrieval_results(query_log_id=log_id, results=results)
+        finally:
+            connection.close()
+
+    namer = threading.Thread(target=name_them_late)
+    started = time.monotonic()
+    namer.start()
+    logged = turn_log_create(agent=agent, session_id="in-flight", turn_id="1", user_prompt="p", assistant_response="r")
+    waited = time.monotonic() - started
+    namer.join()
+    assert 0.2 <= waited < turns.IN_FLIGHT_WAIT_SECONDS
+    assert [item.thought_id for item in logged.turn.items.order_by("position")] == [a.id, b.id]
+    assert logged.turn.query_log_id == log_id
+
+
+def test_a_memory_calls_row_whose_results_never_came_is_read_at_once_as_returning_nothing(dev, space, enqueued):
+    """Its web process died between the answer and naming the results: an old row is not waited for."""
+    import time
+    from datetime import timedelta
+
+    from django.db.models import JSONField, Value
+    from django.utils import timezone
+
+    from brain.models import QueryLog
+
+    session = new_session()
+    QueryLog.objects.create(
+        space=space,
+        agent_ref="tester",
+        session_id=session,
+        query_text="what do we know",
+        results=Value(None, JSONField()),  # JSON null, as retrieval_log_begin writes it
+        created_at=timezone.now() - timedelta(minutes=5),
+    )
+    started = time.monotonic()
+    response = dev.post("/api/v1/turns", turn_body(session), format="json")
+    assert time.monotonic() - started < 1.0
+    assert response.status_code == 202, response.content
+    assert response.json()["items"] == 0

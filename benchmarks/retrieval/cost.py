@@ -45,7 +45,7 @@ def main() -> int:
     for question, vector in zip(questions, vectors, strict=True):
         space = spaces[f"bench-{question.conversation}"]
         started = time.perf_counter()
-        candidates, _vector = search._fetch(
+        candidates, _vector, _companion = search._fetch(
             space=space,
             vector=vector,
             query_text=question.question,

@@ -231,7 +231,7 @@ def collect(benches, questions) -> list[tuple]:
     rows = []
     for question, vector in zip(questions, vectors, strict=True):
         bench = bench_of[question.conversation]
-        candidates, _vector = search._fetch(
+        candidates, _vector, _companion = search._fetch(
             space=bench.space,
             vector=vector,
             query_text=question.question,

@@ -40,6 +40,7 @@ planner off HNSW for that part.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -93,11 +94,20 @@ Vector = list[float] | Callable[[], list[float]]
 PIPELINE = psycopg.Pipeline.is_supported()
 
 
+#: A statement the caller has the search run right after its search statement, in its transaction and
+#: (in pipeline mode) in its round trip: (SQL, parameters). Its one row comes back as
+#: ``SearchResult.companion_row``. A retrieve-only memory call writes its query-log row this way
+#: (``brain.services.pheromones.retrieval_log_begin``), so the row is there before the answer without a
+#: wait of its own. The search statement fails with it (and the other way round): one transaction.
+Companion = tuple[str, dict]
+
+
 @dataclass
 class SearchResult:
     candidates: list[ranking.Candidate]  # ranked, best first, at most ``limit``
     relaxed: bool = False  # the category filter was dropped (multi-round)
     fetched: list[ranking.Candidate] = field(default_factory=list)  # every row the search read
+    companion_row: tuple | None = None  # the row of the companion statement, when one was given
 
     @property
     def method(self) -> str:
@@ -453,9 +463,11 @@ def _fetch(
     filter_category: str | None,
     exclude_ids: list[str],
     pending_text: str | None = None,
-) -> tuple[list[ranking.Candidate], list[float]]:
+    companion: Companion | None = None,
+) -> tuple[list[ranking.Candidate], list[float], tuple | None]:
     """The search's three statements (candidates, each carrying its ranking inputs; the query's
-    vector, computed here when ``vector`` is a callable).
+    vector, computed here when ``vector`` is a callable; the ``companion`` statement's row, run
+    right after the search statement when one is given).
 
     With pipelining (libpq 14+), statements 1 and 2 are sent at once and the database runs them while
     this process embeds the query (``vector`` a callable: the memory endpoint's calls); their row is
@@ -477,7 +489,8 @@ def _fetch(
         )
     )
     params.update({"pool": pool, "rescore": max(pool, ranking.LEXICAL_RESCORE)})
-    with prepared_cursor() as cursor:
+    # The companion statement gets a cursor of its own: a cursor holds its last statement's rows.
+    with prepared_cursor() as cursor, prepared_cursor() if companion else contextlib.nullcontext() as side:
         with cursor.connection.pipeline() if PIPELINE else transaction.atomic():
             _send_terms_and_lexical(cursor, params, filters)
             vector = _resolve(vector)  # the database works on statements 1 and 2 meanwhile
@@ -508,7 +521,10 @@ def _fetch(
                 cursor.execute(sql, params)
             finally:
                 cursor.cursor.binary_results = None
+            if side is not None:
+                side.execute(*companion)
         rows = cursor.fetchall()  # pipelined: they came back with the pipeline's Sync
+        companion_row = side.fetchone() if side is not None else None
     attnames = [f.attname for f in _COLUMNS]
     width = len(attnames)
     candidates = []
@@ -547,7 +563,7 @@ def _fetch(
                 fetched_as_replacement=bool(fetched),
             )
         )
-    return candidates, vector
+    return candidates, vector, companion_row
 
 
 def _explain(candidate: ranking.Candidate, *, filter_topic: str | None, filter_category: str | None) -> None:
@@ -577,10 +593,11 @@ def _round(
     filter_category: str | None,
     exclude_ids: list[str],
     pending_text: str | None = None,
-) -> tuple[list[ranking.Candidate], list[ranking.Candidate], list[float]]:
-    """One search: (the ranked page, every candidate fetched, the query's vector)."""
+    companion: Companion | None = None,
+) -> tuple[list[ranking.Candidate], list[ranking.Candidate], list[float], tuple | None]:
+    """One search: (the ranked page, every candidate fetched, the query's vector, the companion's row)."""
     pool = max(MIN_POOL, limit * POOL_FACTOR)
-    candidates, vector = _fetch(
+    candidates, vector, companion_row = _fetch(
         space=space,
         vector=vector,
         query_text=query_text,
@@ -589,10 +606,11 @@ def _round(
         filter_category=filter_category,
         exclude_ids=exclude_ids,
         pending_text=pending_text,
+        companion=companion,
     )
     for candidate in candidates:
         _explain(candidate, filter_topic=filter_topic, filter_category=filter_category)
-    return ranking.rank(candidates, filter_topic=filter_topic, limit=limit), candidates, vector
+    return ranking.rank(candidates, filter_topic=filter_topic, limit=limit), candidates, vector, companion_row
 
 
 def thought_search(
@@ -605,6 +623,7 @@ def thought_search(
     filter_category: str | None = None,
     exclude_ids: Iterable[str] = (),
     pending_text: str | None = None,
+    companion: Companion | None = None,
 ) -> SearchResult:
     """Ranked thoughts of ``space`` for a query; multi-round when a category filter finds too little.
 
@@ -613,6 +632,7 @@ def thought_search(
     lexical side (a relaxed second round reuses what it returned). ``pending_text`` is the content of
     a thought the caller is about to store, searching first: BM25's statistics count it as stored,
     so the search scores as it would once the thought is stored and left out by ``exclude_ids``.
+    ``companion`` (see :data:`Companion`) runs with the first round's search statement.
     """
     exclude_ids = [str(i) for i in exclude_ids]
     kwargs = {
@@ -622,19 +642,21 @@ def thought_search(
         "exclude_ids": exclude_ids,
         "pending_text": pending_text,
     }
-    ranked, fetched, vector = _round(
-        filter_topic=filter_topic, filter_category=filter_category, vector=vector, **kwargs
+    ranked, fetched, vector, companion_row = _round(
+        filter_topic=filter_topic, filter_category=filter_category, vector=vector, companion=companion, **kwargs
     )
     best = ranked[0].score if ranked else 0.0
     if filter_category and best < ranking.SUFFICIENT_SCORE:
-        ranked, fetched, _vector = _round(filter_topic=filter_topic, filter_category=None, vector=vector, **kwargs)
+        ranked, fetched, _vector, _none = _round(
+            filter_topic=filter_topic, filter_category=None, vector=vector, **kwargs
+        )
         note = f"relaxed filter: no {filter_category} scored {ranking.SUFFICIENT_SCORE} or more (best {best:.2f})"
         for candidate in ranked:
             if candidate.thought.thought_category == filter_category:
                 candidate.reasons.append("category match")
             candidate.reasons.append(note)
-        return SearchResult(candidates=ranked, relaxed=True, fetched=fetched)
-    return SearchResult(candidates=ranked, fetched=fetched)
+        return SearchResult(candidates=ranked, relaxed=True, fetched=fetched, companion_row=companion_row)
+    return SearchResult(candidates=ranked, fetched=fetched, companion_row=companion_row)
 
 
 #: The nearest live thoughts by cosine alone (HNSW, the filtered-scan settings of the caller's transaction).

@@ -280,8 +280,64 @@ def retrieval_log(
     }
     with prepared_cursor() as cursor:
         cursor.execute(_bookkeeping_sql(_LOG), params)
-        log_id, queried_before, suggestions_pending = cursor.fetchone()[:3]
+        return retrieval_record(cursor.fetchone())
+
+
+def retrieval_record(row: tuple) -> RetrievalRecord:
+    """The :class:`RetrievalRecord` in the row of the log statement (:func:`retrieval_log`, or
+    :func:`retrieval_log_begin`'s as the search ran it)."""
+    log_id, queried_before, suggestions_pending = row[:3]
     return RetrievalRecord(query_log_id=log_id, queried_before=queried_before, suggestions_pending=suggestions_pending)
+
+
+def retrieval_log_begin(
+    *, space: Space, agent: Agent, agent_ref: str, session_id: str, query_text: str
+) -> tuple[str, dict]:
+    """A retrieve-only memory call's query-log row, as the statement its search runs right after the
+    search statement (``search.thought_search(companion=)``: the same transaction and, in pipeline
+    mode, the same round trip), before the results are ranked: the row says who queried what in which
+    session, so the workflow's memory gates see it before the answer is sent, without a wait of its
+    own (~1 ms of a call; docs/performance.md, forty-ninth session). Its ``results`` are JSON ``null``
+    until :func:`retrieval_results` names them, right after the answer is sent, and it is written
+    reinforced (nothing to count) until then, so no fold takes it half-written. Its row is
+    :func:`retrieval_record`'s. Not for a contribution: its flags read the agent's recent queries
+    after the search, and this call's own must not be among them (``step_flags``)."""
+    params = {
+        "now": timezone.now(),
+        "space": space.pk,
+        "agent_id": agent.pk,
+        "agent_ref": agent_ref,
+        "session_id": session_id,
+        "query_text": query_text,
+        "results": "null",
+        "stored_thought_id": None,
+        "pending": SuggestionStatus.PENDING,
+        "reinforced": True,
+    }
+    return _bookkeeping_sql(_LOG), params
+
+
+# Only a row still waiting for its results (JSON null): naming them twice, or over an imported row's,
+# changes nothing.
+_RESULTS_SQL = """
+WITH named AS (
+    UPDATE brain_querylog SET results = %(results)s::jsonb, reinforced = %(reinforced)s
+    WHERE id = %(id)s AND jsonb_typeof(results) = 'null'
+    RETURNING 1
+)
+SELECT count(*) FROM named
+"""
+_RESULTS = _bookkeeping(_RESULTS_SQL)
+
+
+def retrieval_results(*, query_log_id: int, results: list[dict]) -> bool:
+    """Name what a call logged by :func:`retrieval_log_begin` returned (``[{"id", "score"}]``, best
+    first): the row becomes unreinforced when there are any, for :func:`reinforcement_fold` to count.
+    One statement, committed asynchronously like the log itself. Whether the row was waiting for them."""
+    params = {"id": query_log_id, "results": json.dumps(results), "reinforced": not results}
+    with prepared_cursor() as cursor:
+        cursor.execute(_bookkeeping_sql(_RESULTS), params)
+        return bool(cursor.fetchone()[0])
 
 
 #: The next batch of old rows, but never those of a session in ``keep`` (space id, session id pairs),

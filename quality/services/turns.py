@@ -19,11 +19,14 @@ first, unchanged, and enqueues nothing (a Stop hook firing twice must not count 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from brain.models import QueryLog, Thought
 from core.errors import NotFound
@@ -67,6 +70,28 @@ def _unique(ids: list[uuid.UUID]) -> list[uuid.UUID]:
     return list(dict.fromkeys(ids))
 
 
+#: A retrieve-only memory call's query-log row is written with its search and names its results right
+#: after the answer is sent (brain.services.pheromones.retrieval_log_begin / retrieval_results), JSON
+#: null until then. A turn reported in that instant waits for them, polling, at most this long; a row
+#: older than IN_FLIGHT_MAX_AGE whose results never came (its web process died right after answering)
+#: is read as returning nothing, at once.
+IN_FLIGHT_WAIT_SECONDS = 2.0
+IN_FLIGHT_POLL_SECONDS = 0.005
+IN_FLIGHT_MAX_AGE = timedelta(seconds=30)
+
+
+def _newest_query_log(*, space, session_id: str) -> QueryLog | None:
+    """The newest query-log row of the session, its results named (see IN_FLIGHT_WAIT_SECONDS)."""
+    query_log = QueryLog.objects.filter(space=space, session_id=session_id).order_by("-created_at", "-id").first()
+    if query_log is None or query_log.results is not None or timezone.now() - query_log.created_at > IN_FLIGHT_MAX_AGE:
+        return query_log
+    deadline = time.monotonic() + IN_FLIGHT_WAIT_SECONDS
+    while query_log.results is None and time.monotonic() < deadline:
+        time.sleep(IN_FLIGHT_POLL_SECONDS)
+        query_log.refresh_from_db(fields=["results"])
+    return query_log
+
+
 def turn_log_create(
     *,
     agent: Agent,
@@ -88,7 +113,7 @@ def turn_log_create(
     used = set(used_ids or [])
     contradicted = set(contradicted_ids or [])
     scores: dict[uuid.UUID, float | None] = {}
-    query_log = QueryLog.objects.filter(space=space, session_id=session_id).order_by("-created_at", "-id").first()
+    query_log = _newest_query_log(space=space, session_id=session_id)
     if query_log is not None:
         for result in query_log.results or []:  # best first; the dict keeps that order
             if not isinstance(result, dict):

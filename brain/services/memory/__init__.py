@@ -19,8 +19,10 @@ re-contamination guard, ``step_contribute`` stores a correction through ``though
 supersedes in the same transaction) and schedules contradiction detection for everything else.
 
 Transactions are per step and short: the contribution (insert + superseding its sources) is one
-transaction, the query log another, the reinforcement of what was returned a third (run after the
-response is sent when the caller can, see :func:`memory_run`), each locking its rows in id order, so
+transaction, the query log another (a retrieve-only call's is written in its search's transaction,
+its results named after the response: ``steps.step_reinforce``), the reinforcement of what was
+returned a third (run after the response is sent when the caller can, see :func:`memory_run`),
+each locking its rows in id order, so
 concurrent calls neither lose updates nor deadlock, and the slow model call holds no lock at all.
 Everything that can refuse a request (validation, unknown ids, the embedding) runs before the
 first write, so a refused call changes nothing.

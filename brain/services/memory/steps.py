@@ -349,36 +349,67 @@ def _retrieve(call: MemoryCall) -> None:
         exclude_ids=[call.thought.id] if call.thought else [],
         # searching before storing (step_retrieve_first): score as if the prompt were stored already
         pending_text=call.prompt if call.contribute and call.thought is None else None,
+        companion=None if call.contribute else _log_with_the_search(call),
     )
+    if call.search.companion_row is not None:
+        _logged(call, pheromones.retrieval_record(call.search.companion_row))
     call.operations.append(f"retrieve:{len(call.sources)}")
 
 
-def step_reinforce(call: MemoryCall) -> None:
-    """Every retrieval leaves a query-log row and every access reinforces (SPEC 2.3, 2.6).
-
-    The log is written now, in one statement that also tells whether this is the agent's first call
-    (``step_onboarding``) and whether a pending correction suggestion concerns it
-    (``step_pending_corrections``); the workflow's memory gates read it, so it is there before the
-    answer is. The row names what the call returned, and reinforcing those thoughts is counted from
-    it: after the response is sent (``call.after_response``) this process folds the rows logged since
-    its last fold if that was over ``REINFORCEMENT_FOLD_SECONDS`` ago
-    (``pheromones.reinforcement_fold_due``: one statement for many calls, each row counted once,
-    exact under concurrency)."""
-    results = [{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources]
-    record = pheromones.retrieval_log(
+def _log_with_the_search(call: MemoryCall):
+    """A retrieve-only call's query-log row, written by its search (see step_reinforce)."""
+    return pheromones.retrieval_log_begin(
         space=call.space,
         agent=call.agent,
         agent_ref=call.agent_ref,
         session_id=call.session_id,
         query_text=call.prompt,
-        stored_thought_id=call.thought.id if call.thought is not None else None,
-        results=results,
     )
+
+
+def _logged(call: MemoryCall, record: pheromones.RetrievalRecord) -> None:
     call.query_log = QueryLog(
         pk=record.query_log_id, space=call.space, agent=call.agent, session_id=call.session_id, query_text=call.prompt
     )
     call.first_query = not record.queried_before
     call.suggestions_pending = record.suggestions_pending
+
+
+def step_reinforce(call: MemoryCall) -> None:
+    """Every retrieval leaves a query-log row and every access reinforces (SPEC 2.3, 2.6).
+
+    A contribution's log is written now, in one statement that also tells whether this is the
+    agent's first call (``step_onboarding``) and whether a pending correction suggestion concerns it
+    (``step_pending_corrections``); the workflow's memory gates read it, so it is there before the
+    answer is. The row names what the call returned, and reinforcing those thoughts is counted from
+    it: after the response is sent (``call.after_response``) this process folds the rows logged since
+    its last fold if that was over ``REINFORCEMENT_FOLD_SECONDS`` ago
+    (``pheromones.reinforcement_fold_due``: one statement for many calls, each row counted once,
+    exact under concurrency).
+
+    A retrieve-only call's row was written by its search already (``_log_with_the_search``: the same
+    round trip as the search statement, so the answer waits for the database once less), with its
+    results to follow: they are named first thing after the response is sent
+    (``pheromones.retrieval_results``), before any fold. A turn reported in that instant waits for them
+    (``quality.services.turns``)."""
+    results = [{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources]
+    if call.query_log is not None:
+        call.after_response.append(
+            functools.partial(pheromones.retrieval_results, query_log_id=call.query_log.pk, results=results)
+        )
+    else:
+        _logged(
+            call,
+            pheromones.retrieval_log(
+                space=call.space,
+                agent=call.agent,
+                agent_ref=call.agent_ref,
+                session_id=call.session_id,
+                query_text=call.prompt,
+                stored_thought_id=call.thought.id if call.thought is not None else None,
+                results=results,
+            ),
+        )
     if results:
         call.after_response.append(pheromones.reinforcement_fold_due)
     call.operations.append(f"reinforce:{len(results)}")
