@@ -127,6 +127,15 @@ SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM reinforced)
 # A memory call's query-log row, one statement, which also says whether the agent had queried this
 # space before (the statement's snapshot does not see its own insert) and whether a pending
 # correction suggestion concerns the agent or the session.
+#
+# Both reads ask for "the newest such row" (a scalar subquery ORDER BY created_at DESC LIMIT 1; an
+# EXISTS would drop the ORDER BY), which only the agent's index (querylog_agent) and the suggestions'
+# (suggestion_status) give in order, so every plan reads them by index. As plain EXISTS, a generic
+# plan (a prepared statement after five runs, or the search transaction's force_generic_plan when it
+# runs as the search's companion) expects the agent's rows to be everywhere and reads the log in
+# table or space order until it meets one: with a few agents, every call of an agent whose rows are
+# recent read all the older rows of the others first (1.8 ms for 3,370 rows at 7,000, linear in the
+# log, which keeps 90 days). docs/performance.md, forty-ninth session.
 _LOG_SQL = """
 WITH logged AS (
     INSERT INTO brain_querylog
@@ -136,10 +145,12 @@ WITH logged AS (
     RETURNING id
 )
 SELECT (SELECT id FROM logged),
-       EXISTS (SELECT 1 FROM brain_querylog WHERE space_id = %(space)s AND agent_id = %(agent_id)s),
-       EXISTS (SELECT 1 FROM brain_correctionsuggestion
-               WHERE space_id = %(space)s AND status = %(pending)s
-                     AND (agent_id = %(agent_id)s OR session_id = %(session_id)s))
+       (SELECT true FROM brain_querylog WHERE agent_id = %(agent_id)s AND space_id = %(space)s
+        ORDER BY created_at DESC LIMIT 1) IS NOT NULL,
+       (SELECT true FROM brain_correctionsuggestion
+        WHERE space_id = %(space)s AND status = %(pending)s
+              AND (agent_id = %(agent_id)s OR session_id = %(session_id)s)
+        ORDER BY created_at DESC LIMIT 1) IS NOT NULL
 """
 
 
@@ -394,10 +405,14 @@ def query_logs_expire(*, now: datetime | None = None, batch_size: int = 5000) ->
 #: like every write here. A showing counts for one contribution only, so a long session does not
 #: re-reward all it ever saw. Ids are read from the logs' ``results`` as the fold reads them
 #: (``_RESULT_IDS_SQL``: an entry that is not an object with a UUID id, e.g. an imported log's, is skipped).
+#: Both reads of the log go by the session's index (``querylog_session``): the ids are compared as
+#: ``id + 0``, which no index answers. Compared as ``id``, the rows between the session's previous
+#: contribution and this call were read by primary key, every session's: with no previous
+#: contribution, the whole log (9–11 ms at 300,000 rows; docs/performance.md, forty-ninth session).
 _FEEDBACK_SQL = f"""
 WITH previous AS (
-    SELECT COALESCE(max(p.id), 0) AS id FROM brain_querylog p
-    WHERE p.space_id = %(space)s AND p.session_id = %(session_id)s AND p.id < %(before_id)s
+    SELECT COALESCE(max(p.id + 0), 0) AS id FROM brain_querylog p
+    WHERE p.space_id = %(space)s AND p.session_id = %(session_id)s AND p.id + 0 < %(before_id)s
           AND p.stored_thought_id IS NOT NULL
 ), shown AS (
     SELECT DISTINCT x.id
@@ -405,7 +420,7 @@ WITH previous AS (
     CROSS JOIN LATERAL ({_RESULT_IDS_SQL.format(results="q.results")}) AS r
     CROSS JOIN LATERAL unnest(r.ids) AS x(id)
     WHERE q.space_id = %(space)s AND q.session_id = %(session_id)s
-          AND q.id < %(before_id)s AND q.id >= (SELECT id FROM previous)
+          AND q.id + 0 < %(before_id)s AND q.id + 0 >= (SELECT id FROM previous)
 ), locked AS (
     SELECT t.id FROM brain_thought t
     WHERE t.space_id = %(space)s AND t.id IN (SELECT id FROM shown) AND t.id <> %(stored_id)s
