@@ -43,7 +43,10 @@ PHASES = [
     ("brain.embedding", "embed", "query embedding (ONNX Runtime)"),
     ("brain.selectors.search", "_fetch", "search statement + rows to candidates"),
     ("brain.ranking", "rank", "fusion and multipliers"),
-    ("brain.services.pheromones", "retrieval_log", "query log (one statement)"),
+    # A retrieve-only call's log row is written by its search (in "search statement + rows"); its
+    # results are named after the response. A contribution logs in a statement of its own.
+    ("brain.services.pheromones", "retrieval_log", "query log (a contribution's own statement)"),
+    ("brain.services.pheromones", "retrieval_results", "query log's results (one statement, after the response)"),
     ("brain.services.pheromones", "reinforcement_fold", "reinforcement fold (one statement, after the response)"),
     ("rest_framework.renderers", "JSONRenderer.render", "JSON rendering"),
 ]
