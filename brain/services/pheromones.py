@@ -277,20 +277,12 @@ def retrieval_log(
     also tells whether it is the agent's first call and whether a correction suggestion is pending.
     The row is written unreinforced when ``results`` is not empty: :func:`reinforcement_fold` counts
     those accesses later (the memory call runs :func:`reinforcement_fold_due` after its response)."""
-    params = {
-        "now": timezone.now(),
-        "space": space.pk,
-        "agent_id": agent.pk,
-        "agent_ref": agent_ref,
-        "session_id": session_id,
-        "query_text": query_text,
-        "results": json.dumps(results),
-        "stored_thought_id": stored_thought_id,
-        "pending": SuggestionStatus.PENDING,
-        "reinforced": not results,
-    }
+    sql, params = retrieval_log_begin(
+        space=space, agent=agent, agent_ref=agent_ref, session_id=session_id, query_text=query_text
+    )
+    params.update(results=json.dumps(results), stored_thought_id=stored_thought_id, reinforced=not results)
     with prepared_cursor() as cursor:
-        cursor.execute(_bookkeeping_sql(_LOG), params)
+        cursor.execute(sql, params)
         return retrieval_record(cursor.fetchone())
 
 
