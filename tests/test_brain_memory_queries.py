@@ -233,3 +233,36 @@ def test_a_thought_is_read_without_its_vectors(agent_factory, thought_factory):
     assert _reads_a_vector([q["sql"] for q in ctx.captured_queries]) == []
     Thought.objects.filter(pk=new.pk).update(embedding=None)
     assert client.get(f"/api/v1/thoughts/{new.id}").json()["has_embedding"] is False
+
+
+def test_a_contributions_flag_reads_wait_for_the_database_once(agent_factory, thought_factory, fake_embedder):
+    """Both reads come back with the pipeline's Sync: one wait, not a flush's and then the Sync's."""
+    import psycopg
+
+    from brain.services import flags
+    from tests.conftest import fake_vector
+
+    client = agent_factory("dev")
+    _seed(thought_factory, 3)
+    client.post("/api/v1/memory", {"prompt": QUERY, "session_id": "s", "contribute": False}, format="json")
+    waits: list[str] = []
+    wait = psycopg.Connection.wait
+
+    def counting_wait(self, gen, *args, **kwargs):
+        name = getattr(gen, "__qualname__", "")
+        if name.endswith(("_fetch_gen", "_exit_gen")) or (self._pipeline is None and not name.endswith("_enter_gen")):
+            waits.append(name)
+        return wait(self, gen, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(psycopg.Connection, "wait", counting_wait)
+        recent, correction = flags.contribution_checks(
+            space=client.agent.space,
+            agent=client.agent,
+            agent_ref=client.agent.name,
+            guard=True,
+            vector=fake_vector(STATEMENT),
+            text=STATEMENT,
+        )
+    assert recent == [QUERY] and correction is None
+    assert waits == ["BasePipeline._exit_gen"], waits

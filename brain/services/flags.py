@@ -336,8 +336,10 @@ def contribution_checks(
     """What a contribution's flags read, in one round trip: the agent's recent queries
     (:func:`querylog_recent_queries`) and, with ``guard``, the correction its ``vector`` and ``text``
     repeat (:func:`correction_guard`). Both statements are sent before either result is read (psycopg's
-    pipeline mode), instead of waiting for one and then the other (~0.4 ms each). Each of the two
-    functions is this one asked for its half."""
+    pipeline mode), instead of waiting for one and then the other (~0.4 ms each), and both are read
+    after the pipeline's Sync, with which they come back: read inside the pipeline, the first read
+    asked for a flush and waited, and the Sync waited again. Each of the two functions is this one
+    asked for its half."""
     recent_statement = _recent_queries_statement(space=space, agent=agent, agent_ref=agent_ref, now=now)
     if recent_statement is None and not guard:
         return [], None
@@ -355,8 +357,8 @@ def contribution_checks(
                         "limit": GUARD_CANDIDATES,
                     },
                 )
-            recent = [query for (query,) in recent_cursor.fetchall()] if recent_statement is not None else []
-            correction = _guard_pick(guard_cursor.fetchall(), text=text) if guard else None
+        recent = [query for (query,) in recent_cursor.fetchall()] if recent_statement is not None else []
+        correction = _guard_pick(guard_cursor.fetchall(), text=text) if guard else None
     return recent, correction
 
 
