@@ -360,6 +360,9 @@ def test_a_weak_category_filter_is_relaxed(dev, thought_factory):
     sources = body["result"]["sources"]
     assert sources[0]["thought_category"] == "operational_learning"
     assert all("relaxed filter" in s["matching_reason"] for s in sources)
+    # One query-log row (its search's first round wrote it), naming what the relaxed round returned.
+    (log,) = QueryLog.objects.filter(session_id=body["trace"]["session_id"])
+    assert [result["id"] for result in log.results] == [s["thought_id"] for s in sources]
 
 
 def test_a_sufficient_category_filter_is_not_relaxed(dev, thought_factory):
