@@ -303,8 +303,9 @@ def retrieval_log_begin(
     own (~1 ms of a call; docs/performance.md, forty-ninth session). Its ``results`` are JSON ``null``
     until :func:`retrieval_results` names them, right after the answer is sent, and it is written
     reinforced (nothing to count) until then, so no fold takes it half-written. Its row is
-    :func:`retrieval_record`'s. Not for a contribution: its flags read the agent's recent queries
-    after the search, and this call's own must not be among them (``step_flags``)."""
+    :func:`retrieval_record`'s. Not run early for a contribution: its flags read the agent's recent
+    queries after the search, and this call's own must not be among them (``step_flags``); its
+    :func:`retrieval_log` is this statement with the results and the stored thought filled in."""
     params = {
         "now": timezone.now(),
         "space": space.pk,

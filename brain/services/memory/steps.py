@@ -356,15 +356,20 @@ def _retrieve(call: MemoryCall) -> None:
     call.operations.append(f"retrieve:{len(call.sources)}")
 
 
+def _log_fields(call: MemoryCall) -> dict:
+    """Who asked what where: the query-log row's fields both ways of writing it take."""
+    return {
+        "space": call.space,
+        "agent": call.agent,
+        "agent_ref": call.agent_ref,
+        "session_id": call.session_id,
+        "query_text": call.prompt,
+    }
+
+
 def _log_with_the_search(call: MemoryCall):
     """A retrieve-only call's query-log row, written by its search (see step_reinforce)."""
-    return pheromones.retrieval_log_begin(
-        space=call.space,
-        agent=call.agent,
-        agent_ref=call.agent_ref,
-        session_id=call.session_id,
-        query_text=call.prompt,
-    )
+    return pheromones.retrieval_log_begin(**_log_fields(call))
 
 
 def _logged(call: MemoryCall, record: pheromones.RetrievalRecord) -> None:
@@ -401,11 +406,7 @@ def step_reinforce(call: MemoryCall) -> None:
         _logged(
             call,
             pheromones.retrieval_log(
-                space=call.space,
-                agent=call.agent,
-                agent_ref=call.agent_ref,
-                session_id=call.session_id,
-                query_text=call.prompt,
+                **_log_fields(call),
                 stored_thought_id=call.thought.id if call.thought is not None else None,
                 results=results,
             ),
