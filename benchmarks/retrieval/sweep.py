@@ -18,6 +18,7 @@ methods; the rule for choosing is in benchmarks/retrieval/README.md ("Dev sweep"
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable
 
@@ -52,7 +53,10 @@ def asker(benches, questions):
 
     if any(q.split != "dev" for q in questions):
         raise SystemExit("the sweep runs on the dev split only")
-    vectors = dict(zip([q.id for q in questions], embedding.embed_many([q.question for q in questions]), strict=True))
+    # Each question embedded alone, as the endpoint embeds it (the int8 model's vectors depend on what
+    # shares their model run).
+    texts = [q.question for q in questions]
+    vectors = dict(zip([q.id for q in questions], embedding.embed_many(texts, batch_size=1), strict=True))
     bench_of = {conversation_id: b for b in benches for conversation_id in b.conversation_ids}
 
     def ask() -> tuple[Score, dict[str, Score]]:
@@ -118,21 +122,46 @@ def signal_sweep(signal: Signal, grid: list[tuple[float, float]]) -> None:
     dataset = load(haystack=True)
     run.setup_database(fresh=True)
     from brain import embedding, ranking
-    from brain.selectors import search
 
     embedding.embed("warm up")
     conversations = [c for c in dataset.conversations if c.split == "dev"]
     questions = [q for q in dataset.questions if q.split == "dev"]
     benches = run.ingest_split(conversations, split="dev", pooled=False)
+    ask = asker(benches, questions)
+    lexical_weight = ranking.LEXICAL_WEIGHT
+    with signal_mixed_in(signal) as weight:
+        try:
+            for w, lexical in grid:
+                weight["w"], ranking.LEXICAL_WEIGHT = w, lexical
+                score, by_type = ask()
+                print(
+                    f"w {w:.1f} lexical {lexical:.1f}: R@1 {score.recall(1):5.1f}  R@10 {score.recall(10):5.1f}  "
+                    f"MRR {score.mrr():.3f}  stale>evid {score.stale_share()}   "
+                    + "  ".join(f"{t} {s.recall(10):5.1f}" for t, s in sorted(by_type.items())),
+                    flush=True,
+                )
+        finally:
+            ranking.LEXICAL_WEIGHT = lexical_weight
+
+
+@contextlib.contextmanager
+def signal_mixed_in(signal: Signal):
+    """Within it, ``thought_search`` sets each fetched candidate's ``signal`` and ranks with
+    ``(1 - w) x cosine + w x signal`` as the dense side's value (a candidate without either keeps the
+    cosine). Yields ``{"w": 0.0}``, the mix's weight to set; this process's search and ranking
+    functions are restored on leaving."""
+    from brain import ranking
+    from brain.selectors import search
+
     weight = {"w": 0.0}
     fetch, similarity = search._fetch, ranking._similarity
 
     def fetch_with_signal(**kwargs):
-        candidates, vector = fetch(**kwargs)
+        candidates, vector, companion_row = fetch(**kwargs)
         values = signal(kwargs["query_text"], vector, candidates) if candidates else []
         for candidate, value in zip(candidates, values, strict=True):
             candidate.signal = value
-        return candidates, vector
+        return candidates, vector, companion_row
 
     def mixed_similarity(candidate):
         value = similarity(candidate)
@@ -141,20 +170,10 @@ def signal_sweep(signal: Signal, grid: list[tuple[float, float]]) -> None:
         return (1 - weight["w"]) * value + weight["w"] * candidate.signal
 
     search._fetch, ranking._similarity = fetch_with_signal, mixed_similarity
-    ask = asker(benches, questions)
-    lexical_weight = ranking.LEXICAL_WEIGHT
     try:
-        for w, lexical in grid:
-            weight["w"], ranking.LEXICAL_WEIGHT = w, lexical
-            score, by_type = ask()
-            print(
-                f"w {w:.1f} lexical {lexical:.1f}: R@1 {score.recall(1):5.1f}  R@10 {score.recall(10):5.1f}  "
-                f"MRR {score.mrr():.3f}  stale>evid {score.stale_share()}   "
-                + "  ".join(f"{t} {s.recall(10):5.1f}" for t, s in sorted(by_type.items())),
-                flush=True,
-            )
+        yield weight
     finally:
-        search._fetch, ranking._similarity, ranking.LEXICAL_WEIGHT = fetch, similarity, lexical_weight
+        search._fetch, ranking._similarity = fetch, similarity
 
 
 def report_recall10(name: str, hits: dict[str, list[bool]], *, width: int = 24) -> None:
