@@ -109,7 +109,7 @@ def database_from_url(url: str) -> dict:
             "(or ?host=/socket/dir for a unix socket)."
         )
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "core.postgresql",  # Django's, with a pool that reuses the connection returned last
         "NAME": unquote(parsed.path.lstrip("/")) or "colony",
         "USER": unquote(parsed.username or ""),
         "PASSWORD": unquote(parsed.password or ""),

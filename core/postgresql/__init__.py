@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend as Colony runs it (``ENGINE: "core.postgresql"``): see :mod:`.base`."""
