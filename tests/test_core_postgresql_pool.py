@@ -14,30 +14,31 @@ def _pool(size: int):
     return ConnectionPool(kwargs={**params, "autocommit": True}, min_size=size, max_size=size, open=False)
 
 
-def _backend(conn) -> int:
-    return conn.info.backend_pid
+def _handed_out(pool) -> tuple[int, int, int, int]:
+    """Three connections taken and returned in turn: (the backend returned first, the one returned last,
+    the one the pool hands out next, and next again after that one is returned)."""
+    taken = [pool.getconn() for _ in range(3)]
+    for conn in taken:
+        pool.putconn(conn)
+    backends = []
+    for _ in range(2):
+        conn = pool.getconn()
+        backends.append(conn.info.backend_pid)
+        pool.putconn(conn)
+    return taken[0].info.backend_pid, taken[-1].info.backend_pid, *backends
 
 
 @pytest.mark.django_db
 def test_the_pool_hands_out_the_connection_returned_last_and_psycopg_pools_own_the_one_idle_longest():
     fifo, lifo = _pool(3), _pool(3)
     prefer_most_recent(lifo)
-    for pool in (fifo, lifo):
-        pool.open(wait=True)
     try:
         for pool in (fifo, lifo):
-            a, b, c = pool.getconn(), pool.getconn(), pool.getconn()
-            for conn in (a, b, c):
-                pool.putconn(conn)  # c is returned last
-            pool.last = (_backend(a), _backend(c))
-            taken = pool.getconn()
-            pool.taken = _backend(taken)
-            pool.putconn(taken)
-            again = pool.getconn()
-            pool.again = _backend(again)
-            pool.putconn(again)
-        assert fifo.taken == fifo.last[0]  # psycopg_pool alone: the one idle longest
-        assert lifo.taken == lifo.last[1] and lifo.again == lifo.taken  # the one just returned, again
+            pool.open(wait=True)
+        first, last, taken, _again = _handed_out(fifo)
+        assert taken == first != last  # psycopg_pool alone: the one idle longest
+        first, last, taken, again = _handed_out(lifo)
+        assert taken == last != first and again == taken  # the one just returned, every time
     finally:
         fifo.close()
         lifo.close()
