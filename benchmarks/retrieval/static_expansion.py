@@ -143,22 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from benchmarks.retrieval.dataset import load
-    from brain.embedding import embed_many
+    from benchmarks.retrieval.sweep import dev_vectors
 
     dev = load("dev")
     conversations = {c.id: c for c in dev.conversations}
-    turns = [t for c in dev.conversations for t in c.turns]
-    print(f"embedding {len(turns)} dev turns and {len(dev.questions)} questions one by one ...", flush=True)
-    turn_vectors = dict(
-        zip([t.id for t in turns], np.array(embed_many([t.text for t in turns], batch_size=1)), strict=True)
-    )
-    question_vectors = dict(
-        zip(
-            [q.id for q in dev.questions],
-            np.array(embed_many([q.question for q in dev.questions], batch_size=1)),
-            strict=True,
-        )
-    )
+    turn_vectors, question_vectors = dev_vectors(dev)
     neighbours = WordNeighbours()
     spaces = {c.id: Bm25([t.text for t in c.turns]) for c in dev.conversations}
 

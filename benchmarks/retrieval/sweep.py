@@ -176,6 +176,24 @@ def signal_mixed_in(signal: Signal):
         search._fetch, ranking._similarity = fetch, similarity
 
 
+def dev_vectors(dev) -> tuple[dict, dict]:
+    """The dev split's turn and question vectors by id (numpy), each text embedded alone as the endpoint
+    embeds it (the int8 model's vector depends on what shares its model run): what the "worth
+    building?" scripts compare their signals with."""
+    import numpy as np
+
+    from brain.embedding import embed_many
+
+    turns = [t for c in dev.conversations for t in c.turns]
+    print(f"embedding {len(turns)} dev turns and {len(dev.questions)} questions one by one ...", flush=True)
+    turn_vectors = np.array(embed_many([t.text for t in turns], batch_size=1))
+    question_vectors = np.array(embed_many([q.question for q in dev.questions], batch_size=1))
+    return (
+        dict(zip([t.id for t in turns], turn_vectors, strict=True)),
+        dict(zip([q.id for q in dev.questions], question_vectors, strict=True)),
+    )
+
+
 def report_recall10(name: str, hits: dict[str, list[bool]], *, width: int = 24) -> None:
     """One line: recall@10 over every question of ``hits`` (question type -> found or not) and per type."""
     every = [h for values in hits.values() for h in values]

@@ -26,7 +26,7 @@ import functools
 import importlib.util
 from pathlib import Path
 
-from benchmarks.retrieval.sweep import dev_script_main, report_recall10, signal_sweep
+from benchmarks.retrieval.sweep import dev_script_main, dev_vectors, report_recall10, signal_sweep
 
 WEIGHTS_FILE = Path("weights") / "l2_supercat_256.safetensors"
 TOKENIZER_FILE = Path("tokenizers") / "l2_supercat_tokenizer_config.json"
@@ -84,22 +84,19 @@ def dense_variants() -> None:
     import numpy as np
 
     from benchmarks.retrieval.dataset import load
-    from brain.embedding import embed_many
 
     dev = load("dev")
     conversations = {c.id: c for c in dev.conversations}
     turns = [t for c in dev.conversations for t in c.turns]
-    print(f"embedding {len(turns)} dev turns and {len(dev.questions)} questions one by one ...", flush=True)
-    turn_vectors = np.array(embed_many([t.text for t in turns], batch_size=1))
-    dense_turns = dict(zip([t.id for t in turns], turn_vectors, strict=True))
-    dense_questions = np.array(embed_many([q.question for q in dev.questions], batch_size=1))
+    dense_turns, dense_questions = dev_vectors(dev)
     words = WordVectors()
     word_turns = dict(zip([t.id for t in turns], words([t.text for t in turns]), strict=True))
-    word_questions = words([q.question for q in dev.questions])
+    word_questions = dict(zip([q.id for q in dev.questions], words([q.question for q in dev.questions]), strict=True))
 
     def run(name: str, a: float, b: float) -> None:
         hits: dict[str, list[bool]] = collections.defaultdict(list)
-        for q, dense_q, word_q in zip(dev.questions, dense_questions, word_questions, strict=True):
+        for q in dev.questions:
+            dense_q, word_q = dense_questions[q.id], word_questions[q.id]
             ids = [t.id for t in conversations[q.conversation].turns]
             score = np.array([a * (dense_turns[i] @ dense_q) + b * (word_turns[i] @ word_q) for i in ids])
             top = {ids[i] for i in np.argsort(-score, kind="stable")[:10]}
