@@ -5,45 +5,14 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
 
 from benchmarks.seed import ACTIONS, COMPONENTS, CONDITIONS, FIXES, seed_thoughts
+from benchmarks.setup import agent_client, bench_space
+from benchmarks.stats import timed
 
-BENCH_SPACE = "bench"
 BENCH_AGENT = "bench-agent"
 LINEAGE_CONTRIBUTOR = "bench-lineage"
 LINEAGE_CHAIN = 30
-
-
-def percentile(samples: list[float], share: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
-
-
-def timed(call: Callable[[int], object], n: int) -> list[float]:
-    samples = []
-    for i in range(n):
-        started = time.perf_counter()
-        call(i)
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
-
-
-def _client():
-    from rest_framework.test import APIClient
-
-    from core import services
-    from core.models import Agent, Space
-
-    space, _ = Space.objects.get_or_create(slug=BENCH_SPACE, defaults={"name": "Benchmarks"})
-    agent = Agent.objects.filter(space=space, name=BENCH_AGENT).first()
-    if agent is None:
-        agent, token = services.agent_create(name=BENCH_AGENT, role="dev", space=space)
-    else:
-        token = services.token_create(agent=agent, label="benchmark")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return space, client
 
 
 def _lineage_chain(space) -> list:
@@ -79,7 +48,8 @@ def run(*, thoughts: int = 10_000, requests: int = 100) -> list[tuple[str, list[
     from brain import embedding
     from brain.models import Thought
 
-    space, client = _client()
+    space = bench_space()
+    _, _, client = agent_client(space=space, name=BENCH_AGENT)
     seed_thoughts(space, thoughts)
     chain = _lineage_chain(space)
     rng = random.Random(7)
@@ -112,7 +82,7 @@ def run(*, thoughts: int = 10_000, requests: int = 100) -> list[tuple[str, list[
         question(i)
         lineage(i)
     total = Thought.objects.filter(space=space).count()
-    print(f"\nbrain: {total} thoughts in space {BENCH_SPACE!r} ({thoughts} seeded), {requests} requests per row")
+    print(f"\nbrain: {total} thoughts in space {space.slug!r} ({thoughts} seeded), {requests} requests per row")
     return [
         (
             "embedding of one prompt (model only)",

@@ -43,9 +43,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlparse, urlunparse
 
-from benchmarks import db
+from benchmarks.setup import recreate_database, server_url
+from benchmarks.stats import percentile
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 BENCH_VENV = BASE_DIR / "var" / "bench-venv"
@@ -129,11 +129,6 @@ def queries(n_notes: int, n_queries: int) -> list[dict]:
     return out
 
 
-def percentile(samples: list[float], share: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
-
-
 def quality(ranked: list[list[int]], targets: list[int]) -> tuple[float, float]:
     hits, rr = 0, 0.0
     for found, target in zip(ranked, targets, strict=True):
@@ -144,22 +139,6 @@ def quality(ranked: list[list[int]], targets: list[int]) -> tuple[float, float]:
 
 
 # --- databases ------------------------------------------------------------------------------------
-def server_url(database: str) -> str:
-    if os.environ.get("BENCH_DATABASE_URL"):
-        parsed = urlparse(os.environ["BENCH_DATABASE_URL"])
-        return urlunparse(parsed._replace(path=f"/{database}"))
-    from core import embedded_db
-
-    embedded_db.ensure_running()
-    return embedded_db.url(database)
-
-
-def recreate_database(name: str) -> str:
-    url = server_url(name)
-    db.ensure_database(url, fresh=True)
-    return url
-
-
 def settle(urls: list[str]) -> float:
     """``VACUUM (ANALYZE)`` of every table in each database; returns the seconds it took. Run after both
     loads and before anything is timed, so that both sides answer from the state a running deployment is

@@ -29,7 +29,7 @@ def run(*, corrections: int = 2000, thoughts: int = 20000, calls: int = 200, ver
 
     Needs Django set up (``benchmarks.run`` does it for its database, :func:`main` for the configured one).
     """
-    from benchmarks.brain import percentile, timed
+    from benchmarks.stats import percentile, timed
     from brain.models import CorrectionSuggestion, Thought
     from brain.services import contradictions
     from brain.services.flags import correction_guard

@@ -92,9 +92,9 @@ def main() -> None:
             f"{args.notes / seconds:.0f} notes/s"
         )
         return
-    from benchmarks import db
+    from benchmarks.setup import use_bench_database
 
-    db.setup()
+    use_bench_database()
     from brain.embedding import current_model_label
 
     print(f"import through the API in-process (colony_bench), model {current_model_label()}")

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from unittest import mock
 
+from benchmarks.stats import percentile
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 #: Django names each savepoint uniquely; statements are grouped without the name.
 SAVEPOINT_NAME = re.compile(r'"s\d+_x\d+"')
@@ -55,7 +57,7 @@ PHASES = [
 def _setup(database: str) -> None:
     sys.path.insert(0, str(BASE_DIR))
     os.chdir(BASE_DIR)
-    from benchmarks.compare import server_url
+    from benchmarks.setup import server_url
 
     os.environ["DATABASE_URL"] = server_url(database)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -183,9 +185,7 @@ def in_process(calls: int, *, contribute: bool = False) -> None:
         accounted += ms
         print(f"   {ms:6.2f} ms  {ms / total:4.0%}  {label}")
     print(f"   {total - accounted:6.2f} ms  {(total - accounted) / total:4.0%}  the rest: Django + DRF + middleware")
-    print(
-        f"   wall per call: p50 {statistics.median(walls):.1f} ms, p95 {sorted(walls)[int(0.95 * len(walls))]:.1f} ms"
-    )
+    print(f"   wall per call: p50 {statistics.median(walls):.1f} ms, p95 {percentile(walls, 0.95):.1f} ms")
     print("\n2. SQL statements per call, wall time as the web process waits for each (p50 / mean ms;")
     print("   a statement sent in pipeline mode shows its sending only; the pipeline's reads are listed too):")
     for text, samples in sorted(statements.items(), key=lambda item: -sum(item[1])):
@@ -250,7 +250,7 @@ def servers(database: str, calls: int, port: int) -> None:
             per_request = (cpu() - before) / calls * 1000
             print(
                 f"   {per_request:6.2f} ms CPU/request; latency p50 {statistics.median(walls):.1f} ms, "
-                f"p95 {sorted(walls)[int(0.95 * calls)]:.1f} ms  {name}"
+                f"p95 {percentile(walls, 0.95):.1f} ms  {name}"
             )
         finally:
             server.stop()

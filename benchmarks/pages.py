@@ -1,6 +1,6 @@
 """Web UI benchmark: server time of every page with 10k thoughts and 1k tasks (target: < 300 ms each).
 
-    python -m benchmarks.run --only pages          (or: python -m benchmarks.pages)
+    python -m benchmarks.run --only pages
 
 Runs in-process through Django's test client (middleware, session, templates, PostgreSQL — no
 network), as a logged-in member of the benchmark space, on the ``colony_bench`` database. Seeds
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import sys
 
 BENCH_SPACE = "bench"
 BENCH_USER = "bench-human"
@@ -126,14 +125,15 @@ def run(*, thoughts: int = 10_000, tasks: int = 1_000, requests: int = 30) -> li
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from benchmarks.brain import timed
     from benchmarks.seed import seed_thoughts
+    from benchmarks.setup import bench_space
+    from benchmarks.stats import timed
     from brain.models import Thought
-    from core.models import Agent, Space
+    from core.models import Agent
     from core.services import agent_create
     from tasks.models import Task
 
-    space, _ = Space.objects.get_or_create(slug=BENCH_SPACE, defaults={"name": "Benchmarks"})
+    space = bench_space(BENCH_SPACE)
     seed_thoughts(space, thoughts)
     for name in AGENTS:
         if not Agent.objects.filter(space=space, name=name).exists():
@@ -198,13 +198,3 @@ def run(*, thoughts: int = 10_000, tasks: int = 1_000, requests: int = 30) -> li
         queries[label] = len(captured.captured_queries)
         rows.append((f"{label} [{queries[label]} queries]", timed(get, requests)))
     return rows
-
-
-def main(argv: list[str] | None = None) -> int:
-    from benchmarks import run as runner
-
-    return runner.main(["--only", "pages", *(argv if argv is not None else sys.argv[1:])])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

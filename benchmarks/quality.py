@@ -65,7 +65,7 @@ def run(*, turns: int = 1000, items: int = 10, scored: int = 200, verbose: bool 
     from django.utils import timezone
     from rest_framework.test import APIClient
 
-    from benchmarks.brain import percentile
+    from benchmarks.stats import percentile
     from brain.models import CorrectionSuggestion, QueryLog, Thought
     from core import services
     from core.models import Agent, Space

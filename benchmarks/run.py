@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks import db
+from benchmarks.setup import use_bench_database
+from benchmarks.stats import print_table
 
 
 def brain(args) -> list:
@@ -40,20 +41,6 @@ def pages(args) -> list:
 BENCHMARKS = {"brain": brain, "quality": quality, "evolution_guard": evolution_guard, "pages": pages}
 
 
-def print_table(rows: list) -> None:
-    """One table: [(benchmark, label, samples in ms), ...]."""
-    from benchmarks.brain import percentile
-
-    name_width = max(len("benchmark"), *(len(name) for name, _, _ in rows))
-    width = max(len(label) for _, label, _ in rows)
-    print(f"{'benchmark':{name_width}}  {'':{width}}  {'n':>5}  {'p50 ms':>8}  {'p95 ms':>8}  {'max ms':>8}")
-    for name, label, samples in rows:
-        print(
-            f"{name:{name_width}}  {label:{width}}  {len(samples):>5}  {percentile(samples, 0.5):>8.1f}  "
-            f"{percentile(samples, 0.95):>8.1f}  {max(samples):>8.1f}"
-        )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append")
@@ -62,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=1000, help="turns the quality benchmark logs (default 1000)")
     parser.add_argument("--corrections", type=int, default=2000, help="corrections for the guard (default 2000)")
     args = parser.parse_args(argv)
-    url = db.setup()
+    url = use_bench_database()
     print(f"benchmark database: {url.split('@')[-1]}")
     rows = []
     for name in args.only or list(BENCHMARKS):

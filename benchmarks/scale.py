@@ -50,7 +50,9 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks import db
+from benchmarks import setup as bench_setup
+from benchmarks.setup import server_url
+from benchmarks.stats import percentile
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 #: The benchmark's database (``--database``).
@@ -239,16 +241,14 @@ def corpus_vectors(start: int, stop: int, *, real, centres, rng):
 
 # --- the database ---------------------------------------------------------------------------------
 def _url() -> str:
-    from benchmarks.compare import server_url
-
     return server_url(DATABASE)
 
 
 def setup(reuse: bool) -> str:
     url = _url()
-    db.ensure_database(url, fresh=not reuse)
+    bench_setup.ensure_database(url, fresh=not reuse)
     os.environ.setdefault("DEBUG", "false")
-    db.use_database(url)
+    bench_setup.use_database(url)
     return url
 
 
@@ -545,7 +545,7 @@ def measure(*, thoughts: int, queries: int, port: int, workers: int) -> dict:
     import httpx
 
     from benchmarks import seed
-    from benchmarks.compare import ColonyServer, percentile
+    from benchmarks.compare import ColonyServer
 
     qs = questions(thoughts, queries)
     server = ColonyServer(port=port, workers=workers, database=DATABASE, reuse=True)

@@ -41,6 +41,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.stats import percentile
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 ROLES = ("pdsa", "dev", "qa", "liaison")
 SPACES = ("soak-a", "soak-b")
@@ -56,11 +58,6 @@ QUESTIONS = [
     "which cache settings do we use?",
     "what breaks the CI pipeline?",
 ]
-
-
-def percentile(samples: list[float], share: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))] if ordered else 0.0
 
 
 #: Issue 16 item 1: p95 under this for every operation, at the asked rate of at least TARGET_RATE.

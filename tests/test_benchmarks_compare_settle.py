@@ -7,8 +7,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from benchmarks.compare import recreate_database, settle
-from benchmarks.db import drop_database
+from benchmarks.compare import settle
+from benchmarks.setup import drop_database, recreate_database
 
 SCRATCH = "bench_settle_probe"
 STATE = """SELECT c.reltuples, c.relallvisible, (SELECT count(*) FROM pg_stats s WHERE s.tablename = c.relname)

@@ -76,8 +76,7 @@ def test_a_database_that_does_not_answer_is_one_sentence():
 
 @pytest.fixture
 def empty_database_url():
-    from benchmarks.compare import server_url
-    from benchmarks.db import drop_database, ensure_database
+    from tests.database_support import drop_database, ensure_database, server_url
 
     url = server_url("colony_startup_empty")
     ensure_database(url, fresh=True)

@@ -2,8 +2,9 @@
 
 Built from the source with ``ast`` (nothing is imported), over every module of the project's own
 packages, counting top-level imports *and* imports inside functions, methods and ``if`` blocks, so
-a cycle can't hide behind a function-level import. ``tests``, ``benchmarks`` and migrations are left
-out: they sit above everything.
+a cycle can't hide behind a function-level import. ``tests`` and migrations are left out: they sit
+above everything. ``benchmarks`` is in the graph, on top: it may import every app, nothing imports it,
+and only the benchmarks' own tests import it.
 
 Layers, lowest first: ``core`` ← ``brain`` ← ``quality`` / ``tasks`` ← ``web``. ``config`` is the
 project shell (settings, urls, the Celery app); it may import every app, and no app may import
@@ -18,9 +19,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-EXCLUDED = {"tests", "benchmarks", "docs", "templates", "var"}
+EXCLUDED = {"tests", "docs", "templates", "var"}
 
-LAYER = {"core": 0, "brain": 1, "quality": 2, "tasks": 2, "web": 3, "colony_mcp": 3, "config": 4, "contrib": 0}
+LAYER = {
+    "core": 0,
+    "brain": 1,
+    "quality": 2,
+    "tasks": 2,
+    "web": 3,
+    "colony_mcp": 3,
+    "config": 4,
+    "contrib": 0,
+    "benchmarks": 5,
+}
 """An app may import apps of a lower layer only (same layer: not each other). ``colony_mcp`` is an
 interface like ``web``; ``contrib`` holds agent-side scripts, which import nothing of Colony."""
 
@@ -32,7 +43,7 @@ before Django's settings exist)."""
 
 
 def project_packages() -> list[str]:
-    """Every top-level folder of the project that holds Python code, except tests and benchmarks."""
+    """Every top-level folder of the project that holds Python code, except tests."""
     return sorted(
         path.name
         for path in ROOT.iterdir()
@@ -183,6 +194,7 @@ def test_the_graph_sees_function_level_imports_and_real_edges():
     # A sanity check that the walker reads what it claims to: known edges of the project.
     assert "brain.models" in graph["brain.services.thoughts"]
     assert "core.errors" in graph["brain.services.thoughts"]
+    assert "benchmarks.setup" in graph["benchmarks.run"]
     assert len(graph) > 80
 
 
@@ -224,6 +236,8 @@ def test_layers_point_one_way():
         ("web.x", "tasks.y", True),
         ("tasks.x", "web.y", False),
         ("core.x", "config.y", False),
+        ("benchmarks.x", "config.y", True),
+        ("web.x", "benchmarks.y", False),
     ],
 )
 def test_the_layer_rule(importer, imported, allowed):
@@ -242,3 +256,16 @@ def test_no_management_command_imports_an_api_module():
         if target.split(".")[1:2] == ["apis"]
     ]
     assert bad == [], "management commands import API modules (use brain.inputs or the services):\n" + "\n".join(bad)
+
+
+def test_only_the_benchmarks_tests_import_benchmark_code():
+    """Product tests stand on the product: a helper both need lives in ``tests/`` or in the product."""
+    modules = project_modules()
+    bad = [
+        f"{path.relative_to(ROOT)} (line {line}) imports {target}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if not path.name.startswith(("test_benchmarks_", "test_retrieval_")) and "benchmarks" not in path.parts
+        for target, line in sorted(imports_of(_module_name(path), path, modules).items())
+        if target.split(".")[0] == "benchmarks"
+    ]
+    assert bad == [], "product tests importing benchmark code:\n" + "\n".join(bad)

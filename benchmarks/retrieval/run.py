@@ -44,11 +44,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from benchmarks import db
+from benchmarks import setup as bench_setup
+from benchmarks.retrieval.score import LIMIT, Score
+from benchmarks.setup import agent_client
+from benchmarks.stats import percentile
 
 BENCH_DATABASE = "colony_retrieval_bench"
-KS = (1, 5, 10)
-LIMIT = 10
 BM25_K1 = 1.2
 BM25_B = 0.75
 ASKER = "bench-asker"
@@ -57,9 +58,9 @@ ASKER = "bench-asker"
 # --- database -------------------------------------------------------------------------------------
 def setup_database(*, fresh: bool) -> None:
     """Point Django at the benchmark database (re-created when ``fresh``), migrate it."""
-    url = db.bench_url(BENCH_DATABASE, env="BENCH_RETRIEVAL_DATABASE_URL")
-    db.ensure_database(url, fresh=fresh)
-    db.use_database(url)
+    url = bench_setup.bench_url(BENCH_DATABASE, env="BENCH_RETRIEVAL_DATABASE_URL")
+    bench_setup.ensure_database(url, fresh=fresh)
+    bench_setup.use_database(url)
     from config.celery import app
 
     app.conf.task_always_eager = False
@@ -86,14 +87,7 @@ def _slug(text: str) -> str:
 
 
 def _client(*, space, name: str, role: str):
-    from rest_framework.test import APIClient
-
-    from core import services
-
-    _, token = services.agent_create(name=name, role=role, space=space)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
+    return agent_client(space=space, name=name, role=role)[2]
 
 
 def _post(client, payload: dict) -> dict:
@@ -250,40 +244,6 @@ def colony(bench: Space, question: str) -> tuple[list[str], float]:
     return [source["thought_id"] for source in body["result"]["sources"]], elapsed
 
 
-# --- metrics --------------------------------------------------------------------------------------
-@dataclass
-class Score:
-    ranks: list[int | None] = field(default_factory=list)  # rank (1-based) of the first evidence hit
-    stale_above: list[bool] = field(default_factory=list)
-
-    def add(self, ranked_turns: list[str], question) -> None:
-        evidence = [i for i, turn in enumerate(ranked_turns) if turn in question.evidence]
-        first = evidence[0] + 1 if evidence else None
-        self.ranks.append(first)
-        if question.stale:
-            stale = [i for i, turn in enumerate(ranked_turns) if turn in question.stale]
-            self.stale_above.append(bool(stale) and (first is None or stale[0] + 1 < first))
-
-    def recall(self, k: int) -> float:
-        return 100.0 * sum(1 for r in self.ranks if r is not None and r <= k) / max(1, len(self.ranks))
-
-    def mrr(self) -> float:
-        return sum(1.0 / r for r in self.ranks if r is not None and r <= LIMIT) / max(1, len(self.ranks))
-
-    def stale_share(self) -> str:
-        if not self.stale_above:
-            return "-"
-        return f"{100.0 * sum(self.stale_above) / len(self.stale_above):.1f}"
-
-    def as_dict(self) -> dict:
-        return {
-            "n": len(self.ranks),
-            **{f"recall@{k}": round(self.recall(k), 1) for k in KS},
-            "mrr": round(self.mrr(), 3),
-            "stale_above_evidence": self.stale_share(),
-        }
-
-
 METHODS = ("dense", "lexical", "colony")
 
 
@@ -400,8 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         types = [t for t in ("single", "paraphrase", "multihop", "temporal", "correction") if scores["colony"].get(t)]
         label = split + (", pooled" if args.pooled else "") + (", core (no haystack)" if args.core else "")
         print_tables(label, scores, types)
-        timings.sort()
-        p50 = timings[len(timings) // 2] if timings else 0.0
+        p50 = percentile(timings, 0.5)
         print(
             f"Colony GET /api/v1/memory (contribute=false, in-process, real model): p50 {p50:.1f} ms "
             f"over {len(timings)} questions"

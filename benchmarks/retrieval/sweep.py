@@ -11,18 +11,13 @@ Refuses the test split: nothing is tuned on it.
 The standard protocol's recall@10 is near its ceiling on dev (a top 10 is a third of a space), so the
 pooled protocol (~200 thoughts, distractors from every conversation) is the one that separates
 methods; the rule for choosing is in benchmarks/retrieval/README.md ("Dev sweep").
-
-:func:`signal_sweep` is the same dev-only asking with another similarity mixed into the dense side's
-(the late-interaction and sentence-vector scripts measure theirs through it).
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-from collections.abc import Callable
 
-from benchmarks.retrieval.run import KS, LIMIT, Score
+from benchmarks.retrieval.score import KS, LIMIT, Score
 
 WEIGHTED = {"RRF_SHARE": 0.0}
 #: The setting brain/ranking.py ships (the recency rows are tried on top of it).
@@ -46,7 +41,7 @@ SWEPT = ("RRF_SHARE", "RRF_K", "LEXICAL_WEIGHT", "RECENCY_BOOST_MAX", "PHEROMONE
 def asker(benches, questions):
     """A function that asks every dev question once through ``thought_search`` (Colony's retrieval and
     ranking as they stand when it is called; no reinforcement) and returns the overall
-    :class:`~benchmarks.retrieval.run.Score` and one per question type. The questions are embedded once,
+    :class:`~benchmarks.retrieval.score.Score` and one per question type. The questions are embedded once,
     here."""
     from brain import embedding
     from brain.selectors.search import thought_search
@@ -100,127 +95,3 @@ def run(benches, questions) -> None:
     finally:
         for name, value in original.items():
             setattr(ranking, name, value)
-
-
-#: A per-candidate similarity computed beside Colony's (``signal_sweep``): given the question's text, its
-#: vector and the candidates the search fetched, one value per candidate (None: keep the cosine).
-Signal = Callable[[str, list[float], list], list[float | None]]
-
-
-def signal_sweep(signal: Signal, grid: list[tuple[float, float]]) -> None:
-    """Colony's ranking on dev with the dense side's cosine replaced by ``(1 - w) x cosine + w x signal``.
-
-    The dev conversations are ingested through the real endpoint as ``make bench-retrieval`` does, then
-    every dev question goes through ``thought_search`` (Colony's candidates, fusion and multipliers, no
-    reinforcement) once per ``(w, LEXICAL_WEIGHT)`` of ``grid``; recall@1/10, MRR, stale>evid and
-    recall@10 per question type are printed per setting. ``(0.0, ranking.LEXICAL_WEIGHT)`` is what Colony
-    ships. The signal re-scores the candidates the search fetched (it brings none of its own), and the
-    patches are undone afterwards: nothing here changes Colony."""
-    from benchmarks.retrieval import run
-    from benchmarks.retrieval.dataset import load
-
-    dataset = load(haystack=True)
-    run.setup_database(fresh=True)
-    from brain import embedding, ranking
-
-    embedding.embed("warm up")
-    conversations = [c for c in dataset.conversations if c.split == "dev"]
-    questions = [q for q in dataset.questions if q.split == "dev"]
-    benches = run.ingest_split(conversations, split="dev", pooled=False)
-    ask = asker(benches, questions)
-    lexical_weight = ranking.LEXICAL_WEIGHT
-    with signal_mixed_in(signal) as weight:
-        try:
-            for w, lexical in grid:
-                weight["w"], ranking.LEXICAL_WEIGHT = w, lexical
-                score, by_type = ask()
-                print(
-                    f"w {w:.1f} lexical {lexical:.1f}: R@1 {score.recall(1):5.1f}  R@10 {score.recall(10):5.1f}  "
-                    f"MRR {score.mrr():.3f}  stale>evid {score.stale_share()}   "
-                    + "  ".join(f"{t} {s.recall(10):5.1f}" for t, s in sorted(by_type.items())),
-                    flush=True,
-                )
-        finally:
-            ranking.LEXICAL_WEIGHT = lexical_weight
-
-
-@contextlib.contextmanager
-def signal_mixed_in(signal: Signal):
-    """Within it, ``thought_search`` sets each fetched candidate's ``signal`` and ranks with
-    ``(1 - w) x cosine + w x signal`` as the dense side's value (a candidate without either keeps the
-    cosine). Yields ``{"w": 0.0}``, the mix's weight to set; this process's search and ranking
-    functions are restored on leaving."""
-    from brain import ranking
-    from brain.selectors import search
-
-    weight = {"w": 0.0}
-    fetch, similarity = search._fetch, ranking._similarity
-
-    def fetch_with_signal(**kwargs):
-        candidates, vector, companion_row = fetch(**kwargs)
-        values = signal(kwargs["query_text"], vector, candidates) if candidates else []
-        for candidate, value in zip(candidates, values, strict=True):
-            candidate.signal = value
-        return candidates, vector, companion_row
-
-    def mixed_similarity(candidate):
-        value = similarity(candidate)
-        if candidate.similarity is None or getattr(candidate, "signal", None) is None:
-            return value
-        return (1 - weight["w"]) * value + weight["w"] * candidate.signal
-
-    search._fetch, ranking._similarity = fetch_with_signal, mixed_similarity
-    try:
-        yield weight
-    finally:
-        search._fetch, ranking._similarity = fetch, similarity
-
-
-def dev_vectors(dev) -> tuple[dict, dict]:
-    """The dev split's turn and question vectors by id (numpy), each text embedded alone as the endpoint
-    embeds it (the int8 model's vector depends on what shares its model run): what the "worth
-    building?" scripts compare their signals with."""
-    import numpy as np
-
-    from brain.embedding import embed_many
-
-    turns = [t for c in dev.conversations for t in c.turns]
-    print(f"embedding {len(turns)} dev turns and {len(dev.questions)} questions one by one ...", flush=True)
-    turn_vectors = np.array(embed_many([t.text for t in turns], batch_size=1))
-    question_vectors = np.array(embed_many([q.question for q in dev.questions], batch_size=1))
-    return (
-        dict(zip([t.id for t in turns], turn_vectors, strict=True)),
-        dict(zip([q.id for q in dev.questions], question_vectors, strict=True)),
-    )
-
-
-def report_recall10(name: str, hits: dict[str, list[bool]], *, width: int = 24) -> None:
-    """One line: recall@10 over every question of ``hits`` (question type -> found or not) and per type."""
-    every = [h for values in hits.values() for h in values]
-    per_type = "  ".join(f"{t} {100 * sum(v) / len(v):5.1f}" for t, v in sorted(hits.items()))
-    print(f"{name:{width}} R@10 {100 * sum(every) / len(every):5.1f}   {per_type}", flush=True)
-
-
-def dev_script_main(
-    argv: list[str] | None, description: str, dense_variants: Callable[[], None], colony_sweep: Callable[[], None]
-) -> int:
-    """The entry point of a dev-only "worth building?" script: its dense variants without a database,
-    or with ``--colony`` its signal inside Colony's ranking (:func:`signal_sweep`)."""
-    import argparse
-    import os
-    import sys
-    from pathlib import Path
-
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--colony", action="store_true", help="inside Colony's ranking (ingests the dev split)")
-    args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    if args.colony:
-        colony_sweep()
-        return 0
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
-
-    django.setup()
-    dense_variants()
-    return 0

@@ -1,5 +1,5 @@
-"""Every benchmark makes its database through ``benchmarks.db.ensure_database`` and drops it through
-``benchmarks.db.drop_database`` (bench-compare, bench-retrieval, bench-scale, the HNSW recall probe):
+"""Every benchmark makes its database through ``benchmarks.setup.ensure_database`` and drops it through
+``benchmarks.setup.drop_database`` (bench, bench-compare, bench-retrieval, bench-scale):
 a reused database keeps its data, a fresh one starts empty even while something is connected to it."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from benchmarks.compare import server_url
-from benchmarks.db import bench_url, drop_database, ensure_database
+from benchmarks.setup import bench_url, drop_database, ensure_database, server_url
 
 SCRATCH = "bench_db_probe"
 

@@ -1,6 +1,7 @@
-"""The benchmark database: ``colony_bench`` next to Colony's own, created and migrated on demand.
+"""What every benchmark starts from: its database (created, migrated, dropped here) and a space with
+agents that call the API with real tokens.
 
-Call :func:`setup` before anything imports Django models.
+Call :func:`use_bench_database` (or :func:`use_database`) before anything imports Django models.
 """
 
 from __future__ import annotations
@@ -18,6 +19,18 @@ def bench_url(database: str = BENCH_DATABASE, *, env: str = "BENCH_DATABASE_URL"
         return os.environ[env]
     if os.environ.get("DATABASE_URL"):
         parsed = urlparse(os.environ["DATABASE_URL"])
+        return urlunparse(parsed._replace(path=f"/{database}"))
+    from core import embedded_db
+
+    embedded_db.ensure_running()
+    return embedded_db.url(database)
+
+
+def server_url(database: str) -> str:
+    """``database`` on the server of ``$BENCH_DATABASE_URL``, else on the embedded server (started if it
+    is not running). The side-by-side benchmarks use it so that they never land on DATABASE_URL's server."""
+    if os.environ.get("BENCH_DATABASE_URL"):
+        parsed = urlparse(os.environ["BENCH_DATABASE_URL"])
         return urlunparse(parsed._replace(path=f"/{database}"))
     from core import embedded_db
 
@@ -44,17 +57,11 @@ def ensure_database(url: str, *, fresh: bool = False) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def copy_database(url: str, copy: str) -> str:
-    """Create ``copy`` from the database ``url`` names as its template (nothing may be connected to
-    it); returns the copy's URL."""
-    import psycopg
-
-    admin, name = _admin_url(url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            raise SystemExit(f"There is no database {name}: make it first (e.g. `python -m benchmarks.compare`).")
-        conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
-    return urlunparse(urlparse(url)._replace(path=f"/{copy}"))
+def recreate_database(name: str) -> str:
+    """A fresh, empty database ``name`` on :func:`server_url`'s server; returns its URL."""
+    url = server_url(name)
+    ensure_database(url, fresh=True)
+    return url
 
 
 def drop_database(url: str) -> None:
@@ -79,9 +86,34 @@ def use_database(url: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def setup() -> str:
+def use_bench_database() -> str:
     """Point Django at the benchmark database, create and migrate it; returns its URL."""
     url = bench_url()
     ensure_database(url)
     use_database(url)
     return url
+
+
+def bench_space(slug: str = "bench", name: str = "Benchmarks"):
+    """The space ``slug``, created on first use."""
+    from core.models import Space
+
+    return Space.objects.get_or_create(slug=slug, defaults={"name": name})[0]
+
+
+def agent_client(*, space, name: str, role: str = "dev", label: str = "benchmark"):
+    """``(agent, token, client)``: the agent ``name`` of ``space`` (created on first use, else given a new
+    token) and a DRF test client that sends its token on every request."""
+    from rest_framework.test import APIClient
+
+    from core import services
+    from core.models import Agent
+
+    agent = Agent.objects.filter(space=space, name=name).first()
+    if agent is None:
+        agent, token = services.agent_create(name=name, role=role, space=space, label=label)
+    else:
+        token = services.token_create(agent=agent, label=label)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return agent, token, client
