@@ -21,9 +21,8 @@
    ``GET /api/v1/memory?contribute=false`` calls over HTTP (keep-alive), then ``--contribute``
    contribute+retrieve ``POST``s of new statements. The timed calls go through :class:`TimingClient`
    (the standard library's ``http.client`` on one keep-alive connection), so the figure is the
-   server's answer, not the client library's own work: httpx, which sends the import, spent
-   1.38 ms of CPU per call against 0.54 ms and measured p50 1.2 ms higher on the same server, same
-   queries, alternating (docs/performance.md, fourteenth session).
+   server's answer, not the client library's own work (httpx, which sends the import, spends about
+   0.8 ms more CPU per call and measured p50 1.2 ms higher on the same server and queries).
 4. Prints one table: p50/p95/p99 ms, notes/s, hit@10 and MRR (target note in the top 10 / mean
    reciprocal rank), and Colony/Mem0 ratios; then the issue 14 targets, met or not. ``--samples FILE``
    also keeps every call's time, in the order asked (:func:`write_samples`).
@@ -142,11 +141,8 @@ def quality(ranked: list[list[int]], targets: list[int]) -> tuple[float, float]:
 def settle(urls: list[str]) -> float:
     """``VACUUM (ANALYZE)`` of every table in each database; returns the seconds it took. Run after both
     loads and before anything is timed, so that both sides answer from the state a running deployment is
-    in, with nothing left for autovacuum to do. Without it, autovacuum processed Mem0's new table during a
-    fresh run's timed queries, and Mem0's search p50 was 25.8-27.2 ms in three fresh runs against 19.3
-    and 24.3 with it and 19.9 in a ``--reuse`` run on the same rows, while Colony's moved within its
-    noise: the fresh runs' ratios (1.79-2.05x) flattered Colony (docs/performance.md, twenty-eighth
-    session)."""
+    in, with nothing left for autovacuum to do. Without it, autovacuum processes Mem0's new table during a
+    fresh run's timed queries and Mem0's search p50 rises by several ms, which flatters Colony's ratio."""
     import psycopg
 
     started = time.perf_counter()
@@ -461,7 +457,7 @@ def print_table(n_notes: int, qs: list[dict], colony: dict, mem0: dict | None) -
 
 def write_samples(path: Path, qs: list[dict], colony: dict, mem0: dict | None) -> None:
     """Every call's time in the order asked (``--samples``): the table's percentiles hide whether a slow
-    stretch was a few queries or a few seconds of the machine (docs/performance.md, twentieth session)."""
+    stretch was a few queries or a few seconds of the machine."""
     samples = {
         "queries": [q["query"] for q in qs],
         "colony_ms": colony["search_ms"],

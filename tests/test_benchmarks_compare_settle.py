@@ -1,6 +1,6 @@
 """bench-compare settles both databases before anything is timed (``benchmarks.compare.settle``): a table
 loaded moments ago is vacuumed and analyzed, as autovacuum would have left it in a running deployment
-(docs/performance.md, twenty-eighth session: without it Mem0's fresh-run search was ~7 ms slower)."""
+(without it, autovacuum runs during Mem0's timed searches of a fresh run and slows them by several ms)."""
 
 from __future__ import annotations
 

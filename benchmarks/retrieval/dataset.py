@@ -348,8 +348,8 @@ def _turn_order(turn: Turn) -> tuple[str, int, int]:
 def load(split: str | None = None, *, data_dir: Path | None = None, haystack: bool = True) -> Dataset:
     """Read and check both files; return everything, or only one split (``"dev"`` or ``"test"``).
 
-    ``haystack=False`` leaves out the haystack sessions: the conversations as first written (the
-    "core" protocol, whose figures earlier results were measured on).
+    ``haystack=False`` leaves out the haystack sessions: the conversations alone (the "core" protocol,
+    ``--core``).
     """
     if split is not None and split not in SPLITS:
         raise DatasetError(f"unknown split {split!r}; use one of {SPLITS} or None for both")

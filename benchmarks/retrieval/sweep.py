@@ -23,11 +23,11 @@ WEIGHTED = {"RRF_SHARE": 0.0}
 #: The setting brain/ranking.py ships (the recency rows are tried on top of it).
 CHOSEN = {"RRF_SHARE": 0.0, "RRF_K": 2, "LEXICAL_WEIGHT": 0.4}
 SETTINGS = [
-    # the calibrated weighted sum alone (the fusion before this sweep: LEXICAL_WEIGHT 0.6)
+    # the calibrated weighted sum alone
     *({**WEIGHTED, "LEXICAL_WEIGHT": w} for w in (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)),
     # reciprocal-rank fusion alone, over the ranks among the query's candidates
     *({"RRF_SHARE": 1.0, "RRF_K": k} for k in (1, 2, 3, 5, 10, 60)),
-    # the blend of both (share 0.25 and k 3 added for the int8 re-run of 2026-11-23)
+    # the blend of both
     *(
         {"RRF_SHARE": share, "RRF_K": k, "LEXICAL_WEIGHT": w}
         for share, k, w in itertools.product((0.25, 0.5, 0.75), (1, 2, 3), (0.4, 0.6))
