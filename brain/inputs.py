@@ -13,6 +13,8 @@ from core import fields as strict
 #: Transition markers are written by the task workflow itself, never through the memory endpoint.
 CONTRIBUTABLE_CATEGORIES = [c for c in ThoughtCategory.values if c != ThoughtCategory.TRANSITION_MARKER]
 MAX_ID_LIST = 100
+#: The longest text a memory call takes; an import over the API takes the same (brain.services.transfer).
+PROMPT_MAX_CHARS = 10000
 MAX_TAGS = 20
 
 
@@ -53,7 +55,7 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
         for name in ("query", "content", "q", "text")
     }
 
-    prompt = strict.CharField(max_length=10000)
+    prompt = strict.CharField(max_length=PROMPT_MAX_CHARS)
     agent_id = strict.CharField(max_length=100, required=False, allow_blank=True)
     agent_name = strict.CharField(max_length=200, required=False, allow_blank=True)
     context = strict.CharField(max_length=2000, required=False, allow_blank=True)

@@ -37,7 +37,7 @@ def test_import_array_stores_short_notes_with_embeddings(dev, space, fake_embedd
     assert fake_embedder == ["ok", "Staging uses the filesystem broker."]  # one batched call
 
 
-def test_import_jsonl_keeps_ids_times_and_given_vectors(dev, space, fake_embedder):
+def test_import_jsonl_keeps_times_and_given_vectors_and_maps_ids(dev, space, fake_embedder):
     tid = uuid.uuid4()
     items = [
         {
@@ -47,12 +47,15 @@ def test_import_jsonl_keeps_ids_times_and_given_vectors(dev, space, fake_embedde
             "embedding": fake_vector("x"),
             "pheromone_weight": 3.5,
             "access_count": 7,
-            "contributor_name": "Mem0 user",
+            "contributor_name": "dev-1",
         }
     ]
     response = post(dev, items, jsonl=True)
     assert response.status_code == 201, response.json()
-    thought = Thought.objects.get(pk=tid)
+    stored = response.json()["id_map"][str(tid)]
+    assert response.json()["ids"] == [stored] and stored != str(tid)  # a new id, the given one named it
+    thought = Thought.objects.get(pk=stored)
+    assert thought.agent == dev.agent
     assert thought.created_at.isoformat() == "2024-01-02T03:04:05+00:00"
     assert thought.pheromone_weight == 3.5 and thought.access_count == 7
     assert fake_embedder == []  # nothing to embed
@@ -151,6 +154,7 @@ def test_lineage_in_a_batch_and_against_stored_thoughts(dev, space, thought_fact
     response = post(dev, items)
     assert response.status_code == 201, response.json()
     correction_id = response.json()["ids"][2]
+    a, b = (uuid.UUID(response.json()["id_map"][str(given)]) for given in (a, b))
     original = Thought.objects.get(pk=a)
     assert original.superseded and original.refined_by_id == b
     old.refresh_from_db()
@@ -306,11 +310,10 @@ def test_vectors_are_stored_bit_for_bit_as_float32(dev, space, fake_embedder):
 
     values = np.random.default_rng(3).standard_normal(384).astype(np.float32)
     values[:7] = [1 / 3, -0.0, 1.4e-45, 3.3999999e38, -1.17549435e-38, 0.1, 123456.789]  # subnormal, extremes
-    tid = uuid.uuid4()
-    items = [{"id": str(tid), "content": "exact vector", "embedding": [float(v) for v in values]}]
+    items = [{"content": "exact vector", "embedding": [float(v) for v in values]}]
     response = post(dev, items)
     assert response.status_code == 201, response.json()
-    stored = np.asarray(Thought.objects.get(pk=tid).embedding, dtype=np.float32)
+    stored = np.asarray(Thought.objects.get(pk=response.json()["ids"][0]).embedding, dtype=np.float32)
     assert stored.tobytes() == values.tobytes()
 
 

@@ -4,7 +4,10 @@ The body is a JSON array of thought objects (``Content-Type: application/json``)
 line (``application/x-ndjson`` or ``application/jsonl``); the items carry the thought fields of
 SPEC 2.1 by name. One request is one batch of at most ``IMPORT_BATCH_MAX_ITEMS`` (default 1000):
 all of it is stored or nothing, and every bad line is reported (``error.lines``). The space is the
-token's. See ``brain.services.transfer`` for what an import keeps and derives.
+token's. It is an agent restoring its own thoughts (``ImportMode.AGENT``): the caller's identity,
+dates no later than now, values in their formulas' ranges, no transition markers, new ids; see
+``brain.services.transfer.agent_item_check``. ``manage.py brain import`` is the operator's
+full-fidelity restore.
 """
 
 from __future__ import annotations
@@ -19,9 +22,19 @@ from rest_framework.views import APIView
 
 from brain.apis.idempotency import answered_once, idempotency_parameters, request_key
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
+from brain.inputs import PROMPT_MAX_CHARS
 from brain.models import EMBEDDING_DIMENSIONS
+from brain.ranking import PHEROMONE_MAX
+from brain.services.pheromones import CO_RETRIEVAL_PARTNERS_MAX, COUNTER_MAX, DECAY_FLOOR
 from brain.services.receipts import body_fingerprint
-from brain.services.transfer import FLOAT32_MAX, LineError, import_batch_max, thoughts_import
+from brain.services.transfer import (
+    EFFECTIVE_CONFIDENCE_MAX,
+    FLOAT32_MAX,
+    ImportMode,
+    LineError,
+    import_batch_max,
+    thoughts_import,
+)
 from core import fields as strict
 from core.errors import ValidationFailed
 from core.parsers import is_utf8, json_lines, json_loads_bounded
@@ -92,7 +105,6 @@ def parse_import_body(body: bytes, media_type: str, charset: str | None = None) 
     return items, errors
 
 
-INT32_MAX = 2**31 - 1
 _NULL_OK = {"required": False, "allow_null": True}
 
 
@@ -146,17 +158,24 @@ class _MetadataField(serializers.JSONField):
     pass
 
 
-_COUNT = {"type": "integer", "minimum": 0, "maximum": INT32_MAX}
+_COUNT = {"type": "integer", "minimum": 0, "maximum": COUNTER_MAX}
 
 
 @extend_schema_field(
     {
-        "description": "{thought id: count} (or the seed brain's [{thought_id, count}]).",
+        "description": f"{{thought id: count}} (or the seed brain's [{{thought_id, count}}]); at most "
+        f"{CO_RETRIEVAL_PARTNERS_MAX} partners.",
         "anyOf": [
             {"type": "null"},
-            {"type": "object", "propertyNames": {"pattern": NO_NUL_PATTERN}, "additionalProperties": _COUNT},
+            {
+                "type": "object",
+                "propertyNames": {"pattern": NO_NUL_PATTERN},
+                "additionalProperties": _COUNT,
+                "maxProperties": CO_RETRIEVAL_PARTNERS_MAX,
+            },
             {
                 "type": "array",
+                "maxItems": CO_RETRIEVAL_PARTNERS_MAX,
                 "items": {
                     "type": "object",
                     "required": ["thought_id", "count"],
@@ -175,26 +194,47 @@ class ImportItemSerializer(serializers.Serializer):
     """One thought to import: documentation of the wire shape, as ``brain.services.transfer.item_clean``
     accepts it (the service validates; ``null`` or an empty string means "not given" for optional fields).
 
-    Rules across items and the space, each a 400 ``IMPORT_INVALID`` naming the line: an ``id``
-    appears once in the batch (one taken by a stored thought is a 409 ``IMPORT_CONFLICT``); every
-    reference (``source_ids``, ``supersedes``, ``refined_by``, ``superseded_by``, ``contradicted_by``,
-    ``related_thoughts``) names a thought of the batch or of the space, and a thought is not related
-    to itself."""
+    An import over the API restores the caller's own thoughts: a value outside these rules is
+    refused (400 naming the field), never clamped. ``manage.py brain import`` restores an export as
+    it is (other agents, markers, ids).
 
-    id = _OptionalUuidField(help_text="Kept when given (must be new); generated otherwise.", **_NULL_OK)
-    kind = serializers.JSONField(required=False, help_text="Ignored (export files carry it).")
-    content = strict.CharField(help_text="Required; any length (imports have no contribution threshold).")
-    context_metadata = _MetadataField(required=False)
-    contributor_id = strict.CharField(max_length=100, allow_blank=True, help_text="Default: the caller.", **_NULL_OK)
-    contributor_name = strict.CharField(max_length=200, allow_blank=True, **_NULL_OK)
-    agent = strict.CharField(
-        max_length=100, allow_blank=True, help_text="Name of an agent of this space to link, if any.", **_NULL_OK
+    Rules across items and the space, each a 400 ``IMPORT_INVALID`` naming the line: an ``id``
+    appears once in the batch (one that is a thought of the caller's space, or was stored from the
+    same ``id`` before, is a 409 ``IMPORT_CONFLICT``); every reference (``source_ids``,
+    ``supersedes``, ``refined_by``, ``superseded_by``, ``contradicted_by``, ``related_thoughts``)
+    names a thought of the batch or of the space, and a thought is not related to itself; a
+    refinement, consolidation or correction does not supersede a transition marker."""
+
+    id = _OptionalUuidField(
+        help_text="Names the item within the batch (references may use it); the thought is stored under a new id, "
+        "given in the answer's id_map.",
+        **_NULL_OK,
     )
-    created_at = _OptionalDateTimeField(help_text="Kept; default now.", **_NULL_OK)
+    kind = serializers.JSONField(required=False, help_text="Ignored (export files carry it).")
+    content = strict.CharField(
+        max_length=PROMPT_MAX_CHARS,
+        help_text="Required; as long as a memory call's prompt at most (no contribution threshold).",
+    )
+    context_metadata = _MetadataField(required=False)
+    contributor_id = strict.CharField(
+        max_length=100, allow_blank=True, help_text="Left out, or the caller's agent name.", **_NULL_OK
+    )
+    contributor_name = strict.CharField(
+        max_length=200, allow_blank=True, help_text="Left out, or the caller's agent name.", **_NULL_OK
+    )
+    agent = strict.CharField(
+        max_length=100, allow_blank=True, help_text="Left out, or the caller's agent name.", **_NULL_OK
+    )
+    created_at = _OptionalDateTimeField(help_text="Kept when no later than now; default now.", **_NULL_OK)
     thought_type = strict.ChoiceField(choices=ThoughtType.choices, allow_blank=True, **_NULL_OK)
     source_ids = _ids()
     tags = serializers.ListField(child=strict.CharField(max_length=100, allow_blank=True), **_NULL_OK)
-    thought_category = strict.ChoiceField(choices=ThoughtCategory.choices, allow_blank=True, **_NULL_OK)
+    thought_category = strict.ChoiceField(
+        choices=[c for c in ThoughtCategory.choices if c[0] != ThoughtCategory.TRANSITION_MARKER],
+        allow_blank=True,
+        help_text="Not transition_marker: markers are written by task transitions.",
+        **_NULL_OK,
+    )
     topic = strict.CharField(max_length=200, allow_blank=True, **_NULL_OK)
     temporal_scope = _OptionalDateField(help_text="A date-time's date part is kept.", **_NULL_OK)
     source_ref = serializers.DictField(**_NULL_OK)
@@ -204,7 +244,7 @@ class ImportItemSerializer(serializers.Serializer):
     supersedes = _ids()
     quality_flags = serializers.ListField(child=strict.ChoiceField(choices=QualityFlag.choices), **_NULL_OK)
     superseded = strict.BooleanField(required=False)
-    superseded_at = _OptionalDateTimeField(**_NULL_OK)
+    superseded_at = _OptionalDateTimeField(help_text="No later than now.", **_NULL_OK)
     superseded_by = _OptionalUuidField(**_NULL_OK)
     refined_by = _OptionalUuidField(**_NULL_OK)
     contradicted_by = _OptionalUuidField(**_NULL_OK)
@@ -212,20 +252,23 @@ class ImportItemSerializer(serializers.Serializer):
     embedding = _vector()
     corrected_fact_embedding = _vector()
     embedding_model = strict.CharField(max_length=200, allow_blank=True, **_NULL_OK)
-    pheromone_weight = serializers.FloatField(min_value=0, required=False)
-    access_count = strict.IntegerField(min_value=0, max_value=INT32_MAX, required=False)
-    last_accessed = _OptionalDateTimeField(**_NULL_OK)
+    pheromone_weight = serializers.FloatField(min_value=DECAY_FLOOR, max_value=PHEROMONE_MAX, required=False)
+    access_count = strict.IntegerField(min_value=0, max_value=COUNTER_MAX, required=False)
+    last_accessed = _OptionalDateTimeField(help_text="No later than now.", **_NULL_OK)
     accessed_by = serializers.ListField(child=strict.CharField(max_length=100, allow_blank=True), **_NULL_OK)
     co_retrieved_with = _CoRetrievedField(required=False)
-    usage_score = serializers.FloatField(**_NULL_OK)
-    contradiction_score = serializers.FloatField(**_NULL_OK)
-    effective_confidence = serializers.FloatField(min_value=0, required=False)
+    usage_score = serializers.FloatField(min_value=0, max_value=1, **_NULL_OK)
+    contradiction_score = serializers.FloatField(min_value=0, max_value=1, **_NULL_OK)
+    effective_confidence = serializers.FloatField(min_value=0, max_value=EFFECTIVE_CONFIDENCE_MAX, required=False)
 
 
 class ImportResultSerializer(serializers.Serializer):
     imported = strict.IntegerField(help_text="Thoughts stored by this batch.")
     embedded = strict.IntegerField(help_text="How many of them were embedded on import (no vector given).")
     ids = serializers.ListField(child=strict.UUIDField(), help_text="Their ids, in the order of the batch.")
+    id_map = serializers.DictField(
+        child=strict.UUIDField(), help_text="{id given in the batch: id stored}, for the items that gave one."
+    )
     batch_max_items = strict.IntegerField()
     seconds = serializers.FloatField()
 
@@ -252,7 +295,15 @@ class ThoughtImportApi(APIView):
     one batched model call; every row is written in one bulk insert. References (``source_ids``,
     ``supersedes``, ``refined_by``, ``superseded_by``, ``related_thoughts``, …) must name a thought of
     the batch or of this space. An imported refinement, consolidation or correction supersedes the
-    thoughts it names, as a live contribution would. Short notes are kept (no contribution threshold).
+    thoughts it names, as a live contribution would (never a transition marker). Short notes are kept
+    (no contribution threshold).
+
+    The caller restores its own thoughts: ``agent``, ``contributor_id`` and ``contributor_name`` are
+    left out or its own name, dates are no later than now, weights, scores and counters lie in their
+    formulas' ranges, ``transition_marker`` is refused, and ``content`` is as long as a memory call's
+    prompt at most; a value outside is refused with a 400 naming the field, never clamped. Each thought
+    is stored under a new id (``id_map``); an ``id`` of another space is answered as a free one. The
+    operator's ``manage.py brain import`` restores an export with everything it carries.
 
     Send ``Idempotency-Key`` to retry safely: a batch sent again with its key (within
     ``IMPORT_RECEIPT_HOURS``, default 24) gets the first response again, marked
@@ -282,9 +333,9 @@ class ThoughtImportApi(APIView):
                 500,
                 e400="`IMPORT_INVALID`: `error.lines` lists every bad line ({line, field, message}), nothing stored; "
                 "`PARSE_ERROR`: the body is not JSON.",
-                e409="`IMPORT_CONFLICT`: the batch is valid but an `id` is taken by an existing thought "
-                "(`error.lines`); nothing stored. `IDEMPOTENCY_KEY_REUSED`: the Idempotency-Key was sent earlier "
-                "with another batch.",
+                e409="`IMPORT_CONFLICT`: the batch is valid but an `id` is a thought of this space, or was "
+                "imported before (`error.lines`); nothing stored. `IDEMPOTENCY_KEY_REUSED`: the Idempotency-Key was "
+                "sent earlier with another batch.",
                 e413="`IMPORT_TOO_LARGE`: more items than `IMPORT_BATCH_MAX_ITEMS` (`error.max_items`); "
                 "`REQUEST_TOO_LARGE`: a body over `MAX_REQUEST_BODY_MB`.",
                 e415="`UNSUPPORTED_MEDIA_TYPE`: send application/json, application/x-ndjson or application/jsonl.",
@@ -314,6 +365,7 @@ class ThoughtImportApi(APIView):
                 space=request.user.space,
                 agent=request.user,
                 items=items,
+                mode=ImportMode.AGENT,
                 parse_errors=parse_errors,
                 derive_lineage=True,
             )
@@ -321,6 +373,7 @@ class ThoughtImportApi(APIView):
                 "imported": len(result.ids),
                 "embedded": result.embedded,
                 "ids": result.ids,
+                "id_map": result.id_map,
                 "batch_max_items": import_batch_max(),
                 "seconds": round(time.perf_counter() - started, 3),
             }

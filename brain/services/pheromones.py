@@ -38,6 +38,9 @@ FEEDBACK_STEP = 0.02  # implicit feedback: the session contributed after being s
 DECAY_FACTOR = 0.995
 DECAY_FLOOR = 0.1
 DECAY_IDLE = timedelta(hours=1)
+#: Largest value a counter (``access_count``, a co-retrieval count) takes: the fold saturates there,
+#: far below PostgreSQL's int4 (2,147,483,647), so no count can overflow its column.
+COUNTER_MAX = 1_000_000_000
 
 #: The thoughts a query-log row returned, as ``results`` names them (``[{"id", "score"}]``), each once;
 #: an entry that is not an object with a UUID id (an imported log's) is skipped. The fold and the

@@ -1,8 +1,11 @@
 """Bulk import and export of a space's brain (issue 14 item 4).
 
-Imports restore knowledge, they are not contributions: every note is kept whatever its length (no
+Imports restore knowledge, they are not contributions: every note is kept however short (no
 contribution threshold), categories need not carry their required fields, and quality flags,
 pheromones and access counts are taken as given (nothing is computed from the agent's searches).
+Two modes (:class:`ImportMode`): the operator's CLI restore keeps everything an export carries (other
+agents, dates, markers, ids); an agent's import over the API restores its own thoughts only, every
+value checked by :func:`agent_item_check` and stored under new ids.
 
 - :func:`thoughts_import` stores one batch (at most ``settings.IMPORT_BATCH_MAX_ITEMS`` items) in
   one transaction, all or nothing: every item is validated first and the per-line errors come back
@@ -23,6 +26,7 @@ pheromones and access counts are taken as given (nothing is computed from the ag
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import json
 import logging
 import math
@@ -41,7 +45,9 @@ from django.utils import timezone
 
 from brain import embedding as embedder
 from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType, topic_normal
+from brain.inputs import PROMPT_MAX_CHARS
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
+from brain.ranking import PHEROMONE_MAX
 from brain.services import pheromones
 from brain.services.thoughts import thought_columns
 from core.errors import ApplicationError, ServiceFailure, name_hint
@@ -88,6 +94,12 @@ FK_REFS = ("refined_by", "superseded_by", "contradicted_by")
 #: Vectors are stored as float32: a value beyond this would not stay finite (a little below float32's largest).
 FLOAT32_MAX = 3.4e38
 VECTOR_FIELDS = ("embedding", "corrected_fact_embedding")
+#: How far in the future an agent's import may date a thought (its clock and the server's differ a little).
+CLOCK_SKEW = dt.timedelta(minutes=5)
+#: The largest effective confidence SPEC 4.4's formula gives: ``1 + ALPHA·usage − BETA·contradiction``
+#: with usage 1 and contradiction 0 (quality.formulas: ALPHA = 0.5). brain can't import quality.
+EFFECTIVE_CONFIDENCE_MAX = 1.5
+COUNTER_MAX = pheromones.COUNTER_MAX
 ITEM_FIELDS = frozenset(("id", "agent", "related_thoughts", *VALUE_FIELDS, *ARRAY_REFS, *FK_REFS, *VECTOR_FIELDS))
 
 
@@ -119,9 +131,24 @@ class LineError:
         return {"line": self.line, "field": self.field, "message": self.message}
 
 
+class ImportMode(enum.StrEnum):
+    """Who is importing, which decides what a batch may carry (SPEC 6)."""
+
+    #: ``POST /thoughts/import``: an agent restoring its own thoughts (see :func:`agent_item_check`).
+    AGENT = "agent"
+    #: ``manage.py brain import``: the operator's full-fidelity restore of an export or a dump.
+    OPERATOR = "operator"
+
+
+#: Names the id an agent's import stores for an item that gives one: uuid5(this, space + given id).
+#: The same item sent again gets the same id, which is then taken in the space: a 409, not a copy.
+AGENT_ID_NAMESPACE = uuid.UUID("6f6c6f6e-792d-4269-8d70-6f7274000002")
+
+
 @dataclass
 class ImportResult:
     ids: list[str] = field(default_factory=list)
+    id_map: dict[str, str] = field(default_factory=dict)  # an agent import: {id given: id stored}
     embedded: int = 0
     deferred_links: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -368,6 +395,92 @@ def item_clean(item: Any) -> dict[str, Any]:
     return out
 
 
+def _within(value: float | None, name: str, low: float, high: float) -> None:
+    if value is not None and not low <= value <= high:
+        raise _Bad(name, f"must be between {low:g} and {high:g} (got {value:g}); an import over the API refuses it.")
+
+
+def agent_item_check(row: dict[str, Any], *, agent: Agent, now: dt.datetime) -> None:
+    """What an agent's import may carry beyond :func:`item_clean`'s shape; raises ``_Bad`` naming the field.
+
+    Who and when come from the token and the clock: ``agent``, ``contributor_id`` and
+    ``contributor_name`` are left out or the caller's own name, dates are no later than now (plus
+    ``CLOCK_SKEW``). Weights, scores and counters stay in the range their formulas give, and a value
+    outside is refused, not clamped. Transition markers and long texts (over a memory call's
+    ``PROMPT_MAX_CHARS``) are the operator's CLI restore's only."""
+    for name in ("agent", "contributor_id", "contributor_name"):
+        if row[name] not in ("", agent.name):
+            raise _Bad(
+                name,
+                f"an import over the API stores your own thoughts: leave {name!r} out or give your own name "
+                f"({agent.name!r}). Only the operator's manage.py brain import restores other agents' thoughts.",
+            )
+    if row["thought_category"] == ThoughtCategory.TRANSITION_MARKER:
+        raise _Bad(
+            "thought_category",
+            "markers are written by task transitions; an operator restores them with manage.py brain import.",
+        )
+    if len(row["content"]) > PROMPT_MAX_CHARS:
+        raise _Bad(
+            "content", f"at most {PROMPT_MAX_CHARS} characters, as a memory call's prompt (got {len(row['content'])})."
+        )
+    for name in ("created_at", "last_accessed", "superseded_at"):
+        if row[name] is not None and row[name] > now + CLOCK_SKEW:
+            raise _Bad(name, f"{row[name].isoformat()} is in the future; an import keeps times no later than now.")
+    _within(row["pheromone_weight"], "pheromone_weight", pheromones.DECAY_FLOOR, PHEROMONE_MAX)
+    _within(row["usage_score"], "usage_score", 0, 1)
+    _within(row["contradiction_score"], "contradiction_score", 0, 1)
+    _within(row["effective_confidence"], "effective_confidence", 0, EFFECTIVE_CONFIDENCE_MAX)
+    _within(row["access_count"], "access_count", 0, COUNTER_MAX)
+    co = row["co_retrieved_with"]
+    if len(co) > pheromones.CO_RETRIEVAL_PARTNERS_MAX:
+        raise _Bad("co_retrieved_with", f"at most {pheromones.CO_RETRIEVAL_PARTNERS_MAX} partners (got {len(co)}).")
+    for count in co.values():
+        _within(count, "co_retrieved_with", 0, COUNTER_MAX)
+
+
+def _agent_ids(
+    cleaned: list[tuple[int, dict[str, Any]]], given: dict[int, bool], space: Space
+) -> dict[uuid.UUID, uuid.UUID]:
+    """Give an agent import's rows their stored ids and point the batch's references at them; returns
+    {id given: id stored}. An id given names the item within the batch only: what it is elsewhere on
+    the server (another space's thought, or nothing) changes nothing in the answer."""
+    mapping = {
+        row["id"]: uuid.uuid5(AGENT_ID_NAMESPACE, f"{space.pk} {row['id']}") for line, row in cleaned if given[line]
+    }
+    for _, row in cleaned:
+        row["given_id"] = row["id"] if mapping.get(row["id"]) else None
+        row["id"] = mapping.get(row["id"], row["id"])
+        for name in (*ARRAY_REFS, "related_thoughts"):
+            row[name] = [mapping.get(ref, ref) for ref in row[name]]
+        for name in FK_REFS:
+            row[name] = mapping.get(row[name], row[name])
+        row["co_retrieved_with"] = {
+            str(mapping.get(_as_uuid(key), key)): count for key, count in row["co_retrieved_with"].items()
+        }
+    return mapping
+
+
+def _as_uuid(value: str) -> uuid.UUID | str:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return value
+
+
+#: What refinements, consolidations and corrections may not supersede (SPEC 6: the audit trail).
+_MARKER_REFUSED = "is a transition marker: markers are the workflow's audit trail and nothing supersedes them."
+
+
+def _superseding_refs(row: dict[str, Any]) -> tuple[str, list[uuid.UUID]]:
+    """(field, ids) of what an imported row supersedes when lineage is derived."""
+    if row["thought_type"] in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION) and row["source_ids"]:
+        return "source_ids", row["source_ids"]
+    if row["thought_category"] == ThoughtCategory.CORRECTION and row["supersedes"]:
+        return "supersedes", row["supersedes"]
+    return "", []
+
+
 # --- import -----------------------------------------------------------------------------------------
 def import_batch_max() -> int:
     return settings.IMPORT_BATCH_MAX_ITEMS
@@ -378,6 +491,7 @@ def thoughts_import(
     space: Space,
     agent: Agent | None,
     items: list[Any],
+    mode: ImportMode,
     first_line: int = 1,
     derive_lineage: bool = True,
     defer_links: bool = False,
@@ -386,6 +500,9 @@ def thoughts_import(
 ) -> ImportResult:
     """Store one batch of thoughts in ``space``, all or nothing; see the module docstring.
 
+    ``mode`` AGENT (the API; ``agent`` is the caller) checks each item with :func:`agent_item_check`,
+    stores every thought as the caller's, under a new id (:func:`_agent_ids`; the result's ``id_map``),
+    and refuses only ids of the caller's own space (409). OPERATOR (the CLI) keeps what the items say.
     ``parse_errors`` are lines the caller could not even parse (JSONL); they fail the batch too.
     With ``defer_links`` (the CLI's multi-batch Colony import) references to thoughts that are not
     stored yet are returned in ``deferred_links`` for :func:`thoughts_import_links` instead of
@@ -398,13 +515,22 @@ def thoughts_import(
             "several requests (manage.py brain import does that for you).",
             extra={"max_items": import_batch_max()},
         )
+    agent_mode = mode == ImportMode.AGENT
+    if agent_mode and agent is None:
+        raise ValueError("an agent's import needs the agent")
+    now = timezone.now()
     errors = list(parse_errors or [])
     cleaned: list[tuple[int, dict[str, Any]]] = []
+    given: dict[int, bool] = {}
     for offset, item in enumerate(items):
         if item is None:
             continue  # a line that failed to parse; its error is in parse_errors
         try:
-            cleaned.append((first_line + offset, item if precleaned else item_clean(item)))
+            row = item if precleaned else item_clean(item)
+            if agent_mode:
+                agent_item_check(row, agent=agent, now=now)
+                given[first_line + offset] = item.get("id") not in (None, "")
+            cleaned.append((first_line + offset, row))
         except _Bad as bad:
             errors.append(LineError(first_line + offset, bad.message, bad.field))
 
@@ -419,6 +545,9 @@ def thoughts_import(
                 )
             )
         batch_ids.setdefault(row["id"], line)
+    id_map = _agent_ids(cleaned, given, space) if agent_mode else {}
+    if agent_mode:
+        batch_ids = {id_map.get(pk, pk): line for pk, line in batch_ids.items()}
 
     # One query for every id the batch names: its own (must be new) and its references.
     referenced = {
@@ -427,16 +556,33 @@ def thoughts_import(
         for ref in (*row["source_ids"], *row["supersedes"], *row["related_thoughts"], *(row[n] for n in FK_REFS))
         if ref is not None
     }
-    lookup = set(batch_ids) | referenced
-    taken = set(Thought.objects.filter(pk__in=lookup).values_list("pk", flat=True)) if lookup else set()
+    lookup = set(batch_ids) | set(id_map) | referenced
+    # An agent's import looks in its own space only: another space's id is answered as a free one.
+    stored = Thought.objects.filter(space=space) if agent_mode else Thought.objects
+    taken = set(stored.filter(pk__in=lookup).values_list("pk", flat=True)) if lookup else set()
     in_space = set(Thought.objects.filter(space=space, pk__in=taken).values_list("pk", flat=True)) if taken else set()
+    markers = {row["id"] for _, row in cleaned if row["thought_category"] == ThoughtCategory.TRANSITION_MARKER} | set(
+        Thought.objects.filter(pk__in=in_space, thought_category=ThoughtCategory.TRANSITION_MARKER).values_list(
+            "pk", flat=True
+        )
+    )
     deferred: list[tuple[str, str, str]] = []
     conflicts: list[LineError] = []
     for line, row in cleaned:
-        if row["id"] in taken:
+        if row["id"] in taken or row.get("given_id") in taken:
             conflicts.append(
-                LineError(line, f"a thought with id {row['id']} already exists; leave 'id' out to get a new one.", "id")
+                LineError(
+                    line,
+                    f"a thought with id {row.get('given_id') or row['id']} already exists; leave 'id' out to get a "
+                    "new one.",
+                    "id",
+                )
             )
+        if derive_lineage:
+            name, superseded = _superseding_refs(row)
+            for ref in superseded:
+                if ref in markers:
+                    errors.append(LineError(line, f"{ref} {_MARKER_REFUSED}", name))
         for name in (*ARRAY_REFS, "related_thoughts", *FK_REFS):
             values = row[name] if isinstance(row[name], list) else ([row[name]] if row[name] else [])
             for ref in values:
@@ -486,10 +632,11 @@ def thoughts_import(
 
     agents = {}
     names = {row["agent"] for _, row in cleaned if row["agent"]}
-    if names:
+    if agent_mode:
+        agents = dict.fromkeys(names | {""}, agent)  # every row is the caller's (agent_item_check)
+    elif names:
         agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)}
     default_name = agent.name if agent is not None else "import"
-    now = timezone.now()
     rows: list[Thought] = []
     related_pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
     for _, row in cleaned:
@@ -535,6 +682,7 @@ def thoughts_import(
     thoughts_gin_flush()
     return ImportResult(
         ids=[str(r.id) for r in rows],
+        id_map={str(old): str(new) for old, new in id_map.items()},
         embedded=sum(1 for _, n, _ in to_embed if n == "embedding"),
         deferred_links=deferred,
     )

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from brain.importers import FORMATS, Dump, read_dump
 from brain.services.transfer import (
     DumpInvalid,
+    ImportMode,
     dump_plan,
     querylogs_import,
     space_export_counts,
@@ -128,6 +129,7 @@ class Import:
                     space=space,
                     agent=None,
                     items=batch,
+                    mode=ImportMode.OPERATOR,
                     first_line=start + 1,
                     derive_lineage=not colony,
                     defer_links=True,
