@@ -24,6 +24,7 @@ from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
 from brain.services.flags import thoughts_flag_repeating
+from brain.services.lineage import markers_refuse
 from brain.services.pheromones import DEADLOCK_RETRIES
 from brain.services.suggestions import suggestion_lock_pending, suggestions_close_superseded
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
@@ -59,8 +60,9 @@ def thought_correct(
 
     All or nothing, in one transaction: the superseded rows are locked first, and an unknown id or
     one of another space rejects the whole correction (404 THOUGHT_NOT_FOUND, nothing stored, nothing
-    superseded). Each superseded thought gets ``superseded=true``, ``superseded_by=<correction>`` and
-    keeps the time it was FIRST superseded (the discovery metric measures from it).
+    superseded), and so does a transition marker (403 MARKER_NOT_RETRACTABLE: the audit trail). Each
+    superseded thought gets ``superseded=true``, ``superseded_by=<correction>`` and keeps the time it
+    was FIRST superseded (the discovery metric measures from it).
 
     Live thoughts it does not name that repeat the wrong fact (the guard's rule) are flagged
     ``contradicts_correction``; the returned correction's ``repeats_flagged`` lists them.
@@ -109,6 +111,7 @@ def thought_correct(
         ahead = set(earlier.values_list("superseded_by_id", flat=True)) - set(ids)
         locked = thoughts_lock_in_space(space_id=space.pk, ids=[*ids, *ahead], field="supersedes")
         targets = [row for row in locked if row.pk in set(ids)]
+        markers_refuse(targets, action="corrected")
         ids = [*ids, *corrections_replaced(space=space, targets=targets, listed=ids)]
         correction = thought_create(
             space=space,

@@ -16,7 +16,7 @@ from django.db.models.functions import Coalesce, Now
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import Thought
 from brain.services.suggestions import suggestions_close_superseded
-from core.errors import NotFound, ValidationFailed
+from core.errors import Forbidden, NotFound, ValidationFailed
 from core.models import Space
 
 #: Inherited weight = max(INHERIT_FLOOR, source weight × INHERIT_FACTOR) (average for consolidations).
@@ -48,6 +48,19 @@ def lineage_validate(*, refines: uuid.UUID | None, consolidates: list[uuid.UUID]
     return [refines] if refines is not None else []
 
 
+def markers_refuse(thoughts: Iterable[Thought], *, action: str) -> None:
+    """403 MARKER_NOT_RETRACTABLE (retraction's refusal) when one of ``thoughts`` is a transition
+    marker: markers are the workflow's audit trail, and nothing retracts, refines, consolidates,
+    corrects or otherwise supersedes them (SPEC 6)."""
+    markers = [str(t.pk) for t in thoughts if t.thought_category == ThoughtCategory.TRANSITION_MARKER]
+    if markers:
+        raise Forbidden(
+            f"Transition markers are the workflow's audit trail and can't be {action}: {', '.join(markers)}.",
+            code="MARKER_NOT_RETRACTABLE",
+            extra={"markers": markers},
+        )
+
+
 def thoughts_require(*, space: Space, ids: Iterable[uuid.UUID], field: str) -> list[Thought]:
     """The thoughts of ``space`` with these ids, in the given order; THOUGHT_NOT_FOUND names the missing."""
     wanted = list(dict.fromkeys(ids))
@@ -75,7 +88,8 @@ def lineage_lock_sources(*, space: Space, source_ids: list[uuid.UUID]) -> list[T
     """Lock the sources (in id order, so concurrent iterations can't deadlock) and read their weights.
 
     Must run inside the transaction that stores the new thought: the weight it inherits and the
-    superseding it writes then see the same, current rows.
+    superseding it writes then see the same, current rows. A transition marker among them is refused
+    (:func:`markers_refuse`) before anything is stored.
     """
     if not source_ids:  # a plain contribution: nothing to lock (and no query to build)
         return []
@@ -84,11 +98,12 @@ def lineage_lock_sources(*, space: Space, source_ids: list[uuid.UUID]) -> list[T
         for t in Thought.objects.select_for_update()
         .filter(space=space, id__in=source_ids)
         .order_by("id")
-        .only("id", "pheromone_weight")
+        .only("id", "pheromone_weight", "thought_category")
     }
     missing = [str(i) for i in source_ids if i not in rows]
     if missing:
         raise NotFound(f"Thoughts no longer exist in this space: {', '.join(missing)}.", code="THOUGHT_NOT_FOUND")
+    markers_refuse(rows.values(), action="refined or consolidated")
     return [rows[i] for i in source_ids]
 
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.flags import thoughts_unflag_contradicting
-from brain.services.lineage import lineage_release
+from brain.services.lineage import lineage_release, markers_refuse
 from brain.services.pipeline import thought_content_changed
 from brain.services.suggestions import suggestions_close_superseded, suggestions_close_withdrawn
 from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -92,10 +92,7 @@ def thought_retract(
     thought = next((row for row in rows if row.pk == key), None)
     if thought is None:
         raise NotFound(f"No thought {key} in this space.", code="THOUGHT_NOT_FOUND")
-    if thought.thought_category == ThoughtCategory.TRANSITION_MARKER:
-        raise Forbidden(
-            "Transition markers are the workflow's audit trail and can't be retracted.", code="MARKER_NOT_RETRACTABLE"
-        )
+    markers_refuse([thought], action="retracted")
     if agent is not None and thought.agent_id != agent.id:
         raise Forbidden(
             f"Only the agent that contributed this thought can retract it; correct it instead "
