@@ -69,6 +69,8 @@ db-start: $(STAMP)
 db-stop: $(STAMP)
 	$(BIN)/python -m core.embedded_db stop
 
+# p50/p95 of the memory, lineage, quality and page endpoints on the seeded colony_bench database.
+# Every benchmark and the command behind each figure: docs/performance.md.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
 

@@ -1,5 +1,6 @@
-"""Benchmarks: ``make bench`` (``python -m benchmarks.run``) prints latency figures for each area.
+"""Benchmarks a user or maintainer runs; each is a make target or a ``python -m benchmarks.X`` command
+named in docs/performance.md (the retrieval benchmark: benchmarks/retrieval/README.md).
 
-They run against their own database (``colony_bench``), never the working one, and seed it once:
-a later run reuses what is there.
+Each runs against a database of its own, never the working one (:mod:`benchmarks.setup`), and prints
+its statistics through :mod:`benchmarks.stats`.
 """
