@@ -54,7 +54,8 @@ def embed_missing(batch_size: int = 64) -> int:
     time_limit=600,
 )
 def pheromone_decay() -> int:
-    """Hourly (config/celery.py): weights of thoughts idle for an hour decay toward 0.1."""
+    """Hourly (config/celery.py): weights of thoughts idle for an hour decay toward 0.1, space by space
+    (a space that fails is logged, the others decay)."""
     return pheromones.thoughts_decay()
 
 
@@ -67,7 +68,8 @@ def pheromone_decay() -> int:
 def reinforcement_fold() -> int:
     """Every minute (config/celery.py): count the accesses web processes logged and did not fold
     themselves (they fold after a response at most every REINFORCEMENT_FOLD_SECONDS, so the last
-    calls before a pause wait for this). Returns how many query-log rows it counted."""
+    calls before a pause wait for this). Space by space: a space that fails is logged, the others are
+    counted. Returns how many query-log rows it counted."""
     return pheromones.reinforcement_fold_all().logs
 
 
@@ -87,7 +89,8 @@ def import_receipts_expire() -> int:
 @shared_task(name="brain.jobs.query_logs_expire", autoretry_for=(OperationalError,), max_retries=3, time_limit=1800)
 def query_logs_expire() -> int:
     """Nightly: delete the query-log rows older than QUERY_LOG_RETENTION_DAYS, but for the sessions still
-    read (pheromones.QUERY_LOG_KEEPERS: open tasks' memory gates)."""
+    read (pheromones.QUERY_LOG_KEEPERS: open tasks' memory gates), space by space (a space that fails is
+    logged, the others are expired)."""
     return pheromones.query_logs_expire()
 
 

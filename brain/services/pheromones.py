@@ -13,15 +13,17 @@ and every minute in the worker (``brain.jobs.reinforcement_fold``).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
@@ -32,6 +34,7 @@ from brain.ranking import PHEROMONE_MAX
 from core.db import asynchronous_commit, is_deadlock, prepared_cursor
 from core.models import Agent, Space
 
+logger = logging.getLogger("colony.brain.pheromones")
 REINFORCE_STEP = 0.05  # per access, capped at PHEROMONE_MAX
 CO_RETRIEVAL_PARTNERS_MAX = 50  # partners kept per thought: the current ones, then the most frequent
 FEEDBACK_STEP = 0.02  # implicit feedback: the session contributed after being shown the thought
@@ -61,13 +64,15 @@ _RESULT_IDS_SQL = r"""
 #:   other thoughts (the access's co-retrieval partners).
 #: - ``locked``: those thoughts of the row's own space, locked in id order (as every write here
 #:   locks), so a fold and a memory call's other writes touching overlapping thoughts can't deadlock.
-#: - ``tally``, per thought: ``n`` accesses (``access_count + n``; weight ``min(max, w + n × step)``,
-#:   which is what ``n`` capped steps add), the newest access's time as ``last_accessed`` (when it was
-#:   asked, not when it was counted), the agents in the order they asked (new ones are appended to
-#:   ``accessed_by``), and every access's partners (+1 each time a partner came back with it). At most
-#:   ``cap`` partners are kept: those of the counted accesses first (the most frequent of them first),
-#:   then the most frequent earlier ones, ties by key; one access at a time this is the rule "a new
-#:   partner always gets in and the rarest old one makes room".
+#: - ``tally``, per thought: ``n`` accesses (``min(access_count + n, COUNTER_MAX)``; weight
+#:   ``min(max, w + n × step)``, which is what ``n`` capped steps add), the newest access's time as
+#:   ``last_accessed`` (when it was asked, not when it was counted), the agents in the order they
+#:   asked (new ones are appended to ``accessed_by``), and every access's partners (+1 each time a
+#:   partner came back with it). At most ``cap`` partners are kept: those of the counted accesses
+#:   first (the most frequent of them first), then the most frequent earlier ones, ties by key; one
+#:   access at a time this is the rule "a new partner always gets in and the rarest old one makes
+#:   room". Counts add up as numeric and are kept at most ``COUNTER_MAX``: no stored count (an
+#:   import's, an old row's) can overflow an int.
 #:
 #: Each part reads the one before once, by hash or by the primary key: no join between two CTEs'
 #: rows, whose sizes the planner can't estimate (a join of the accesses with themselves for the
@@ -101,7 +106,7 @@ WITH claimed AS MATERIALIZED (
     GROUP BY a.thought_id
 ), reinforced AS (
     UPDATE brain_thought AS t SET
-        access_count = t.access_count + g.n,
+        access_count = LEAST(t.access_count + g.n, %(counter_max)s),
         pheromone_weight = LEAST(%(max)s, t.pheromone_weight + g.n * %(step)s),
         last_accessed = GREATEST(t.last_accessed, g.last_at),
         accessed_by = t.accessed_by || ARRAY(
@@ -109,8 +114,8 @@ WITH claimed AS MATERIALIZED (
             WHERE NOT (x.name = ANY(t.accessed_by)) GROUP BY x.name ORDER BY min(x.ord)),
         co_retrieved_with = (
             SELECT COALESCE(jsonb_object_agg(kept.k, kept.c), '{{}}'::jsonb) FROM (
-                SELECT merged.k, SUM(merged.c)::int AS c FROM (
-                    SELECT key AS k, (value #>> '{{}}')::int AS c, 0 AS now FROM jsonb_each(t.co_retrieved_with)
+                SELECT merged.k, LEAST(SUM(merged.c), %(counter_max)s)::int AS c FROM (
+                    SELECT key AS k, (value #>> '{{}}')::numeric AS c, 0 AS now FROM jsonb_each(t.co_retrieved_with)
                     UNION ALL
                     SELECT partner, 1, 1 FROM unnest(string_to_array(g.partners, ' ')) AS partner
                     WHERE partner <> ''
@@ -207,6 +212,7 @@ def reinforcement_fold(*, space: Space | None = None, batch: int = REINFORCEMENT
         "max": PHEROMONE_MAX,
         "step": REINFORCE_STEP,
         "cap": CO_RETRIEVAL_PARTNERS_MAX,
+        "counter_max": COUNTER_MAX,
     }
     with prepared_cursor() as cursor:
         _execute_retrying_deadlock(cursor, _bookkeeping_sql(_FOLD), params)
@@ -214,11 +220,50 @@ def reinforcement_fold(*, space: Space | None = None, batch: int = REINFORCEMENT
     return Fold(logs=logs, thoughts=thoughts)
 
 
+#: Errors that say the server or the connection is in trouble, not one space's rows.
+_SERVER_TROUBLE = (OperationalError, InterfaceError)
+
+
+@contextmanager
+def _space_isolated(job: str, space: Space) -> Iterator[None]:
+    """Run one space's part of a periodic job so that its failure stays its own: inside a caller's
+    transaction in a savepoint (outside one, each statement of the job commits on its own), and a
+    database error is logged with the space and the traceback, then the job goes on with the next
+    space. A row no statement can take (a value planted by hand) stops its space only, every run,
+    and every run says so in the error log. A lost connection or a timeout is not a space's fault: it
+    goes up, for the job's retry."""
+    try:
+        if connection.in_atomic_block:
+            with transaction.atomic():
+                yield
+        else:
+            yield
+    except _SERVER_TROUBLE:
+        raise
+    except DatabaseError:
+        logger.exception("%s failed in space %s (id %s); the other spaces go on", job, space.slug, space.pk)
+
+
+def _spaces_waiting() -> list[Space]:
+    """The spaces with query-log rows still to count (read by the partial index of unreinforced rows)."""
+    waiting = QueryLog.objects.filter(reinforced=False).values("space_id").distinct()
+    return list(Space.objects.filter(pk__in=waiting).order_by("pk"))
+
+
 def reinforcement_fold_all(
     *, space: Space | None = None, batch: int = REINFORCEMENT_FOLD_BATCH, max_batches: int = 1000
 ) -> Fold:
     """:func:`reinforcement_fold` until no row is left (or ``max_batches`` ran): the worker's minute
-    job, and what an export runs first so that the thoughts it writes carry every access."""
+    job, and what an export runs first so that the thoughts it writes carry every access. Without
+    ``space`` it goes space by space (:func:`_space_isolated`): a space whose rows fail is logged and
+    left for the next run, and the others are counted."""
+    if space is None:
+        logs = thoughts = 0
+        for each in _spaces_waiting():
+            with _space_isolated("The reinforcement fold", each):
+                fold = reinforcement_fold_all(space=each, batch=batch, max_batches=max_batches)
+                logs, thoughts = logs + fold.logs, thoughts + fold.thoughts
+        return Fold(logs=logs, thoughts=thoughts)
     logs = thoughts = 0
     for _ in range(max_batches):
         fold = reinforcement_fold(space=space, batch=batch)
@@ -236,14 +281,30 @@ def reinforcement_fold_due() -> Fold | None:
     """After a memory call's response: fold one batch if this process has not folded in the last
     ``REINFORCEMENT_FOLD_SECONDS`` (0: after every call). Between two folds a process's calls only
     log: their reinforcement waits at most that long while calls keep coming, and at most a minute
-    (the worker's job) when they stop. Returns the fold, or None when it was not due."""
+    (the worker's job) when they stop. Returns the fold, or None when it was not due.
+
+    One statement for every space; when it fails (a row of one space it can't take), the batch is
+    folded space by space instead, so the failing space is logged and the others are counted."""
     global _folded_at
     now = time.monotonic()
     with _fold_lock:
         if now - _folded_at < settings.REINFORCEMENT_FOLD_SECONDS:
             return None
         _folded_at = now
-    return reinforcement_fold()
+    try:
+        if connection.in_atomic_block:
+            with transaction.atomic():
+                return reinforcement_fold()
+        return reinforcement_fold()
+    except _SERVER_TROUBLE:
+        raise
+    except DatabaseError:
+        logs = thoughts = 0
+        for space in _spaces_waiting():
+            with _space_isolated("The reinforcement fold", space):
+                fold = reinforcement_fold(space=space)
+                logs, thoughts = logs + fold.logs, thoughts + fold.thoughts
+        return Fold(logs=logs, thoughts=thoughts)
 
 
 #: A memory call's writes are each one statement in its own transaction: when PostgreSQL picks one as a
@@ -254,8 +315,6 @@ DEADLOCK_RETRIES = 2
 
 
 def _execute_retrying_deadlock(cursor, sql: str, params: dict) -> None:
-    from django.db import OperationalError
-
     for attempt in range(DEADLOCK_RETRIES + 1):
         try:
             cursor.execute(sql, params)
@@ -351,7 +410,7 @@ def retrieval_results(*, query_log_id: int, results: list[dict]) -> bool:
 #: nor one whose accesses are still to be counted (the fold takes it first).
 _QUERY_LOG_EXPIRING_SQL = """
 SELECT q.id FROM brain_querylog q
-WHERE q.created_at < %(cutoff)s AND q.reinforced
+WHERE q.space_id = %(space)s AND q.created_at < %(cutoff)s AND q.reinforced
   AND NOT EXISTS (
       SELECT 1 FROM unnest(%(keep_spaces)s::int[], %(keep_sessions)s::text[]) AS k(space_id, session_id)
       WHERE k.space_id = q.space_id AND k.session_id = q.session_id)
@@ -368,7 +427,8 @@ QUERY_LOG_KEEPERS: list[Callable[[], Iterable[tuple[int, str]]]] = []
 def query_logs_expire(*, now: datetime | None = None, batch_size: int = 5000) -> int:
     """Delete the query-log rows older than ``QUERY_LOG_RETENTION_DAYS`` (0: none), in batches of
     ``batch_size`` (each its own transaction), except those of the sessions :data:`QUERY_LOG_KEEPERS`
-    name. Returns how many were deleted. A turn log that named a deleted row keeps its items and loses
+    name. Returns how many were deleted. Space by space (:func:`_space_isolated`): a space whose
+    delete fails is logged and the others are expired. A turn log that named a deleted row keeps its items and loses
     the link (``on_delete=SET_NULL``).
 
     What else reads old rows: an agent's first call in a space gets onboarding guidance
@@ -384,6 +444,16 @@ def query_logs_expire(*, now: datetime | None = None, batch_size: int = 5000) ->
         "batch": batch_size,
     }
     deleted = 0
+    for space in Space.objects.order_by("pk"):
+        with _space_isolated("The query-log expiry", space):
+            deleted += _expire_space(space=space, params=params)
+    return deleted
+
+
+def _expire_space(*, space: Space, params: dict) -> int:
+    """:func:`query_logs_expire` for one space: batches until none is left; how many rows went."""
+    params = {**params, "space": space.pk}
+    deleted = 0
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(_QUERY_LOG_EXPIRING_SQL, params)
@@ -391,7 +461,7 @@ def query_logs_expire(*, now: datetime | None = None, batch_size: int = 5000) ->
             if ids:
                 # only("pk"): the collector reads the rows again to null the turn logs' links; not their results.
                 deleted += QueryLog.objects.filter(pk__in=ids).only("pk").delete()[1].get(QueryLog._meta.label, 0)
-        if len(ids) < batch_size:
+        if len(ids) < params["batch"]:
             return deleted
 
 
@@ -454,12 +524,22 @@ def thoughts_decay(*, now: datetime | None = None) -> int:
     """Hourly: ``max(0.1, w·0.995)`` for every thought not accessed in the last hour.
 
     Never-accessed thoughts count from ``created_at``. Accesses not counted yet are folded first, so a
-    thought asked for a moment ago is seen as accessed. Returns how many weights changed.
+    thought asked for a moment ago is seen as accessed. Returns how many weights changed. Space by
+    space (:func:`_space_isolated`): a space whose update fails is logged and the others decay.
     """
     reinforcement_fold_all()
     cutoff = (now or timezone.now()) - DECAY_IDLE
+    changed = 0
+    for space in Space.objects.order_by("pk"):
+        with _space_isolated("The pheromone decay", space):
+            changed += _decay_space(space=space, cutoff=cutoff)
+    return changed
+
+
+def _decay_space(*, space: Space, cutoff: datetime) -> int:
     return (
-        Thought.objects.alias(seen=Coalesce("last_accessed", "created_at"))
+        Thought.objects.filter(space=space)
+        .alias(seen=Coalesce("last_accessed", "created_at"))
         .filter(seen__lt=cutoff, pheromone_weight__gt=DECAY_FLOOR)
         .update(pheromone_weight=Greatest(Value(DECAY_FLOOR), F("pheromone_weight") * DECAY_FACTOR))
     )
