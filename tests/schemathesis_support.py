@@ -20,11 +20,13 @@ the operation's 400 response; in positive mode the generated cases that break on
 (``hypothesis.assume``), as a client that read the description would not send them. Negative mode keeps
 every case. The refusals themselves are tested in tests/test_brain_memory_api.py. The same holds for the
 import's rules across items and the space (an ``id`` appears once in a batch, a reference names a
-thought of the batch or the space: 400 ``IMPORT_INVALID``): positive import cases that reference other
-thoughts or repeat an id are discarded. Likewise an ``Idempotency-Key`` names one request (409
-``IDEMPOTENCY_KEY_REUSED`` for another batch, memory call or correction with the key, documented in the
-operations' 409 responses): positive import, memory and correction cases that send a key already sent
-with another request are discarded (tests/test_brain_import_idempotency.py and
+thought of the batch or the space, ``agent``/``contributor_id``/``contributor_name`` are the caller's
+own name and dates no later than now: 400 ``IMPORT_INVALID``): positive import cases that reference
+other thoughts, repeat an id, name another agent or date a thought in the future are discarded
+(tests/security/test_import_forgery.py tests the refusals). Likewise an ``Idempotency-Key`` names one
+request (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch, memory call or correction with the key,
+documented in the operations' 409 responses): positive import, memory and correction cases that send a
+key already sent with another request are discarded (tests/test_brain_import_idempotency.py and
 tests/test_brain_memory_idempotency.py test the refusal). And a list's ``cursor`` is the ``next_cursor``
 of an earlier page: the schema gives its alphabet, not which strings of it a list gave, so positive list
 cases that send one are discarded (400 for any other; tests/test_brain_list_retract.py and
@@ -71,17 +73,43 @@ def memory_rules_hold(data) -> bool:
     return not (writes and (data.get("contribute") in (False, "false") or data.get("store") in (False, "false")))
 
 
+FUZZ_AGENT = "fuzzer"
+IMPORT_IDENTITY = ("agent", "contributor_id", "contributor_name")
+IMPORT_DATES = ("created_at", "last_accessed", "superseded_at")
 IMPORT_REFERENCES = ("source_ids", "supersedes", "refined_by", "superseded_by", "contradicted_by", "related_thoughts")
 
 
 def import_rules_hold(items) -> bool:
-    """Whether an import batch references no other thought and repeats no id (see the module docstring)."""
+    """Whether an import batch references no other thought, repeats no id, names no other agent and
+    dates nothing in the future (see the module docstring)."""
     if not isinstance(items, list):
         return True
-    ids = [item.get("id") for item in items if isinstance(item, dict) and item.get("id")]
+    items = [item for item in items if isinstance(item, dict)]
+    ids = [item.get("id") for item in items if item.get("id")]
     if len(ids) != len(set(ids)):
         return False
-    return not any(isinstance(item, dict) and any(item.get(name) for name in IMPORT_REFERENCES) for item in items)
+    if any(item.get(name) not in (None, "", FUZZ_AGENT) for item in items for name in IMPORT_IDENTITY):
+        return False
+    if any(_in_the_future(item.get(name)) for item in items for name in IMPORT_DATES):
+        return False
+    return not any(any(item.get(name) for name in IMPORT_REFERENCES) for item in items)
+
+
+def _in_the_future(value) -> bool:
+    import datetime as dt
+
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    try:
+        return parsed.astimezone(dt.UTC) > dt.datetime.now(dt.UTC)
+    except OverflowError:
+        return True
 
 
 #: Idempotency-Key -> the first request sent with it, in this process's runs (see the module docstring).
@@ -144,7 +172,7 @@ def fuzz_fixture_data(space, thought_factory):
     from core import services
     from tests.tasks_helpers import make_project, make_task
 
-    _agent, token = services.agent_create(name="fuzzer", role="dev", space=space)
+    _agent, token = services.agent_create(name=FUZZ_AGENT, role="dev", space=space)
     thought_factory("The deploy pipeline runs database migrations before it restarts the web workers.")
     make_task(make_project(space, slug="colony"), slug="t1", status="ready", role="dev", dna={"a": 1})
     return token
