@@ -50,13 +50,13 @@ def _run_http(url: str, token: str, items: list[dict], batch: int) -> float:
 def _run_in_process(items: list[dict], batch: int, *, with_vectors: bool) -> float:
     from django.test import Client
 
+    from benchmarks.setup import agent_client
     from brain import embedding
-    from core import services
     from core.models import Space
 
     space = Space.objects.create(slug=f"bench-import-{time.time_ns()}", name="import benchmark")
     try:
-        _, token = services.agent_create(name="importer", role="dev", space=space)
+        _, token, _ = agent_client(space=space, name="importer")
         client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
         if with_vectors:
             vectors = embedding.embed_many([i["content"] for i in items])

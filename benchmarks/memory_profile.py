@@ -73,12 +73,11 @@ def _setup(database: str) -> None:
 
 
 def _agent_and_token():
-    from core import services
+    from benchmarks.setup import agent_client
     from core.models import Space
 
-    return services.agent_create(
-        name=f"profile-{int(time.time() * 1000)}", role="dev", space=Space.objects.get(slug="default")
-    )
+    agent, token, _ = agent_client(space=Space.objects.get(slug="default"), name=f"profile-{int(time.time() * 1000)}")
+    return agent, token
 
 
 def _prompts(seed: int):

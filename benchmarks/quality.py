@@ -63,11 +63,10 @@ def run(*, turns: int = 1000, items: int = 10, scored: int = 200, verbose: bool 
     from django.db import transaction
     from django.test.utils import override_settings
     from django.utils import timezone
-    from rest_framework.test import APIClient
 
+    from benchmarks.setup import agent_client
     from benchmarks.stats import percentile
     from brain.models import CorrectionSuggestion, QueryLog, Thought
-    from core import services
     from core.models import Agent, Space
     from quality import jobs
     from quality.models import ConfidenceChange, QualityRollup, TurnItem, TurnLog
@@ -76,7 +75,7 @@ def run(*, turns: int = 1000, items: int = 10, scored: int = 200, verbose: bool 
     from quality.services.scoring import turn_score
 
     space = Space.objects.create(slug=f"bench-quality-{uuid.uuid4().hex[:8]}", name="quality benchmark")
-    agent, token = services.agent_create(name="bench", role="dev", space=space)
+    agent, _, client = agent_client(space=space, name="bench")
     rng = random.Random(1)
     try:
         thoughts = Thought.objects.bulk_create(
@@ -107,8 +106,6 @@ def run(*, turns: int = 1000, items: int = 10, scored: int = 200, verbose: bool 
                 for session in sessions
             ]
         )
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
         jobs.score_turn.delay = lambda turn_log_id: None  # measure the request path alone
         latencies = []
         body = {
