@@ -108,7 +108,7 @@ def targets_report(
         short = f"{achieved_rate:.1f} of {asked_rate:.0f} responses/s" if behind else ""
         lines.append(
             f"  note: this machine was saturated ({', '.join(x for x in (why, short) if x)}): the latencies are "
-            "mostly queueing for a core; `python -m benchmarks.op_costs` says what each request costs"
+            "mostly queueing for a core; run it at a lower --rate or on a machine with more cores"
         )
     return lines
 
