@@ -449,7 +449,7 @@ def _agent_ids(
         row["id"]: uuid.uuid5(AGENT_ID_NAMESPACE, f"{space.pk} {row['id']}") for line, row in cleaned if given[line]
     }
     for _, row in cleaned:
-        row["given_id"] = row["id"] if mapping.get(row["id"]) else None
+        row["given_id"] = row["id"] if row["id"] in mapping else None
         row["id"] = mapping.get(row["id"], row["id"])
         for name in (*ARRAY_REFS, "related_thoughts"):
             row[name] = [mapping.get(ref, ref) for ref in row[name]]
@@ -472,13 +472,14 @@ def _as_uuid(value: str) -> uuid.UUID | str:
 _MARKER_REFUSED = "is a transition marker: markers are the workflow's audit trail and nothing supersedes them."
 
 
-def _superseding_refs(row: dict[str, Any]) -> tuple[str, list[uuid.UUID]]:
-    """(field, ids) of what an imported row supersedes when lineage is derived."""
-    if row["thought_type"] in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION) and row["source_ids"]:
-        return "source_ids", row["source_ids"]
-    if row["thought_category"] == ThoughtCategory.CORRECTION and row["supersedes"]:
-        return "supersedes", row["supersedes"]
-    return "", []
+def _superseding_refs(row: dict[str, Any]) -> list[tuple[str, uuid.UUID]]:
+    """(field, id) of each thought an imported row supersedes when lineage is derived (:func:`_derive_lineage`)."""
+    refs = []
+    if row["thought_type"] in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION):
+        refs += [("source_ids", ref) for ref in row["source_ids"]]
+    if row["thought_category"] == ThoughtCategory.CORRECTION:
+        refs += [("supersedes", ref) for ref in row["supersedes"]]
+    return refs
 
 
 # --- import -----------------------------------------------------------------------------------------
@@ -561,28 +562,27 @@ def thoughts_import(
     stored = Thought.objects.filter(space=space) if agent_mode else Thought.objects
     taken = set(stored.filter(pk__in=lookup).values_list("pk", flat=True)) if lookup else set()
     in_space = set(Thought.objects.filter(space=space, pk__in=taken).values_list("pk", flat=True)) if taken else set()
-    markers = {row["id"] for _, row in cleaned if row["thought_category"] == ThoughtCategory.TRANSITION_MARKER} | set(
-        Thought.objects.filter(pk__in=in_space, thought_category=ThoughtCategory.TRANSITION_MARKER).values_list(
-            "pk", flat=True
+    superseding = {line: _superseding_refs(row) for line, row in cleaned} if derive_lineage else {}
+    markers = {row["id"] for _, row in cleaned if row["thought_category"] == ThoughtCategory.TRANSITION_MARKER}
+    if any(superseding.values()):
+        markers |= set(
+            Thought.objects.filter(pk__in=in_space, thought_category=ThoughtCategory.TRANSITION_MARKER).values_list(
+                "pk", flat=True
+            )
         )
-    )
     deferred: list[tuple[str, str, str]] = []
     conflicts: list[LineError] = []
     for line, row in cleaned:
-        if row["id"] in taken or row.get("given_id") in taken:
-            conflicts.append(
-                LineError(
-                    line,
-                    f"a thought with id {row.get('given_id') or row['id']} already exists; leave 'id' out to get a "
-                    "new one.",
-                    "id",
-                )
+        if row.get("given_id") in taken:
+            conflicts.append(LineError(line, f"a thought with id {row['given_id']} already exists.", "id"))
+        elif row["id"] in taken:
+            what = (
+                f"id {row['given_id']} was imported before" if row.get("given_id") else f"id {row['id']} already exists"
             )
-        if derive_lineage:
-            name, superseded = _superseding_refs(row)
-            for ref in superseded:
-                if ref in markers:
-                    errors.append(LineError(line, f"{ref} {_MARKER_REFUSED}", name))
+            conflicts.append(LineError(line, f"a thought with {what}; leave 'id' out to get a new one.", "id"))
+        for name, ref in superseding.get(line, []):
+            if ref in markers:
+                errors.append(LineError(line, f"{ref} {_MARKER_REFUSED}", name))
         for name in (*ARRAY_REFS, "related_thoughts", *FK_REFS):
             values = row[name] if isinstance(row[name], list) else ([row[name]] if row[name] else [])
             for ref in values:
