@@ -1,9 +1,11 @@
-"""Per-token request throttling (issue 16 item 7), shared by every web worker process.
+"""Per-token request throttling, shared by every web worker process.
 
-One DRF throttle, :class:`TokenRateThrottle`, limits the requests of each agent token (requests
-without a token are not throttled here: they are refused by authentication, or are the health
-check). ``API_THROTTLE_RATE`` (``N/s``, ``N/min``, ``N/hour``; ``off`` disables) is read on each
-request. Over the rate: 429 ``THROTTLED`` in the envelope with ``Retry-After`` (seconds).
+One DRF throttle, :class:`TokenRateThrottle`, limits the requests of each token, agent token or
+read-only URL token, in a bucket of its own (:func:`throttle_key`: the token's kind and id). Requests
+without a token are not throttled here: they are refused by authentication, or are the health check.
+``API_THROTTLE_RATE`` (``N/s``, ``N/min``, ``N/hour``; ``off`` disables) is read on each request. Over
+the rate: 429 ``THROTTLED`` in the envelope with ``Retry-After`` (seconds). :func:`throttle_wait` is the
+same count for a caller outside DRF's views (a token and nothing else).
 
 The algorithm is GCRA (the generic cell rate algorithm, "leaky bucket as a meter"): each token has
 one number, its theoretical arrival time (TAT). A request at ``now`` is allowed when
@@ -34,8 +36,6 @@ from rest_framework.throttling import SimpleRateThrottle
 from core.db import asynchronous_commit
 
 logger = logging.getLogger("colony.throttling")
-
-KEY_FORMAT = "throttle_token_%(ident)s"
 
 
 class RedisGcra:
@@ -136,7 +136,42 @@ def gcra_parameters(num_requests: int, duration: float) -> tuple[float, float]:
     return interval, interval * (num_requests - 1)
 
 
+def throttle_key(token) -> str | None:
+    """The bucket of an authenticated token: its kind and row id (``agent:12``, ``url:12``); None for no
+    token (not throttled here). Agent tokens and URL tokens are rows of two tables with two id sequences,
+    so the id alone would give URL token 12 and agent token 12 (of any space) one bucket."""
+    from core.models import AgentToken, UrlToken
+
+    kind = {AgentToken: "agent", UrlToken: "url"}.get(type(token))
+    if kind is None or token.pk is None:
+        return None
+    return f"{kind}:{token.pk}"
+
+
+def throttle_wait(token) -> float:
+    """Count one request of ``token`` (an AgentToken or a UrlToken) against ``API_THROTTLE_RATE``: 0.0
+    when it is allowed, else the seconds to wait before the next one is. No token, or the rate ``off``:
+    0.0. While the store is down the request is let through (fail open, logged) instead of answering
+    500; the request then succeeds or gets its own 503 (database down)."""
+    throttle = TokenRateThrottle()
+    key = throttle_key(token)
+    if throttle.rate is None or key is None:
+        return 0.0
+    interval, tolerance = gcra_parameters(throttle.num_requests, throttle.duration)
+    try:
+        return throttle_store().hit(key, interval=interval, tolerance=tolerance)
+    except Exception as exc:
+        from core.errors import is_database_unavailable
+
+        if is_database_unavailable(exc):
+            raise
+        logger.warning("throttle store unavailable, not throttling this request: %s", exc)
+        return 0.0
+
+
 class TokenRateThrottle(SimpleRateThrottle):
+    """DRF's throttle class (``DEFAULT_THROTTLE_CLASSES``): :func:`throttle_wait` for the request's token."""
+
     scope = "token"
 
     def __init__(self):
@@ -151,30 +186,12 @@ class TokenRateThrottle(SimpleRateThrottle):
         return None if rate in {"", "off", "0", "none"} else rate
 
     def get_cache_key(self, request, view):
-        token = getattr(request, "auth", None)
-        if token is None or getattr(token, "pk", None) is None:
-            return None
-        return KEY_FORMAT % {"ident": token.pk}
+        return throttle_key(getattr(request, "auth", None))
 
     def allow_request(self, request, view):
         if self.rate is None:
             return True
-        key = self.get_cache_key(request, view)
-        if key is None:
-            return True
-        interval, tolerance = gcra_parameters(self.num_requests, self.duration)
-        # The counts live in Redis (or the database): while that store is down, let the request
-        # through (fail open, logged) instead of answering 500; the request itself then succeeds
-        # or gets its own 503 (database down).
-        try:
-            self.waiting = throttle_store().hit(key, interval=interval, tolerance=tolerance)
-        except Exception as exc:
-            from core.errors import is_database_unavailable
-
-            if is_database_unavailable(exc):
-                raise
-            logger.warning("throttle store unavailable, not throttling this request: %s", exc)
-            return True
+        self.waiting = throttle_wait(getattr(request, "auth", None))
         return self.waiting == 0.0
 
     def wait(self):

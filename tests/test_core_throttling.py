@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connection
 
-from core.throttling import KEY_FORMAT, DatabaseGcra, RedisGcra, TokenRateThrottle, throttle_store
+from core.throttling import DatabaseGcra, RedisGcra, TokenRateThrottle, throttle_key, throttle_store
 from tests.conftest import synchronous_commit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _forget(*clients) -> None:
     """Drop these tokens' throttle state (only theirs: on Redis the broker shares the database)."""
     for client in clients:
-        throttle_store().forget(KEY_FORMAT % {"ident": client.agent.tokens.get().pk})
+        throttle_store().forget(throttle_key(client.agent.tokens.get()))
 
 
 def test_the_throttle_store_is_shared_by_processes():
