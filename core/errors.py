@@ -7,6 +7,7 @@ add ``"fields"``), whether it was raised by a service, by DRF, by Django's URL r
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import logging
 import re
@@ -173,8 +174,51 @@ class DatabaseUnavailableMiddleware:
         return database_outage_response(request, exception)
 
 
+#: Whatever a request held, an error answer stays a few KB (bounded work, SPEC 6). error_body() keeps
+#: the message to ERROR_MESSAGE_MAX characters, any other text to ERROR_TEXT_MAX and a name (an object's
+#: key) to ERROR_NAME_MAX, and the first ERROR_ITEMS_MAX entries of any list or object, fewer where that
+#: is still more than ERROR_MAX_BYTES of JSON in all; how many it left out of each of the error's own
+#: lists and objects goes in ``omitted``.
+ERROR_MESSAGE_MAX = 1000
+ERROR_TEXT_MAX = 500
+ERROR_NAME_MAX = 100
+ERROR_ITEMS_MAX = 10
+ERROR_MAX_BYTES = 8192
+
+
+def clip(text, limit: int = ERROR_TEXT_MAX) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis marking the cut."""
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _bounded(value, items: int):
+    if isinstance(value, str):
+        return clip(value)
+    if isinstance(value, dict):
+        return {
+            clip(key, ERROR_NAME_MAX): _bounded(item, items) for key, item in itertools.islice(value.items(), items)
+        }
+    if isinstance(value, (list, tuple)):
+        return [_bounded(item, items) for item in value[:items]]
+    return value
+
+
 def error_body(code: str, message: str, **extra) -> dict:
-    return {"error": {"code": code, "message": message, **extra}}
+    """The envelope ``{"error": {"code", "message", **extra}}``, bounded (ERROR_MAX_BYTES and the rest)."""
+    message = clip(message, ERROR_MESSAGE_MAX)
+    for items in (ERROR_ITEMS_MAX, 5, 2, 1, 0):
+        error = {"code": code, "message": message} | {key: _bounded(value, items) for key, value in extra.items()}
+        omitted = {
+            key: len(value) - items
+            for key, value in extra.items()
+            if isinstance(value, (list, tuple, dict)) and len(value) > items
+        }
+        if omitted:
+            error["omitted"] = omitted
+        if len(json.dumps(error, ensure_ascii=False, default=str).encode()) <= ERROR_MAX_BYTES:
+            break
+    return {"error": error}
 
 
 async def asgi_json_send(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -208,6 +252,21 @@ def _flatten(detail, prefix: str = "") -> dict[str, list[str]]:
             out.update(_flatten(item, f"{prefix}[{index}]" if prefix else str(index)))
         return out
     return {prefix or "non_field_errors": [str(detail)]}
+
+
+def validation_message(fields: dict[str, list[str]]) -> str:
+    """ "Invalid request. name: message; ..." for the first ERROR_ITEMS_MAX of ``fields`` (errors that
+    belong to no one field without a name), saying first how many more there are."""
+    shown = itertools.islice(fields.items(), ERROR_ITEMS_MAX)
+    parts = [
+        " ".join(map(str, msgs[:ERROR_ITEMS_MAX]))
+        if name == "non_field_errors"
+        else f"{clip(name, ERROR_NAME_MAX)}: {' '.join(map(str, msgs[:ERROR_ITEMS_MAX]))}"
+        for name, msgs in shown
+    ]
+    more = len(fields) - ERROR_ITEMS_MAX
+    head = f"Invalid request ({len(fields)} fields: the first {ERROR_ITEMS_MAX} below and {more} more). "
+    return (head if more > 0 else "Invalid request. ") + "; ".join(parts)
 
 
 _DRF_CODES = [
@@ -299,8 +358,7 @@ def api_exception_handler(exc, context) -> Response:
         exc = drf.PermissionDenied()
     if isinstance(exc, drf.ValidationError):
         fields = _flatten(exc.detail)
-        summary = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in fields.items())
-        return Response(error_body("VALIDATION_ERROR", f"Invalid request. {summary}", fields=fields), status=400)
+        return Response(error_body("VALIDATION_ERROR", validation_message(fields), fields=fields), status=400)
     if isinstance(exc, drf.APIException):
         code = next((code for cls, code in _DRF_CODES if isinstance(exc, cls)), "API_ERROR")
         headers = {}

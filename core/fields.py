@@ -10,6 +10,7 @@ Use them as ``from core import fields`` then ``fields.CharField(...)`` in every 
 
 from __future__ import annotations
 
+import heapq
 import re
 import threading
 
@@ -89,7 +90,7 @@ class ChoiceField(_StringOnly, serializers.ChoiceField):
             choices = [str(choice) for choice in self.choices]
             hint = errors.did_you_mean(data, choices, synonyms=self.synonyms, cutoff=0.6)
             raise serializers.ValidationError(
-                f"{data!r} is not one of {', '.join(choices)}.{hint}", code="invalid_choice"
+                f"{errors.clip(repr(data), 100)} is not one of {', '.join(choices)}.{hint}", code="invalid_choice"
             ) from None
 
 
@@ -143,7 +144,7 @@ class BooleanField(serializers.BooleanField):
 
 
 class Serializer(serializers.Serializer):
-    """An input serializer that refuses keys it does not know (400 ``VALIDATION_ERROR`` naming each),
+    """An input serializer that refuses keys it does not know (400 ``VALIDATION_ERROR`` naming them),
     in a JSON body, a nested object or a query string: a misspelt field is an error, never silently
     ignored. The OpenAPI schema says so (``additionalProperties: false``, core.schema).
 
@@ -161,19 +162,9 @@ class Serializer(serializers.Serializer):
     def to_internal_value(self, data):
         if hasattr(data, "keys"):
             known = {name for name, f in self.fields.items() if not f.read_only}
-            unknown = [key for key in data.keys() if key not in known]
+            unknown = [str(key) for key in data.keys() if key not in known]
             if unknown:
-                allowed = ", ".join(sorted(known))
-                raise serializers.ValidationError(
-                    {
-                        str(key): [
-                            self.error_messages["unknown_field"].format(
-                                hint=errors.name_hint(key, known, self.unknown_field_hints), allowed=allowed
-                            )
-                        ]
-                        for key in unknown
-                    }
-                )
+                raise serializers.ValidationError(self._unknown_fields(unknown, known))
             if not isinstance(data, QueryDict) and any(value is None for value in data.values()):
                 data = {
                     key: value
@@ -181,6 +172,27 @@ class Serializer(serializers.Serializer):
                     if value is not None or self.fields[key].required or self.fields[key].allow_null
                 }
         return super().to_internal_value(data)
+
+    def _unknown_fields(self, unknown: list[str], known: set[str]) -> dict[str, list[str]]:
+        """The error for keys this serializer does not know: one key gets "Unknown field. Allowed: ...";
+        more get the count and the allowed names once, and each of the first UNKNOWN_NAMED (sorted) by
+        name. A body of 20,000 unknown keys is one short error, not one message per key."""
+        allowed = ", ".join(sorted(known))
+
+        def hint(name: str) -> str:
+            return errors.name_hint(name, known, self.unknown_field_hints)
+
+        if len(unknown) == 1:
+            return {unknown[0]: [self.error_messages["unknown_field"].format(hint=hint(unknown[0]), allowed=allowed)]}
+        named = heapq.nsmallest(UNKNOWN_NAMED, unknown)
+        listed = ", ".join(errors.clip(name, errors.ERROR_NAME_MAX) for name in named)
+        more = f" and {len(unknown) - len(named)} more unknown fields" if len(unknown) > len(named) else ""
+        summary = f"{len(unknown)} unknown fields: {listed}{more}. Allowed: {allowed}."
+        return {"non_field_errors": [summary]} | {name: [f"Unknown field.{hint(name)}"] for name in named}
+
+
+#: How many unknown keys an error names (the first, sorted); it counts the others.
+UNKNOWN_NAMED = 5
 
 
 class FieldsReusedPerThread:

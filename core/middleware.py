@@ -1,6 +1,7 @@
 """Input guard: what no view can read is refused before any view runs.
 
-A NUL character in the path or the query string is a 400.
+A NUL character in the path or the query string is a 400, and so is a query string of more parameters
+than Django reads (``DATA_UPLOAD_MAX_NUMBER_FIELDS``).
 
 Path and query values reach selectors as text (task slugs, ids, filters) and PostgreSQL refuses U+0000,
 so they are refused here once instead of failing in the database (a 500): under /api/ with the error
@@ -14,26 +15,35 @@ byte 0x8b", which does not tell the caller what to change. RFC 7694: 415 with ``
 
 from __future__ import annotations
 
-from django.core.exceptions import BadRequest
+import json
+
+from django.conf import settings
+from django.core.exceptions import BadRequest, TooManyFieldsSent
 from django.http import JsonResponse
 
-from core.errors import error_body
+from core.errors import error_body, validation_message
 from core.parsers import NUL_MESSAGE, printable
 
 
 def api_input_refusal(request) -> JsonResponse | None:
-    """The 400 for an API request with a NUL in its path or query string; None when there is none.
+    """The 400 for an API request with a NUL in its path or query string, or more query parameters than
+    Django reads; None when there is none.
     Also applied to MCP tool calls, which run the API's views without this middleware (``colony_mcp.rest``)."""
     fields: dict[str, list[str]] = {}
     if "\x00" in request.path:
         fields["path"] = [NUL_MESSAGE]
-    for key, values in request.GET.lists():
+    try:
+        query = request.GET.lists()
+    except TooManyFieldsSent:
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        message = f"More than {limit} query parameters (DATA_UPLOAD_MAX_NUMBER_FIELDS); send fewer."
+        return JsonResponse(error_body("VALIDATION_ERROR", message), status=400)
+    for key, values in query:
         if "\x00" in key or any("\x00" in value for value in values):
             fields[key.replace("\x00", "\\u0000")] = [NUL_MESSAGE]
     if not fields:
         return None
-    summary = "; ".join(f"{name}: {NUL_MESSAGE}" for name in fields)
-    return JsonResponse(error_body("VALIDATION_ERROR", f"Invalid request. {summary}", fields=fields), status=400)
+    return JsonResponse(error_body("VALIDATION_ERROR", validation_message(fields), fields=fields), status=400)
 
 
 def encoded_body_refusal(request) -> JsonResponse | None:
@@ -62,5 +72,5 @@ class ApiInputGuardMiddleware:
             if request.path.startswith("/api/"):
                 return refusal
             # A page: Django's handler400 answers with templates/400.html (the message goes to the log).
-            raise BadRequest("A NUL character (\\u0000) in the path or the query string.")
+            raise BadRequest(json.loads(refusal.content)["error"]["message"])
         return self.get_response(request)
