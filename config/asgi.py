@@ -29,18 +29,16 @@ else:
     # nothing; the pool still bounds what reaches the database.
     django_application = WsgiBridge(get_wsgi_application(), threads=WEB_THREADS, freeze_after=FREEZE_AFTER)
 
-from django.conf import settings  # noqa: E402
-
 from colony_mcp.asgi import ColonyAsgi  # noqa: E402  (needs Django set up)
 from core.body_limit import BodyLimit  # noqa: E402
 
 
 def make_application(django_app) -> BodyLimit:
-    """Django and ``/mcp`` behind one router, every body bounded before anything reads it
-    (``core.body_limit``, ``MAX_REQUEST_BODY_MB``). ``/mcp``'s synchronous work runs in the WSGI bridge's
-    threads, or in a pool of as many when Django is served by its own ASGI handler."""
+    """Django and ``/mcp`` behind one router, every body bounded by its route's limit before anything
+    reads it (``core.body_limit``). ``/mcp``'s synchronous work runs in the WSGI bridge's threads, or in a
+    pool of as many when Django is served by its own ASGI handler."""
     executor = getattr(django_app, "executor", None) or ThreadPoolExecutor(WEB_THREADS, thread_name_prefix="mcp")
-    return BodyLimit(ColonyAsgi(django_app, executor=executor), max_bytes=int(settings.MAX_REQUEST_BODY_MB * (1 << 20)))
+    return BodyLimit(ColonyAsgi(django_app, executor=executor))
 
 
 application = make_application(django_application)

@@ -310,10 +310,15 @@ EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
 # Items per POST /api/v1/thoughts/import request (one batch, all or nothing).
 IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
-# Largest request body the web server reads (core.body_limit), in MB; larger: 413 REQUEST_TOO_LARGE.
-MAX_REQUEST_BODY_MB = env("MAX_REQUEST_BODY_MB", 64.0)
+# Largest request body the web server reads (core.body_limit), checked before the body is read; larger:
+# 413 REQUEST_TOO_LARGE. The import's, in MB (default: 64 KB per item of a full batch, 62.5 MB for 1,000),
+# and every other path's (/mcp included), in KB: core/body_limit.py says how each default is sized.
+MAX_REQUEST_BODY_MB = env("MAX_REQUEST_BODY_MB", IMPORT_BATCH_MAX_ITEMS * 64 / 1024)
 if MAX_REQUEST_BODY_MB <= 0:
     raise ImproperSetting(f"MAX_REQUEST_BODY_MB must be a positive number of megabytes (got {MAX_REQUEST_BODY_MB}).")
+MAX_REQUEST_BODY_KB = env("MAX_REQUEST_BODY_KB", 256)
+if MAX_REQUEST_BODY_KB <= 0:
+    raise ImproperSetting(f"MAX_REQUEST_BODY_KB must be a positive number of kilobytes (got {MAX_REQUEST_BODY_KB}).")
 # Hours an import's Idempotency-Key receipt is kept: a batch sent again within them is answered from it.
 IMPORT_RECEIPT_HOURS = env("IMPORT_RECEIPT_HOURS", 24)
 

@@ -1,24 +1,59 @@
-"""A ceiling on request bodies, in front of everything the ASGI server serves (Django and ``/mcp``).
+"""A ceiling on request bodies, per route, in front of everything the ASGI server serves (Django and ``/mcp``).
 
-Nothing bounded a body before: the WSGI bridge (``core.wsgi_bridge``) read every body whole,
-spooling it to a temporary file past 1 MiB, before Django looked at the request, so any client,
-without a token, could fill the disk with one long upload; the MCP endpoint read bodies into memory.
-Now a body longer than ``MAX_REQUEST_BODY_MB`` (64 by default: an import batch of 1,000 thoughts
-with both vectors is ~16 MB) is refused with 413 ``REQUEST_TOO_LARGE`` in the API's error envelope:
-at once when its ``Content-Length`` says so, before a byte of it is read, and for a chunked body as
-soon as what arrived passes the limit (the application stops reading; whatever it was about to
-answer is replaced by the 413). The connection is closed after the refusal.
+:func:`body_limit_for` says how many bytes a body to a path may have:
+
+- ``POST /api/v1/thoughts/import``: ``MAX_REQUEST_BODY_MB``, by default sized from the batch:
+  ``IMPORT_BATCH_MAX_ITEMS`` x 64 KB (62.5 MB for 1,000). 64 KB is one exported thought: its two
+  384-float vectors as JSON (~16 KB), 10,000 characters of content as UTF-8 (at most 40 KB) and its
+  other fields.
+- every other path, ``/mcp`` included (its tools take the REST calls' payloads, and no tool imports):
+  ``MAX_REQUEST_BODY_KB`` (256). The largest of those bodies is a memory call: a 10,000-character
+  prompt and ~20,000 characters of other text (correct_fact, corrected_fact, alternatives, context,
+  tags, names) is ~30,000 characters, 180 KB when a client writes every character as a ``\\uXXXX``
+  escape (Python's ``json.dumps`` does for any non-ASCII text), plus four lists of 100 ids (16 KB); the
+  prompt alone written as escaped surrogate pairs (12 bytes a character) is 120 KB. A task's DNA is at
+  most 100,000 characters (tasks.services.tasks.DNA_MAX_CHARS).
+
+A body over its limit is refused with 413 ``REQUEST_TOO_LARGE`` in the API's error envelope, naming the
+limit and the path, before anything behind this layer runs (authentication included): at once when its
+``Content-Length`` says so, before a byte of it is read, and for a chunked body as soon as what arrived
+passes the limit (the application stops reading; whatever it was about to answer is replaced by the 413).
+The connection is closed after the refusal. The WSGI bridge (``core.wsgi_bridge``) reads a body whole
+before Django sees the request, so without this any client could make the server hold a body of any size.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.conf import settings
+
 from core.errors import asgi_json_send, error_body
 
-MESSAGE = (
-    "The request body is larger than {limit} MB (MAX_REQUEST_BODY_MB); nothing was read past it and "
-    "nothing was changed. Send less: an import takes at most IMPORT_BATCH_MAX_ITEMS thoughts a request, "
-    "manage.py brain import takes a file of any size."
-)
+IMPORT_PATH = "/api/v1/thoughts/import"
+
+
+def body_limit_for(path: str) -> int:
+    """The most bytes a request body to ``path`` may have (read from the settings on each call)."""
+    if path.rstrip("/") == IMPORT_PATH:
+        return int(settings.MAX_REQUEST_BODY_MB * (1 << 20))
+    return int(settings.MAX_REQUEST_BODY_KB * 1024)
+
+
+def refusal_message(path: str, limit: int) -> str:
+    """The 413's message: the limit, the setting that sets it and the path, and what to send instead."""
+    where = path if len(path) <= 100 else path[:99] + "…"
+    if path.rstrip("/") == IMPORT_PATH:
+        return (
+            f"The request body is larger than {limit / (1 << 20):g} MB (MAX_REQUEST_BODY_MB), the limit for {where}; "
+            "nothing was read past it and nothing was changed. Send fewer thoughts a request (at most "
+            "IMPORT_BATCH_MAX_ITEMS); manage.py brain import takes a file of any size."
+        )
+    return (
+        f"The request body is larger than {limit / 1024:g} KB (MAX_REQUEST_BODY_KB), the limit for {where}; "
+        "nothing was read past it and nothing was changed. Send less: every field has its own length limit "
+        "(the API's schema at /api/schema/ lists them)."
+    )
 
 
 class BodyTooLarge(Exception):
@@ -26,29 +61,31 @@ class BodyTooLarge(Exception):
 
 
 class BodyLimit:
-    """ASGI middleware: http requests whose body passes ``max_bytes`` get a 413."""
+    """ASGI middleware: an http request whose body passes ``limit_for(path)`` bytes gets a 413."""
 
-    def __init__(self, app, *, max_bytes: int) -> None:
+    def __init__(self, app, *, limit_for: Callable[[str], int] = body_limit_for) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.limit_for = limit_for
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        path = scope.get("path", "")
+        limit = self.limit_for(path)
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            await self._refuse(send)
+        if declared is not None and declared > limit:
+            await self._refuse(send, path, limit)
             return
-        state = {"received": 0, "over": False, "app_started": False, "refused": False}
+        state = {"received": 0, "over": False, "app_started": False}
 
         async def limited_receive():
             message = await receive()
             if message["type"] == "http.request":
                 state["received"] += len(message.get("body", b""))
-                if state["received"] > self.max_bytes:
+                if state["received"] > limit:
                     state["over"] = True
-                    raise BodyTooLarge(f"request body over {self.max_bytes} bytes")
+                    raise BodyTooLarge(f"request body over {limit} bytes")
             return message
 
         async def guarded_send(message):
@@ -66,11 +103,11 @@ class BodyLimit:
             if not state["over"]:
                 raise  # the application's own error, not the limit's
         if state["over"] and not state["app_started"]:
-            await self._refuse(send)
+            await self._refuse(send, path, limit)
 
-    async def _refuse(self, send) -> None:
-        message = MESSAGE.format(limit=f"{self.max_bytes / (1 << 20):g}")
-        await asgi_json_send(send, 413, error_body("REQUEST_TOO_LARGE", message), [(b"connection", b"close")])
+    async def _refuse(self, send, path: str, limit: int) -> None:
+        body = error_body("REQUEST_TOO_LARGE", refusal_message(path, limit), max_bytes=limit)
+        await asgi_json_send(send, 413, body, [(b"connection", b"close")])
 
 
 def _content_length(scope) -> int | None:

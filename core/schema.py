@@ -30,7 +30,8 @@ ERROR_DESCRIPTIONS = {
     404: "Nothing with this id in the caller's space (`NOT_FOUND` or a more specific code).",
     405: "The path exists but does not take this method (`METHOD_NOT_ALLOWED`).",
     409: "The request conflicts with the current state (`CONFLICT` or a more specific code).",
-    413: "The request body is larger than `MAX_REQUEST_BODY_MB` (`REQUEST_TOO_LARGE`); nothing was read past it.",
+    413: "The request body is larger than the route's limit (`REQUEST_TOO_LARGE`: `MAX_REQUEST_BODY_KB`, the "
+    "import's `MAX_REQUEST_BODY_MB`); nothing was read past it.",
     415: "The body's Content-Type is not one this operation reads, or the body is compressed "
     "(`Content-Encoding`); the message says what to send (`UNSUPPORTED_MEDIA_TYPE`).",
     429: "Too many requests from this token (`THROTTLED`); retry after the `Retry-After` seconds.",
@@ -45,6 +46,12 @@ class ErrorDetailSerializer(serializers.Serializer):
         child=serializers.ListField(child=serializers.CharField()),
         required=False,
         help_text="VALIDATION_ERROR only: the messages per field (nested fields as `a.b`, list items as `a[0]`).",
+    )
+    omitted = serializers.DictField(
+        child=serializers.IntegerField(),
+        required=False,
+        help_text="How many entries of each of this error's lists or objects were left out (an error lists the "
+        "first ten at most, and stays a few KB whatever the request held).",
     )
 
 

@@ -1,5 +1,6 @@
-"""core.body_limit: a request body over MAX_REQUEST_BODY_MB is refused (413) before it is read whole,
-in front of Django (through the WSGI bridge) and /mcp alike."""
+"""core.body_limit: a request body over its route's limit is refused (413) before it is read whole,
+in front of Django (through the WSGI bridge) and /mcp alike (tests/security/test_body_limits.py: the
+limit of each route)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def _serve(app, *, parts: list[bytes], headers: list | None = None) -> tuple[lis
         async def send(message):
             sent.append(message)
 
-        await BodyLimit(app, max_bytes=LIMIT)(scope, receive, send)
+        await BodyLimit(app, limit_for=lambda path: LIMIT)(scope, receive, send)
 
     _run(main)
     return sent, pulled["n"]
@@ -75,7 +76,8 @@ def test_a_declared_length_over_the_limit_is_refused_before_a_byte_is_read():
     headers = [(b"content-type", b"application/json"), (b"content-length", str(LIMIT + 1).encode())]
     sent, pulled = _serve(bridge, parts=[b"x" * (LIMIT + 1)], headers=headers)
     error = _refusal(sent)
-    assert "MAX_REQUEST_BODY_MB" in error["message"] and "nothing was changed" in error["message"]
+    assert "MAX_REQUEST_BODY_KB" in error["message"] and "nothing was changed" in error["message"]
+    assert "/api/v1/memory" in error["message"] and error["max_bytes"] == LIMIT
     assert pulled == 0 and seen == {}  # the application never ran
 
 
