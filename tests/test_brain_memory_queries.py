@@ -79,10 +79,9 @@ def test_a_retrieve_only_call_waits_for_the_database_twice_before_its_answer(
     production: autocommit), a retrieve-only call waits twice before its answer: statements 1 and 2 of
     the search (sent together, read after the embedding), and the search statement with the query
     log's row (their rows come back with the pipeline's Sync, which ends the search's implicit
-    transaction: no BEGIN, no COMMIT). Counted the same way, it waited three times before the
-    forty-ninth session (the query log on its own after the search) and eight times before the
-    forty-third (BEGIN, the terms statement, the lexical side's rows and its pipeline's Sync, the
-    search, COMMIT, the query log)."""
+    transaction: no BEGIN, no COMMIT). Written as separate statements it
+    waited up to eight times (BEGIN, the terms statement, the lexical side's rows and its pipeline's
+    Sync, the search, COMMIT, the query log)."""
     import psycopg
 
     from core.responses import ResponseThenWork

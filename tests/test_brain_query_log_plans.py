@@ -3,7 +3,7 @@ every call, so a read that walks it in table or primary-key order grows with it.
 
 Prepared statements run generic plans (after five runs, or always in the search's transaction, which
 forces them and turns sequential scans off). With a few agents and many calls the planner expects an
-agent's or a session's rows everywhere; written as they were before the forty-ninth session, the
+agent's or a session's rows everywhere; written without the ``+ 0`` guards, the
 "queried before?" read walked the space's rows until it met the agent's (1.8 ms for 3,370 rows at
 7,000) and implicit feedback read every row of the log below the call's id (9–11 ms at 300,000 rows).
 """

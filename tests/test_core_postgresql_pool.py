@@ -1,5 +1,5 @@
 """core.postgresql: the web process's connection pool hands out the connection returned last
-(a worker's consecutive calls stay on one PostgreSQL backend; docs/performance.md, fiftieth session)."""
+(a worker's consecutive calls stay on one PostgreSQL backend; docs/performance.md)."""
 
 import pytest
 from django.db import connection, connections

@@ -28,9 +28,6 @@ multipliers are then plain Python over at most a few dozen rows (``brain.ranking
 The three run in one pipeline (:func:`_fetch`): outside a caller's transaction the statements up to
 the pipeline's Sync are one implicit transaction (the settings last until it ends), so the search
 needs no BEGIN and no COMMIT of its own, and the search statement's rows come back with that Sync.
-Until the forty-third session the search waited for BEGIN, the terms statement, the lexical side's
-rows and its pipeline's Sync, the search statement and COMMIT (docs/performance.md, "Forty-third
-session").
 
 Why live corrections are compared exactly: a correction must win at once (issue 4), so its
 retrieval can't depend on index recall; pgvector 0.8's filtered scan was seen missing a freshly
@@ -61,10 +58,9 @@ MIN_POOL = 30
 #: Most query lexemes used (a 10 000-character prompt stays cheap).
 MAX_QUERY_LEXEMES = 64
 #: hnsw.ef_search is this multiple of the pool, at least EF_SEARCH_MIN (pgvector's default) and within
-#: its allowed maximum. 1 since the twenty-first session (it was 2: ef_search 60 for the pool of 30 a
-#: page of 10 asks for, now 40): the search statement 0.3 ms faster at 10,000 thoughts and 0.5 ms at
-#: 100,000, with the same hit@10 and MRR on issue 14's 300 queries at both sizes and the same figures
-#: on the retrieval benchmark's dev split, both protocols (docs/performance.md, "Twenty-first session").
+#: its allowed maximum. At 1 (ef_search 40 for the pool of 30 a page of 10 asks for) the search
+#: statement is 0.3 ms faster at 10,000 thoughts and 0.5 ms at 100,000 than at 2, with the same hit@10
+#: and MRR on bench-compare's queries and the same retrieval-benchmark figures (docs/performance.md).
 #: The iterative scan goes on past ef_search whenever the filters leave fewer rows than the pool.
 EF_SEARCH_FACTOR = 1
 EF_SEARCH_MIN = 40
@@ -161,7 +157,7 @@ GENERIC_PLAN_MIN_THOUGHTS = 5000
 #: runs statement 2 with its generic plan too. Planning it for its values cost 0.4-0.8 of its 2.1-3.9
 #: ms at 10,000 thoughts (two runs), for the same plan: the lexical side's rows come from the GIN
 #: index whatever the values, since what it matches on is statement 2's own result, which no plan
-#: sees (docs/performance.md, forty-eighth session). That mattered once statement 2 took as long as
+#: sees (docs/performance.md, "PostgreSQL"). That mattered once statement 2 took as long as
 #: the embedding it runs beside (5.4 against 5.1 ms on a slow machine). Its lexical scan names the
 #: space as ``space_id + 0`` in that plan, as the dense side does: with statistics of many small
 #: spaces a generic plan would otherwise read the whole space through its btree index and test every
@@ -343,7 +339,7 @@ def query_terms(
 #: Everything else, given the vector and the lexical side's rows (``lexical_ids`` / ``lexical_bm25``,
 #: best first). Its arrays are bound in binary (``%(name)b``): psycopg dumps a list as text value by
 #: value (a regular expression per string for its quoting, every float printed), which cost ~0.1 ms
-#: of CPU a call for the ~70 values of a 10k space (docs/performance.md, forty-fourth session).
+#: of CPU a call for the ~70 values of a 10k space (docs/performance.md, "PostgreSQL").
 _SEARCH_SQL = """
 WITH RECURSIVE
 idf AS MATERIALIZED (

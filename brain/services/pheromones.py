@@ -143,7 +143,7 @@ SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM reinforced)
 # runs as the search's companion) expects the agent's rows to be everywhere and reads the log in
 # table or space order until it meets one: with a few agents, every call of an agent whose rows are
 # recent read all the older rows of the others first (1.8 ms for 3,370 rows at 7,000, linear in the
-# log, which keeps 90 days). docs/performance.md, forty-ninth session.
+# log, which keeps 90 days). docs/performance.md, "PostgreSQL".
 _LOG_SQL = """
 WITH logged AS (
     INSERT INTO brain_querylog
@@ -362,7 +362,7 @@ def retrieval_log_begin(
     search statement (``search.thought_search(companion=)``: the same transaction and, in pipeline
     mode, the same round trip), before the results are ranked: the row says who queried what in which
     session, so the workflow's memory gates see it before the answer is sent, without a wait of its
-    own (~1 ms of a call; docs/performance.md, forty-ninth session). Its ``results`` are JSON ``null``
+    own (~1 ms of a call; docs/performance.md). Its ``results`` are JSON ``null``
     until :func:`retrieval_results` names them, right after the answer is sent, and it is written
     reinforced (nothing to count) until then, so no fold takes it half-written. Its row is
     :func:`retrieval_record`'s. Not run early for a contribution: its flags read the agent's recent
@@ -474,7 +474,7 @@ def _expire_space(*, space: Space, params: dict) -> int:
 #: Both reads of the log go by the session's index (``querylog_session``): the ids are compared as
 #: ``id + 0``, which no index answers. Compared as ``id``, the rows between the session's previous
 #: contribution and this call were read by primary key, every session's: with no previous
-#: contribution, the whole log (9–11 ms at 300,000 rows; docs/performance.md, forty-ninth session).
+#: contribution, the whole log (9–11 ms at 300,000 rows; docs/performance.md, "PostgreSQL").
 _FEEDBACK_SQL = f"""
 WITH previous AS (
     SELECT COALESCE(max(p.id + 0), 0) AS id FROM brain_querylog p

@@ -727,7 +727,7 @@ def thoughts_gin_flush() -> int:
     finds it over ``gin_pending_list_limit`` (4 MB), or by (auto)vacuum. After an import it held
     ~10,000 thoughts' lexemes (315 pages at 10,000 notes), which every full-text side of a memory
     search scanned: bench-compare's retrieve-only calls ran p50 14.8 ms until autovacuum came, 9.7 ms
-    once merged (docs/performance.md, eighth session). An import merges what it added, in bulk, as
+    once merged (docs/performance.md, "PostgreSQL"). An import merges what it added, in bulk, as
     the list is meant to be; a refused call (not the index's owner) is logged and changes nothing."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:  # a savepoint inside a caller's transaction
@@ -755,7 +755,7 @@ def vector_text(item: Any) -> str:
     Nine significant digits give every float32 back exactly (the column stores float4), and one ``%``
     over the whole vector is ~3x faster than ``str()`` of each value (0.17 against 0.57 s of the web
     process per 1,000 vectors) and shorter for PostgreSQL to parse (0.20 against 0.29 s): half a
-    millisecond of an import's ~7 ms of CPU a note (docs/performance.md, twenty-fourth session)."""
+    millisecond of an import's ~7 ms of CPU a note (docs/performance.md, "Import")."""
     return _VECTOR_TEXT % tuple(item.tolist() if isinstance(item, np.ndarray) else item)
 
 

@@ -9,7 +9,7 @@ woken after sitting idle, its caches gone cold. Taken most recent first, consecu
 the backend that just served one. A pool that kept connections idle for its whole ``max_idle``
 still closes one of them (now the one returned last, where first in, first out closed the one idle
 longest). Two production servers on bench-compare's 10,000 notes, calls interleaved:
-docs/performance.md, fiftieth session. Everything else is Django's backend.
+docs/performance.md, "PostgreSQL". Everything else is Django's backend.
 """
 
 from __future__ import annotations
