@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import heapq
 import json
 import logging
 import math
@@ -51,6 +52,7 @@ from brain.ranking import PHEROMONE_MAX
 from brain.services import pheromones
 from brain.services.thoughts import thought_columns
 from core.errors import ApplicationError, ServiceFailure, name_hint
+from core.fields import UNKNOWN_NAMED
 from core.models import Agent, Space
 from core.parsers import unstorable_paths
 
@@ -305,13 +307,14 @@ def item_clean(item: Any) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise _Bad("", "each item must be a JSON object with the thought fields of SPEC 2.1.")
     _require_storable({k: v for k, v in item.items() if k not in VECTOR_FIELDS})
-    unknown = sorted(set(item) - ITEM_FIELDS - {"kind"})
-    if unknown:
-        hints = "".join(
-            f" {name}:{hint}" for name in unknown if (hint := name_hint(name, ITEM_FIELDS, ITEM_FIELD_HINTS))
-        )
+    unknown = set(item) - ITEM_FIELDS - {"kind"}
+    if unknown:  # the first few by name, with hints, and how many more: bounded whatever the line holds
+        named = heapq.nsmallest(UNKNOWN_NAMED, unknown)
+        hints = "".join(f" {name}:{hint}" for name in named if (hint := name_hint(name, ITEM_FIELDS, ITEM_FIELD_HINTS)))
+        more = f" and {len(unknown) - len(named)} more" if len(unknown) > len(named) else ""
         raise _Bad(
-            unknown[0], f"unknown field(s) {', '.join(unknown)};{hints} allowed: {', '.join(sorted(ITEM_FIELDS))}."
+            named[0],
+            f"unknown field(s) {', '.join(named)}{more};{hints} allowed: {', '.join(sorted(ITEM_FIELDS))}.",
         )
     content = item.get("content")
     if not isinstance(content, str) or not content.strip():
