@@ -43,7 +43,11 @@ import urllib.request
 DEFAULT_TIMEOUT = 3.0
 MAX_TRANSCRIPT_BYTES = 8 * 1024 * 1024  # only the tail of a huge transcript is read
 MAX_TOOL_INPUT_CHARS = 2000
-MAX_TOOL_CALLS = 1000  # the turns API's limit on tool_calls; more were refused (400) and the turn was lost
+MAX_TOOL_CALLS = 1000  # the turns API's limit on tool_calls; more are refused (400) and the turn is lost
+#: Colony keeps TURN_TEXT_MAX_CHARS (default 8,000) of each text and of the tool calls' JSON; the hook sends
+#: a little more than that, so a long turn stays under the API's body limit (MAX_REQUEST_BODY_KB, 256 KB).
+MAX_TURN_TEXT_CHARS = 16_000
+MAX_TOOL_CALLS_CHARS = 64_000
 #: A read or connect that timed out (socket.timeout is TimeoutError only from Python 3.10).
 TIMEOUTS = (TimeoutError, socket.timeout)
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -181,11 +185,16 @@ def turn_from_transcript(path: str) -> dict | None:
 
 
 def tool_calls_capped(tool_calls: list) -> list:
-    """At most MAX_TOOL_CALLS: the first ones, the last entry saying how many were left out (the shape
-    Colony's own truncation uses; it keeps TURN_TEXT_MAX_CHARS of them in any case)."""
-    if len(tool_calls) <= MAX_TOOL_CALLS:
+    """At most MAX_TOOL_CALLS, and at most MAX_TOOL_CALLS_CHARS of compact JSON: the first ones, the last
+    entry saying how many were left out (the shape Colony's own truncation uses)."""
+    kept, size = [], 0
+    for call in tool_calls[: MAX_TOOL_CALLS - 1]:
+        size += len(json.dumps(call, separators=(",", ":"), default=str))
+        if size > MAX_TOOL_CALLS_CHARS:
+            break
+        kept.append(call)
+    if len(kept) == len(tool_calls):
         return tool_calls
-    kept = tool_calls[: MAX_TOOL_CALLS - 1]
     return [*kept, {"omitted_tool_calls": len(tool_calls) - len(kept)}]
 
 
@@ -254,6 +263,9 @@ def build_turn(args: argparse.Namespace, stdin_text: str) -> dict | None:
         turn["injected_ids"] = list(injected)
     if isinstance(turn.get("tool_calls"), list):
         turn["tool_calls"] = tool_calls_capped(turn["tool_calls"])
+    for key in ("user_prompt", "assistant_response"):  # after the feedback markers were read from the whole text
+        if isinstance(turn[key], str):
+            turn[key] = turn[key][:MAX_TURN_TEXT_CHARS]
     return json_clean(turn)
 
 

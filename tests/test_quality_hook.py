@@ -311,6 +311,31 @@ def test_more_tool_calls_than_the_api_takes_are_capped(fake, tmp_path):
     assert calls[-1] == {"omitted_tool_calls": 501}
 
 
+def test_a_long_turn_is_sent_within_the_apis_body_limit(fake, tmp_path):
+    """A 1 MB answer and a thousand 2,000-character tool inputs: the hook cuts them to what Colony keeps
+    (TURN_TEXT_MAX_CHARS) with room to spare, so the turn fits MAX_REQUEST_BODY_KB instead of a 413."""
+    server = fake()
+    entries = [{"type": "user", "uuid": "u-big", "message": {"content": "p" * 100_000}}]
+    entries += [
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "tool_use", "name": "Edit", "input": {"s": "x" * 5000}}]},
+        }
+        for _ in range(1000)
+    ]
+    entries.append({"type": "assistant", "message": {"content": [{"type": "text", "text": "a" * 1_000_000}]}})
+    transcript = tmp_path / "big.jsonl"
+    transcript.write_text("\n".join(json.dumps(e) for e in entries))
+    run_hook(
+        stdin=json.dumps({"session_id": "s", "transcript_path": str(transcript)}),
+        env={"COLONY_URL": server.url, "COLONY_TOKEN": "t"},
+    )
+    body = server.requests[0]["body"]
+    assert len(json.dumps(body)) < 200 * 1024
+    assert body["assistant_response"] == "a" * 16_000 and body["user_prompt"] == "p" * 16_000
+    assert body["tool_calls"][-1]["omitted_tool_calls"] > 0 and body["tool_calls"][0]["name"] == "Edit"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_long_turn_with_odd_bytes_is_logged_by_a_live_colony(live_server, agent_factory, settings, tmp_path):
     """1,500 tool calls (the API takes 1,000), a NUL and a lone surrogate: each was a 400, the turn lost."""
