@@ -269,7 +269,7 @@ def _throttle_cache() -> dict:
     import hashlib
 
     # Keys are per data folder: two Colonys (or two test runs) sharing one Redis never mix counts.
-    prefix = "colony:" + hashlib.sha1(str(COLONY_DATA_DIR).encode()).hexdigest()[:10]
+    prefix = "colony:" + hashlib.sha1(str(COLONY_DATA_DIR).encode()).hexdigest()[:10]  # noqa: S324 - a cache key prefix, not a digest
     use_redis = THROTTLE_CACHE == "redis"
     if THROTTLE_CACHE == "auto" and COLONY_BROKER != "filesystem":
         use_redis = COLONY_BROKER == "redis" or _redis_answers(REDIS_URL)

@@ -52,7 +52,7 @@ def urlopen(request: urllib.request.Request, timeout: float):
         loopback = host == "localhost" or host.endswith(".localhost") or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
-    return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
+    return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310 - COLONY_URL, the operator's setting
 
 
 def token_problem(token: str) -> str | None:
@@ -121,7 +121,7 @@ class Bridge:
         }
         if self.protocol_version and message.get("method") != "initialize":
             headers["MCP-Protocol-Version"] = self.protocol_version
-        request = urllib.request.Request(self.endpoint, data=json.dumps(message).encode(), headers=headers)
+        request = urllib.request.Request(self.endpoint, data=json.dumps(message).encode(), headers=headers)  # noqa: S310 - COLONY_URL, the operator's setting
         with urlopen(request, timeout=self.timeout) as response:
             body = response.read().decode("utf-8")
             if response.status == 202 or not body.strip():

@@ -67,7 +67,7 @@ def urlopen(request: urllib.request.Request, timeout: float):
         loopback = host == "localhost" or host.endswith(".localhost") or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
-    return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310
+    return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310 - COLONY_URL, the operator's setting
 
 
 def token_problem(token: str) -> str | None:
@@ -92,7 +92,7 @@ def note(message: str) -> None:
     try:
         sys.stderr.write(f"colony hook: {message}\n")
         sys.stderr.flush()
-    except Exception:
+    except Exception:  # noqa: S110 - stderr is gone; the hook never fails a turn
         pass
 
 
@@ -289,13 +289,13 @@ def unknown_ids(error: urllib.error.HTTPError) -> set[str]:
 
 
 def post(url: str, token: str, turn: dict, timeout: float) -> int:
-    request = urllib.request.Request(
+    request = urllib.request.Request(  # noqa: S310 - COLONY_URL, the operator's setting
         url.rstrip("/") + "/api/v1/turns",
         data=json.dumps(turn).encode(),
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
         method="POST",
     )
-    with urlopen(request, timeout=timeout) as response:  # noqa: S310 - URL from the operator
+    with urlopen(request, timeout=timeout) as response:  # noqa: S310 - COLONY_URL, the operator's setting - URL from the operator
         return response.status
 
 

@@ -9,12 +9,12 @@ from core import services
 from core.errors import Forbidden, ValidationFailed
 from core.models import Agent
 
-URL_TOKEN_PARAM = "token"
+URL_TOKEN_PARAM = "token"  # noqa: S105 - a parameter name and a message, not secrets
 #: The only operation a read-only URL token may call (seed 003 layer B).
 #: (HEAD: GET's headers without its work, brain.apis.memory.MemoryApi.head; link previews send it.)
 URL_TOKEN_METHODS, URL_TOKEN_URL_NAME = ("GET", "HEAD"), "memory"
 URL_TOKEN_REFUSED = (
-    "A URL token only answers GET /api/v1/memory (retrieve-only). Use 'Authorization: Bearer <agent token>' "
+    "A URL token only answers GET /api/v1/memory (retrieve-only). Use 'Authorization: Bearer <agent token>' "  # noqa: S105 - a parameter name and a message, not secrets
     "for anything else."
 )
 

@@ -158,7 +158,7 @@ def main() -> int:
             say(str(exc))
             return 1
         # Decide the broker once, so web, worker and beat agree.
-        probe = subprocess.run(
+        probe = subprocess.run(  # noqa: S603 - fixed argv: this Python and manage.py
             [python, "-c", "from config.celery import app; print(app.colony_broker_description)"],
             env=env,
             capture_output=True,
@@ -169,9 +169,9 @@ def main() -> int:
         env["COLONY_BROKER"] = "redis" if description.startswith("redis") else "filesystem"
         say(f"broker: {description}")
         metrics_of_earlier_runs_clear(data)
-        subprocess.run([python, "manage.py", "migrate", "--no-input"], env=env, check=True)
-        subprocess.run([python, "manage.py", "colony_bootstrap"], env=env, check=True)
-        subprocess.run([python, "manage.py", "collectstatic", "--no-input", "-v", "0"], env=env, check=True)
+        subprocess.run([python, "manage.py", "migrate", "--no-input"], env=env, check=True)  # noqa: S603 - fixed argv: this Python and manage.py
+        subprocess.run([python, "manage.py", "colony_bootstrap"], env=env, check=True)  # noqa: S603 - fixed argv: this Python and manage.py
+        subprocess.run([python, "manage.py", "collectstatic", "--no-input", "-v", "0"], env=env, check=True)  # noqa: S603 - fixed argv: this Python and manage.py
         env["PORT"] = str(port)
         say(f"web: http://127.0.0.1:{port}/  admin: /admin/  API docs: /api/docs/  (Ctrl-C stops everything)")
         from core.supervisor import STOP_SIGNALS, Supervisor, Watch, read_procfile

@@ -17,8 +17,8 @@ from core.choices import DEFAULT_SPACE_SLUG, ROLE_SYNONYMS, AgentRole
 from core.errors import Conflict, NotFound, ValidationFailed, did_you_mean
 from core.models import Agent, AgentToken, Space, UrlToken, WorkerHeartbeat
 
-TOKEN_PREFIX = "col_"
-URL_TOKEN_PREFIX = "colr_"
+TOKEN_PREFIX = "col_"  # noqa: S105 - a public token prefix
+URL_TOKEN_PREFIX = "colr_"  # noqa: S105 - a public token prefix
 URL_TOKEN_MAX_DAYS = 365
 SPACE_SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
 
@@ -78,7 +78,7 @@ def _token_sql() -> tuple[str, tuple[list[str], list[str], list[str]]]:
     agent, agent_sql = _columns(Agent, "a")
     space, space_sql = _columns(Space, "s")
     sql = (
-        f"SELECT {token_sql}, {agent_sql}, {space_sql} FROM {AgentToken._meta.db_table} t "
+        f"SELECT {token_sql}, {agent_sql}, {space_sql} FROM {AgentToken._meta.db_table} t "  # noqa: S608 - names from the models
         f"JOIN {Agent._meta.db_table} a ON a.id = t.agent_id JOIN {Space._meta.db_table} s ON s.id = a.space_id "
         "WHERE t.key_hash = %s AND t.revoked_at IS NULL"
     )

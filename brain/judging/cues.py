@@ -146,7 +146,7 @@ def _scoped_negations(
     for index, token in enumerate(tokens):
         if not (token in negations or token.endswith("n't")):
             continue
-        if token == "no" and index + 1 < len(tokens) and tokens[index + 1] == "longer":
+        if token == "no" and index + 1 < len(tokens) and tokens[index + 1] == "longer":  # noqa: S105 - a word of the text, not a password
             index += 1
         scope = [t for t in tokens[index + 1 :] if t not in STOP_WORDS and not _is_negation(t)]
         if any(_stem(t) in other_stems for t in scope[:NEGATION_SCOPE_WORDS]):

@@ -94,7 +94,7 @@ def _claim(space: Space, key: str, fingerprint: str) -> bool:
                     created_at = EXCLUDED.created_at
                 WHERE {table}.created_at < %s
             RETURNING id
-            """,
+            """,  # noqa: S608 - the table name from the model; values are bound
             [space.pk, key, fingerprint, now, now - dt.timedelta(hours=receipt_hours())],
         )
         return cursor.fetchone() is not None

@@ -250,7 +250,7 @@ WHERE s.space_id = %(space)s AND s.status = %(pending)s
       AND ((%(agent)s::uuid IS NULL AND %(session)s::text IS NULL)
            OR s.agent_id = %(agent)s::uuid OR s.session_id = %(session)s::text)
 ORDER BY s.created_at DESC LIMIT %(limit)s
-"""
+"""  # noqa: S608 - column names from PENDING_FIELDS; values are bound
 
 
 def suggestion_as_pending(row: dict) -> dict:

@@ -82,7 +82,7 @@ def thought_columns() -> tuple[list, str]:
 @functools.cache
 def _insert_statement() -> tuple[str, list]:
     fields, columns = thought_columns()
-    return f"INSERT INTO {Thought._meta.db_table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})", fields
+    return f"INSERT INTO {Thought._meta.db_table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})", fields  # noqa: S608 - names from the model
 
 
 def _thought_insert(thought: Thought) -> None:
