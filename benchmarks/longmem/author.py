@@ -586,7 +586,9 @@ class _Builder:
             session, self.other(who), self.rng.choice(["🎉", "nice one", "finally", "oof", "ok, noted", "good to know"])
         )
         self.add_block(session, [t1, t2])
-        form = self.rng.choice(["When was it that {e}?", "In which week {e}?", "On what date {e}?"])
+        form = self.rng.choice(
+            ["When was it that {e}?", "Which week was it when {e}?", "On what date was it that {e}?"]
+        )
         self.ask("temporal_when", form.format(e=self.fmt(event[1], ws)), [t1])
 
     def facet(self, session: int, ws, facet) -> None:
