@@ -257,6 +257,9 @@ class ImportReceipt(models.Model):
     (``brain.services.receipts``; the name is from when only imports took a key)."""
 
     space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(
+        "core.Agent", on_delete=models.CASCADE, related_name="+", help_text="Keys are per agent: whose key it is."
+    )
     key = models.CharField(max_length=255, help_text="The client's Idempotency-Key.")
     fingerprint = models.CharField(max_length=64, help_text="sha256 of the request's media type and body.")
     status_code = models.PositiveSmallIntegerField()
@@ -264,7 +267,9 @@ class ImportReceipt(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["space", "key"], name="importreceipt_space_key")]
+        constraints = [
+            models.UniqueConstraint(fields=["space", "agent", "key"], name="importreceipt_space_agent_key")
+        ]
 
     def __str__(self) -> str:
         return f"{self.key} ({self.created_at:%Y-%m-%d %H:%M})"

@@ -30,7 +30,7 @@ def answered_once(
     run: Callable[[], tuple[int, Any]],
     after: list[Callable[[], Any]] | None = None,
 ) -> ResponseThenWork:
-    """``run()`` (status, body) once per key of the caller's space, or the answer kept for the key, marked
+    """``run()`` (status, body) once per key of the calling agent, or the answer kept for the key, marked
     ``Idempotent-Replayed: true``; without a key, ``run()`` as it is. The body is kept as the wire carries
     it (UUIDs and dates as strings). ``after``: work for after the answer (none on a replay)."""
 
@@ -38,7 +38,7 @@ def answered_once(
         status, body = run()
         return status, json.loads(JSONRenderer().render(body))
 
-    status, body, replayed = answer_once(space=request.user.space, key=key, fingerprint=fingerprint, run=wire)
+    status, body, replayed = answer_once(agent=request.user, key=key, fingerprint=fingerprint, run=wire)
     response = ResponseThenWork(body, after=after if after is not None else [], status=status)
     if replayed:
         response[REPLAYED_HEADER] = "true"
@@ -65,7 +65,7 @@ def idempotency_parameters(*, what: str, success: int, replayed_skips: str) -> l
             pattern=f"^[!-~]{{1,{KEY_MAX_LENGTH}}}$",
             description=f"Your own unique string for this {what} (a UUID), to retry it safely. The {what} sent "
             f"again with the same key is answered with the first response and stored once; the key with another "
-            f"{what} is a 409 `IDEMPOTENCY_KEY_REUSED`. A refused {what} leaves its key free. Keys are per space, "
+            f"{what} is a 409 `IDEMPOTENCY_KEY_REUSED`. A refused {what} leaves its key free. Keys are per agent, "
             "kept `IMPORT_RECEIPT_HOURS` (24 by default).",
         ),
         OpenApiParameter(

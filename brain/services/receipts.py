@@ -18,7 +18,8 @@ stored again (flagged ``near_duplicate``, but a second thought all the same). A 
   locked until the first commits) and is then answered from its receipt. A request that fails leaves
   no receipt (its transaction rolls back), so sending it again with the same key runs it.
 
-Keys are per space (two spaces may use the same key); an expired receipt is replaced by the next
+Keys are per agent (two agents, of one space or two, may use the same key, and each gets its own
+answer: one agent's key never replays another's response); an expired receipt is replaced by the next
 request with its key, and ``brain.jobs.import_receipts_expire`` removes the rest.
 """
 
@@ -36,7 +37,7 @@ from django.utils import timezone
 
 from brain.models import ImportReceipt
 from core.errors import Conflict, ValidationFailed
-from core.models import Space
+from core.models import Agent
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -79,7 +80,7 @@ def receipt_hours() -> float:
     return float(getattr(settings, "IMPORT_RECEIPT_HOURS", 24))
 
 
-def _claim(space: Space, key: str, fingerprint: str) -> bool:
+def _claim(agent: Agent, key: str, fingerprint: str) -> bool:
     """Insert (or take over an expired) receipt for ``key``; True when this request is to run the
     import. Blocks while another transaction holds an uncommitted receipt for the same key."""
     table = ImportReceipt._meta.db_table
@@ -87,21 +88,21 @@ def _claim(space: Space, key: str, fingerprint: str) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            INSERT INTO {table} (space_id, key, fingerprint, status_code, response, created_at)
-            VALUES (%s, %s, %s, 0, 'null'::jsonb, %s)
-            ON CONFLICT (space_id, key) DO UPDATE
+            INSERT INTO {table} (space_id, agent_id, key, fingerprint, status_code, response, created_at)
+            VALUES (%s, %s, %s, %s, 0, 'null'::jsonb, %s)
+            ON CONFLICT (space_id, agent_id, key) DO UPDATE
                 SET fingerprint = EXCLUDED.fingerprint, status_code = 0, response = 'null'::jsonb,
                     created_at = EXCLUDED.created_at
                 WHERE {table}.created_at < %s
             RETURNING id
             """,  # noqa: S608 - the table name from the model; values are bound
-            [space.pk, key, fingerprint, now, now - dt.timedelta(hours=receipt_hours())],
+            [agent.space_id, agent.pk, key, fingerprint, now, now - dt.timedelta(hours=receipt_hours())],
         )
         return cursor.fetchone() is not None
 
 
 def answer_once(
-    *, space: Space, key: str | None, fingerprint: str, run: Callable[[], tuple[int, dict]]
+    *, agent: Agent, key: str | None, fingerprint: str, run: Callable[[], tuple[int, dict]]
 ) -> tuple[int, dict, bool]:
     """(status, body, replayed): ``run()`` once per key, its answer kept; see the module docstring.
 
@@ -111,11 +112,11 @@ def answer_once(
         status, body = run()
         return status, body, False
     with transaction.atomic():
-        if _claim(space, key, fingerprint):
+        if _claim(agent, key, fingerprint):
             status, body = run()
-            ImportReceipt.objects.filter(space=space, key=key).update(status_code=status, response=body)
+            ImportReceipt.objects.filter(space_id=agent.space_id, agent=agent, key=key).update(status_code=status, response=body)
             return status, body, False
-        receipt = ImportReceipt.objects.get(space=space, key=key)
+        receipt = ImportReceipt.objects.get(space_id=agent.space_id, agent=agent, key=key)
     if receipt.fingerprint != fingerprint:
         raise KeyReused(
             f"{IDEMPOTENCY_HEADER} {key!r} was used at {receipt.created_at:%Y-%m-%d %H:%M:%S} UTC for another "
