@@ -267,9 +267,7 @@ class ImportReceipt(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["space", "agent", "key"], name="importreceipt_space_agent_key")
-        ]
+        constraints = [models.UniqueConstraint(fields=["space", "agent", "key"], name="importreceipt_space_agent_key")]
 
     def __str__(self) -> str:
         return f"{self.key} ({self.created_at:%Y-%m-%d %H:%M})"

@@ -114,7 +114,9 @@ def answer_once(
     with transaction.atomic():
         if _claim(agent, key, fingerprint):
             status, body = run()
-            ImportReceipt.objects.filter(space_id=agent.space_id, agent=agent, key=key).update(status_code=status, response=body)
+            ImportReceipt.objects.filter(space_id=agent.space_id, agent=agent, key=key).update(
+                status_code=status, response=body
+            )
             return status, body, False
         receipt = ImportReceipt.objects.get(space_id=agent.space_id, agent=agent, key=key)
     if receipt.fingerprint != fingerprint:
