@@ -179,7 +179,11 @@ SUGGESTIONS = [
     ("put an idempotency key on every write", "idempotency keys"),
     ("snapshot prod weekly and scrub it for fixtures", "scrubbed production snapshots"),
     ("move the schedule to 2am when nothing else runs", "shifting the schedule to the quiet hours"),
+    ("only page if it's still failing after ten minutes", "a delay before paging"),
+    ("generate both configs from one template, no hand edits", "a single shared config template"),
 ]
+# Which suggestions fit which problem (indexes into SUGGESTIONS, by PROBLEMS' order).
+FITS = [[0, 13, 5], [3, 12], [10, 1], [6], [3, 4], [11, 5], [8, 2, 1], [7], [14, 6], [15, 3], [12], [9, 10]]
 OBJECTIONS = [
     "nope, we tried that in the autumn and it made things worse",
     "not a fan, that just hides the problem",
@@ -493,6 +497,11 @@ NEAR = [
 ]
 
 
+def _article(text: str) -> str:
+    """Aliases such as "the export" carry their article; a template's own "the" is then dropped."""
+    return text.replace("the the ", "the ")
+
+
 class _Builder:
     """One conversation: its world, sessions, turns and questions."""
 
@@ -517,6 +526,7 @@ class _Builder:
 
     # turns are referred to by a key until ids are assigned
     def turn(self, session: int, speaker: str, text: str) -> tuple:
+        text = _article(text)
         self._key += 1
         return (self._key, session, speaker, text)
 
@@ -637,6 +647,8 @@ class _Builder:
 
     def absence(self, first: int, second: int, ws, away: str, overlap: bool) -> None:
         demo = self.dates[second] + dt.timedelta(days=self.rng.choice([8, 9, 10]))
+        while demo.weekday() >= 5:  # demos are on working days
+            demo += dt.timedelta(days=1)
         if overlap:
             start, end = demo - dt.timedelta(days=2), demo + dt.timedelta(days=4)
         else:
@@ -698,9 +710,13 @@ class _Builder:
                 if b - a >= gap_min:
                     return a, b
 
-        problems = rng.sample([(w, p) for w in ws for p in PROBLEMS], 7)
-        suggestions = rng.sample(SUGGESTIONS, 7)
-        for i, ((w, p), sug) in enumerate(zip(problems, suggestions, strict=True)):
+        suggested = set()  # (workstream, suggestion): each made once, so "who objected" has one answer
+        for i, (w, p) in enumerate(rng.sample([(w, p) for w in ws for p in PROBLEMS], 7)):
+            choices = [SUGGESTIONS[k] for k in FITS[PROBLEMS.index(p)] if (w, SUGGESTIONS[k]) not in suggested]
+            if not choices:
+                continue
+            sug = rng.choice(choices)
+            suggested.add((w, sug))
             self.used["problem"].add((w, p))
             self.proposal(rng.choice(s), w, p, sug, objection=i < 3)
         for w, d in rng.sample([(w, d) for w in ws for d in DECISIONS], 6):
@@ -747,7 +763,7 @@ class _Builder:
             ws = rng.choice(self.world["ws"])
             name = self.first[self.other(speaker)]
             text = rng.choice(STATUS).format(alias=ws[1], name=name)
-        return (None, session, speaker, text)
+        return (None, session, speaker, _article(text))
 
     def sessions(self) -> tuple[list[dict], dict[int, str]]:
         """Sessions with ids assigned; a turn is a fact when some question cites it, chatter otherwise."""
