@@ -212,7 +212,10 @@ class MemoryApi(APIView):
     def _run(self, request, data, *, query_string: bool):
         validated = self._validated(request, data, query_string=query_string)
         after: list = []  # reinforcement: run once the answer is sent (core.responses)
-        return ResponseThenWork(memory_run(agent=request.user, request=validated, defer=after.append), after=after)
+        read_only = isinstance(request.auth, UrlToken)
+        return ResponseThenWork(
+            memory_run(agent=request.user, request=validated, defer=after.append, read_only=read_only), after=after
+        )
 
 
 def memory_schema_rules(result, generator, request, public):

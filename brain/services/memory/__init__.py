@@ -48,14 +48,19 @@ from core.models import Agent
 
 
 def memory_run(
-    *, agent: Agent, request: dict[str, Any], defer: Callable[[Callable[[], Any]], None] | None = None
+    *,
+    agent: Agent,
+    request: dict[str, Any],
+    defer: Callable[[Callable[[], Any]], None] | None = None,
+    read_only: bool = False,
 ) -> dict[str, Any]:
     """One memory call: the validated request (see brain.apis.memory) in, the wire response out.
 
     Work the answer does not depend on (reinforcing what was returned) is handed to ``defer``, which
     the API view uses to run it after the response is sent; without ``defer`` it runs before this
-    returns."""
-    call = MemoryCall(agent=agent, space=agent.space, request=request)
+    returns. ``read_only`` (a URL token's call, which never contributes) writes nothing at all: see
+    ``MemoryCall.read_only``."""
+    call = MemoryCall(agent=agent, space=agent.space, request=request, read_only=read_only)
     for step in MEMORY_STEPS:
         step(call)
     rendered = memory_render(call)

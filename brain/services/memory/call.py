@@ -21,6 +21,9 @@ class MemoryCall:
     agent: Agent
     space: Space
     request: dict[str, Any]
+    # A read-only URL token's call (SPEC 6): it retrieves and writes nothing (no query-log row, so no
+    # reinforcement and no memory-gate evidence) and reads no pending corrections.
+    read_only: bool = False
     session_id: str = ""
     new_session: bool = False
     lineage_ids: list[uuid.UUID] = field(default_factory=list)

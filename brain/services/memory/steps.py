@@ -349,7 +349,7 @@ def _retrieve(call: MemoryCall) -> None:
         exclude_ids=[call.thought.id] if call.thought else [],
         # searching before storing (step_retrieve_first): score as if the prompt were stored already
         pending_text=call.prompt if call.contribute and call.thought is None else None,
-        companion=None if call.contribute else _log_with_the_search(call),
+        companion=None if call.contribute or call.read_only else _log_with_the_search(call),
     )
     if call.search.companion_row is not None:
         _logged(call, pheromones.retrieval_record(call.search.companion_row))
@@ -396,7 +396,12 @@ def step_reinforce(call: MemoryCall) -> None:
     round trip as the search statement, so the answer waits for the database once less), with its
     results to follow: they are named first thing after the response is sent
     (``pheromones.retrieval_results``), before any fold. A turn reported in that instant waits for them
-    (``quality.services.turns``)."""
+    (``quality.services.turns``).
+
+    A read-only call (a URL token's) logs and reinforces nothing: its row would count as the agent's
+    query for the workflow's ``memory_query_session`` gate and move pheromones on a link's say-so."""
+    if call.read_only:
+        return
     results = [{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources]
     if call.query_log is not None:
         call.after_response.append(
@@ -534,8 +539,9 @@ def step_highways(call: MemoryCall) -> None:
 
 
 def step_pending_corrections(call: MemoryCall) -> None:
-    """Correction suggestions addressed to this agent or this session (SPEC 4.5), newest first."""
-    if not call.suggestions_pending:  # the common case, answered by step_reinforce's statement
+    """Correction suggestions addressed to this agent or this session (SPEC 4.5), newest first; none for
+    a read-only call (a URL token names any session it likes, and a link is no place for review work)."""
+    if call.read_only or not call.suggestions_pending:  # the common case, answered by step_reinforce's statement
         return
     call.pending_corrections = suggestions_pending_items(
         space=call.space, agent=call.agent, session_id=call.session_id, limit=PENDING_CORRECTIONS_RETURNED
