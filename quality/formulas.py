@@ -21,6 +21,12 @@ Effective confidence, the ranking multiplier (stored confidence is 1 in Colony):
 
 with ALPHA = 0.5 and BETA = 2.0: a contradiction punishes four times harder than a use rewards
 ("wrong information is more costly than missing information"). No history gives exactly 1.0.
+
+The single-agent floor (SPEC 6, no one agent can bury shared knowledge): while the contradictions a
+thought has received all come from one agent, its effective confidence stays at or above
+SINGLE_AGENT_FLOOR = 0.5 (it still ranks, at half weight); going lower takes contradictions reported
+by at least FLOOR_BREAKING_AGENTS = 2 distinct agents. Votes only demote: replacing a thought is a
+correction's work (SPEC 4.5), which supersedes it.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ import math
 GAMMA = 0.3  # EMA smoothing factor
 ALPHA = 0.5  # reward per unit of usage EMA
 BETA = 2.0  # penalty per unit of contradiction EMA
+SINGLE_AGENT_FLOOR = 0.5  # lowest effective confidence one agent's contradictions can cause
+FLOOR_BREAKING_AGENTS = 2  # distinct contradicting agents it takes to go below the floor
 
 # Targets of SPEC 4.3 / seeds/004 section 2, with the direction that meets them.
 TARGETS: dict[str, tuple[str, float]] = {
@@ -69,9 +77,18 @@ def ema(previous: float | None, outcome: float, gamma: float = GAMMA) -> float:
     return gamma * outcome + (1.0 - gamma) * (previous or 0.0)
 
 
-def effective_confidence(usage_score: float | None, contradiction_score: float | None) -> float:
-    """The ranking multiplier; 1.0 for a thought with no history."""
-    return max(0.0, 1.0 + ALPHA * (usage_score or 0.0) - BETA * (contradiction_score or 0.0))
+def effective_confidence(
+    usage_score: float | None, contradiction_score: float | None, contradicting_agents: int | None = None
+) -> float:
+    """The ranking multiplier; 1.0 for a thought with no history.
+
+    ``contradicting_agents``: how many distinct agents ever reported the thought contradicted; fewer
+    than FLOOR_BREAKING_AGENTS keeps the result at SINGLE_AGENT_FLOOR or above. None: the bare formula.
+    """
+    value = max(0.0, 1.0 + ALPHA * (usage_score or 0.0) - BETA * (contradiction_score or 0.0))
+    if contradicting_agents is not None and contradicting_agents < FLOOR_BREAKING_AGENTS:
+        value = max(value, SINGLE_AGENT_FLOOR)
+    return value
 
 
 def rate(numerator: int, denominator: int) -> float | None:

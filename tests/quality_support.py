@@ -97,10 +97,15 @@ def make_thought(space: Space, content: str, **fields) -> Thought:
     )
 
 
-def make_query_log(space: Space, session_id: str, thoughts: list[Thought], scores: list[float] | None = None):
+def make_query_log(
+    space: Space, session_id: str, thoughts: list[Thought], scores: list[float] | None = None, *, agent=None
+):
+    """A memory call's query-log row; ``agent``: the agent that made it (feedback on its sources counts
+    only for that agent's turns)."""
     scores = scores or [round(0.9 - 0.1 * i, 2) for i in range(len(thoughts))]
     return QueryLog.objects.create(
         space=space,
+        agent=agent,
         agent_ref="tester",
         session_id=session_id,
         query_text="what do we know",

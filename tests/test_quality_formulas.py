@@ -70,3 +70,12 @@ def test_quality_multiplier_is_the_confidence_only_while_the_switch_is_on(settin
     assert ranking.quality_multiplier(None) == 1.0  # no history
     settings.QUALITY_RANKING_ENABLED = False
     assert ranking.quality_multiplier(0.4) == ranking.quality_multiplier(1.3) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("agents", "expected"),
+    [(None, 0.0), (0, 0.5), (1, 0.5), (2, 0.0), (3, 0.0)],
+)
+def test_one_agents_contradictions_stop_at_the_single_agent_floor(agents, expected):
+    assert formulas.effective_confidence(0.0, 0.9, agents) == expected
+    assert formulas.effective_confidence(0.5, 0.1, agents) == pytest.approx(1.05)  # above the floor: untouched

@@ -367,7 +367,7 @@ def test_against_a_live_colony(live_server, agent_factory, settings, tmp_path):
     settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.lexical_judge_factory"  # eager scoring in-process
     client = agent_factory("dev", name="hooked")
     thought = make_thought(client.agent.space, "CI runs Python 3.10.")
-    make_query_log(client.agent.space, "cc-session-1", [thought])
+    make_query_log(client.agent.space, "cc-session-1", [thought], agent=client.agent)
     # USED names no thought of this space: the hook sends the turn again without it
     transcript = write_transcript(tmp_path / "t.jsonl", used=USED, contradicted=str(thought.id))
     stdin = json.dumps({"session_id": "cc-session-1", "transcript_path": str(transcript)})
@@ -383,7 +383,9 @@ def test_against_a_live_colony(live_server, agent_factory, settings, tmp_path):
     )
     item = turn.items.get(thought=thought)
     assert item.explicit_contradicted is True and item.contradicted is True
-    assert Thought.objects.get(pk=thought.pk).effective_confidence == pytest.approx(0.4)
+    assert Thought.objects.get(pk=thought.pk).effective_confidence == pytest.approx(
+        0.5
+    )  # one agent: the single-agent floor
 
 
 def test_a_prompt_holding_a_line_separator_is_the_turns_prompt(fake, tmp_path):

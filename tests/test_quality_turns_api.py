@@ -64,7 +64,8 @@ def test_items_default_to_the_sessions_last_memory_call(dev, space, enqueued, dj
 def test_explicit_injected_ids_and_feedback(dev, space, enqueued):
     session = new_session()
     a, b, c = (make_thought(space, f"thought {n}") for n in "abc")
-    make_query_log(space, session, [a, b], scores=[0.8, 0.7])
+    make_query_log(space, session, [c], scores=[0.6], agent=dev.agent)  # an earlier call showed c
+    make_query_log(space, session, [a, b], scores=[0.8, 0.7], agent=dev.agent)
     response = dev.post(
         "/api/v1/turns",
         turn_body(session, injected_ids=[str(b.id)], used_ids=[str(b.id)], contradicted_ids=[str(c.id)]),
@@ -80,7 +81,8 @@ def test_explicit_injected_ids_and_feedback(dev, space, enqueued):
         False,
         True,
     )
-    # c was not injected by this call but the agent reports on it: kept, marked as feedback-only
+    # c was not injected by this call but an earlier one showed it and the agent reports on it:
+    # kept, marked as feedback-only
     assert (items[c.id].explicit_used, items[c.id].explicit_contradicted, items[c.id].in_injection) == (
         False,
         True,

@@ -28,6 +28,9 @@ What feeds the EMAs (``usage_score``, ``contradiction_score``, ``effective_confi
   outcome moves its thought's EMAs.
 - Otherwise explicit feedback only: items with explicit feedback move their EMAs, items without it
   don't (their judge verdicts still count in the metrics, which say the judge is untrusted).
+- One agent can't bury a thought: until contradictions from ``formulas.FLOOR_BREAKING_AGENTS``
+  distinct agents are recorded (``ConfidenceChange`` rows, this turn's included), effective confidence
+  stays at or above ``formulas.SINGLE_AGENT_FLOOR``.
 
 The update runs in one transaction with the thoughts' rows locked (in id order, so two workers
 scoring overlapping turns can't deadlock or lose an update), writes one ``ConfidenceChange`` per
@@ -243,12 +246,21 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
         .order_by("pk")
         .values_list("pk", "usage_score", "contradiction_score", "effective_confidence")
     )
+    contradictors: dict = {thought_id: set() for thought_id in by_thought}
+    for thought_id, agent_name in (
+        ConfidenceChange.objects.filter(thought_id__in=list(by_thought), contradicted=True)
+        .values_list("thought_id", "agent_name")
+        .distinct()
+    ):
+        contradictors[thought_id].add(agent_name)
     changes, stepped = [], []
     for thought_id, usage_score, contradiction_score, old_confidence in rows:
         item = by_thought[thought_id]
         usage = formulas.ema(usage_score, 1.0 if item.used else 0.0)
         contradiction = formulas.ema(contradiction_score, 1.0 if item.contradicted else 0.0)
-        confidence = formulas.effective_confidence(usage, contradiction)
+        if item.contradicted:
+            contradictors[thought_id].add(turn.agent_name)
+        confidence = formulas.effective_confidence(usage, contradiction, len(contradictors[thought_id]))
         stepped.append(
             Thought(
                 pk=thought_id, usage_score=usage, contradiction_score=contradiction, effective_confidence=confidence

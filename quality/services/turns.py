@@ -10,7 +10,15 @@ caller's space and this ``session_id``), unless an earlier turn of the session a
 a memory call's sources are attributed to the first turn logged after it, once. Ids in
 ``used_ids``/``contradicted_ids`` that are not among them are added as items too
 (``in_injection=False``): the agent had them in context from an earlier call, and its feedback
-must not be lost. Every id must name a thought of the caller's space.
+must not be lost. Every id must name a thought of the caller's space (404 otherwise).
+
+Feedback can't bury (SPEC 6). Explicit feedback counts only for what was injected into the caller's
+own session: an id in ``used_ids``/``contradicted_ids`` must be among the sources a memory call of
+this agent in this session returned (its query-log rows); any other id is refused, 400
+``VALIDATION_ERROR`` naming the first few, and nothing is stored. A session belongs to the agent that
+first used it (its first query-log row or turn): another agent's turn naming it is refused, 403
+``SESSION_NOT_YOURS``, before anything is read or stored (not 400: the request is well formed, the
+caller just may not act in that session).
 
 Idempotency: ``(space, session_id, turn_id)`` is unique. A repeated post returns the turn logged
 first, unchanged, and enqueues nothing (a Stop hook firing twice must not count a turn twice).
@@ -29,13 +37,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from brain.models import QueryLog, Thought
-from core.errors import NotFound
+from core.errors import Forbidden, NotFound, ValidationFailed
 from core.models import Agent
 from quality.choices import InjectedFrom
 from quality.models import TurnItem, TurnLog
 
 EXCERPT_CHARS = 500
 MAX_ITEMS = 100  # per list: injected (explicit or from the query log), used, contradicted
+NAMED_IN_ERRORS = 5  # ids a refusal names; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,58 @@ def _newest_query_log(*, space, session_id: str) -> QueryLog | None:
     return query_log
 
 
+def _session_owner_check(*, agent: Agent, session_id: str) -> None:
+    """403 SESSION_NOT_YOURS when another agent used ``session_id`` first (query log or turn log)."""
+    firsts = [
+        QueryLog.objects.filter(space=agent.space, session_id=session_id, agent__isnull=False)
+        .order_by("created_at", "id")
+        .values_list("created_at", "agent_id")
+        .first(),
+        TurnLog.objects.filter(space=agent.space, session_id=session_id, agent__isnull=False)
+        .order_by("created_at", "id")
+        .values_list("created_at", "agent_id")
+        .first(),
+    ]
+    firsts = [first for first in firsts if first is not None]
+    if firsts and min(firsts)[1] != agent.pk:
+        raise Forbidden(
+            f"Session {session_id!r} belongs to another agent (the one that used it first); report turns of "
+            "your own sessions (trace.session_id of your memory calls).",
+            code="SESSION_NOT_YOURS",
+        )
+
+
+def _shown_in_session(*, agent: Agent, session_id: str) -> set[uuid.UUID]:
+    """The ids the memory calls of ``agent`` in ``session_id`` returned (its query-log rows' results)."""
+    shown: set[uuid.UUID] = set()
+    rows = QueryLog.objects.filter(space=agent.space, session_id=session_id, agent=agent).values_list(
+        "results", flat=True
+    )
+    for results in rows.iterator():
+        for result in results or []:
+            try:
+                shown.add(uuid.UUID(str(result["id"])))
+            except (KeyError, TypeError, ValueError):
+                continue
+    return shown
+
+
+def _feedback_check(*, agent: Agent, session_id: str, ids: list[uuid.UUID]) -> None:
+    """400 naming the feedback ids no memory call of this agent's session returned."""
+    if not ids:
+        return
+    shown = _shown_in_session(agent=agent, session_id=session_id)
+    foreign = [str(i) for i in ids if i not in shown]
+    if foreign:
+        named = ", ".join(foreign[:NAMED_IN_ERRORS])
+        more = f" and {len(foreign) - NAMED_IN_ERRORS} more" if len(foreign) > NAMED_IN_ERRORS else ""
+        raise ValidationFailed(
+            f"used_ids/contradicted_ids may only name thoughts your memory calls in session {session_id!r} "
+            f"returned; not returned to you there: {named}{more}.",
+            extra={"ids": foreign[:NAMED_IN_ERRORS]},
+        )
+
+
 def turn_log_create(
     *,
     agent: Agent,
@@ -106,6 +167,7 @@ def turn_log_create(
 ) -> TurnLogged:
     """Store one turn and its injected items; enqueue scoring. Idempotent on (session_id, turn_id)."""
     space = agent.space
+    _session_owner_check(agent=agent, session_id=session_id)
     existing = TurnLog.objects.filter(space=space, session_id=session_id, turn_id=turn_id).first()
     if existing is not None:
         return TurnLogged(turn=existing, created=False, items=existing.items.count())
@@ -155,6 +217,7 @@ def turn_log_create(
             code="UNKNOWN_THOUGHT",
             extra={"ids": unknown},
         )
+    _feedback_check(agent=agent, session_id=session_id, ids=_unique([*(used_ids or []), *(contradicted_ids or [])]))
 
     injected_set = set(injected)
     try:

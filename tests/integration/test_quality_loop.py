@@ -3,7 +3,8 @@
 Two thoughts about the same subject (the CI's Python version) with the real embedding model, the
 outdated one slightly *more* similar to the question than the current one. Each round an agent asks
 ``POST /api/v1/memory`` (the sources become the session's injected items) and then logs its turn
-with ``POST /api/v1/turns``: it contradicted A and used B (explicit feedback). The worker scores the
+with ``POST /api/v1/turns``: it contradicted A and used B (explicit feedback). Two agents take the
+rounds: one agent's contradictions alone stop at the single-agent floor (quality.formulas). The worker scores the
 turns; afterwards the same memory query ranks B above A, shows ``effective_confidence`` per source,
 lists the raised correction suggestion, and with ``QUALITY_RANKING_ENABLED=False`` ranks by
 similarity again (A first) with nothing else undone. The rollup job turns it into metrics.
@@ -49,7 +50,7 @@ def sources_of(body: dict, *thoughts) -> list[dict]:
     return [source for source in body["result"]["sources"] if source["thought_id"] in wanted]
 
 
-def test_contradicted_thought_falls_below_a_used_one(start_worker, space, dev, monkeypatch, settings):
+def test_contradicted_thought_falls_below_a_used_one(start_worker, space, dev, agent_factory, monkeypatch, settings):
     worker = start_worker(
         broker="redis", extra_env={"QUALITY_JUDGE_FACTORY": "tests.quality_support.lexical_judge_factory"}
     )
@@ -71,11 +72,12 @@ def test_contradicted_thought_falls_below_a_used_one(start_worker, space, dev, m
     assert first["effective_confidence"] == second["effective_confidence"] == 1.0
     initial = {source["thought_id"]: source["score"] for source in (first, second)}
 
+    agents = [dev, agent_factory("dev", name="dev-2"), dev]
     for n in range(ROUNDS):
         session = f"e2e-{n}"
         if n:
-            ask(dev, session)
-        response = dev.post(
+            ask(agents[n], session)
+        response = agents[n].post(
             "/api/v1/turns",
             {
                 "session_id": session,
@@ -134,7 +136,7 @@ def test_contradicted_thought_falls_below_a_used_one(start_worker, space, dev, m
     assert first["effective_confidence"] == 0.0
     assert second["effective_confidence"] == pytest.approx(b.effective_confidence)
 
-    suggestion = CorrectionSuggestion.objects.get(thought=a)
+    suggestion = CorrectionSuggestion.objects.get(thought=a, agent=dev.agent)
     assert suggestion.status == "pending" and suggestion.origin == "quality_judge"
     assert "Python 3.12, not 3.10" in suggestion.statement
 

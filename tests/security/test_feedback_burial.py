@@ -1,0 +1,131 @@
+"""No one agent can bury shared knowledge (SPEC 6, 4.4, 4.5): ``POST /api/v1/turns`` feedback counts
+only for what a memory call of the caller's own session returned, a session belongs to the agent that
+used it first, and one agent's contradictions can't take a thought below ``SINGLE_AGENT_FLOOR``; a
+contradiction still raises a pending correction, and accepting it supersedes."""
+
+from __future__ import annotations
+
+import pytest
+
+from brain.choices import SuggestionStatus
+from brain.models import CorrectionSuggestion
+from quality import formulas, jobs
+from quality.models import TurnLog
+from quality.services.scoring import turn_score
+from tests.quality_support import ScriptedJudge, make_query_log, make_thought, new_session
+
+pytestmark = pytest.mark.django_db
+
+FACT = "Staging deploys run the database migrations before the web workers restart."
+
+
+@pytest.fixture(autouse=True)
+def enqueued(monkeypatch):
+    calls = []
+    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: calls.append(turn_log_id))
+    return calls
+
+
+def turn(client, session_id: str, turn_id: str, **feedback):
+    return client.post(
+        "/api/v1/turns",
+        {
+            "session_id": session_id,
+            "turn_id": turn_id,
+            "user_prompt": "Deploy staging.",
+            "assistant_response": "Staging deploys do not run the migrations first; I restarted the workers.",
+            **feedback,
+        },
+        format="json",
+    )
+
+
+def scored_turn(client, session_id: str, turn_id: str, **feedback) -> None:
+    response = turn(client, session_id, turn_id, **feedback)
+    assert response.status_code == 202, response.json()
+    turn_score(turn_log_id=response.json()["turn_log_id"], judge=ScriptedJudge())
+
+
+def refused(response, status: int, code: str) -> str:
+    assert response.status_code == status, response.content
+    assert response.json()["error"]["code"] == code
+    return response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("field", ["contradicted_ids", "used_ids"])
+def test_feedback_on_a_thought_never_shown_to_the_agent_is_refused(dev, space, field):
+    target = make_thought(space, FACT)
+    shown = make_thought(space, "The CI runs the linters before the tests.")
+    session = new_session()
+    make_query_log(space, session, [shown], agent=dev.agent)
+    for n in range(3):
+        message = refused(turn(dev, session, f"t{n}", **{field: [str(target.id)]}), 400, "VALIDATION_ERROR")
+        assert str(target.id) in message and str(shown.id) not in message
+    assert not TurnLog.objects.exists()
+    target.refresh_from_db()
+    assert target.effective_confidence == 1.0 and target.contradiction_score is None
+
+
+def test_feedback_on_a_thought_shown_to_another_agents_session_is_refused(dev, agent_factory, space):
+    other = agent_factory("dev", name="dev-2")
+    target = make_thought(space, FACT)
+    make_query_log(space, new_session(), [target], agent=other.agent)
+    own = new_session()
+    make_query_log(space, own, [make_thought(space, "Unrelated note about the linters.")], agent=dev.agent)
+    refused(turn(dev, own, "t1", contradicted_ids=[str(target.id)]), 400, "VALIDATION_ERROR")
+    assert not TurnLog.objects.exists()
+
+
+def test_a_refusal_names_a_bounded_number_of_ids(dev, space):
+    session = new_session()
+    make_query_log(space, session, [], agent=dev.agent)
+    ids = [str(make_thought(space, f"note {n}").id) for n in range(20)]
+    message = refused(turn(dev, session, "t1", contradicted_ids=ids), 400, "VALIDATION_ERROR")
+    assert sum(i in message for i in ids) == 5 and "and 15 more" in message
+
+
+def test_a_turn_cannot_name_another_agents_session(dev, agent_factory, space):
+    other = agent_factory("dev", name="dev-2")
+    target = make_thought(space, FACT)
+    theirs = new_session()
+    make_query_log(space, theirs, [target], agent=other.agent)
+    message = refused(turn(dev, theirs, "t1"), 403, "SESSION_NOT_YOURS")
+    assert theirs in message
+    refused(turn(dev, theirs, "t2", contradicted_ids=[str(target.id)]), 403, "SESSION_NOT_YOURS")
+    assert not TurnLog.objects.exists()
+    # A session first used by another agent's turn (no memory call) is theirs too, and its logged turn
+    # is not replayed to the intruder.
+    logged = new_session()
+    assert turn(other, logged, "t1").status_code == 202
+    refused(turn(dev, logged, "t1"), 403, "SESSION_NOT_YOURS")
+    assert TurnLog.objects.filter(agent=dev.agent).count() == 0
+
+
+def test_one_agent_cannot_contradict_a_thought_below_the_floor(dev, agent_factory, space):
+    target = make_thought(space, FACT)
+    session = new_session()
+    make_query_log(space, session, [target], agent=dev.agent)
+    for n in range(6):
+        scored_turn(dev, session, f"t{n}", contradicted_ids=[str(target.id)])
+    target.refresh_from_db()
+    assert formulas.effective_confidence(None, target.contradiction_score) < formulas.SINGLE_AGENT_FLOOR
+    assert target.effective_confidence == formulas.SINGLE_AGENT_FLOOR
+    # A second agent's contradictions, from what its own session was shown, can take it lower.
+    other = agent_factory("dev", name="dev-2")
+    theirs = new_session()
+    make_query_log(space, theirs, [target], agent=other.agent)
+    scored_turn(other, theirs, "t1", contradicted_ids=[str(target.id)])
+    target.refresh_from_db()
+    assert target.effective_confidence < formulas.SINGLE_AGENT_FLOOR
+
+
+def test_a_contradiction_still_raises_a_correction_and_accepting_it_supersedes(dev, space):
+    target = make_thought(space, FACT)
+    session = new_session()
+    make_query_log(space, session, [target], agent=dev.agent)
+    scored_turn(dev, session, "t1", contradicted_ids=[str(target.id)])
+    suggestion = CorrectionSuggestion.objects.get(thought=target, status=SuggestionStatus.PENDING)
+    response = dev.post(f"/api/v1/corrections/{suggestion.id}/accept", {}, format="json")
+    assert response.status_code == 201, response.json()
+    target.refresh_from_db()
+    assert target.superseded and str(target.superseded_by_id) == response.json()["correction"]["thought_id"]
