@@ -21,10 +21,12 @@ os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(COLONY_DATA_DIR / "metrics
 Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 # /metrics answers requests from a loopback address (false behind a reverse proxy on this host) and staff users.
 METRICS_ALLOW_LOCALHOST = env("METRICS_ALLOW_LOCALHOST", True)
-DEBUG = env("DEBUG", True)
+# Off unless the environment turns it on (DEBUG=true make run): its error pages show the settings.
+DEBUG = env("DEBUG", False)
 SECRET_KEY = env("SECRET_KEY", "")
 if not SECRET_KEY:
-    # A local default that is not in the repo: generated once and kept in the data folder.
+    # A default that is not in the repo and differs per install: generated once and kept in the data
+    # folder, so sessions survive restarts. Hosts that share sessions set the same SECRET_KEY.
     key_file = COLONY_DATA_DIR / "secret_key"
     if not key_file.exists():
         key_file.write_text(secrets.token_urlsafe(50))
@@ -32,6 +34,21 @@ if not SECRET_KEY:
     SECRET_KEY = key_file.read_text().strip()
 ALLOWED_HOSTS = env("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [])
+# HTTPS settings, off by default so http://127.0.0.1 works; the README's production section sets them
+# (`manage.py check --deploy` passes with it).
+SECURE_SSL_REDIRECT = env("SECURE_SSL_REDIRECT", False)
+SESSION_COOKIE_SECURE = env("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env("CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = env("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env("SECURE_HSTS_PRELOAD", False)
+# Behind a reverse proxy that terminates TLS: trust its X-Forwarded-Proto (set only when the proxy
+# always sets or overwrites that header).
+if env("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Accepted deploy-check warnings: security.W021 (HSTS preload) is a submission to the browsers' list,
+# for the owner of the domain to decide; SECURE_HSTS_PRELOAD=true turns it on.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -48,9 +65,12 @@ INSTALLED_APPS = [
     "tasks",
     "quality",
     "web",
+    "axes",
 ]
 
 MIDDLEWARE = [
+    # First: an unknown Host header gets a short 400, never Django's technical page.
+    "core.hosts.RejectUnknownHost",
     "core.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (admin, pages, API docs) from the web process itself, under any server.
@@ -66,6 +86,8 @@ MIDDLEWARE = [
     "core.auth.UrlTokenGuard",
     # Innermost: sees a view's "database unreachable" first and answers 503 + Retry-After.
     "core.errors.DatabaseUnavailableMiddleware",
+    # django-axes: answers a locked-out login (the failed-login throttle below).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -183,6 +205,17 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Failed logins (/login/ and /admin/login/, django-axes): after AXES_FAILURE_LIMIT failures for one
+# username from one address, that pair is refused (429, templates/registration/lockout.html) for
+# AXES_COOLOFF_TIME hours, the right password too; a successful login before then resets the count.
+AXES_FAILURE_LIMIT = env("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = env("AXES_COOLOFF_TIME", 0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"

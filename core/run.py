@@ -174,6 +174,10 @@ def main() -> int:
         subprocess.run([python, "manage.py", "collectstatic", "--no-input", "-v", "0"], env=env, check=True)  # noqa: S603 - fixed argv: this Python and manage.py
         env["PORT"] = str(port)
         say(f"web: http://127.0.0.1:{port}/  admin: /admin/  API docs: /api/docs/  (Ctrl-C stops everything)")
+        if not settings.DEBUG:
+            say(
+                "DEBUG is off (Django's debug pages show the settings); DEBUG=true make run turns it on for development"
+            )
         from core.supervisor import STOP_SIGNALS, Supervisor, Watch, read_procfile
 
         watches = []

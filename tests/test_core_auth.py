@@ -97,8 +97,10 @@ def test_bootstrap_creates_space_admin_and_default_agents_once(db, capsys, monke
     call_command("colony_bootstrap")
     assert "token, shown once" not in capsys.readouterr().out
     from django.contrib.auth import authenticate
+    from django.test import RequestFactory
 
-    assert authenticate(username="admin", password="s3cret-pass") is not None
+    # The login throttle (django-axes) needs the request a login comes with.
+    assert authenticate(RequestFactory().post("/login/"), username="admin", password="s3cret-pass") is not None
 
 
 # --- the per-process token cache (core.services.TokenRows) ----------------------------------------
