@@ -1,4 +1,6 @@
-"""Logging filter that keeps URL tokens out of logs: ``token=colr_AbCdEf...`` becomes ``token=colr_AbC…``.
+"""Logging filter that keeps tokens out of logs: ``token=colr_AbCdEf...`` becomes ``token=colr_AbC…``,
+whatever the parameter's case or percent-encoding, and any ``col_``/``colr_`` token is cut the same
+way wherever it stands in a line.
 
 Attached to Colony's console handler (``config.settings.LOGGING``) and, in ``CoreConfig.ready``, to
 the access loggers of the servers Colony runs under (:data:`ACCESS_LOGGERS`), so a request line with
@@ -24,25 +26,39 @@ ACCESS_LOGGERS = (
     "daphne.access",
 )
 KEEP_CHARS = 8  # "colr_AbC": enough to tell tokens apart (the stored prefix is longer), useless to replay
-_TOKEN = re.compile(r"((?:[?&]|\b)token(?:=|%3D))([^&\s\"'#]+)", re.IGNORECASE)
+#: The prefixes of core.services.TOKEN_PREFIX and URL_TOKEN_PREFIX (this module is loaded before the apps).
+TOKEN_PREFIXES = ("col_", "colr_")
+
+
+def _any_spelling(word: str) -> str:
+    """A pattern for ``word`` with each letter in either case or percent-encoded (``t``, ``T``, ``%74``, ``%54``)."""
+    return "".join(f"(?:{re.escape(c)}|%{ord(c.lower()):02x}|%{ord(c.upper()):02x})" for c in word)
+
+
+# Not inside a word, but right after a percent-escape (%22col_...) is a start too.
+_START = r"(?:(?<![A-Za-z0-9_-])|(?<=%[0-9A-Fa-f]{2}))"
+#: ``token=value`` whatever the name's case or percent-encoding (``%74oken=``, ``TOKEN%3D``).
+_PARAMETER = re.compile(rf"({_START}{_any_spelling('token')}(?:=|%3D))([^&;\s\"'#]+)", re.IGNORECASE)
+#: A Colony token anywhere (a header, a path, a message): its prefix and the token_urlsafe characters.
+_PREFIXED = re.compile(rf"{_START}(?:{'|'.join(map(re.escape, TOKEN_PREFIXES))})[A-Za-z0-9_-]{{16,}}")
 
 
 def mask_tokens(text: str) -> str:
-    return _TOKEN.sub(lambda m: m.group(1) + m.group(2)[:KEEP_CHARS] + "…", text)
+    text = _PARAMETER.sub(lambda m: m.group(1) + m.group(2)[:KEEP_CHARS] + "…", text)
+    return _PREFIXED.sub(lambda m: m.group(0)[:KEEP_CHARS] + "…", text)
 
 
 class MaskUrlTokens(logging.Filter):
-    """Rewrites the record's message with every ``token=`` value cut to its first characters."""
+    """Rewrites the record's message with every token (``token=`` value, prefixed token) cut to its first characters."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
         except Exception:  # a broken format string is the logger's problem, not ours
             return True
-        if "token" in message.lower():
-            masked = mask_tokens(message)
-            if masked != message:
-                record.msg, record.args = masked, None
+        masked = mask_tokens(message)
+        if masked != message:
+            record.msg, record.args = masked, None
         return True
 
 
