@@ -204,7 +204,7 @@ def test_a_judge_contradiction_raises_a_suggestion_with_the_judges_confidence(de
 def test_judge_sees_tool_calls_as_part_of_the_response(dev, space):
     a = make_thought(space, "alpha: run manage.py reembed after changing the model")
     session = new_session()
-    make_query_log(space, session, [a])
+    make_query_log(space, session, [a], agent=dev.agent)
     turn = turn_log_create(
         agent=dev.agent,
         session_id=session,

@@ -38,9 +38,9 @@ def test_items_default_to_the_sessions_last_memory_call(dev, space, enqueued, dj
     a = make_thought(space, "A" * 700)
     b = make_thought(space, "Use the embedded PostgreSQL for tests.")
     old = make_thought(space, "an older call's source")
-    make_query_log(space, session, [old])
-    make_query_log(space, new_session(), [old])  # another session
-    make_query_log(space, session, [a, b], scores=[0.91, 0.55])  # the newest call of this session
+    make_query_log(space, session, [old], agent=dev.agent)
+    make_query_log(space, new_session(), [old], agent=dev.agent)  # another session
+    make_query_log(space, session, [a, b], scores=[0.91, 0.55], agent=dev.agent)  # the newest call of this session
 
     with django_capture_on_commit_callbacks(execute=True):
         response = dev.post("/api/v1/turns", turn_body(session), format="json")
@@ -93,7 +93,7 @@ def test_explicit_injected_ids_and_feedback(dev, space, enqueued):
 
 def test_empty_injected_ids_means_nothing_injected(dev, space, enqueued):
     session = new_session()
-    make_query_log(space, session, [make_thought(space, "x")])
+    make_query_log(space, session, [make_thought(space, "x")], agent=dev.agent)
     response = dev.post("/api/v1/turns", turn_body(session, injected_ids=[]), format="json")
     assert response.status_code == 202
     assert response.json()["items"] == 0
@@ -108,7 +108,7 @@ def test_no_memory_call_logs_the_turn_without_items(dev, enqueued):
 
 def test_duplicate_turn_is_idempotent(dev, space, enqueued, django_capture_on_commit_callbacks):
     session = new_session()
-    make_query_log(space, session, [make_thought(space, "x")])
+    make_query_log(space, session, [make_thought(space, "x")], agent=dev.agent)
     with django_capture_on_commit_callbacks(execute=True):
         first = dev.post("/api/v1/turns", turn_body(session), format="json")
     with django_capture_on_commit_callbacks(execute=True):
@@ -189,7 +189,7 @@ def test_a_session_of_another_space_is_not_used(dev, other_space, enqueued):
 def test_a_memory_call_with_more_than_100_sources_logs_the_best_100(dev, space, enqueued):
     session = new_session()
     thoughts = [make_thought(space, f"t{n}") for n in range(105)]
-    make_query_log(space, session, thoughts, scores=[1 - n / 1000 for n in range(105)])
+    make_query_log(space, session, thoughts, scores=[1 - n / 1000 for n in range(105)], agent=dev.agent)
     response = dev.post("/api/v1/turns", turn_body(session), format="json")
     assert response.status_code == 202 and response.json()["items"] == 100
     assert not TurnItem.objects.filter(thought__in=thoughts[100:]).exists()
@@ -209,7 +209,7 @@ def test_concurrent_posts_of_one_turn_log_it_once(agent_factory, space, monkeypa
     monkeypatch.setattr(turns, "turn_enqueue_scoring", lambda turn_log_id: None)
     agent = agent_factory("dev").agent
     thought = make_thought(space, "x")
-    make_query_log(space, "same-session", [thought])
+    make_query_log(space, "same-session", [thought], agent=agent)
     barrier = threading.Barrier(4, timeout=20)
 
     def post(_):
@@ -230,12 +230,12 @@ def test_concurrent_posts_of_one_turn_log_it_once(agent_factory, space, monkeypa
 
 def test_a_memory_call_is_attributed_to_one_turn_only(dev, space, enqueued):
     session = new_session()
-    make_query_log(space, session, [make_thought(space, "x"), make_thought(space, "y")])
+    make_query_log(space, session, [make_thought(space, "x"), make_thought(space, "y")], agent=dev.agent)
     first = dev.post("/api/v1/turns", turn_body(session, turn_id="1"), format="json").json()
     second = dev.post("/api/v1/turns", turn_body(session, turn_id="2"), format="json").json()
     assert (first["items"], first["injected_from"]) == (2, "query_log")
     assert (second["items"], second["injected_from"]) == (0, "none")  # no new memory call since turn 1
-    make_query_log(space, session, [make_thought(space, "z")])
+    make_query_log(space, session, [make_thought(space, "z")], agent=dev.agent)
     third = dev.post("/api/v1/turns", turn_body(session, turn_id="3"), format="json").json()
     assert (third["items"], third["injected_from"]) == (1, "query_log")
 

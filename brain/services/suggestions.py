@@ -167,7 +167,7 @@ def suggestion_get(*, space: Space, suggestion_id: uuid.UUID | str) -> Correctio
 def suggestions_pending_for(
     *, space: Space, agent: Agent | None = None, session_id: str | None = None
 ) -> QuerySet[CorrectionSuggestion]:
-    """Pending suggestions addressed to this agent OR this session (newest first).
+    """Pending suggestions addressed to this agent, or to this session and no other agent (newest first).
 
     With neither, every pending suggestion of the space. This is what the memory response lists as
     ``result.pending_corrections`` (SPEC 4.5: "for that agent or session").
@@ -182,8 +182,8 @@ def suggestions_pending_for(
     addressed = Q()
     if agent is not None:
         addressed |= Q(agent=agent)
-    if session_id:
-        addressed |= Q(session_id=session_id)
+    if session_id:  # a session's suggestions raised by another agent stay that agent's
+        addressed |= Q(session_id=session_id) & (Q(agent__isnull=True) | Q(agent=agent))
     return pending.filter(addressed).order_by("-created_at")
 
 
@@ -241,14 +241,15 @@ def suggestions_pending_items(
     return items
 
 
-#: suggestions_pending_for as values, newest first: addressed to the agent OR the session, or, with
-#: neither, every pending suggestion of the space.
+#: suggestions_pending_for as values, newest first: addressed to the agent, or to the session and no
+#: other agent, or, with neither given, every pending suggestion of the space.
 _PENDING_ITEMS_SQL = f"""
 SELECT {", ".join(f"s.{name}" for name in PENDING_FIELDS)}, left(t.content, %(preview)s)
 FROM brain_correctionsuggestion s JOIN brain_thought t ON t.id = s.thought_id
 WHERE s.space_id = %(space)s AND s.status = %(pending)s
       AND ((%(agent)s::uuid IS NULL AND %(session)s::text IS NULL)
-           OR s.agent_id = %(agent)s::uuid OR s.session_id = %(session)s::text)
+           OR s.agent_id = %(agent)s::uuid
+           OR (s.session_id = %(session)s::text AND (s.agent_id IS NULL OR s.agent_id = %(agent)s::uuid)))
 ORDER BY s.created_at DESC LIMIT %(limit)s
 """  # noqa: S608 - column names from PENDING_FIELDS; values are bound
 

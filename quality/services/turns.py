@@ -89,9 +89,12 @@ IN_FLIGHT_POLL_SECONDS = 0.005
 IN_FLIGHT_MAX_AGE = timedelta(seconds=30)
 
 
-def _newest_query_log(*, space, session_id: str) -> QueryLog | None:
-    """The newest query-log row of the session, its results named (see IN_FLIGHT_WAIT_SECONDS)."""
-    query_log = QueryLog.objects.filter(space=space, session_id=session_id).order_by("-created_at", "-id").first()
+def _newest_query_log(*, space, agent: Agent, session_id: str) -> QueryLog | None:
+    """The newest query-log row of this agent's memory calls in the session, its results named (see
+    IN_FLIGHT_WAIT_SECONDS): another agent's call naming the session is not what this agent was shown."""
+    query_log = (
+        QueryLog.objects.filter(space=space, agent=agent, session_id=session_id).order_by("-created_at", "-id").first()
+    )
     if query_log is None or query_log.results is not None or timezone.now() - query_log.created_at > IN_FLIGHT_MAX_AGE:
         return query_log
     deadline = time.monotonic() + IN_FLIGHT_WAIT_SECONDS
@@ -175,7 +178,7 @@ def turn_log_create(
     used = set(used_ids or [])
     contradicted = set(contradicted_ids or [])
     scores: dict[uuid.UUID, float | None] = {}
-    query_log = _newest_query_log(space=space, session_id=session_id)
+    query_log = _newest_query_log(space=space, agent=agent, session_id=session_id)
     if query_log is not None:
         for result in query_log.results or []:  # best first; the dict keeps that order
             if not isinstance(result, dict):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from brain.choices import SuggestionStatus
-from brain.models import CorrectionSuggestion
+from brain.models import CorrectionSuggestion, Thought
 from quality import formulas, jobs
 from quality.models import TurnLog
 from quality.services.scoring import turn_score
@@ -129,3 +129,43 @@ def test_a_contradiction_still_raises_a_correction_and_accepting_it_supersedes(d
     assert response.status_code == 201, response.json()
     target.refresh_from_db()
     assert target.superseded and str(target.superseded_by_id) == response.json()["correction"]["thought_id"]
+
+
+def test_a_memory_call_naming_another_agents_session_does_not_get_its_pending_corrections(
+    dev, agent_factory, space, fake_embedder
+):
+    """Pending corrections addressed to another agent's session stay that agent's: a memory call that
+    names the session gets only what is addressed to the caller (or to the session with no agent)."""
+    from brain.choices import SuggestionOrigin
+    from brain.services.suggestions import suggestion_create
+
+    statement = "The staging cluster is rebuilt every Sunday night from the base image."
+    other = agent_factory("dev", name="dev-2")
+    assert other.post("/api/v1/memory", {"prompt": statement, "session_id": "theirs"}, format="json").status_code == 200
+    thought = Thought.objects.get()
+    suggestion_create(
+        thought=thought,
+        statement="It is rebuilt on Saturdays now.",
+        origin=SuggestionOrigin.QUALITY_JUDGE,
+        agent=other.agent,
+        session_id="theirs",
+    )
+    body = dev.post("/api/v1/memory", {"prompt": statement, "session_id": "theirs"}, format="json").json()
+    assert body["result"]["pending_corrections"] == []
+    assert "rebuilt on Saturdays" not in str(body)
+    mine = other.post("/api/v1/memory", {"prompt": statement, "session_id": "theirs"}, format="json").json()
+    assert [p["statement"] for p in mine["result"]["pending_corrections"]] == ["It is rebuilt on Saturdays now."]
+
+
+def test_another_agents_memory_call_in_my_session_is_not_injected_into_my_turn(dev, agent_factory, space):
+    """A memory call another agent makes naming my session does not become what my next turn was
+    shown (and so what my feedback and the judge score)."""
+    mine = make_thought(space, "The CI runs the linters before the tests.")
+    planted = make_thought(space, FACT)
+    session = new_session()
+    make_query_log(space, session, [mine], agent=dev.agent)
+    make_query_log(space, session, [planted], agent=agent_factory("dev", name="dev-2").agent)
+    response = turn(dev, session, "t1")
+    assert response.status_code == 202, response.content
+    logged = TurnLog.objects.get(session_id=session)
+    assert [str(i.thought_id) for i in logged.items.all()] == [str(mine.id)]
