@@ -69,7 +69,7 @@ def _instance(model, fields, values):
 
 
 def task_get(*, space: Space, id_or_slug: str) -> Task:
-    """One task of ``space`` by UUID or slug; another space's task is simply not found.
+    """One task of ``space`` by UUID (its id) or else by slug; another space's task is simply not found.
 
     The task comes with its project and its parents and dependencies (id, slug, status) loaded as
     ``prefetch_related`` would leave them (``task.parents.all()`` runs no query), in one statement.
@@ -79,7 +79,8 @@ def task_get(*, space: Space, id_or_slug: str) -> Task:
     except ValueError:
         key = None
     with prepared_cursor() as cursor:
-        cursor.execute(_TASK_GET_SQL, {"space": space.pk, "slug": str(id_or_slug), "id": key})
+        # A UUID names a task by id only, anything else by slug only: one reference, one task.
+        cursor.execute(_TASK_GET_SQL, {"space": space.pk, "slug": None if key else str(id_or_slug), "id": key})
         row = cursor.fetchone()
     if row is None:
         raise NotFound(

@@ -100,9 +100,11 @@ def _resolve_refs(*, space: Space, refs: Iterable[str], what: str) -> list[Task]
     refs = [str(ref) for ref in refs]
     if not refs:
         return []
+    # A reference that parses as a UUID names a task by id, anything else by slug: never both.
     ids = [u for u in map(_as_uuid, refs) if u is not None]
-    found = list(Task.objects.filter(space=space).filter(Q(pk__in=ids) | Q(slug__in=refs)))
-    known = {str(t.id) for t in found} | {t.slug for t in found}
+    slugs = [ref for ref in refs if _as_uuid(ref) is None]
+    found = list(Task.objects.filter(space=space).filter(Q(pk__in=ids) | Q(slug__in=slugs)))
+    known = {str(t.id) for t in found} | {t.slug for t in found if _as_uuid(t.slug) is None}
     unknown = [ref for ref in refs if ref not in known and str(_as_uuid(ref)) not in known]
     if unknown:
         raise NotFound(f"{what}: no task {', '.join(unknown)} in this space.", code="UNKNOWN_TASK_REFERENCE")
@@ -137,6 +139,11 @@ def task_create(
         raise ValidationFailed(f"Unknown role {role!r}.")
     if not slug or slugify(slug) != slug:
         raise ValidationFailed(f"Task slug {slug!r} must be a slug (lower-case letters, digits, hyphens).")
+    if _as_uuid(slug) is not None:
+        raise ValidationFailed(
+            f"Task slug {slug!r} reads as a task id (a UUID); a reference must name one task: choose a slug "
+            "with a word in it (e.g. 'fix-login')."
+        )
     parent_ids, depends_on = list(parent_ids), list(depends_on)
     if type == TaskType.BUG and not parent_ids:
         raise ValidationFailed("A bug must name the task(s) it was found in: parent_ids.", code="MISSING_PARENT")

@@ -1,0 +1,80 @@
+"""A task reference names exactly one task: slugs can't look like task ids (UUIDs)."""
+
+from __future__ import annotations
+
+import uuid
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tasks.models import Task
+from tests.tasks_helpers import make_project, make_task
+
+
+@pytest.fixture
+def liaison_client(agent_factory):
+    return agent_factory("liaison")
+
+
+@pytest.fixture
+def victim(space):
+    project = make_project(space)
+    return make_task(project, slug="victim", status="backlog")
+
+
+@pytest.mark.parametrize("shape", [str, lambda u: u.hex], ids=["canonical", "hex"])
+def test_api_cannot_create_a_task_whose_slug_is_another_tasks_id(liaison_client, victim, shape):
+    slug = shape(victim.id)
+    response = liaison_client.post(
+        "/api/v1/tasks", {"project": "proj", "slug": slug, "title": "Impostor"}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "VALIDATION_ERROR" and "slug" in error["message"]
+    assert not Task.objects.filter(slug=slug).exists()
+
+
+def test_cli_cannot_create_a_task_whose_slug_is_a_uuid(space, victim):
+    with pytest.raises(CommandError, match="slug"):
+        call_command(
+            "task",
+            "create",
+            "--system",
+            "--project",
+            "proj",
+            "--slug",
+            str(uuid.uuid4()),
+            "--title",
+            "t",
+            stdout=StringIO(),
+        )
+    assert Task.objects.count() == 1
+
+
+def test_a_slug_that_only_contains_a_uuid_is_still_a_slug(liaison_client, victim):
+    response = liaison_client.post(
+        "/api/v1/tasks", {"project": "proj", "slug": f"fix-{victim.id}", "title": "Fine"}, format="json"
+    )
+    assert response.status_code == 201, response.content
+
+
+def test_a_uuid_reference_resolves_by_id_only(liaison_client, space, victim):
+    """A row that already holds a UUID-shaped slug (stored before the rule) is never what an id names."""
+    impostor = make_task(victim.project, slug=str(victim.id), status="backlog")
+    for _ in range(5):
+        body = liaison_client.get(f"/api/v1/tasks/{victim.id}").json()
+        assert body["id"] == str(victim.id) and body["slug"] == "victim"
+    assert liaison_client.get(f"/api/v1/tasks/{impostor.id}").json()["id"] == str(impostor.id)
+
+
+def test_a_uuid_parent_reference_resolves_by_id_only(liaison_client, victim):
+    make_task(victim.project, slug=str(victim.id), status="backlog")
+    response = liaison_client.post(
+        "/api/v1/tasks",
+        {"project": "proj", "slug": "bug-1", "title": "A bug", "type": "bug", "parent_ids": [str(victim.id)]},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    bug = Task.objects.get(slug="bug-1")
+    assert [p.id for p in bug.parents.all()] == [victim.id]
