@@ -3,6 +3,11 @@
 A tool is a named REST call: the view, its serializers, the service or selector behind it and the
 error envelope are exactly REST's, with no HTTP hop. The caller's ``Authorization`` header is passed
 through, so DRF authenticates the token again and ``request.user`` is the same agent as on REST.
+
+A tool call goes through Django's request cycle with ``settings.MIDDLEWARE`` (:class:`ToolCallHandler`):
+the host check, the input guard, the throttle (DRF's, on the view), the database-outage 503, the metrics
+and every other protection REST requests get, by the same code. The body limit holds before that, on
+``/mcp`` itself (``config.asgi``).
 """
 
 from __future__ import annotations
@@ -10,19 +15,17 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
+from django.core.handlers.base import BaseHandler
 from django.db import close_old_connections
 from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
 from core.errors import error_body
-from core.metrics import MCP_CALL_SECONDS, observe_request
-from core.middleware import api_input_refusal
 
 logger = logging.getLogger("colony.mcp")
 
@@ -65,12 +68,32 @@ def segment(value: str) -> str:
     return quote(str(value), safe="")
 
 
+class ToolCallHandler(BaseHandler):
+    """Django's request cycle (``settings.MIDDLEWARE`` around the view, process_view and process_exception
+    included) for a request whose view :func:`rest_call` has already resolved: a tool's path arguments are
+    decoded once, by ``rest_call``, so an encoded "/" can't name another endpoint."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.load_middleware()
+
+    def resolve_request(self, request):
+        request.resolver_match = request.colony_tool_match
+        return request.colony_tool_match
+
+
+@functools.cache
+def tool_call_handler() -> ToolCallHandler:
+    return ToolCallHandler()
+
+
 def rest_call(
     *,
     method: str,
     path: str,
     authorization: str,
     host: str = "127.0.0.1",
+    secure: bool = False,
     query: dict[str, Any] | None = None,
     body: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
@@ -86,7 +109,6 @@ def rest_call(
     headers by their HTTP names (``{"Idempotency-Key": "..."}``).
     """
     full_path = API_PREFIX + path
-    started = time.perf_counter()
     close_old_connections()
     try:
         try:
@@ -97,26 +119,23 @@ def rest_call(
         meta.update({"HTTP_AUTHORIZATION": authorization, "HTTP_HOST": host, "HTTP_X_COLONY_VIA": "mcp"})
         url = full_path + _query(query)
         if body is None:
-            request = _factory.generic(method, url, **meta)
+            request = _factory.generic(method, url, secure=secure, **meta)
         else:
-            request = _factory.generic(method, url, json.dumps(body), content_type="application/json", **meta)
-        request.resolver_match = match
-        refusal = api_input_refusal(request)  # what ApiInputGuardMiddleware refuses on REST
-        if refusal is not None:
-            observe_request(MCP_CALL_SECONDS, request, refusal.status_code, time.perf_counter() - started)
-            return RestResult(refusal.status_code, json.loads(refusal.content))
+            request = _factory.generic(
+                method, url, json.dumps(body), content_type="application/json", secure=secure, **meta
+            )
         # A tool's path arguments arrive quoted (``segment``), so that a "/" in one can't reach another
         # endpoint; the view gets them as REST's views get a decoded path.
-        kwargs = {key: unquote(value) if isinstance(value, str) else value for key, value in match.kwargs.items()}
-        response = match.func(request, *match.args, **kwargs)
-        if hasattr(response, "render"):
+        match.kwargs = {key: unquote(value) if isinstance(value, str) else value for key, value in match.kwargs.items()}
+        request.colony_tool_match = match
+        request.colony_via_mcp = True  # core.metrics counts it as an MCP call
+        response = tool_call_handler().get_response(request)
+        if hasattr(response, "render") and not getattr(response, "is_rendered", True):
             response.render()
         try:
             payload = json.loads(response.content or b"null")
         except ValueError:
             payload = error_body("INTERNAL_ERROR", "The server answered with something that is not JSON.")
-        finally:
-            observe_request(MCP_CALL_SECONDS, request, response.status_code, time.perf_counter() - started)
         if defer_close:
             return RestResult(response.status_code, payload, finish=functools.partial(_close, response))
         _close(response)

@@ -215,9 +215,10 @@ async def _call(
         path=path,
         authorization=request.headers.get("authorization", ""),
         host=request.headers.get("host", "127.0.0.1"),
+        secure=request.url.scheme == "https",
+        headers={**forwarded_headers(request.headers), **(headers or {})},
         query=query,
         body=body,
-        headers=headers,
         defer_close=True,
     )
     # In the worker's pool of request threads (colony_mcp.asgi puts it in the scope), beside REST's requests.
@@ -229,6 +230,15 @@ async def _call(
         # on REST; not awaited. rest._close logs its failures.
         loop.run_in_executor(executor, result.finish)
     return _result(result)
+
+
+#: Request headers a tool call carries on to its REST call, so the middleware decides as for REST (the
+#: proxy's scheme for SECURE_PROXY_SSL_HEADER, the client's address for the logs).
+FORWARDED_HEADERS = ("X-Forwarded-Proto", "X-Forwarded-For", "User-Agent")
+
+
+def forwarded_headers(headers) -> dict[str, str]:
+    return {name: headers[name] for name in FORWARDED_HEADERS if name in headers}
 
 
 def _key_header(key: str | None) -> dict[str, str] | None:

@@ -7,7 +7,7 @@ anything imports prometheus_client), and a scrape adds them up. Recorded where t
 - ``colony_http_request_duration_seconds{method, endpoint, status}`` — every request, by its URL
   route (``api/v1/thoughts/<str:thought_id>``, not the concrete path), :class:`MetricsMiddleware`;
 - ``colony_mcp_call_duration_seconds{method, endpoint, status}`` — every MCP tool call, by the REST
-  route it runs (``colony_mcp.rest``; tool calls don't pass through the middleware);
+  route it runs (``colony_mcp.rest`` runs it through the same middleware, which tells them apart);
 - ``colony_embedding_seconds{kind}`` — each model call (``kind`` = query for one text, batch);
 - ``colony_job_seconds{job, state}`` — every Celery job's run time, in the worker (signals below);
 - ``colony_job_queue_wait_seconds{job}`` — from enqueue to start, when the sender stamped the time.
@@ -108,7 +108,8 @@ class MetricsMiddleware:
     def __call__(self, request):
         started = time.perf_counter()
         response = self.get_response(request)
-        observe_request(REQUEST_SECONDS, request, response.status_code, time.perf_counter() - started)
+        histogram = MCP_CALL_SECONDS if getattr(request, "colony_via_mcp", False) else REQUEST_SECONDS
+        observe_request(histogram, request, response.status_code, time.perf_counter() - started)
         return response
 
 
