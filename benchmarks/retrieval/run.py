@@ -143,11 +143,16 @@ def ingest(conversations: list, *, slug: str, name: str, progress) -> Space:
     return result
 
 
-def ingest_split(conversations: list, *, split: str, pooled: bool) -> list[Space]:
+def ingest_split(conversations: list, *, split: str, pooled: bool, prefix: str = "") -> list[Space]:
     """One space per conversation (the standard protocol) or, ``pooled``, one space for the split."""
     if pooled:
         return [
-            ingest(conversations, slug=f"pooled-{split}", name=f"{split} split, pooled", progress=_progress_bar(split))
+            ingest(
+                conversations,
+                slug=f"{prefix}pooled-{split}",
+                name=f"{prefix}{split} split, pooled",
+                progress=_progress_bar(split),
+            )
         ]
     return [ingest([c], slug=c.id, name=c.title, progress=_progress_bar(c.id)) for c in conversations]
 
@@ -198,19 +203,20 @@ class Baselines:
             for lexeme in counts:
                 self.df[lexeme] += 1
 
-    def dense(self, vector) -> list[str]:
+    def dense_scores(self, vector):
+        """Cosine of the question's unit vector with every stored thought's (numpy, creation order)."""
         import numpy as np
 
-        scores = self.vectors @ np.asarray(vector, dtype=np.float64)
-        order = sorted(range(len(self.ids)), key=lambda i: (-scores[i], i))
-        return [self.ids[i] for i in order[:LIMIT]]
+        return self.vectors @ np.asarray(vector, dtype=np.float64)
 
-    def lexical(self, text: str) -> list[str]:
+    def lexical_scores(self, text: str) -> list[float]:
+        """BM25 of the question against every stored thought (0 where no lexeme is shared)."""
         n = len(self.ids)
+        lexemes = set(query_lexemes_cached(text))
         scores = []
         for i, counts in enumerate(self.counts):
             score = 0.0
-            for lexeme in set(query_lexemes_cached(text)):
+            for lexeme in lexemes:
                 tf = counts.get(lexeme, 0)
                 if not tf:
                     continue
@@ -219,8 +225,19 @@ class Baselines:
                 norm = 1 - BM25_B + BM25_B * self.lengths[i] / self.avgdl
                 score += idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * norm)
             scores.append(score)
-        order = sorted((i for i in range(n) if scores[i] > 0), key=lambda i: (-scores[i], i))
+        return scores
+
+    def order(self, scores) -> list[int]:
+        """Indexes by score, best first; ties by creation order; zero scores left out (BM25's OR)."""
+        return sorted((i for i in range(len(self.ids)) if scores[i] > 0), key=lambda i: (-scores[i], i))
+
+    def dense(self, vector) -> list[str]:
+        scores = self.dense_scores(vector)
+        order = sorted(range(len(self.ids)), key=lambda i: (-scores[i], i))
         return [self.ids[i] for i in order[:LIMIT]]
+
+    def lexical(self, text: str) -> list[str]:
+        return [self.ids[i] for i in self.order(self.lexical_scores(text))[:LIMIT]]
 
 
 _lexeme_cache: dict[str, list[str]] = {}
@@ -232,7 +249,7 @@ def query_lexemes_cached(text: str) -> list[str]:
     return _lexeme_cache[text]
 
 
-def colony(bench: Space, question: str) -> tuple[list[str], float]:
+def colony(bench: Space, question: str) -> tuple[list[dict], float]:
     started = time.perf_counter()
     response = bench.asker.get("/api/v1/memory", {"prompt": question, "contribute": "false", "limit": LIMIT})
     elapsed = (time.perf_counter() - started) * 1000
@@ -241,15 +258,27 @@ def colony(bench: Space, question: str) -> tuple[list[str], float]:
     body = response.json()
     if body["trace"]["thoughts_contributed"]:
         raise SystemExit("a contribute=false question stored a thought: the benchmark would be polluted")
-    return [source["thought_id"] for source in body["result"]["sources"]], elapsed
+    return body["result"]["sources"], elapsed
 
 
 METHODS = ("dense", "lexical", "colony")
+#: The question types of each benchmark, in print order; ``noanswer`` prompts are not scored for recall.
+TYPES = {
+    "retrieval": ("single", "paraphrase", "multihop", "temporal", "correction"),
+    "longmem": ("speaker", "temporal_when", "multihop", "inference", "single"),
+}
+DATASETS = tuple(TYPES)
+NOANSWER = "noanswer"
+#: How many sources Colony's UserPromptSubmit hook injects (contrib/colony_hooks.py, COLONY_HOOK_SOURCES).
+INJECT_K = 5
 
 
 def print_tables(split: str, scores: dict[str, dict[str, Score]], types: list[str]) -> None:
     print(f"\n== {split} ==")
-    header = f"{'method':8}  {'type':11}  {'n':>4}  {'R@1':>5}  {'R@5':>5}  {'R@10':>5}  {'MRR':>5}  {'stale>evid':>10}"
+    width = max([11, *(len(t) for t in types)])
+    header = (
+        f"{'method':8}  {'type':{width}}  {'n':>4}  {'R@1':>5}  {'R@5':>5}  {'R@10':>5}  {'MRR':>5}  {'stale>evid':>10}"
+    )
     print(header)
     print("-" * len(header))
     for method in METHODS:
@@ -258,7 +287,7 @@ def print_tables(split: str, scores: dict[str, dict[str, Score]], types: list[st
             if s is None or not s.ranks:
                 continue
             print(
-                f"{method:8}  {qtype:11}  {len(s.ranks):>4}  {s.recall(1):>5.1f}  {s.recall(5):>5.1f}  "
+                f"{method:8}  {qtype:{width}}  {len(s.ranks):>4}  {s.recall(1):>5.1f}  {s.recall(5):>5.1f}  "
                 f"{s.recall(10):>5.1f}  {s.mrr():>5.3f}  {s.stale_share():>10}"
             )
         print()
@@ -274,28 +303,112 @@ def question_vectors(texts: list[str]) -> list[list[float]]:
     return embedding.embed_many(texts, batch_size=1)
 
 
-def evaluate(benches: list[Space], questions, *, progress=None) -> tuple[dict, list[float]]:
-    """Ask every question of every space with the three methods; returns scores and Colony's timings."""
+@dataclass
+class Injection:
+    """What an injection of Colony's top :data:`INJECT_K` would give today: silence on no-answer
+    prompts (nothing returned), an evidence turn among those returned for answerable questions."""
+
+    noanswer: int = 0
+    silent: int = 0
+    answerable: int = 0
+    with_evidence: int = 0
+
+    def add(self, question, turns: list[str]) -> None:
+        if question.type == NOANSWER:
+            self.noanswer += 1
+            self.silent += not turns
+        else:
+            self.answerable += 1
+            self.with_evidence += any(turn in question.evidence for turn in turns[:INJECT_K])
+
+    def as_dict(self) -> dict:
+        return {
+            "noanswer": self.noanswer,
+            "silence": round(100.0 * self.silent / max(1, self.noanswer), 1),
+            "answerable": self.answerable,
+            f"evidence_in_top{INJECT_K}": round(100.0 * self.with_evidence / max(1, self.answerable), 1),
+        }
+
+
+def _ranks(scores, order: list[int]) -> dict[int, int]:
+    return {index: rank for rank, index in enumerate(order, start=1)}
+
+
+def question_row(bench: Space, baselines: Baselines, question, sources: list[dict], dense, lexical) -> dict:
+    """One calibration row: the question and, per source Colony returned, what the harness sees of it."""
+    position = {thought_id: i for i, thought_id in enumerate(baselines.ids)}
+    dense_rank = _ranks(dense, sorted(range(len(dense)), key=lambda i: (-dense[i], i)))
+    lexical_rank = _ranks(lexical, baselines.order(lexical))
+    rows = []
+    for rank, source in enumerate(sources, start=1):
+        i = position.get(source["thought_id"])
+        turn = bench.turn_of_thought.get(source["thought_id"])
+        rows.append(
+            {
+                "rank": rank,
+                "thought_id": source["thought_id"],
+                "turn_id": turn,
+                "score": source["score"],
+                "relevance": source.get("relevance"),
+                "cosine": None if i is None else round(float(dense[i]), 4),
+                "dense_rank": dense_rank.get(i),
+                "bm25": None if i is None else round(lexical[i], 4),
+                "lexical_rank": lexical_rank.get(i),
+                "matching_reason": source.get("matching_reason"),
+                "effective_confidence": source.get("effective_confidence"),
+                "superseded": source.get("superseded"),
+                "evidence": turn in question.evidence,
+            }
+        )
+    return {
+        "question_id": question.id,
+        "conversation": question.conversation,
+        "split": question.split,
+        "type": question.type,
+        "question": question.question,
+        "evidence": list(question.evidence),
+        "space_thoughts": len(baselines.ids),
+        "top_cosine": round(float(max(dense)), 4) if len(dense) else None,
+        "top_bm25": round(max(lexical), 4) if lexical else None,
+        "sources": rows,
+    }
+
+
+def evaluate(benches: list[Space], questions, *, progress=None, rows=None) -> tuple[dict, list[float], Injection]:
+    """Ask every question of every space with the three methods; returns scores, Colony's timings and
+    the injection shares. No-answer prompts are not in the scores (they have no evidence to find).
+    ``rows``, a list, receives one :func:`question_row` per question."""
     scores: dict[str, dict[str, Score]] = {m: defaultdict(Score) for m in METHODS}
     timings = []
+    injection = Injection()
     for bench in benches:
         qs = [q for q in questions if q.conversation in bench.conversation_ids]
         baselines = Baselines(bench.space)
         vectors = question_vectors([q.question for q in qs])
         for question, vector in zip(qs, vectors, strict=True):
-            ranked = {
-                "dense": baselines.dense(vector),
-                "lexical": baselines.lexical(question.question),
-            }
-            ranked["colony"], elapsed = colony(bench, question.question)
+            dense = baselines.dense_scores(vector)
+            lexical = baselines.lexical_scores(question.question)
+            dense_order = sorted(range(len(baselines.ids)), key=lambda i: (-dense[i], i))
+            sources, elapsed = colony(bench, question.question)
             timings.append(elapsed)
+            ranked = {
+                "dense": [baselines.ids[i] for i in dense_order[:LIMIT]],
+                "lexical": [baselines.ids[i] for i in baselines.order(lexical)[:LIMIT]],
+                "colony": [source["thought_id"] for source in sources],
+            }
+            colony_turns = [bench.turn_of_thought.get(i, "?") for i in ranked["colony"]]
+            injection.add(question, colony_turns)
+            if rows is not None:
+                rows.append(question_row(bench, baselines, question, sources, dense, lexical))
+            if question.type == NOANSWER:
+                continue
             for method, ids in ranked.items():
                 turns = [bench.turn_of_thought.get(i, "?") for i in ids]
                 scores[method][question.type].add(turns, question)
                 scores[method]["overall"].add(turns, question)
         if progress:
             progress(bench)
-    return scores, timings
+    return scores, timings, injection
 
 
 def _progress_bar(label: str):
@@ -318,9 +431,16 @@ def _progress_bar(label: str):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--dataset",
+        choices=[*DATASETS, "both"],
+        default="both",
+        help="retrieval (benchmarks/retrieval), longmem (benchmarks/longmem) or both, one after the other",
+    )
     parser.add_argument("--split", choices=["dev", "test", "both"], default="both")
     parser.add_argument("--conversations", help="comma-separated conversation ids (default: all of the split)")
-    parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument("--json", help="also write the figures to this JSON file ({dataset: {split: ...}})")
+    parser.add_argument("--rows", help="also write one JSON line per question: Colony's sources and their features")
     parser.add_argument(
         "--pooled",
         action="store_true",
@@ -334,42 +454,89 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true", help="dev only: sweep ranking constants (sweep.py)")
     args = parser.parse_args(argv)
 
-    from benchmarks.retrieval.dataset import load
-
-    dataset = load(haystack=not args.core)
+    if args.core and args.dataset == "longmem":
+        parser.error("--core applies to the retrieval dataset only (longmem has no haystack sessions)")
+    names = list(DATASETS) if args.dataset == "both" else [args.dataset]
+    if args.sweep:
+        names = names[:1]  # the sweep tunes on one dataset's dev split: retrieval unless longmem is named
     splits = ["dev"] if args.sweep else (["dev", "test"] if args.split == "both" else [args.split])
     wanted = set(args.conversations.split(",")) if args.conversations else None
-    print(f"Retrieval benchmark: splits {', '.join(splits)}; setting up database {BENCH_DATABASE} ...", file=sys.stderr)
+    print(f"Retrieval benchmark: {', '.join(names)}; splits {', '.join(splits)}", file=sys.stderr)
     setup_database(fresh=True)
     from brain import embedding
 
     embedding.embed("warm up")  # the model loads once, before anything is timed
     results: dict = {}
-    for split in splits:
-        conversations = [c for c in dataset.conversations if c.split == split and (wanted is None or c.id in wanted)]
-        ids = {c.id for c in conversations}
-        questions = [q for q in dataset.questions if q.split == split and q.conversation in ids]
-        print(f"{split}: {len(conversations)} conversations, {len(questions)} questions", file=sys.stderr)
-        benches = ingest_split(conversations, split=split, pooled=args.pooled)
-        if args.sweep:
-            from benchmarks.retrieval import sweep
+    rows: list[dict] | None = [] if args.rows else None
+    for name in names:
+        dataset = load_dataset(name, core=args.core)
+        for split in splits:
+            conversations = [
+                c for c in dataset.conversations if c.split == split and (wanted is None or c.id in wanted)
+            ]
+            if not conversations:
+                continue
+            ids = {c.id for c in conversations}
+            questions = [q for q in dataset.questions if q.split == split and q.conversation in ids]
+            print(f"{name} {split}: {len(conversations)} conversations, {len(questions)} questions", file=sys.stderr)
+            started = time.perf_counter()
+            benches = ingest_split(conversations, split=split, pooled=args.pooled, prefix=f"{name}-")
+            if args.sweep:
+                from benchmarks.retrieval import sweep
 
-            sweep.run(benches, questions)
-            return 0
-        scores, timings = evaluate(benches, questions)
-        types = [t for t in ("single", "paraphrase", "multihop", "temporal", "correction") if scores["colony"].get(t)]
-        label = split + (", pooled" if args.pooled else "") + (", core (no haystack)" if args.core else "")
-        print_tables(label, scores, types)
-        p50 = percentile(timings, 0.5)
-        print(
-            f"Colony GET /api/v1/memory (contribute=false, in-process, real model): p50 {p50:.1f} ms "
-            f"over {len(timings)} questions"
-        )
-        results[split] = {m: {t: s.as_dict() for t, s in scores[m].items()} for m in METHODS}
+                sweep.run(benches, questions)
+                return 0
+            split_rows: list[dict] | None = [] if rows is not None else None
+            scores, timings, injection = evaluate(benches, questions, rows=split_rows)
+            if rows is not None:
+                rows.extend({"dataset": name, **row} for row in split_rows)
+            types = [t for t in TYPES[name] if scores["colony"].get(t)]
+            label = (
+                ("" if name == "retrieval" else f"{name} ")
+                + split
+                + (", pooled" if args.pooled else "")
+                + (", core (no haystack)" if args.core else "")
+            )
+            print_tables(label, scores, types)
+            print_injection(injection)
+            p50 = percentile(timings, 0.5)
+            print(
+                f"Colony GET /api/v1/memory (contribute=false, in-process, real model): p50 {p50:.1f} ms "
+                f"over {len(timings)} questions; {split} ingested and asked in {time.perf_counter() - started:.0f} s"
+            )
+            figures = {m: {t: s.as_dict() for t, s in scores[m].items()} for m in METHODS}
+            results.setdefault(name, {})[split] = {**figures, "injection": injection.as_dict()}
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(results, out, indent=2)
+    if args.rows:
+        with open(args.rows, "w", encoding="utf-8") as out:
+            out.writelines(json.dumps(row) + "\n" for row in rows)
+        print(f"{len(rows)} question rows written to {args.rows}", file=sys.stderr)
     return 0
+
+
+def load_dataset(name: str, *, core: bool = False):
+    if name == "longmem":
+        from benchmarks.longmem.dataset import load as load_longmem
+
+        return load_longmem()
+    from benchmarks.retrieval.dataset import load
+
+    return load(haystack=not core)
+
+
+def print_injection(injection: Injection) -> None:
+    """What an injection of Colony's top INJECT_K would give: silence on no-answer prompts, evidence otherwise."""
+    figures = injection.as_dict()
+    parts = []
+    if injection.noanswer:
+        parts.append(f"silence on {figures['silence']:.1f}% of {injection.noanswer} no-answer prompts")
+    parts.append(
+        f"an evidence turn in the top {INJECT_K} for {figures[f'evidence_in_top{INJECT_K}']:.1f}% "
+        f"of {injection.answerable} answerable questions"
+    )
+    print("Injection (Colony's top 5, as the prompt hook asks today): " + "; ".join(parts))
 
 
 if __name__ == "__main__":

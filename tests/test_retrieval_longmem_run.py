@@ -1,0 +1,64 @@
+"""``python -m benchmarks.retrieval.run --dataset longmem``: the long-conversation benchmark through the
+retrieval harness prints every question type for the three methods, the injection shares, and writes
+one calibration row per question (here on a few sessions of m01, with fake vectors, in the test
+database)."""
+
+import dataclasses
+import json
+
+import pytest
+
+from benchmarks.longmem.dataset import QUESTION_TYPES, load
+from benchmarks.retrieval import run
+
+
+def _small_m01():
+    """m01 cut to the sessions that hold the evidence of one question of each type, plus one no-answer prompt."""
+    ds = load("dev")
+    conversation = ds.conversation("m01")
+    questions = []
+    for qtype in QUESTION_TYPES:
+        candidates = [q for q in ds.questions_for("m01") if q.type == qtype]
+        questions.append(min(candidates, key=lambda q: max((ds.turns[e].session for e in q.evidence), default="")))
+    needed = {ds.turns[e].session for q in questions for e in q.evidence}
+    sessions = tuple(s for s in conversation.sessions if s.id in needed or s.id == conversation.sessions[0].id)
+    small = dataclasses.replace(conversation, sessions=sessions)
+    return dataclasses.replace(ds, conversations=[small], questions=questions)
+
+
+@pytest.mark.django_db
+def test_longmem_prints_every_type_for_every_method_and_writes_rows(monkeypatch, fake_embedder, tmp_path, capsys):
+    small = _small_m01()
+    monkeypatch.setattr(run, "setup_database", lambda *, fresh: None)  # the test database, not the bench one
+    monkeypatch.setattr(run, "load_dataset", lambda name, *, core=False: small)
+    rows_file = tmp_path / "rows.jsonl"
+
+    assert run.main(["--dataset", "longmem", "--split", "dev", "--rows", str(rows_file)]) == 0
+
+    out = capsys.readouterr().out
+    assert "== longmem dev ==" in out
+    for method in run.METHODS:
+        for qtype in [*run.TYPES["longmem"], "overall"]:
+            assert any(
+                line.split()[:3] == [method, qtype, "1" if qtype != "overall" else "5"] for line in out.splitlines()
+            )
+    assert "noanswer" not in out.split("Injection")[0]  # no-answer prompts are not in recall
+    assert "silence on 0.0% of 1 no-answer prompts" in out  # today Colony always returns its top k
+
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert [r["type"] for r in rows] == list(QUESTION_TYPES)
+    assert {r["dataset"] for r in rows} == {"longmem"} and {r["split"] for r in rows} == {"dev"}
+    source = rows[0]["sources"][0]
+    assert {
+        "rank",
+        "thought_id",
+        "turn_id",
+        "score",
+        "cosine",
+        "dense_rank",
+        "bm25",
+        "lexical_rank",
+        "evidence",
+    } <= set(source)
+    assert source["rank"] == 1 and source["turn_id"].startswith("m01-")
+    assert not any(s["evidence"] for s in rows[-1]["sources"])  # the no-answer prompt has no evidence
