@@ -75,9 +75,10 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
 
 # Recall@1/5/10 and MRR of dense-only, lexical-only and Colony's ranking on the retrieval benchmark
-# (benchmarks/retrieval/), dev and test; bench-retrieval-sweep is the dev-only sweep of the constants.
+# (benchmarks/retrieval/) and the long-conversation one (benchmarks/longmem/, with the injection's
+# silence/evidence shares), dev and test; bench-retrieval-sweep is the dev-only sweep of the constants.
 bench-retrieval: $(STAMP)
-	$(BIN)/python -m benchmarks.retrieval.run
+	$(BIN)/python -m benchmarks.retrieval.run --dataset both
 
 bench-retrieval-sweep: $(STAMP)
 	$(BIN)/python -m benchmarks.retrieval.run --sweep

@@ -1,10 +1,13 @@
 """``make bench-retrieval``: recall@1/5/10 and MRR of dense-only, lexical-only and Colony's ranking.
 
-    python -m benchmarks.retrieval.run [--split dev|test|both] [--conversations c01,c02] [--json FILE]
+    python -m benchmarks.retrieval.run [--dataset retrieval|longmem|both] [--split dev|test|both]
+                                       [--conversations c01,m02] [--json FILE] [--rows FILE]
                                        [--pooled] [--core]
     python -m benchmarks.retrieval.run --sweep      # the dev-only sweep of brain/ranking.py's constants
 
-What it does, per conversation of the chosen split(s):
+Two datasets, one after the other: ``retrieval`` (benchmarks/retrieval/data) and ``longmem``
+(benchmarks/longmem/data, long chatty conversations with ``noanswer`` prompts). What it does, per
+conversation of the chosen split(s):
 
 1. a fresh space (in the database ``colony_retrieval_bench``, dropped and re-created each run, so a
    run never sees an earlier one's rows) and one agent with its own token per participant;
@@ -28,6 +31,13 @@ in the top k; MRR = mean of 1/rank of the first evidence turn within the top 10 
 "stale>evid" = share of temporal/correction questions where a stale (superseded) turn ranks above
 every evidence turn (an evidence turn missing from the top 10 counts as ranked below).
 Ties are broken by turn order, HNSW is the only approximate part; a run is otherwise deterministic.
+
+No-answer prompts are asked like every question but left out of recall and MRR. For them and the
+answerable ones, the injection line gives what Colony's prompt hook (its top 5) would inject: the
+share of no-answer prompts with nothing returned ("silence") and the share of answerable questions
+with an evidence turn in the top 5. ``--rows FILE`` writes one JSON line per question (ids, type,
+split, evidence, and per Colony source its rank, score, dense cosine and rank, BM25 and lexical rank,
+and whether it is evidence): the material to calibrate a relevance estimate on dev.
 
 Celery jobs the endpoint schedules (contradiction checks) go to an in-memory broker and are dropped:
 they don't change ranking and would need a worker.
