@@ -42,7 +42,7 @@ def batch_threads(workers: int) -> int:
 
     A bulk client sends one import batch per worker at once; each batch on all cores ran 2x as many
     ONNX threads as cores beside PostgreSQL's inserts (10,000 notes over HTTP, 2 cores, 2 workers:
-    211-234 notes/s on all cores, 258-268 on one thread each; docs/performance.md, twelfth session)."""
+    211-234 notes/s on all cores, 258-268 on one thread each; docs/performance.md, "Web server and workers")."""
     return max(1, (os.cpu_count() or 1) // workers)
 
 

@@ -125,7 +125,7 @@ def test_seed_002_protocol_through_mcp_alone(asgi_server, agent_factory, fake_em
     assert not Thought.objects.exclude(thought_category="transition_marker").exists()
     assert QueryLog.objects.filter(session_id=session_id, agent=dev.agent).count() == 1
 
-    # The first session is gone (a crash, a compaction): a new session recovers the task.
+    # The MCP session is gone (a crash, a compaction): a new one recovers the task.
     async def second_session(session):
         tools = Tools(session)
         flight = await tools.call("in_flight")
