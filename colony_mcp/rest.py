@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
+from django.conf import settings
 from django.core.handlers.base import BaseHandler
 from django.db import close_old_connections
 from django.test import RequestFactory
@@ -82,8 +83,13 @@ class ToolCallHandler(BaseHandler):
         return request.colony_tool_match
 
 
-@functools.cache
 def tool_call_handler() -> ToolCallHandler:
+    """The handler for the middleware configured now (one per configuration, as a server builds one)."""
+    return _handler_for(tuple(settings.MIDDLEWARE))
+
+
+@functools.cache
+def _handler_for(middleware: tuple[str, ...]) -> ToolCallHandler:
     return ToolCallHandler()
 
 

@@ -13,7 +13,7 @@ No-answer prompts are drawn from the same templates with combinations the conver
 discussed, another team's workstream, a facet such as a budget that no turn mentions), so they share
 the conversation's vocabulary and are plausible for the team, but no turn answers them.
 
-Edit this file, never the JSONL files; ``tests/test_longmem_dataset.py`` checks they match.
+Edit this file, never the JSONL files; ``tests/test_retrieval_longmem_dataset.py`` checks they match.
 """
 
 from __future__ import annotations

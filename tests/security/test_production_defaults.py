@@ -26,7 +26,10 @@ PRODUCTION_ENV = {
 
 
 def _manage(*args: str, **extra) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key not in PRODUCTION_ENV} | extra
+    # The environment of a production process: the browser tests lift Django's async guard for this
+    # test process (DJANGO_ALLOW_ASYNC_UNSAFE), which check --deploy rightly refuses.
+    dropped = {*PRODUCTION_ENV, "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = {key: value for key, value in os.environ.items() if key not in dropped} | extra
     return subprocess.run(  # noqa: S603 - fixed argv: this Python and manage.py
         [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
