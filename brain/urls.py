@@ -1,9 +1,9 @@
 from django.urls import path
 
 from brain.apis.corrections import CorrectionAcceptApi, CorrectionDismissApi, CorrectionListApi, ThoughtCorrectApi
-from brain.apis.imports import ThoughtImportApi
 from brain.apis.memory import MemoryApi
 from brain.apis.thoughts import ThoughtDetailApi, ThoughtLineageApi, ThoughtListApi, ThoughtRetractApi
+from brain.transfer.apis import ThoughtImportApi
 
 # Ids are <str:...> and parsed by the selectors, so a malformed id is the same JSON 404
 # (THOUGHT_NOT_FOUND / SUGGESTION_NOT_FOUND) as an unknown one, not the router's generic 404.

@@ -271,7 +271,7 @@ def test_a_large_import_refreshes_the_planner_statistics(dev, space, fake_embedd
     """After a bulk load the planner must not wait for autovacuum (bench-compare: 2.5x slower queries)."""
     from django.db import connection
 
-    from brain.services import transfer
+    from brain.transfer import services as transfer
 
     assert post(dev, [{"content": f"note {i}"} for i in range(30)]).status_code == 201
     monkeypatch.setattr(transfer, "ANALYZE_AFTER_MIN", 10**9)
@@ -379,3 +379,11 @@ def test_a_mem0_dump_or_other_names_sent_to_the_api_say_what_to_send(dev, space,
         line = response.json()["error"]["lines"][0]
         assert line["field"] == field and f"{field}: {hint}" in line["message"], line
     assert not Thought.objects.exists()
+
+
+def test_the_serializers_take_every_item_field_and_nothing_else():
+    """The wire shape the schema shows, the operator's restore and the export all use the model's field list."""
+    from brain.transfer.serializers import ITEM_FIELDS, ImportItemSerializer, RestoreItemSerializer
+
+    for serializer in (ImportItemSerializer(), RestoreItemSerializer()):
+        assert set(serializer.fields) == ITEM_FIELDS | {"kind"}

@@ -184,7 +184,7 @@ def test_at_the_production_interval_a_process_folds_at_most_once_in_it(
 @pytest.mark.django_db
 def test_an_export_and_the_decay_count_every_access_first(dev, fake_embedder, thought_factory, production_interval):
     from brain.services.pheromones import thoughts_decay
-    from brain.services.transfer import space_export_rows
+    from brain.transfer.export import space_export_rows
 
     thought = thought_factory(TEXTS[0])
     memory(dev, prompt=QUERY)

@@ -408,7 +408,7 @@ def test_an_export_cut_short_is_refused(rich_space, tmp_path):
 
 
 def test_an_export_that_stops_half_way_leaves_no_file(rich_space, tmp_path, monkeypatch):
-    from brain.management.commands import _transfer
+    from brain.transfer import cli as _transfer
 
     real = _transfer.space_export_rows
 
@@ -430,7 +430,7 @@ def test_an_export_that_stops_half_way_leaves_no_file(rich_space, tmp_path, monk
 
 
 def test_a_batch_refused_after_the_check_names_the_files_item(space, tmp_path, monkeypatch, fake_embedder):
-    from brain.management.commands import _transfer
+    from brain.transfer import cli as _transfer
 
     items = [{"id": str(uuid.uuid4()), "content": f"Fact {n}."} for n in range(1, 7)]
     first = tmp_path / "first.json"
@@ -451,7 +451,7 @@ def test_a_batch_refused_after_the_check_names_the_files_item(space, tmp_path, m
 
 
 def test_query_log_and_suggestion_imports_check_their_rows_themselves(space):
-    from brain.services.transfer import ImportInvalid, querylogs_import, suggestions_import
+    from brain.transfer.services import ImportInvalid, querylogs_import, suggestions_import
 
     good = {"session_id": "s", "query_text": "q", "created_at": "2026-01-01T00:00:00+00:00"}
     with pytest.raises(ImportInvalid) as raised:
@@ -469,7 +469,7 @@ def test_query_log_and_suggestion_imports_check_their_rows_themselves(space):
 def test_jsonl_vectors_are_read_as_float32_arrays_and_stored_exactly(space, tmp_path):
     """The reader compacts each line's vectors as it goes (a million-thought export did not fit in
     memory as lists of Python floats); what is stored is the same float32s as before."""
-    from brain.importers import read_dump
+    from brain.transfer.readers import read_dump
 
     vector = [float(x) for x in np.linspace(-1, 1, 384)]
     rows = [{"content": f"Note {n}.", "embedding": vector} for n in range(3)]
@@ -515,7 +515,7 @@ def test_a_vector_that_is_not_one_is_still_reported_by_item(space, tmp_path, vec
     ],
 )
 def test_the_reader_tells_one_document_from_json_lines(tmp_path, text, expected):
-    from brain.importers import _load_json_or_lines
+    from brain.transfer.readers import _load_json_or_lines
 
     path = tmp_path / "dump"
     path.write_text(text)

@@ -11,7 +11,8 @@ import uuid
 import pytest
 
 from brain.models import Thought
-from brain.services import pheromones, transfer
+from brain.services import pheromones
+from brain.transfer import serializers as transfer
 from quality import formulas
 
 URL = "/api/v1/thoughts/import"

@@ -18,11 +18,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from brain.choices import ThoughtCategory
 from brain.inputs import MemoryInputSerializer, SourceRefSerializer
-from brain.management.commands._transfer import Export, Import
 from brain.selectors.activity import thought_highways
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, thought_lineage
 from brain.services.corrections import correction_supersede_guidance, thought_correct_by_id
 from brain.services.memory import memory_run
+from brain.transfer.cli import Export, Import
 from core import selectors, services
 from core.choices import DEFAULT_SPACE_SLUG
 from core.errors import ApplicationError
@@ -308,7 +308,7 @@ SUBCOMMANDS: list[type[Subcommand]] = [
     Correct,
     History,
     Highways,
-    Import,  # type: ignore[list-item]  # same interface, in _transfer.py
+    Import,  # type: ignore[list-item]  # same interface, in brain/transfer/cli.py
     Export,  # type: ignore[list-item]
     Expire,
 ]

@@ -1,7 +1,7 @@
 """``manage.py brain import FILE`` and ``brain export FILE`` (issue 14 item 4), with progress bars.
 
 They run the services behind ``POST /api/v1/thoughts/import`` in-process, batch by batch; see
-``brain.importers`` for the formats and ``brain.services.transfer`` for what an import keeps.
+``brain.transfer.readers`` for the formats and ``brain.transfer.services`` for what an import keeps.
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from tqdm import tqdm
 
-from brain.importers import FORMATS, Dump, read_dump
-from brain.services.transfer import (
-    DumpInvalid,
+from brain.transfer.dumps import DumpInvalid, dump_plan
+from brain.transfer.export import space_export_counts, space_export_rows
+from brain.transfer.readers import FORMATS, Dump, read_dump
+from brain.transfer.services import (
     ImportMode,
-    dump_plan,
     querylogs_import,
-    space_export_counts,
-    space_export_rows,
     suggestions_import,
     thoughts_import,
     thoughts_import_links,

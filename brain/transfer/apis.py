@@ -6,7 +6,7 @@ SPEC 2.1 by name. One request is one batch of at most ``IMPORT_BATCH_MAX_ITEMS``
 all of it is stored or nothing, and every bad line is reported (``error.lines``). The space is the
 token's. It is an agent restoring its own thoughts (``ImportMode.AGENT``): the caller's identity,
 dates no later than now, values in their formulas' ranges, no transition markers, new ids; see
-``brain.services.transfer.agent_item_check``. ``manage.py brain import`` is the operator's
+``brain.transfer.serializers.ImportItemSerializer``. ``manage.py brain import`` is the operator's
 full-fidelity restore.
 """
 
@@ -15,30 +15,19 @@ from __future__ import annotations
 import json
 import time
 
-from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
 from rest_framework.views import APIView
 
 from brain.apis.idempotency import answered_once, idempotency_parameters, request_key
-from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
-from brain.inputs import PROMPT_MAX_CHARS
-from brain.models import EMBEDDING_DIMENSIONS
-from brain.ranking import PHEROMONE_MAX
-from brain.services.pheromones import CO_RETRIEVAL_PARTNERS_MAX, COUNTER_MAX, DECAY_FLOOR
 from brain.services.receipts import body_fingerprint
-from brain.services.transfer import (
-    EFFECTIVE_CONFIDENCE_MAX,
-    FLOAT32_MAX,
-    ImportMode,
-    LineError,
-    import_batch_max,
-    thoughts_import,
-)
+from brain.transfer.serializers import ImportItemSerializer
+from brain.transfer.services import ImportMode, LineError, import_batch_max, thoughts_import
 from core import fields as strict
 from core.errors import ValidationFailed
 from core.parsers import is_utf8, json_lines, json_loads_bounded
-from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
+from core.schema import error_responses
 
 
 class RawBodyParser(BaseParser):
@@ -103,163 +92,6 @@ def parse_import_body(body: bytes, media_type: str, charset: str | None = None) 
             items.append(None)
             errors.append(LineError(number, f"not valid JSON: {exc.msg} at column {exc.colno}."))
     return items, errors
-
-
-_NULL_OK = {"required": False, "allow_null": True}
-
-
-def _or_not_given(schema: dict) -> dict:
-    """An optional value the import takes as "not given" when it is the empty string (seed exports write
-    ""), as it does null (``allow_null``: drf-spectacular adds the null branch)."""
-    return {"anyOf": [schema, {"type": "string", "enum": [""]}]}
-
-
-@extend_schema_field(_or_not_given({"type": "string", "format": "uuid"}))
-class _OptionalUuidField(strict.UUIDField):
-    pass
-
-
-@extend_schema_field(_or_not_given({"type": "string", "format": "date-time"}))
-class _OptionalDateTimeField(serializers.DateTimeField):
-    pass
-
-
-@extend_schema_field(_or_not_given({"type": "string", "format": "date"}))
-class _OptionalDateField(strict.DateField):
-    pass
-
-
-def _ids(**kwargs) -> serializers.ListField:
-    return serializers.ListField(child=strict.UUIDField(), required=False, allow_null=True, **kwargs)
-
-
-def _vector() -> serializers.ListField:
-    return serializers.ListField(
-        child=serializers.FloatField(min_value=-FLOAT32_MAX, max_value=FLOAT32_MAX),  # stored as float32
-        min_length=EMBEDDING_DIMENSIONS,
-        max_length=EMBEDDING_DIMENSIONS,
-        required=False,
-        allow_null=True,
-        help_text=f"{EMBEDDING_DIMENSIONS} numbers; computed when absent.",
-    )
-
-
-@extend_schema_field(
-    {
-        "description": "An object; a string is kept as {'text': ...}.",
-        "anyOf": [
-            {"type": "null"},
-            {"type": "string", "pattern": NO_NUL_PATTERN},
-            {"type": "object", "propertyNames": {"pattern": NO_NUL_PATTERN}, "additionalProperties": JSON_VALUE_REF},
-        ],
-    }
-)
-class _MetadataField(serializers.JSONField):
-    pass
-
-
-_COUNT = {"type": "integer", "minimum": 0, "maximum": COUNTER_MAX}
-
-
-@extend_schema_field(
-    {
-        "description": f"{{thought id: count}} (or the seed brain's [{{thought_id, count}}]); at most "
-        f"{CO_RETRIEVAL_PARTNERS_MAX} partners.",
-        "anyOf": [
-            {"type": "null"},
-            {
-                "type": "object",
-                "propertyNames": {"pattern": NO_NUL_PATTERN},
-                "additionalProperties": _COUNT,
-                "maxProperties": CO_RETRIEVAL_PARTNERS_MAX,
-            },
-            {
-                "type": "array",
-                "maxItems": CO_RETRIEVAL_PARTNERS_MAX,
-                "items": {
-                    "type": "object",
-                    "required": ["thought_id", "count"],
-                    "properties": {"thought_id": {"type": "string", "pattern": NO_NUL_PATTERN}, "count": _COUNT},
-                    "additionalProperties": JSON_VALUE_REF,  # other keys of a seed entry are ignored
-                },
-            },
-        ],
-    }
-)
-class _CoRetrievedField(serializers.JSONField):
-    pass
-
-
-class ImportItemSerializer(serializers.Serializer):
-    """One thought to import: documentation of the wire shape, as ``brain.services.transfer.item_clean``
-    accepts it (the service validates; ``null`` or an empty string means "not given" for optional fields).
-
-    An import over the API restores the caller's own thoughts: a value outside these rules is
-    refused (400 naming the field), never clamped. ``manage.py brain import`` restores an export as
-    it is (other agents, markers, ids).
-
-    Rules across items and the space, each a 400 ``IMPORT_INVALID`` naming the line: an ``id``
-    appears once in the batch (one that is a thought of the caller's space, or was stored from the
-    same ``id`` before, is a 409 ``IMPORT_CONFLICT``); every reference (``source_ids``,
-    ``supersedes``, ``refined_by``, ``superseded_by``, ``contradicted_by``, ``related_thoughts``)
-    names a thought of the batch or of the space, and a thought is not related to itself; a
-    refinement, consolidation or correction does not supersede a transition marker."""
-
-    id = _OptionalUuidField(
-        help_text="Names the item within the batch (references may use it); the thought is stored under a new id, "
-        "given in the answer's id_map.",
-        **_NULL_OK,
-    )
-    kind = serializers.JSONField(required=False, help_text="Ignored (export files carry it).")
-    content = strict.CharField(
-        max_length=PROMPT_MAX_CHARS,
-        help_text="Required; as long as a memory call's prompt at most (no contribution threshold).",
-    )
-    context_metadata = _MetadataField(required=False)
-    contributor_id = strict.CharField(
-        max_length=100, allow_blank=True, help_text="Left out, or the caller's agent name.", **_NULL_OK
-    )
-    contributor_name = strict.CharField(
-        max_length=200, allow_blank=True, help_text="Left out, or the caller's agent name.", **_NULL_OK
-    )
-    agent = strict.CharField(
-        max_length=100, allow_blank=True, help_text="Left out, or the caller's agent name.", **_NULL_OK
-    )
-    created_at = _OptionalDateTimeField(help_text="Kept when no later than now; default now.", **_NULL_OK)
-    thought_type = strict.ChoiceField(choices=ThoughtType.choices, allow_blank=True, **_NULL_OK)
-    source_ids = _ids()
-    tags = serializers.ListField(child=strict.CharField(max_length=100, allow_blank=True), **_NULL_OK)
-    thought_category = strict.ChoiceField(
-        choices=[c for c in ThoughtCategory.choices if c[0] != ThoughtCategory.TRANSITION_MARKER],
-        allow_blank=True,
-        help_text="Not transition_marker: markers are written by task transitions.",
-        **_NULL_OK,
-    )
-    topic = strict.CharField(max_length=200, allow_blank=True, **_NULL_OK)
-    temporal_scope = _OptionalDateField(help_text="A date-time's date part is kept.", **_NULL_OK)
-    source_ref = serializers.DictField(**_NULL_OK)
-    alternatives_considered = strict.CharField(allow_blank=True, **_NULL_OK)
-    corrected_fact = strict.CharField(allow_blank=True, **_NULL_OK)
-    correct_fact = strict.CharField(allow_blank=True, **_NULL_OK)
-    supersedes = _ids()
-    quality_flags = serializers.ListField(child=strict.ChoiceField(choices=QualityFlag.choices), **_NULL_OK)
-    superseded = strict.BooleanField(required=False)
-    superseded_at = _OptionalDateTimeField(help_text="No later than now.", **_NULL_OK)
-    superseded_by = _OptionalUuidField(**_NULL_OK)
-    refined_by = _OptionalUuidField(**_NULL_OK)
-    contradicted_by = _OptionalUuidField(**_NULL_OK)
-    related_thoughts = _ids()
-    embedding = _vector()
-    corrected_fact_embedding = _vector()
-    embedding_model = strict.CharField(max_length=200, allow_blank=True, **_NULL_OK)
-    pheromone_weight = serializers.FloatField(min_value=DECAY_FLOOR, max_value=PHEROMONE_MAX, required=False)
-    access_count = strict.IntegerField(min_value=0, max_value=COUNTER_MAX, required=False)
-    last_accessed = _OptionalDateTimeField(help_text="No later than now.", **_NULL_OK)
-    accessed_by = serializers.ListField(child=strict.CharField(max_length=100, allow_blank=True), **_NULL_OK)
-    co_retrieved_with = _CoRetrievedField(required=False)
-    usage_score = serializers.FloatField(min_value=0, max_value=1, **_NULL_OK)
-    contradiction_score = serializers.FloatField(min_value=0, max_value=1, **_NULL_OK)
-    effective_confidence = serializers.FloatField(min_value=0, max_value=EFFECTIVE_CONFIDENCE_MAX, required=False)
 
 
 class ImportResultSerializer(serializers.Serializer):

@@ -1,5 +1,5 @@
 """Readers for the dumps ``manage.py brain import`` understands, each giving import items with the
-thought fields of SPEC 2.1 (``brain.services.transfer.item_clean`` validates them):
+thought fields of SPEC 2.1 (``brain.transfer.serializers`` validates them):
 
 - ``colony``: Colony's own export (JSONL, first line ``{"kind": "header", "format": "colony-export"}``),
   thoughts, query-log rows and correction suggestions, imported exactly as exported.
@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from brain.services.transfer import EXPORT_FORMAT, ITEM_FIELDS, vector_compact
+from brain.transfer.export import EXPORT_FORMAT
+from brain.transfer.serializers import ITEM_FIELDS, vector_compact
 from core.parsers import json_loads_bounded
 
 FORMATS = ("auto", "colony", "mem0", "seed")

@@ -1,0 +1,608 @@
+"""The wire shape of an import item, validated by one serializer per mode, and the dump rows' cleaners.
+
+:class:`ImportItemSerializer` is what ``POST /api/v1/thoughts/import`` takes (an agent restoring its
+own thoughts: the caller's identity, dates no later than now, values in their formulas' ranges, no
+transition markers) and what the OpenAPI schema shows. :class:`RestoreItemSerializer` is the
+operator's (``manage.py brain import``): other agents, markers and any storable value. Both give
+:func:`item_clean`'s row of model values; a refusal names the first wrong field (``_Bad``), which the
+services report per line as ``{line, field, message}``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import math
+import re
+import uuid
+from typing import Any
+
+import numpy as np
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.fields import empty
+
+from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType, topic_normal
+from brain.inputs import PROMPT_MAX_CHARS
+from brain.models import EMBEDDING_DIMENSIONS, Thought
+from brain.ranking import PHEROMONE_MAX
+from brain.services import pheromones
+from core import fields as strict
+from core.errors import name_hint
+from core.fields import UNKNOWN_NAMED, FieldsReusedPerThread
+from core.parsers import unstorable_paths
+from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN
+
+#: Array references (stored as arrays of ids) and foreign-key references.
+ARRAY_REFS = ("source_ids", "supersedes")
+FK_REFS = ("refined_by", "superseded_by", "contradicted_by")
+VECTOR_FIELDS = ("embedding", "corrected_fact_embedding")
+#: Plain (non-reference) thought fields an import item carries under the model's names (SPEC 2.1):
+#: every stored column of Thought but its id, space, agent, references, vectors and generated text.
+VALUE_FIELDS = tuple(
+    f.name
+    for f in Thought._meta.concrete_fields
+    if not f.is_relation and not f.generated and f.name not in ("id", *ARRAY_REFS, *VECTOR_FIELDS)
+)
+ITEM_FIELDS = frozenset(("id", "agent", "related_thoughts", *VALUE_FIELDS, *ARRAY_REFS, *FK_REFS, *VECTOR_FIELDS))
+#: Vectors are stored as float32: a value beyond this would not stay finite (a little below float32's largest).
+FLOAT32_MAX = 3.4e38
+#: How far in the future an agent's import may date a thought (its clock and the server's differ a little).
+CLOCK_SKEW = dt.timedelta(minutes=5)
+#: The largest effective confidence SPEC 4.4's formula gives: ``1 + ALPHA·usage − BETA·contradiction``
+#: with usage 1 and contradiction 0 (quality.formulas: ALPHA = 0.5). brain can't import quality.
+EFFECTIVE_CONFIDENCE_MAX = 1.5
+COUNTER_MAX = pheromones.COUNTER_MAX
+#: What a PostgreSQL integer column holds.
+INT_MAX = 2**31 - 1
+
+#: Other dumps' names for an import item's fields: a Mem0 get_all() item's "memory", a hand-written "text".
+#: The API takes Colony's own fields; ``manage.py brain import FILE`` reads Mem0 and seed-brain dumps as they are.
+ITEM_FIELD_HINTS = {
+    "memory": "the text goes in 'content' (a Mem0 get_all() dump is read as it is by manage.py brain import FILE).",
+    **dict.fromkeys(("text", "prompt", "body"), "the text goes in 'content'."),
+}
+
+
+class _Bad(Exception):
+    """A refused value: the field it is in and why."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(message)
+        self.field = field_name
+        self.message = message
+
+
+# --- value parsers (shared by the item's fields and the dump rows' cleaners) ---------------------------
+#: A UUID as JSON Schema's ``format: uuid`` has it (RFC 9562): 8-4-4-4-12 hex digits. Python's
+#: ``uuid.UUID`` also takes braces, ``urn:uuid:`` and 32 bare digits, which the schema refuses.
+_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def _uuid(value: Any, name: str) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    if not isinstance(value, str) or not _CANONICAL_UUID.fullmatch(value):
+        raise _Bad(name, f"{value!r} is not a thought id (a UUID, 8-4-4-4-12 hex digits).")
+    return uuid.UUID(value)
+
+
+def _datetime(value: Any, name: str) -> dt.datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        parsed = value
+    elif not isinstance(value, str):
+        raise _Bad(name, f"{value!r} is not an ISO 8601 date-time (a string).")
+    else:
+        try:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise _Bad(name, f"{value!r} is not an ISO 8601 date-time.") from None
+    if timezone.is_naive(parsed):
+        return timezone.make_aware(parsed, dt.UTC)
+    try:  # in UTC: PostgreSQL takes offsets up to 15:59 only, ISO 8601 allows 23:59
+        return parsed.astimezone(dt.UTC)
+    except OverflowError:
+        raise _Bad(name, f"{value!r} is out of range.") from None
+
+
+def _vector(value: Any, name: str):
+    """A 384-float vector as a float32 numpy array (checked in C: the import's hot loop). A float32
+    array is one a file reader compacted with :func:`vector_compact`."""
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray) and value.dtype == np.float32 and value.shape == (EMBEDDING_DIMENSIONS,):
+        if not np.isfinite(value).all():
+            raise _Bad(name, f"must hold finite numbers between -{FLOAT32_MAX:g} and {FLOAT32_MAX:g} only.")
+        return value
+    if not isinstance(value, list) or len(value) != EMBEDDING_DIMENSIONS or not set(map(type, value)) <= {int, float}:
+        raise _Bad(name, f"must be a list of {EMBEDDING_DIMENSIONS} numbers (or left out to embed on import).")
+    exact = np.asarray(value, dtype=np.float64)
+    if not (np.abs(exact) <= FLOAT32_MAX).all():  # NaN fails the comparison too
+        raise _Bad(name, f"must hold finite numbers between -{FLOAT32_MAX:g} and {FLOAT32_MAX:g} only.")
+    return exact.astype(np.float32)
+
+
+def vector_compact(value: Any) -> Any:
+    """``value`` as the float32 array :func:`_vector` makes of it (1.5 KB, where a list of 384 Python
+    floats takes ~12 KB), or unchanged when it is not a vector, for :func:`item_clean` to report with
+    its item. File readers call it as they read (``brain.transfer.readers``)."""
+    try:
+        return _vector(value, "embedding")
+    except _Bad:
+        return value
+
+
+def _require_storable(values: dict[str, Any]) -> None:
+    """Raise ``_Bad`` naming the first text PostgreSQL can't store: a NUL, or a lone surrogate (which
+    psycopg can't encode)."""
+    found = unstorable_paths(values)
+    if found:
+        path, message = next(iter(found.items()))
+        raise _Bad(path, message)
+
+
+# --- the item's fields ---------------------------------------------------------------------------------
+def _parsed_by(parse):
+    """A field's ``to_internal_value`` that runs one of the parsers above, its ``_Bad`` as the field's error."""
+
+    def to_internal_value(self, data):
+        try:
+            return parse(data, self.field_name)
+        except _Bad as bad:
+            raise serializers.ValidationError(bad.message) from None
+
+    return to_internal_value
+
+
+class _BlankIsNotGiven:
+    """The empty string is "not given" (seed exports write ""), as a missing value or null is."""
+
+    def run_validation(self, data=empty):
+        return super().run_validation(empty if data == "" else data)
+
+
+def _or_not_given(schema: dict) -> dict:
+    """An optional value the import takes as "not given" when it is the empty string, as it does null."""
+    return {"anyOf": [schema, {"type": "string", "enum": [""]}]}
+
+
+class _Uuid(strict.UUIDField):
+    to_internal_value = _parsed_by(_uuid)
+
+
+@extend_schema_field(_or_not_given({"type": "string", "format": "uuid"}))
+class _OptionalUuid(_BlankIsNotGiven, _Uuid):
+    pass
+
+
+@extend_schema_field(_or_not_given({"type": "string", "format": "date-time"}))
+class _DateTime(_BlankIsNotGiven, serializers.DateTimeField):
+    to_internal_value = _parsed_by(_datetime)
+
+
+@extend_schema_field(_or_not_given({"type": "string", "format": "date"}))
+class _Date(_BlankIsNotGiven, strict.DateField):
+    """A date; a date-time's date part is kept."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):  # 20260101 is not the date "20260101"
+            raise serializers.ValidationError(f"{data!r} is not an ISO date (YYYY-MM-DD, a string).")
+        try:
+            return dt.date.fromisoformat(data[:10])
+        except ValueError:
+            raise serializers.ValidationError(f"{data!r} is not an ISO date (YYYY-MM-DD).") from None
+
+
+class _Ids(serializers.ListField):
+    """Thought ids, each once, in the order given."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=_Uuid(), default=list, **kwargs)
+
+    def to_internal_value(self, data):
+        return list(dict.fromkeys(super().to_internal_value(data)))
+
+
+class _Vector(serializers.ListField):
+    to_internal_value = _parsed_by(_vector)
+
+    def __init__(self):
+        super().__init__(
+            child=serializers.FloatField(min_value=-FLOAT32_MAX, max_value=FLOAT32_MAX),  # stored as float32
+            min_length=EMBEDDING_DIMENSIONS,
+            max_length=EMBEDDING_DIMENSIONS,
+            default=None,
+            help_text=f"{EMBEDDING_DIMENSIONS} numbers; computed when absent.",
+        )
+
+
+class _Number(serializers.FloatField):
+    """A JSON number (not a boolean or a string), finite, within the field's bounds."""
+
+    default_error_messages = {
+        "invalid": "must be a number.",
+        "not_finite": "must be a finite number.",
+        "min_value": "must be at least {min_value}.",
+        "max_value": "must be at most {max_value}; an import over the API refuses more.",
+    }
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        if not math.isfinite(data):
+            self.fail("not_finite")
+        return data
+
+
+class _Integer(strict.IntegerField):
+    default_error_messages = {
+        "min_value": "must be at least {min_value}.",
+        "max_value": "must be at most {max_value}.",
+    }
+
+
+def _text(max_length: int | None = None, **kwargs) -> strict.CharField:
+    """Text kept as sent (no trimming); missing or null is ""."""
+    return strict.CharField(max_length=max_length, allow_blank=True, trim_whitespace=False, default="", **kwargs)
+
+
+def _texts(max_length: int) -> serializers.ListField:
+    child = strict.CharField(max_length=max_length, allow_blank=True, trim_whitespace=False)
+    return serializers.ListField(child=child, default=list)
+
+
+_CONTENT_REQUIRED = dict.fromkeys(("required", "blank"), "is required: the text of the thought (any length).")
+
+
+def _not_blank(value: str) -> None:
+    if not value.strip():
+        raise serializers.ValidationError("is required: the text of the thought (any length).")
+
+
+@extend_schema_field(
+    {
+        "description": "An object; a string is kept as {'text': ...}.",
+        "anyOf": [
+            {"type": "null"},
+            {"type": "string", "pattern": NO_NUL_PATTERN},
+            {"type": "object", "propertyNames": {"pattern": NO_NUL_PATTERN}, "additionalProperties": JSON_VALUE_REF},
+        ],
+    }
+)
+class _Metadata(serializers.JSONField):
+    def __init__(self):
+        super().__init__(default=dict)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            return {"text": data}
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("must be an object (a string is kept as {'text': ...}).")
+        return data
+
+
+_COUNT = {"type": "integer", "minimum": 0, "maximum": COUNTER_MAX}
+
+
+@extend_schema_field(
+    {
+        "description": f"{{thought id: count}} (or the seed brain's [{{thought_id, count}}]); at most "
+        f"{pheromones.CO_RETRIEVAL_PARTNERS_MAX} partners.",
+        "anyOf": [
+            {"type": "null"},
+            {
+                "type": "object",
+                "propertyNames": {"pattern": NO_NUL_PATTERN},
+                "additionalProperties": _COUNT,
+                "maxProperties": pheromones.CO_RETRIEVAL_PARTNERS_MAX,
+            },
+            {
+                "type": "array",
+                "maxItems": pheromones.CO_RETRIEVAL_PARTNERS_MAX,
+                "items": {
+                    "type": "object",
+                    "required": ["thought_id", "count"],
+                    "properties": {"thought_id": {"type": "string", "pattern": NO_NUL_PATTERN}, "count": _COUNT},
+                    "additionalProperties": JSON_VALUE_REF,  # other keys of a seed entry are ignored
+                },
+            },
+        ],
+    }
+)
+class _CoRetrieved(serializers.JSONField):
+    """{thought id: count}, or the seed brain's [{thought_id, count}]; ``max_partners`` and
+    ``max_count`` bound it (None: only what the column holds)."""
+
+    SHAPE = "must be {id: count} or [{thought_id, count}]."
+
+    def __init__(self, *, max_partners: int | None, max_count: int):
+        self.max_partners, self.max_count = max_partners, max_count
+        super().__init__(default=dict)
+
+    def to_internal_value(self, data):
+        if isinstance(data, list):
+            if not all(
+                isinstance(e, dict) and e.keys() >= {"thought_id", "count"} and isinstance(e["thought_id"], str)
+                for e in data
+            ):
+                raise serializers.ValidationError(self.SHAPE)
+            data = {e["thought_id"]: e["count"] for e in data}
+        if not isinstance(data, dict):
+            raise serializers.ValidationError(self.SHAPE)
+        data = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in data.items()}
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= INT_MAX for v in data.values()):
+            raise serializers.ValidationError(self.SHAPE)
+        if self.max_partners is not None and len(data) > self.max_partners:
+            raise serializers.ValidationError(f"at most {self.max_partners} partners (got {len(data)}).")
+        if any(v > self.max_count for v in data.values()):
+            raise serializers.ValidationError(f"each count at most {self.max_count}.")
+        return data
+
+
+class _Category(_BlankIsNotGiven, strict.ChoiceField):
+    """A thought category; an agent's import refuses transition markers with a message saying who writes them."""
+
+    def to_internal_value(self, data):
+        if data == ThoughtCategory.TRANSITION_MARKER and data not in self.choices:
+            raise serializers.ValidationError(
+                "markers are written by task transitions; an operator restores them with manage.py brain import."
+            )
+        return super().to_internal_value(data)
+
+
+class _Choice(_BlankIsNotGiven, strict.ChoiceField):
+    pass
+
+
+# --- the item ------------------------------------------------------------------------------------------
+class ImportItemSerializer(FieldsReusedPerThread, serializers.Serializer):
+    """One thought to import over the API (``null`` or an empty string means "not given" for optional fields).
+
+    An import over the API restores the caller's own thoughts: a value outside these rules is
+    refused (400 naming the field), never clamped. ``manage.py brain import`` restores an export as
+    it is (other agents, markers, ids).
+
+    Rules across items and the space, each a 400 ``IMPORT_INVALID`` naming the line: an ``id``
+    appears once in the batch (one that is a thought of the caller's space, or was stored from the
+    same ``id`` before, is a 409 ``IMPORT_CONFLICT``); every reference (``source_ids``,
+    ``supersedes``, ``refined_by``, ``superseded_by``, ``contradicted_by``, ``related_thoughts``)
+    names a thought of the batch or of the space, and a thought is not related to itself; a
+    refinement, consolidation or correction does not supersede a transition marker."""
+
+    id = _OptionalUuid(
+        help_text="Names the item within the batch (references may use it); the thought is stored under a new id, "
+        "given in the answer's id_map.",
+        default=None,
+    )
+    kind = serializers.JSONField(required=False, help_text="Ignored (export files carry it).")
+    content = strict.CharField(
+        max_length=PROMPT_MAX_CHARS,
+        trim_whitespace=False,
+        validators=[_not_blank],
+        error_messages=_CONTENT_REQUIRED,
+        help_text="Required; as long as a memory call's prompt at most (no contribution threshold).",
+    )
+    context_metadata = _Metadata()
+    contributor_id = _text(100, help_text="Left out, or the caller's agent name.")
+    contributor_name = _text(200, help_text="Left out, or the caller's agent name.")
+    agent = _text(100, help_text="Left out, or the caller's agent name.")
+    created_at = _DateTime(help_text="Kept when no later than now; default now.", default=None)
+    thought_type = _Choice(choices=ThoughtType.choices, allow_blank=True, default=ThoughtType.ORIGINAL)
+    source_ids = _Ids()
+    tags = _texts(100)
+    thought_category = _Category(
+        choices=[c for c in ThoughtCategory.choices if c[0] != ThoughtCategory.TRANSITION_MARKER],
+        allow_blank=True,
+        default=ThoughtCategory.UNCATEGORIZED,
+        help_text="Not transition_marker: markers are written by task transitions.",
+    )
+    topic = _text(200)
+    temporal_scope = _Date(help_text="A date-time's date part is kept.", default=None)
+    source_ref = serializers.DictField(default=None, help_text="{type, value, project}.")
+    alternatives_considered = _text()
+    corrected_fact = _text()
+    correct_fact = _text()
+    supersedes = _Ids()
+    quality_flags = serializers.ListField(child=strict.ChoiceField(choices=QualityFlag.choices), default=list)
+    superseded = strict.BooleanField(default=False)
+    superseded_at = _DateTime(help_text="No later than now.", default=None)
+    superseded_by = _OptionalUuid(default=None)
+    refined_by = _OptionalUuid(default=None)
+    contradicted_by = _OptionalUuid(default=None)
+    related_thoughts = _Ids()
+    embedding = _Vector()
+    corrected_fact_embedding = _Vector()
+    embedding_model = _text(200)
+    pheromone_weight = _Number(min_value=pheromones.DECAY_FLOOR, max_value=PHEROMONE_MAX, default=1.0)
+    access_count = _Integer(min_value=0, max_value=COUNTER_MAX, default=0)
+    last_accessed = _DateTime(help_text="No later than now.", default=None)
+    accessed_by = _texts(100)
+    co_retrieved_with = _CoRetrieved(max_partners=pheromones.CO_RETRIEVAL_PARTNERS_MAX, max_count=COUNTER_MAX)
+    usage_score = _Number(min_value=0, max_value=1, default=None)
+    contradiction_score = _Number(min_value=0, max_value=1, default=None)
+    effective_confidence = _Number(min_value=0, max_value=EFFECTIVE_CONFIDENCE_MAX, default=1.0)
+
+    #: Who and when come from the token and the clock (``context``: ``agent``, ``now``).
+    checks_identity = True
+
+    def validate_topic(self, value: str) -> str:
+        return topic_normal(value)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["id"] is not None and attrs["id"] in attrs["related_thoughts"]:
+            raise serializers.ValidationError({"related_thoughts": "a thought can't be related to itself."})
+        if self.checks_identity:
+            self._check_identity(attrs)
+        return attrs
+
+    def _check_identity(self, attrs: dict[str, Any]) -> None:
+        """``agent``, ``contributor_id`` and ``contributor_name`` are left out or the caller's own name;
+        dates are no later than now (plus ``CLOCK_SKEW``)."""
+        name, latest = self.context["agent"].name, self.context["now"] + CLOCK_SKEW
+        for field in ("agent", "contributor_id", "contributor_name"):
+            if attrs[field] not in ("", name):
+                raise serializers.ValidationError(
+                    {
+                        field: f"an import over the API stores your own thoughts: leave {field!r} out or give your own "
+                        f"name ({name!r}). Only the operator's manage.py brain import restores other agents' thoughts."
+                    }
+                )
+        for field in ("created_at", "last_accessed", "superseded_at"):
+            if attrs[field] is not None and attrs[field] > latest:
+                raise serializers.ValidationError(
+                    {field: f"{attrs[field].isoformat()} is in the future; an import keeps times no later than now."}
+                )
+
+
+class RestoreItemSerializer(ImportItemSerializer):
+    """The operator's restore (``manage.py brain import``): other agents' thoughts, any date, transition
+    markers, texts of any length and any value the columns hold."""
+
+    content = strict.CharField(
+        trim_whitespace=False,
+        validators=[_not_blank],
+        error_messages=_CONTENT_REQUIRED,
+    )
+    thought_category = _Category(
+        choices=ThoughtCategory.choices, allow_blank=True, default=ThoughtCategory.UNCATEGORIZED
+    )
+    pheromone_weight = _Number(min_value=0, default=1.0)
+    access_count = _Integer(min_value=0, max_value=INT_MAX, default=0)
+    co_retrieved_with = _CoRetrieved(max_partners=None, max_count=INT_MAX)
+    usage_score = _Number(default=None)
+    contradiction_score = _Number(default=None)
+    effective_confidence = _Number(min_value=0, default=1.0)
+
+    checks_identity = False
+
+
+def _first_error(detail: Any) -> tuple[str, str]:
+    """(field, message) of the first error of a serializer's ``detail``; a nested one is named by its field."""
+    field = ""
+    if isinstance(detail, dict):
+        field, detail = next(iter(detail.items()))
+        field = "" if field == "non_field_errors" else field
+    while isinstance(detail, (dict, list)):
+        detail = next(iter(detail.values())) if isinstance(detail, dict) else detail[0]
+    return field, str(detail)
+
+
+def item_clean(item: Any, serializer: ImportItemSerializer | None = None) -> dict[str, Any]:
+    """One import item as model values, checked by ``serializer`` (default: the operator's restore);
+    raises ``_Bad`` naming the first wrong field. An item without an id gets a new one."""
+    if not isinstance(item, dict):
+        raise _Bad("", "each item must be a JSON object with the thought fields of SPEC 2.1.")
+    _require_storable({k: v for k, v in item.items() if k not in VECTOR_FIELDS})
+    unknown = item.keys() - ITEM_FIELDS - {"kind"}
+    if unknown:  # the first few by name, with hints, and how many more: bounded whatever the line holds
+        named = heapq.nsmallest(UNKNOWN_NAMED, unknown)
+        hints = "".join(f" {name}:{hint}" for name in named if (hint := name_hint(name, ITEM_FIELDS, ITEM_FIELD_HINTS)))
+        more = f" and {len(unknown) - len(named)} more" if len(unknown) > len(named) else ""
+        raise _Bad(
+            named[0],
+            f"unknown field(s) {', '.join(named)}{more};{hints} allowed: {', '.join(sorted(ITEM_FIELDS))}.",
+        )
+    serializer = serializer or RestoreItemSerializer()
+    try:  # null is "not given" for every field: its default applies
+        row = serializer.run_validation({k: v for k, v in item.items() if v is not None})
+    except serializers.ValidationError as exc:
+        raise _Bad(*_first_error(exc.detail)) from None
+    row.pop("kind", None)
+    if row["id"] is None:
+        row["id"] = uuid.uuid4()
+    return row
+
+
+# --- query-log rows and correction suggestions of a dump (operator only) -------------------------------
+def _text_value(value: Any, name: str, max_length: int | None = None) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _Bad(name, "must be a string.")
+    if max_length is not None and len(value) > max_length:
+        raise _Bad(name, f"at most {max_length} characters (got {len(value)}).")
+    return value
+
+
+def _optional_uuid(value: Any, name: str) -> uuid.UUID | None:
+    return None if value in (None, "") else _uuid(value, name)
+
+
+def _short_text(value: Any, name: str, max_length: int) -> str:
+    """Text cut to the column's length, as the seed brain's logs need (their ids may be longer); a
+    number is taken as its text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    return _text_value(value, name)[:max_length]
+
+
+def _choice_value(value: Any, name: str, choices: list[str], default: str) -> str:
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str) or value not in choices:
+        raise _Bad(name, f"{value!r} is not one of: {', '.join(choices)}.")
+    return value
+
+
+def _confidence(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Bad("confidence", "must be a number.")
+    if not math.isfinite(value) or value < 0:
+        raise _Bad("confidence", "must be a finite number, at least 0.")
+    return value
+
+
+def querylog_clean(row: Any) -> dict[str, Any]:
+    """One query-log row of a dump ({agent, agent_ref, session_id, query_text, results,
+    stored_thought, created_at}) as model values; raises ``_Bad`` naming the first wrong field."""
+    if not isinstance(row, dict):
+        raise _Bad("", "each query-log row must be a JSON object.")
+    _require_storable(row)
+    results = row.get("results")
+    results = [] if results is None else results
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        raise _Bad("results", "must be a list of {id, score} objects.")
+    return {
+        "agent": _short_text(row.get("agent"), "agent", 100),
+        "agent_ref": _short_text(row.get("agent_ref"), "agent_ref", 100),
+        "session_id": _short_text(row.get("session_id"), "session_id", 100),
+        "query_text": _text_value(row.get("query_text"), "query_text"),
+        "results": results,
+        "stored_thought": _optional_uuid(row.get("stored_thought"), "stored_thought"),
+        "created_at": _datetime(row.get("created_at"), "created_at") or timezone.now(),
+    }
+
+
+def suggestion_clean(row: Any) -> dict[str, Any]:
+    """One correction suggestion of a Colony export as model values; raises ``_Bad``."""
+    if not isinstance(row, dict):
+        raise _Bad("", "each correction suggestion must be a JSON object.")
+    _require_storable(row)
+    if row.get("thought") in (None, ""):
+        raise _Bad("thought", "is required: the id of the thought the suggestion is about.")
+    draft = row.get("draft")
+    draft = {} if draft is None else draft
+    if not isinstance(draft, dict):
+        raise _Bad("draft", "must be an object.")
+    return {
+        "id": _optional_uuid(row.get("id"), "id") or uuid.uuid4(),
+        "thought": _uuid(row["thought"], "thought"),
+        "statement": _text_value(row.get("statement"), "statement"),
+        "contradicting_thought": _optional_uuid(row.get("contradicting_thought"), "contradicting_thought"),
+        "draft": draft,
+        "origin": _choice_value(
+            row.get("origin"), "origin", SuggestionOrigin.values, SuggestionOrigin.CONTRADICTION_DETECTOR
+        ),
+        "confidence": _confidence(row.get("confidence", 0.0)),
+        "reason": _text_value(row.get("reason"), "reason"),
+        "agent": _text_value(row.get("agent"), "agent", 100),
+        "session_id": _text_value(row.get("session_id"), "session_id", 100),
+        "status": _choice_value(row.get("status"), "status", SuggestionStatus.values, SuggestionStatus.PENDING),
+        "created_at": _datetime(row.get("created_at"), "created_at") or timezone.now(),
+        "resolved_at": _datetime(row.get("resolved_at"), "resolved_at"),
+        "resolved_by": _text_value(row.get("resolved_by"), "resolved_by", 200),
+        "correction": _optional_uuid(row.get("correction"), "correction"),
+    }

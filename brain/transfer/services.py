@@ -1,0 +1,588 @@
+"""Import services: a batch of thoughts, the deferred links, query-log rows and correction suggestions.
+
+Imports restore knowledge, they are not contributions: every note is kept however short (no
+contribution threshold), categories need not carry their required fields, and quality flags,
+pheromones and access counts are taken as given (nothing is computed from the agent's searches).
+Two modes (:class:`ImportMode`): the operator's CLI restore keeps everything an export carries (other
+agents, dates, markers, ids); an agent's import over the API restores its own thoughts only, every
+value checked by :class:`~brain.transfer.serializers.ImportItemSerializer` and stored under new ids.
+
+- :func:`thoughts_import` stores one batch (at most ``settings.IMPORT_BATCH_MAX_ITEMS`` items) in
+  one transaction, all or nothing: every item is validated first and the per-line errors come back
+  together; then the items without a vector are embedded in one ``embed_many`` call (before the
+  transaction opens), and the rows are written with one ``COPY`` (:func:`_copy_thoughts`).
+- References (``source_ids``, ``supersedes``, ``refined_by``, ``superseded_by``, ``contradicted_by``,
+  ``related_thoughts``) must name a thought of the same batch or of the caller's space; an id of
+  another space is reported exactly like an unknown one. With ``derive_lineage`` (the API, Mem0 and
+  seed-brain dumps) an imported refinement/consolidation supersedes its sources and an imported
+  correction the thoughts it names, as a live contribution would. Colony's own export carries those
+  states explicitly and is imported as it is (``derive_lineage=False``, links applied after the
+  last batch by :func:`thoughts_import_links`).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from brain import embedding as embedder
+from brain.choices import ThoughtCategory, ThoughtType
+from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
+from brain.services.thoughts import thought_columns
+from brain.transfer.serializers import (
+    ARRAY_REFS,
+    FK_REFS,
+    VALUE_FIELDS,
+    ImportItemSerializer,
+    RestoreItemSerializer,
+    _Bad,
+    item_clean,
+    querylog_clean,
+    suggestion_clean,
+)
+from core.errors import ApplicationError, ServiceFailure
+from core.models import Agent, Space
+
+logger = logging.getLogger("colony.brain.transfer")
+
+
+class ImportInvalid(ApplicationError):
+    """400: some lines of the batch are invalid; nothing of the batch was stored."""
+
+    default_code = "IMPORT_INVALID"
+
+
+class ImportConflict(ImportInvalid):
+    """409: the batch is valid but some of its ids are taken by existing thoughts; nothing was stored."""
+
+    status_code = 409
+    default_code = "IMPORT_CONFLICT"
+
+
+class ImportTooLarge(ApplicationError):
+    status_code = 413
+    default_code = "IMPORT_TOO_LARGE"
+
+
+@dataclass
+class LineError:
+    line: int
+    message: str
+    field: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "field": self.field, "message": self.message}
+
+
+class ImportMode(enum.StrEnum):
+    """Who is importing, which decides what a batch may carry (SPEC 6)."""
+
+    #: ``POST /thoughts/import``: an agent restoring its own thoughts (see ``ImportItemSerializer``).
+    AGENT = "agent"
+    #: ``manage.py brain import``: the operator's full-fidelity restore of an export or a dump.
+    OPERATOR = "operator"
+
+
+#: Names the id an agent's import stores for an item that gives one: uuid5(this, space + given id).
+#: The same item sent again gets the same id, which is then taken in the space: a 409, not a copy.
+AGENT_ID_NAMESPACE = uuid.UUID("6f6c6f6e-792d-4269-8d70-6f7274000002")
+
+
+@dataclass
+class ImportResult:
+    ids: list[str] = field(default_factory=list)
+    id_map: dict[str, str] = field(default_factory=dict)  # an agent import: {id given: id stored}
+    embedded: int = 0
+    deferred_links: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def _agent_ids(
+    cleaned: list[tuple[int, dict[str, Any]]], given: dict[int, bool], space: Space
+) -> dict[uuid.UUID, uuid.UUID]:
+    """Give an agent import's rows their stored ids and point the batch's references at them; returns
+    {id given: id stored}. An id given names the item within the batch only: what it is elsewhere on
+    the server (another space's thought, or nothing) changes nothing in the answer."""
+    mapping = {
+        row["id"]: uuid.uuid5(AGENT_ID_NAMESPACE, f"{space.pk} {row['id']}") for line, row in cleaned if given[line]
+    }
+    for _, row in cleaned:
+        row["given_id"] = row["id"] if row["id"] in mapping else None
+        row["id"] = mapping.get(row["id"], row["id"])
+        for name in (*ARRAY_REFS, "related_thoughts"):
+            row[name] = [mapping.get(ref, ref) for ref in row[name]]
+        for name in FK_REFS:
+            row[name] = mapping.get(row[name], row[name])
+        row["co_retrieved_with"] = {
+            str(mapping.get(_as_uuid(key), key)): count for key, count in row["co_retrieved_with"].items()
+        }
+    return mapping
+
+
+def _as_uuid(value: str) -> uuid.UUID | str:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return value
+
+
+#: What refinements, consolidations and corrections may not supersede (SPEC 6: the audit trail).
+_MARKER_REFUSED = "is a transition marker: markers are the workflow's audit trail and nothing supersedes them."
+
+
+def _superseding_refs(row: dict[str, Any]) -> list[tuple[str, uuid.UUID]]:
+    """(field, id) of each thought an imported row supersedes when lineage is derived (:func:`_derive_lineage`)."""
+    refs = []
+    if row["thought_type"] in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION):
+        refs += [("source_ids", ref) for ref in row["source_ids"]]
+    if row["thought_category"] == ThoughtCategory.CORRECTION:
+        refs += [("supersedes", ref) for ref in row["supersedes"]]
+    return refs
+
+
+# --- import -----------------------------------------------------------------------------------------
+def import_batch_max() -> int:
+    return settings.IMPORT_BATCH_MAX_ITEMS
+
+
+def thoughts_import(
+    *,
+    space: Space,
+    agent: Agent | None,
+    items: list[Any],
+    mode: ImportMode,
+    first_line: int = 1,
+    derive_lineage: bool = True,
+    defer_links: bool = False,
+    parse_errors: list[LineError] | None = None,
+    precleaned: bool = False,
+) -> ImportResult:
+    """Store one batch of thoughts in ``space``, all or nothing; see the module docstring.
+
+    ``mode`` AGENT (the API; ``agent`` is the caller) checks each item with ``ImportItemSerializer``,
+    stores every thought as the caller's, under a new id (:func:`_agent_ids`; the result's ``id_map``),
+    and refuses only ids of the caller's own space (409). OPERATOR (the CLI) keeps what the items say.
+    ``parse_errors`` are lines the caller could not even parse (JSONL); they fail the batch too.
+    With ``defer_links`` (the CLI's multi-batch Colony import) references to thoughts that are not
+    stored yet are returned in ``deferred_links`` for :func:`thoughts_import_links` instead of
+    being refused. ``precleaned``: the items are :func:`item_clean`'s rows already (a file import,
+    checked whole by :func:`dump_plan`).
+    """
+    if len(items) > import_batch_max():
+        raise ImportTooLarge(
+            f"A batch holds at most {import_batch_max()} items (got {len(items)}); split the file and send "
+            "several requests (manage.py brain import does that for you).",
+            extra={"max_items": import_batch_max()},
+        )
+    agent_mode = mode == ImportMode.AGENT
+    if agent_mode and agent is None:
+        raise ValueError("an agent's import needs the agent")
+    now = timezone.now()
+    errors = list(parse_errors or [])
+    cleaned: list[tuple[int, dict[str, Any]]] = []
+    given: dict[int, bool] = {}
+    serializer = ImportItemSerializer(context={"agent": agent, "now": now}) if agent_mode else RestoreItemSerializer()
+    for offset, item in enumerate(items):
+        if item is None:
+            continue  # a line that failed to parse; its error is in parse_errors
+        try:
+            row = item if precleaned else item_clean(item, serializer)
+            if agent_mode:
+                given[first_line + offset] = item.get("id") not in (None, "")
+            cleaned.append((first_line + offset, row))
+        except _Bad as bad:
+            errors.append(LineError(first_line + offset, bad.message, bad.field))
+
+    batch_ids: dict[uuid.UUID, int] = {}
+    for line, row in cleaned:
+        if row["id"] in batch_ids:
+            errors.append(
+                LineError(
+                    line,
+                    f"id {row['id']} appears twice in this batch (first on line {batch_ids[row['id']]}).",
+                    "id",
+                )
+            )
+        batch_ids.setdefault(row["id"], line)
+    id_map = _agent_ids(cleaned, given, space) if agent_mode else {}
+    if agent_mode:
+        batch_ids = {id_map.get(pk, pk): line for pk, line in batch_ids.items()}
+
+    # One query for every id the batch names: its own (must be new) and its references.
+    referenced = {
+        ref
+        for _, row in cleaned
+        for ref in (*row["source_ids"], *row["supersedes"], *row["related_thoughts"], *(row[n] for n in FK_REFS))
+        if ref is not None
+    }
+    lookup = set(batch_ids) | set(id_map) | referenced
+    # An agent's import looks in its own space only: another space's id is answered as a free one.
+    stored = Thought.objects.filter(space=space) if agent_mode else Thought.objects
+    taken = set(stored.filter(pk__in=lookup).values_list("pk", flat=True)) if lookup else set()
+    in_space = set(Thought.objects.filter(space=space, pk__in=taken).values_list("pk", flat=True)) if taken else set()
+    superseding = {line: _superseding_refs(row) for line, row in cleaned} if derive_lineage else {}
+    markers = {row["id"] for _, row in cleaned if row["thought_category"] == ThoughtCategory.TRANSITION_MARKER}
+    if any(superseding.values()):
+        markers |= set(
+            Thought.objects.filter(pk__in=in_space, thought_category=ThoughtCategory.TRANSITION_MARKER).values_list(
+                "pk", flat=True
+            )
+        )
+    deferred: list[tuple[str, str, str]] = []
+    conflicts: list[LineError] = []
+    for line, row in cleaned:
+        if row.get("given_id") in taken:
+            conflicts.append(LineError(line, f"a thought with id {row['given_id']} already exists.", "id"))
+        elif row["id"] in taken:
+            what = (
+                f"id {row['given_id']} was imported before" if row.get("given_id") else f"id {row['id']} already exists"
+            )
+            conflicts.append(LineError(line, f"a thought with {what}; leave 'id' out to get a new one.", "id"))
+        for name, ref in superseding.get(line, []):
+            if ref in markers:
+                errors.append(LineError(line, f"{ref} {_MARKER_REFUSED}", name))
+        for name in (*ARRAY_REFS, "related_thoughts", *FK_REFS):
+            values = row[name] if isinstance(row[name], list) else ([row[name]] if row[name] else [])
+            for ref in values:
+                if ref in batch_ids or ref in in_space:
+                    continue
+                if defer_links and name in (*FK_REFS, "related_thoughts"):
+                    deferred.append((str(row["id"]), name, str(ref)))
+                    continue
+                if defer_links and name in ARRAY_REFS:
+                    continue  # plain arrays of ids: kept as given, checked by the final link pass
+                errors.append(LineError(line, f"no thought {ref} in this import or in this space.", name))
+    if errors or conflicts:
+        # Only taken ids: a conflict with what is stored (409); anything else wrong: 400, every line listed.
+        error_class = ImportInvalid if errors else ImportConflict
+        errors = sorted([*errors, *conflicts], key=lambda e: e.line)
+        raise error_class(
+            f"{len(errors)} problem(s) in lines {first_line}-{first_line + len(items) - 1}; nothing of this batch "
+            "was stored. Fix the lines listed in error.lines and send the batch again.",
+            extra={"lines": [e.as_dict() for e in errors[:200]], "error_count": len(errors)},
+        )
+    deferred_keys = {(thought, name, ref) for thought, name, ref in deferred}
+
+    # Embed what has no vector, in one model call, before the transaction opens.
+    to_embed: list[tuple[dict[str, Any], str, str]] = []
+    for _, row in cleaned:
+        if row["embedding"] is None:
+            to_embed.append((row, "embedding", row["content"]))
+        if (
+            row["corrected_fact_embedding"] is None
+            and row["thought_category"] == ThoughtCategory.CORRECTION
+            and row["corrected_fact"].strip()
+        ):
+            to_embed.append((row, "corrected_fact_embedding", row["corrected_fact"]))
+    label = embedder.current_model_label()
+    if to_embed:
+        try:
+            vectors = embedder.embed_many([text for _, _, text in to_embed])
+        except embedder.EmbeddingError as exc:
+            raise ServiceFailure(f"Could not embed the imported thoughts: {exc}", code="EMBEDDING_FAILED")
+        for (row, name, _), vector in zip(to_embed, vectors, strict=True):
+            row[name] = vector
+            if name == "embedding":
+                row["embedding_model"] = label
+    for _, row in cleaned:
+        if not row["embedding_model"]:
+            row["embedding_model"] = label
+
+    agents = {}
+    names = {row["agent"] for _, row in cleaned if row["agent"]}
+    if agent_mode:
+        agents = dict.fromkeys(names | {""}, agent)  # every row is the caller's (ImportItemSerializer)
+    elif names:
+        agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)}
+    default_name = agent.name if agent is not None else "import"
+    rows: list[Thought] = []
+    related_pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
+    for _, row in cleaned:
+        thought_id = row["id"]
+        fk_values = {
+            f"{name}_id": (None if (str(thought_id), name, str(row[name])) in deferred_keys else row[name])
+            for name in FK_REFS
+        }
+        values = {name: row[name] for name in VALUE_FIELDS}
+        values["contributor_id"] = row["contributor_id"] or default_name
+        values["contributor_name"] = row["contributor_name"] or row["contributor_id"] or default_name
+        values["created_at"] = row["created_at"] or now
+        rows.append(
+            Thought(
+                id=thought_id,
+                space=space,
+                agent=agents.get(row["agent"]),
+                source_ids=row["source_ids"],
+                supersedes=row["supersedes"],
+                embedding=row["embedding"],
+                corrected_fact_embedding=row["corrected_fact_embedding"],
+                **values,
+                **fk_values,
+            )
+        )
+        for other in row["related_thoughts"]:
+            if (str(thought_id), "related_thoughts", str(other)) not in deferred_keys:
+                related_pairs.append((thought_id, other))
+
+    try:
+        with transaction.atomic():
+            _copy_thoughts(rows)
+            _link_related(related_pairs)
+            if derive_lineage:
+                _derive_lineage(space=space, rows=rows)
+    except (DataError, IntegrityError) as exc:
+        raise ImportInvalid(
+            f"The database refused the batch ({str(exc).splitlines()[0]}); nothing of it was stored. "
+            "Check the values of the lines and send it again.",
+            extra={"lines": [], "error_count": 1},
+        )
+    thoughts_analyze_if_stale()
+    thoughts_gin_flush()
+    return ImportResult(
+        ids=[str(r.id) for r in rows],
+        id_map={str(old): str(new) for old, new in id_map.items()},
+        embedded=sum(1 for _, n, _ in to_embed if n == "embedding"),
+        deferred_links=deferred,
+    )
+
+
+#: After an import, brain_thought's planner statistics are refreshed when more than this share of
+#: its rows changed since the last ANALYZE (and at least ANALYZE_AFTER_MIN rows): autovacuum gets to it
+#: only on its next round, and until then the planner's estimates for a table that just grew by a bulk
+#: load made retrieve-only memory calls ~2.5x slower (bench-compare at 10,000 notes: p50 73 ms right
+#: after the import, 29 ms once analysed).
+ANALYZE_AFTER_SHARE = 0.1
+ANALYZE_AFTER_MIN = 1000
+
+
+def thoughts_analyze_if_stale() -> bool:
+    """ANALYZE brain_thought if imports changed much of it since its last analysis (see above)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT n_mod_since_analyze, n_live_tup FROM pg_stat_user_tables WHERE relid = %s::regclass",
+            [Thought._meta.db_table],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return False
+        changed, live = row
+        if changed < max(ANALYZE_AFTER_MIN, ANALYZE_AFTER_SHARE * live):
+            return False
+        try:
+            with transaction.atomic():  # a savepoint: a refused ANALYZE (not the owner) changes nothing
+                cursor.execute(f"ANALYZE {Thought._meta.db_table}")
+        except DatabaseError as exc:
+            logger.warning("ANALYZE %s after an import failed (autovacuum will do it): %s", Thought._meta.db_table, exc)
+            return False
+    return True
+
+
+def thoughts_gin_flush() -> int:
+    """Merge brain_thought's GIN pending lists into their indexes; the number of pages merged.
+
+    A GIN index with ``fastupdate`` (PostgreSQL's default) puts new entries in a pending list, and
+    every search through the index reads that whole list until it is merged: by an insert that
+    finds it over ``gin_pending_list_limit`` (4 MB), or by (auto)vacuum. After an import it held
+    ~10,000 thoughts' lexemes (315 pages at 10,000 notes), which every full-text side of a memory
+    search scanned: bench-compare's retrieve-only calls ran p50 14.8 ms until autovacuum came, 9.7 ms
+    once merged (docs/performance.md, "PostgreSQL"). An import merges what it added, in bulk, as
+    the list is meant to be; a refused call (not the index's owner) is logged and changes nothing."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:  # a savepoint inside a caller's transaction
+            cursor.execute(
+                """
+                SELECT COALESCE(sum(gin_clean_pending_list(i.indexrelid)), 0)
+                FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+                WHERE i.indrelid = %s::regclass AND a.amname = 'gin'
+                """,
+                [Thought._meta.db_table],
+            )
+            return int(cursor.fetchone()[0])
+    except DatabaseError as exc:
+        logger.warning("Merging %s's GIN pending lists after an import failed: %s", Thought._meta.db_table, exc)
+        return 0
+
+
+#: pgvector's text form of a stored vector (EMBEDDING_DIMENSIONS values, checked before it gets here).
+_VECTOR_TEXT = "[" + ",".join(["%.9g"] * EMBEDDING_DIMENSIONS) + "]"
+
+
+def vector_text(item: Any) -> str:
+    """A vector (float32 values, as a list or a numpy array) in pgvector's text form, as COPY takes it.
+
+    Nine significant digits give every float32 back exactly (the column stores float4), and one ``%``
+    over the whole vector is ~3x faster than ``str()`` of each value (0.17 against 0.57 s of the web
+    process per 1,000 vectors) and shorter for PostgreSQL to parse (0.20 against 0.29 s): half a
+    millisecond of an import's ~7 ms of CPU a note (docs/performance.md, "Import")."""
+    return _VECTOR_TEXT % tuple(item.tolist() if isinstance(item, np.ndarray) else item)
+
+
+def _copy_thoughts(rows: list[Thought]) -> None:
+    """Write new thoughts with one ``COPY ... FROM STDIN`` (the import's bulk insert).
+
+    ``bulk_create`` spent about as long in Python as the database spent inserting: every value went
+    through its field's conversion and the rows were pasted into one huge client-side-bound INSERT
+    text. COPY streams the values instead; the insert triggers (BM25 statistics) fire as for an
+    INSERT. Database errors come out as Django's (DataError, IntegrityError), as from bulk_create.
+    """
+    if not rows:
+        return
+    from psycopg.types.json import Jsonb
+
+    fields, columns = thought_columns()
+    vectors = {"embedding", "corrected_fact_embedding"}
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+
+    def value(row: Thought, field) -> Any:
+        item = getattr(row, field.attname)
+        if item is None:
+            return None
+        if field.attname in vectors:
+            return vector_text(item)
+        if field.attname in json_fields:
+            return Jsonb(item)
+        return item
+
+    with connection.cursor() as cursor, connection.wrap_database_errors:
+        with cursor.cursor.copy(f"COPY {Thought._meta.db_table} ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row([value(row, field) for field in fields])
+
+
+def _link_related(pairs: Iterable[tuple[uuid.UUID, uuid.UUID]]) -> None:
+    """Symmetrical many-to-many: both directions, once each (ignore_conflicts for the second end)."""
+    through = Thought.related_thoughts.through
+    links = {(a, b) for a, b in pairs} | {(b, a) for a, b in pairs}
+    if links:
+        through.objects.bulk_create(
+            [through(from_thought_id=a, to_thought_id=b) for a, b in links], ignore_conflicts=True, batch_size=1000
+        )
+
+
+def _derive_lineage(*, space: Space, rows: list[Thought]) -> None:
+    """What a live contribution does to the thoughts it builds on, oldest import first (so the newest
+    refiner ends as ``refined_by``): sources of a refinement/consolidation and the ``supersedes`` of a
+    correction become superseded; ``superseded_at`` keeps the first time (the import's created_at)."""
+    for row in sorted(rows, key=lambda r: r.created_at):
+        if row.thought_type in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION) and row.source_ids:
+            Thought.objects.filter(space=space, pk__in=row.source_ids).exclude(pk=row.pk).update(
+                superseded=True, refined_by=row.pk, superseded_at=Coalesce(F("superseded_at"), row.created_at)
+            )
+        if row.thought_category == ThoughtCategory.CORRECTION and row.supersedes:
+            Thought.objects.filter(space=space, pk__in=row.supersedes).exclude(pk=row.pk).update(
+                superseded=True, superseded_by=row.pk, superseded_at=Coalesce(F("superseded_at"), row.created_at)
+            )
+
+
+def thoughts_import_links(*, space: Space, links: list[tuple[str, str, str]]) -> list[str]:
+    """Apply the references deferred by multi-batch imports; returns the ones that named no thought
+    of ``space`` (reported, not applied)."""
+    if not links:
+        return []
+    targets = {uuid.UUID(ref) for _, _, ref in links}
+    existing = {str(pk) for pk in Thought.objects.filter(space=space, pk__in=targets).values_list("pk", flat=True)}
+    dangling = [f"{thought} {name} -> {ref}" for thought, name, ref in links if ref not in existing]
+    with transaction.atomic():
+        pairs = []
+        for thought, name, ref in links:
+            if ref not in existing:
+                continue
+            if name == "related_thoughts":
+                pairs.append((uuid.UUID(thought), uuid.UUID(ref)))
+            else:
+                Thought.objects.filter(space=space, pk=thought).update(**{f"{name}_id": ref})
+        _link_related(pairs)
+    return dangling
+
+
+def _refuse_rows(errors: list[LineError], what: str) -> ImportInvalid:
+    return ImportInvalid(
+        f"{len(errors)} problem(s) in the {what}; none of them was stored.",
+        extra={"lines": [e.as_dict() for e in sorted(errors, key=lambda e: e.line)[:200]], "error_count": len(errors)},
+    )
+
+
+def _cleaned(rows: list[Any], clean, what: str) -> list[dict[str, Any]]:
+    out, errors = [], []
+    for number, raw in enumerate(rows, start=1):
+        try:
+            out.append(clean(raw))
+        except _Bad as bad:
+            errors.append(LineError(number, bad.message, bad.field))
+    if errors:
+        raise _refuse_rows(errors, what)
+    return out
+
+
+def querylogs_import(*, space: Space, rows: list[Any], precleaned: bool = False) -> int:
+    """Bulk insert query-log rows (see :func:`querylog_clean`), all or nothing; ``stored_thought``
+    must be a thought of the space or it is dropped. ``precleaned``: the rows are
+    :func:`querylog_clean`'s already (a file import, checked whole by :func:`dump_plan`)."""
+    if not precleaned:
+        rows = _cleaned(rows, querylog_clean, "query-log rows")
+    names = {r["agent"] for r in rows if r["agent"]}
+    agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)} if names else {}
+    stored = {r["stored_thought"] for r in rows if r["stored_thought"]}
+    known = set(Thought.objects.filter(space=space, pk__in=stored).values_list("pk", flat=True)) if stored else set()
+    objs = [
+        QueryLog(
+            space=space,
+            agent=agents.get(r["agent"]),
+            agent_ref=r["agent_ref"],
+            session_id=r["session_id"],
+            query_text=r["query_text"],
+            results=r["results"],
+            stored_thought_id=r["stored_thought"] if r["stored_thought"] in known else None,
+            created_at=r["created_at"],
+        )
+        for r in rows
+    ]
+    QueryLog.objects.bulk_create(objs, batch_size=1000)
+    return len(objs)
+
+
+def suggestions_import(*, space: Space, rows: list[Any], precleaned: bool = False) -> int:
+    """Bulk insert correction suggestions (see :func:`suggestion_clean`), all or nothing: each must
+    be about a thought of the space; a contradicting thought or correction that is not in the space
+    is dropped (null), as deleting it would have done. ``precleaned`` as for :func:`querylogs_import`."""
+    if not precleaned:
+        rows = _cleaned(rows, suggestion_clean, "correction suggestions")
+    names = {r["agent"] for r in rows if r["agent"]}
+    agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)} if names else {}
+    named = {r[n] for r in rows for n in ("thought", "contradicting_thought", "correction") if r[n]}
+    known = set(Thought.objects.filter(space=space, pk__in=named).values_list("pk", flat=True)) if named else set()
+    taken = set(CorrectionSuggestion.objects.filter(pk__in=[r["id"] for r in rows]).values_list("pk", flat=True))
+    errors = [
+        LineError(n, f"no thought {r['thought']} in this space.", "thought")
+        for n, r in enumerate(rows, start=1)
+        if r["thought"] not in known
+    ] + [
+        LineError(n, f"a correction suggestion with id {r['id']} already exists.", "id")
+        for n, r in enumerate(rows, start=1)
+        if r["id"] in taken
+    ]
+    if errors:
+        raise _refuse_rows(errors, "correction suggestions")
+    objs = [
+        CorrectionSuggestion(
+            space=space,
+            agent=agents.get(r["agent"]),
+            **{k: v for k, v in r.items() if k not in ("agent", "thought", "contradicting_thought", "correction")},
+            thought_id=r["thought"],
+            contradicting_thought_id=r["contradicting_thought"] if r["contradicting_thought"] in known else None,
+            correction_id=r["correction"] if r["correction"] in known else None,
+        )
+        for r in rows
+    ]
+    CorrectionSuggestion.objects.bulk_create(objs, batch_size=1000)
+    return len(objs)
