@@ -13,7 +13,7 @@ from core import fields as strict
 #: Transition markers are written by the task workflow itself, never through the memory endpoint.
 CONTRIBUTABLE_CATEGORIES = [c for c in ThoughtCategory.values if c != ThoughtCategory.TRANSITION_MARKER]
 MAX_ID_LIST = 100
-#: The longest text a memory call takes; an import over the API takes the same (brain.services.transfer).
+#: The longest text a memory call takes; an import over the API takes the same (brain.transfer.services).
 PROMPT_MAX_CHARS = 10000
 MAX_TAGS = 20
 

@@ -48,7 +48,7 @@ class Thought(models.Model):
     agent = models.ForeignKey("core.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="thoughts")
     contributor_id = models.CharField(max_length=100)
     contributor_name = models.CharField(max_length=200)
-    # A default, not auto_now_add: imports keep the original time (brain.services.transfer).
+    # A default, not auto_now_add: imports keep the original time (brain.transfer.services).
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
     # Lineage (seeds/001)

@@ -74,7 +74,7 @@ def thought_create(
 def thought_columns() -> tuple[list, str]:
     """The fields a write of a thought sends (every concrete one but the generated ``search_vector``)
     and their quoted column names: :func:`thought_create`'s INSERT and the import's COPY
-    (``brain.services.transfer``)."""
+    (``brain.transfer.services``)."""
     fields = [f for f in Thought._meta.concrete_fields if not f.generated]
     return fields, ", ".join(connection.ops.quote_name(f.column) for f in fields)
 
