@@ -8,7 +8,7 @@
   correction that named it, ``superseded_at`` set once.
 - concurrent refines of one thought: serialized on the source's row lock; every refinement is kept
   (sibling branches, nothing lost), the source is superseded and its ``refined_by`` is the newest
-  refinement, the one lineage and ranking treat as the head (documented in the README, "Concurrency").
+  refinement, the one lineage and ranking treat as the head (documented in docs/api.md, "Races").
 
 Measured with ``pytest tests/test_races.py --durations=0`` on the loaded 2-core machine: 28 s in all
 (transitions 22 s, corrections 4 s, refines 1.3 s).

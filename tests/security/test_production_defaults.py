@@ -1,6 +1,6 @@
 """Production-safe defaults: DEBUG is off unless asked for, a stranger's Host header gets a short 400
 (never Django's technical page, which shows the settings), and ``manage.py check --deploy`` passes with
-the environment the README's production section lists."""
+the environment docs/operations.md's production section lists."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.conf import settings as django_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: The README's "Production" environment (kept in step with it by test_readme_lists_the_production_environment).
+#: docs/operations.md's production environment (test_operations_doc_lists_the_production_environment checks it).
 PRODUCTION_ENV = {
     "DEBUG": "false",
     "SECURE_SSL_REDIRECT": "true",
@@ -89,7 +89,7 @@ def test_unknown_host_against_the_real_server(asgi_server):
 DEPLOY_CHECK = ("check", "--deploy", "--fail-level", "WARNING")
 
 
-def test_check_deploy_passes_with_the_readme_production_settings():
+def test_check_deploy_passes_with_the_documented_production_settings():
     ok = _manage(*DEPLOY_CHECK, **PRODUCTION_ENV)
     assert ok.returncode == 0, ok.stderr[-3000:]
     refused = _manage(*DEPLOY_CHECK)  # the local defaults: not production-ready, and the check says so
@@ -97,7 +97,7 @@ def test_check_deploy_passes_with_the_readme_production_settings():
     assert "security.W012" in refused.stderr + refused.stdout  # SESSION_COOKIE_SECURE off
 
 
-def test_readme_lists_the_production_environment():
-    readme = (ROOT / "README.md").read_text()
+def test_operations_doc_lists_the_production_environment():
+    page = (ROOT / "docs" / "operations.md").read_text()
     for name, value in PRODUCTION_ENV.items():
-        assert f"{name}={value}" in readme, name
+        assert f"{name}={value}" in page, name
