@@ -2,7 +2,7 @@
 
 Every setting Colony reads from the environment goes through :func:`env`, which casts the raw
 string to the type of its default and says clearly what was wrong when a value can't be read.
-The README lists every variable read here.
+docs/configuration.md lists every variable read here.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Colony's settings. Every value comes from the environment through ``config.env.env`` and has a
-safe local default; the README lists them all."""
+safe local default; docs/configuration.md lists them all."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ if not SECRET_KEY:
     SECRET_KEY = key_file.read_text().strip()
 ALLOWED_HOSTS = env("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [])
-# HTTPS settings, off by default so http://127.0.0.1 works; the README's production section sets them
+# HTTPS settings, off by default so http://127.0.0.1 works; docs/operations.md's production section sets them
 # (`manage.py check --deploy` passes with it).
 SECURE_SSL_REDIRECT = env("SECURE_SSL_REDIRECT", False)
 SESSION_COOKIE_SECURE = env("SESSION_COOKIE_SECURE", False)
