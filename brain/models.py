@@ -36,6 +36,15 @@ def thought_defer_bulky(*relations: str) -> list[str]:
     return [f"{relation}__{name}" if relation else name for relation in relations for name in THOUGHT_BULKY_FIELDS]
 
 
+def content_key(text) -> models.Func:
+    """The key of a text as one fact: ``brain_content_key(text)``, an SQL function (migration 0016) that
+    is the md5 of the text NFKC-normalised, its whitespace runs collapsed to one space, trimmed and
+    lower-cased (as the database's ctype folds case). Texts with one key say the same thing; the
+    memory call stores no second live thought with a key one already has (``brain.services.thoughts
+    .thought_known``), read through the index ``thought_space_content_key``."""
+    return models.Func(text, function="brain_content_key", output_field=models.CharField())
+
+
 class Thought(models.Model):
     """One self-contained unit of knowledge. Never deleted by normal operations."""
 
@@ -141,6 +150,13 @@ class Thought(models.Model):
             models.Index(fields=["space", "topic"], name="thought_space_topic"),
             models.Index(fields=["space", "thought_category"], name="thought_space_category"),
             models.Index(fields=["space", "-created_at"], name="thought_space_created"),
+            # One row per fact: the live thought of a space with a text's key (brain.services.thoughts.thought_known).
+            models.Index(
+                models.F("space"),
+                content_key(models.F("content")),
+                name="thought_space_content_key",
+                condition=models.Q(superseded=False),
+            ),
             # Which embedder computed the stored vectors (brain.embedding.stored_vectors_notice).
             models.Index(
                 fields=["embedding_model"], name="thought_embedding_model", condition=models.Q(embedding__isnull=False)
@@ -197,8 +213,9 @@ class QueryLog(models.Model):
     session_id = models.CharField(max_length=100)
     query_text = models.TextField()
     results = models.JSONField(default=list, help_text='[{"id": "...", "score": 0.8}, ...] best first')
-    # The thought this same call stored, if any: its text was a contribution, not a search, so the
-    # keyword-echo rule does not compare later contributions with it.
+    # The thought this same call stored, if any, or the live thought that already said the same (the
+    # call stored nothing new): its text was a contribution, not a search, so the keyword-echo rule
+    # does not compare later contributions with it.
     stored_thought = models.ForeignKey(Thought, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     # Whether the accesses in ``results`` have been counted on the thoughts (access_count, weight,

@@ -34,6 +34,7 @@ TRACE_FIELDS = {
     "context_used",
     "retrieval_method",
     "thought_id",
+    "already_known",  # beyond the seed brain: the prompt repeated a live thought (one row per fact)
     "lineage_summary",
 }
 SOURCE_FIELDS = {
@@ -641,7 +642,7 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, thought_factory):
     prompt = "retry policy queue consumer " * 3
     for i in range(10):
         thought_factory(f"retry policy for the queue consumer variant {i}", tags=[f"tag{i % 3}"], embedding="real")
-    thought_factory(prompt.strip(), embedding="real")
+    thought_factory(prompt.strip() + ".", embedding="real")  # a near-duplicate (the same text is already known)
     session = "s-order"
     QueryLog.objects.create(
         space=agent.agent.space,

@@ -24,12 +24,12 @@ def post(client, fields, key=None):
     return client.post(URL, data=json.dumps(fields), content_type="application/json", **headers)
 
 
-def test_without_a_key_a_resent_contribution_is_stored_twice(dev, space, fake_embedder):
-    """What the key is for: the server can't tell a retry from a second contribution."""
-    assert post(dev, NOTE).status_code == 200
+def test_without_a_key_a_resent_contribution_is_answered_as_already_known(dev, space, fake_embedder):
+    """The server can't tell a retry from a second contribution; either way the same text is one row."""
+    first = post(dev, NOTE).json()
     again = post(dev, NOTE).json()
-    assert Thought.objects.filter(space=space).count() == 2
-    assert "near_duplicate" in Thought.objects.get(id=again["trace"]["thought_id"]).quality_flags
+    assert Thought.objects.filter(space=space).count() == 1
+    assert again["trace"]["already_known"] is True and again["trace"]["thought_id"] == first["trace"]["thought_id"]
 
 
 def test_a_resent_contribution_with_its_key_gets_the_first_answer_and_stores_nothing(dev, space, fake_embedder):
@@ -44,7 +44,9 @@ def test_a_resent_contribution_with_its_key_gets_the_first_answer_and_stores_not
     assert again.json() == first.json()  # the same thought id and session
     assert [str(t) for t in Thought.objects.filter(space=space).values_list("id", flat=True)] == [thought_id]
     assert QueryLog.objects.filter(space=space).count() == 1  # logged once
-    assert post(dev, NOTE, "note-2").json()["trace"]["thought_id"] != thought_id  # a new key is a new call
+    fresh = post(dev, NOTE, "note-2").json()["trace"]  # a new key is a new call: the same text is known already
+    assert (fresh["already_known"], fresh["thought_id"]) == (True, thought_id)
+    assert QueryLog.objects.filter(space=space).count() == 2
 
 
 def test_the_same_key_with_other_fields_or_from_an_import_is_refused_and_changes_nothing(dev, space, fake_embedder):

@@ -149,7 +149,15 @@ class MemoryTraceSerializer(serializers.Serializer):
     contribution_threshold_met = serializers.BooleanField()
     context_used = serializers.BooleanField()
     retrieval_method = serializers.CharField(allow_null=True)
-    thought_id = serializers.UUIDField(allow_null=True, help_text="The thought this call stored, if any.")
+    thought_id = serializers.UUIDField(
+        allow_null=True,
+        help_text="The thought this call stored, if any; with already_known, the live thought that already says "
+        "the same.",
+    )
+    already_known = serializers.BooleanField(
+        help_text="The prompt repeats a live thought of the space (the same text once case and whitespace are "
+        "normalised): nothing was stored (thoughts_contributed 0), that thought (thought_id) was reinforced."
+    )
     lineage_summary = LineageSummarySerializer(allow_null=True)
 
 

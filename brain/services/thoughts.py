@@ -5,7 +5,8 @@ transition markers, imports, corrections). It schedules nothing: the follow-up j
 a thought stored without a vector, contradiction detection) are ``brain.services.pipeline``'s.
 
 ``related_thoughts`` links are written by :func:`thought_link_related` only, whichever path stores
-the thought.
+the thought. :func:`thought_known` finds the live thought that already says what a memory call
+would store (one row per fact; imports and lineage don't ask it).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from brain import embedding as embedder
-from brain.choices import ThoughtCategory, ThoughtType, topic_normal
+from brain.choices import QualityFlag, ThoughtCategory, ThoughtType, topic_normal
 from brain.models import Thought
 from core.db import binary_vector, prepared_cursor
 from core.errors import NotFound, ValidationFailed
@@ -108,6 +109,60 @@ def _thought_insert(thought: Thought) -> None:
         cursor.execute(sql, values)
     thought._state.adding = False
     thought._state.db = connection.alias
+
+
+# --- one row per fact -------------------------------------------------------------------------------
+#: pg_advisory_xact_lock(namespace, key) namespace of "a contribution of this text to this space"
+#: (quality.services.rollups holds 4_200_001).
+KNOWN_LOCK_NAMESPACE = 4_200_002
+
+#: Held until the storing transaction ends: two contributions of one fact to one space take turns, so
+#: the second one's lookup (a statement of its own, with a snapshot taken once the lock is granted)
+#: sees the first one's row. Keys that share a hashtext only wait for each other.
+_KNOWN_LOCK_SQL = (
+    "SELECT pg_advisory_xact_lock(%(namespace)s, hashtext(%(space)s::text || brain_content_key(%(content)s)))"
+)
+
+#: The oldest live thought of the space with the text's key (``brain.models.content_key``; an index probe
+#: of ``thought_space_content_key``), but not a correction or a transition marker (they keep their own
+#: rules) nor one that repeats a corrected fact (flagged ``contradicts_correction``): repeating a wrong
+#: fact never reinforces it. The rows with the key are read first (MATERIALIZED) and then ordered: with
+#: ``ORDER BY created_at LIMIT 1`` on the table itself the planner walked the created_at index, filtering
+#: every thought of the space (108 ms at 20,000 thoughts, against 0.07 ms for the probe).
+_KNOWN_SQL = """
+WITH same AS MATERIALIZED (
+    SELECT t.id, t.created_at FROM brain_thought t
+    WHERE t.space_id = %(space)s AND NOT t.superseded
+          AND brain_content_key(t.content) = brain_content_key(%(content)s)
+          AND NOT (t.thought_category = ANY(%(categories)s::text[]))
+          AND NOT (%(flag)s = ANY(t.quality_flags))
+)
+SELECT id FROM same ORDER BY created_at, id LIMIT 1
+"""
+
+
+def thought_known(*, space: Space, content: str) -> uuid.UUID | None:
+    """The id of the live thought of ``space`` that says what ``content`` says (the same text once case,
+    Unicode forms and whitespace are normalised), or None: then the caller stores ``content``.
+
+    Call it inside the transaction that stores the contribution: it locks the text's key in the space
+    until that transaction ends (see ``_KNOWN_LOCK_SQL``), so concurrent identical contributions leave
+    one row. The lock and the lookup are sent together (one round trip)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("thought_known locks until the transaction ends: call it inside transaction.atomic().")
+    params = {
+        "namespace": KNOWN_LOCK_NAMESPACE,
+        "space": space.pk,
+        "content": content,
+        "categories": [ThoughtCategory.CORRECTION.value, ThoughtCategory.TRANSITION_MARKER.value],
+        "flag": QualityFlag.CONTRADICTS_CORRECTION.value,
+    }
+    with prepared_cursor() as lock_cursor, prepared_cursor() as cursor:
+        with cursor.connection.pipeline():
+            lock_cursor.execute(_KNOWN_LOCK_SQL, params)
+            cursor.execute(_KNOWN_SQL, params)
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def human_contributor(user) -> tuple[str, str]:

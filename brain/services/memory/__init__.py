@@ -17,6 +17,10 @@ contribution BEFORE it is stored (so the flags are part of the insert, and the k
 reads the agent's recent queries before this call's own query is logged) and runs the
 re-contamination guard, ``step_contribute`` stores a correction through ``thought_correct`` (which
 supersedes in the same transaction) and schedules contradiction detection for everything else.
+One row per fact: a plain contribution whose text (case, Unicode forms and whitespace aside) a live
+thought of the space already holds stores nothing; ``step_contribute`` answers with that thought
+(``trace.already_known``) and ``step_reinforce`` counts it as returned (``thoughts.thought_known``
+locks the text's key in the storing transaction, so identical contributions at once leave one row).
 
 Transactions are per step and short: the contribution (insert + superseding its sources) is one
 transaction, the query log another (a retrieve-only call's is written in its search's transaction,

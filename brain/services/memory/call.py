@@ -36,6 +36,9 @@ class MemoryCall:
     contradicted_by: Thought | None = None  # the correction whose wrong fact the contribution repeats
     superseded_count: int | None = None  # set when the contribution is a correction
     thought: Thought | None = None
+    # The live thought that already says what the prompt says (same text once normalised): the call
+    # stored nothing and reinforces it instead (step_contribute, step_reinforce).
+    known_id: uuid.UUID | None = None
     search: search.SearchResult | None = None
     query_log: QueryLog | None = None
     first_query: bool = False  # the agent's first memory call in this space (onboarding)

@@ -36,6 +36,8 @@ def _response_text(call: MemoryCall) -> str:
     elif call.thought is not None:
         kind = {ThoughtType.ORIGINAL: "thought"}.get(call.thought_type, call.thought_type)
         parts.append(f"Stored your {kind} as {call.thought.id}.")
+    elif call.known_id is not None:
+        parts.append(f"Already known as {call.known_id}: nothing new was stored; that thought was reinforced.")
     if call.sources:
         top = call.sources[0]
         parts.append(
@@ -45,6 +47,10 @@ def _response_text(call: MemoryCall) -> str:
     else:
         parts.append("No relevant thoughts found in the brain yet.")
     return " ".join(parts)
+
+
+def _str_or_none(value) -> str | None:
+    return None if value is None else str(value)
 
 
 def memory_render(call: MemoryCall) -> dict[str, Any]:
@@ -65,7 +71,9 @@ def memory_render(call: MemoryCall) -> dict[str, Any]:
             "contribution_threshold_met": call.threshold_met,
             "context_used": bool(call.request.get("context")),
             "retrieval_method": call.search.method if call.search else None,
-            "thought_id": str(call.thought.id) if call.thought is not None else None,
+            # The thought this call stored, or the live one that already says the same (already_known).
+            "thought_id": str(call.thought.id) if call.thought is not None else _str_or_none(call.known_id),
+            "already_known": call.known_id is not None,
             "lineage_summary": call.lineage_summary,
         },
     }

@@ -33,7 +33,7 @@ from brain.services.memory.call import MemoryCall
 from brain.services.memory.threshold import contribution_threshold_met
 from brain.services.pipeline import thought_schedule_followups
 from brain.services.suggestions import suggestions_pending_items
-from brain.services.thoughts import thought_create
+from brain.services.thoughts import thought_create, thought_known
 from core.errors import ServiceFailure, ValidationFailed
 
 logger = logging.getLogger("colony.brain")
@@ -268,7 +268,9 @@ def step_contribute(call: MemoryCall) -> None:
     refines/consolidates inherit weight and supersede their sources; a correction supersedes every
     id of ``supersedes`` in the same transaction (all or nothing). Any other thought is checked for
     contradictions with existing facts by a Celery job, sent once it is committed and the answer is
-    out (off the request path).
+    out (off the request path). A plain contribution that a live thought already says
+    (``_one_row_per_fact``, ``thoughts.thought_known``) stores nothing: ``call.known_id`` names that
+    thought, which ``step_reinforce`` reinforces.
     """
     if not call.contribute:
         return
@@ -279,6 +281,16 @@ def step_contribute(call: MemoryCall) -> None:
     # committed; inside a caller's transaction that commits later, at that commit as before.
     defer = None if transaction.get_connection().in_atomic_block else call.after_response.append
     with transaction.atomic():
+        if _one_row_per_fact(call):
+            call.known_id = thought_known(space=call.space, content=call.prompt)
+            if call.known_id is not None:
+                call.guidance.append(
+                    f"already known: {call.known_id} says the same (case and spacing aside), so nothing new was "
+                    "stored and that thought was reinforced. To change what it says, send "
+                    f'"refines": "{call.known_id}".'
+                )
+                call.operations.append("contribute:already_known")
+                return
         sources = lineage.lineage_lock_sources(space=call.space, source_ids=call.lineage_ids)
         weight = lineage.lineage_inherited_weight(
             thought_type=call.thought_type, source_weights=[s.pheromone_weight for s in sources]
@@ -300,6 +312,16 @@ def step_contribute(call: MemoryCall) -> None:
             lineage.lineage_supersede(thought=call.thought, source_ids=call.lineage_ids)
     call.operations.append(f"contribute:{call.thought_type}")
     call.operations.append("contradiction_check:scheduled")
+
+
+def _one_row_per_fact(call: MemoryCall) -> bool:
+    """Whether a contribution that repeats a live thought of the space (the same text once case,
+    Unicode forms and whitespace are normalised: ``thoughts.thought_known``) stores nothing and
+    reinforces that thought instead. Not a refinement or a consolidation (lineage keeps its own
+    rules) and not one that repeats a corrected fact: that one is stored, flagged
+    ``contradicts_correction``, with the warning (``step_flags``), and never reinforces what it
+    repeats. Corrections don't come here (``_contribute_correction``)."""
+    return not call.lineage_ids and call.contradicted_by is None
 
 
 def _contribute_correction(call: MemoryCall) -> None:
@@ -403,6 +425,10 @@ def step_reinforce(call: MemoryCall) -> None:
     if call.read_only:
         return
     results = [{"id": candidate.id, "score": round(candidate.score, 4)} for candidate in call.sources]
+    if call.known_id is not None and str(call.known_id) not in {result["id"] for result in results}:
+        # The repeated thought is named by the answer (trace.thought_id): it counts as returned, and so
+        # gets one access's reinforcement, like every source (a filter may have kept it out of them).
+        results.append({"id": str(call.known_id), "score": None})
     if call.query_log is not None:
         call.after_response.append(
             functools.partial(pheromones.retrieval_results, query_log_id=call.query_log.pk, results=results)
@@ -412,7 +438,7 @@ def step_reinforce(call: MemoryCall) -> None:
             call,
             pheromones.retrieval_log(
                 **_log_fields(call),
-                stored_thought_id=call.thought.id if call.thought is not None else None,
+                stored_thought_id=call.thought.id if call.thought is not None else call.known_id,
                 results=results,
             ),
         )
