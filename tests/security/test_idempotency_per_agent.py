@@ -27,9 +27,10 @@ def test_memory_key_of_another_agent_does_not_replay_its_answer(dev, agent_facto
     theirs = post(other, MEMORY_URL, note, "shared-key")
     assert theirs.status_code == 200, theirs.json()
     assert theirs.get("Idempotent-Replayed") is None
-    assert theirs.json()["trace"]["thought_id"] != first.json()["trace"]["thought_id"]
+    # Its own answer, not a replay of the first agent's: the same text is one fact, already known to the brain.
+    assert theirs.json()["trace"]["already_known"] is True and first.json()["trace"]["already_known"] is False
     assert theirs.json()["trace"]["session_id"] != first.json()["trace"]["session_id"]
-    assert Thought.objects.get(id=theirs.json()["trace"]["thought_id"]).agent_id == other.agent.id
+    assert Thought.objects.get(id=theirs.json()["trace"]["thought_id"]).agent_id == dev.agent.id
     assert ImportReceipt.objects.filter(space=space, key="shared-key").count() == 2
     # Each agent's own retry still replays its own answer.
     again = post(other, MEMORY_URL, note, "shared-key")
