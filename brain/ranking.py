@@ -38,6 +38,7 @@ are in benchmarks/retrieval/README.md). The test split was never used to choose 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import cached_property
@@ -161,6 +162,30 @@ FULLTEXT_ONLY_SPAN = 0.5
 #: does the live replacement of a superseded result.
 MIN_SIMILARITY = 0.2
 
+# --- calibrated relevance (what a source's ``relevance`` in the memory answer means) --------------
+#: Every returned source carries ``relevance`` in [0, 1]: an estimate of P(this source is what the
+#: asker needs), ``1 / (1 + exp(−z))`` with ``z = RELEVANCE_INTERCEPT + Σ weight · feature`` over
+#: :func:`relevance_features` — the source's final score, its cosine, the query's best score (a query
+#: whose best match is weak has no good match at all) and ln of its 1-based position in the answer.
+#: A logistic regression fitted on the dev rows of both benchmarks only (``python -m
+#: benchmarks.retrieval.calibrate ROWS.jsonl``; every returned source of every dev question, the
+#: no-answer prompts' sources as negatives); the reliability table and the test figures are in
+#: benchmarks/longmem/README.md. It costs a few arithmetic operations per returned source.
+#: The score's weight is the large positive one, so relevance rises with the score when the rest is
+#: equal; a strong best score lowers the others' relevance (the answer is likely the best one), and
+#: later positions lose a little more. Fitted on 651 dev questions (6,508 sources); extra features
+#: (the gap to the second score, the lexical share, the best cosine) did not change the injection
+#: trade-off on longmem dev and were left out.
+RELEVANCE_INTERCEPT = -3.008
+RELEVANCE_WEIGHTS = (9.029, -0.246, -3.403, -0.878)  # score, similarity, top_score, log_position
+#: The injection mode's default ``min_relevance`` (``inject: true`` on the memory API and MCP search;
+#: the prompt hook uses it). Chosen on longmem dev only by the rule fixed before looking at test: the
+#: lowest threshold whose silence on no-answer prompts is at least 80%, else the one maximising
+#: silence + answerable questions with an evidence source injected (steps of 0.01). At 0.31: longmem
+#: dev silence 83.3%, evidence injected for 10.1% of answerable questions (the trade-off table:
+#: benchmarks/longmem/README.md).
+INJECT_MIN_RELEVANCE = 0.31
+
 SCORE_CAP = 1.0
 #: Multi-round retrieval (seeds/000 5c): below this best score a category-filtered search is
 #: retried without the category filter.
@@ -182,8 +207,9 @@ class Candidate:
     embedding_pending: bool = False
     live_replacement_id: str | None = None  # for a superseded thought: its live replacement
     fetched_as_replacement: bool = False  # neither side found it; it came as a replacement
-    relevance: float = 0.0
+    relevance: float = 0.0  # step 1's fused value
     score: float = 0.0
+    probability: float = 0.0  # the calibrated relevance the answer shows (see RELEVANCE_WEIGHTS)
     reasons: list[str] = field(default_factory=list)
 
     @cached_property
@@ -256,6 +282,28 @@ def relevances(candidates: list[Candidate]) -> list[float]:
             candidates, similarities, dense_places, lexical_places, strict=True
         )
     ]
+
+
+def relevance_features(*, score: float, similarity: float, top_score: float, position: int) -> list[float]:
+    """The features of the calibrated relevance, in :data:`RELEVANCE_WEIGHTS`' order."""
+    return [score, similarity, top_score, math.log(position)]
+
+
+def calibrated_relevance(features: list[float]) -> float:
+    """P(relevant) from :func:`relevance_features` (see RELEVANCE_WEIGHTS), in [0, 1]."""
+    z = RELEVANCE_INTERCEPT + sum(weight * value for weight, value in zip(RELEVANCE_WEIGHTS, features, strict=True))
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+
+def calibrate(ranked: list[Candidate]) -> None:
+    """Set ``probability`` on each candidate of a final ranked list (best first)."""
+    top = ranked[0].score if ranked else 0.0
+    for position, candidate in enumerate(ranked, start=1):
+        candidate.probability = calibrated_relevance(
+            relevance_features(
+                score=candidate.score, similarity=_similarity(candidate), top_score=top, position=position
+            )
+        )
 
 
 def is_match(candidate: Candidate) -> bool:
@@ -407,4 +455,6 @@ def rank(candidates: list[Candidate], *, filter_topic: str | None = None, limit:
     ranked = [c for c in ranked if QualityFlag.RETRACTED not in c.thought.quality_flags] + [
         c for c in ranked if QualityFlag.RETRACTED in c.thought.quality_flags
     ]
-    return ranked if limit is None else ranked[:limit]
+    ranked = ranked if limit is None else ranked[:limit]
+    calibrate(ranked)
+    return ranked

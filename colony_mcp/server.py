@@ -265,12 +265,23 @@ async def memory_search(
     ] = None,
     filter_category: Annotated[AnyCategory | None, Field(description="Only thoughts of this category.")] = None,
     limit: Annotated[int | None, Field(description="How many sources (1-50, default 10).", ge=1, le=50)] = None,
+    min_relevance: Annotated[
+        float | None,
+        Field(description="Drop sources whose relevance (0-1, on every source) is below this.", ge=0.0, le=1.0),
+    ] = None,
+    inject: Annotated[
+        bool | None,
+        Field(
+            description="true: only sources relevant enough to put into a prompt unasked (the server's default "
+            "threshold, or min_relevance); no sources at all when none is."
+        ),
+    ] = None,
 ) -> CallToolResult:
     """Search the shared brain. Retrieve-only: this never stores anything, whatever the query says.
 
     Call it at the start of every task (the workflow's memory_query_session gate needs the
     trace.session_id it returns) and whenever you need what other agents know. Returns result.sources
-    (thought_id, contributor, score, content_preview, superseded, thought_category, topic,
+    (thought_id, contributor, score, relevance, content_preview, superseded, thought_category, topic,
     matching_reason), result.guidance (what to do next, e.g. a ready consolidates call when a topic
     is fragments without a current state snapshot), highways and pending_corrections. Read a full
     thought with thought_get. The search is logged and reinforces what it returns."""
@@ -285,6 +296,8 @@ async def memory_search(
             filter_topic=filter_topic,
             filter_category=filter_category,
             limit=limit,
+            min_relevance=min_relevance,
+            inject=inject,
         ),
     )
 

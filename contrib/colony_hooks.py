@@ -16,11 +16,13 @@ still enforce the protocol on the server.
 
 The session id: ``COLONY_SESSION_ID`` if set, else Claude Code's ``session_id``. UserPromptSubmit
 searches under it, so it is a Colony session in which this agent queried the brain: put it into a
-task's DNA as ``memory_query_session``. ``colony_stop_hook.py`` reports the turn under the same id.
+task's DNA as ``memory_query_session``. It searches in the injection mode (``inject: true``): only
+sources whose calibrated relevance reaches the server's default threshold are injected; when none
+does, the context is the session id line alone. ``colony_stop_hook.py`` reports the turn under the same id.
 
 Environment: ``COLONY_URL`` (default http://127.0.0.1:8000), ``COLONY_TOKEN`` (the agent's
 token), ``COLONY_SESSION_ID``, ``COLONY_HOOK_TIMEOUT`` (seconds, default 3), ``COLONY_HOOK_SOURCES``
-(sources injected per prompt, default 5).
+(at most this many sources injected per prompt, default 5).
 """
 
 from __future__ import annotations
@@ -172,10 +174,13 @@ def prompt_clean(text: str) -> str:
     return text[:PROMPT_MAX_CHARS]
 
 
-def memory_search(colony: Colony, prompt: str, *, session_id: str, limit: int) -> dict:
+def memory_search(colony: Colony, prompt: str, *, session_id: str, limit: int, inject: bool = False) -> dict:
     """A retrieve-only memory call, POSTed: the same answer as GET /api/v1/memory, but a prompt of
-    10,000 characters can be 90 KB percent-encoded in a URL, over the 64 KB the server reads (414)."""
+    10,000 characters can be 90 KB percent-encoded in a URL, over the 64 KB the server reads (414).
+    ``inject``: the injection mode (only sources relevant enough to inject unasked, often none)."""
     body = {"prompt": prompt_clean(prompt), "contribute": False, "limit": limit}
+    if inject:
+        body["inject"] = True
     if session_id:
         body["session_id"] = session_id
     return colony.call("POST", "memory", body=body)
@@ -218,7 +223,7 @@ def prompt_submit(colony: Colony, event: dict) -> str | None:
         limit = max(1, min(10, int(os.environ.get("COLONY_HOOK_SOURCES", "5"))))
     except ValueError:
         limit = 5
-    brain = memory_search(colony, prompt, session_id=session_of(event), limit=limit)
+    brain = memory_search(colony, prompt, session_id=session_of(event), limit=limit, inject=True)
     result, trace = brain.get("result") or {}, brain.get("trace") or {}
     session_id = trace.get("session_id", "")
     lines = [f"Colony session id: {session_id} (use it as memory_query_session in a task's DNA)."]
@@ -235,8 +240,6 @@ def prompt_submit(colony: Colony, event: dict) -> str | None:
                 f"  - [{source['thought_id']}] {source.get('contributor', '?')}, score {source.get('score', 0):.2f}"
                 f"{tag}: {source.get('content_preview', '')}"
             )
-    else:
-        lines.append("The shared brain has nothing on this yet.")
     guidance = result.get("guidance")
     if guidance:
         lines.append(f"Guidance: {guidance}")

@@ -41,6 +41,7 @@ SOURCE_FIELDS = {
     "thought_id",
     "contributor",
     "score",
+    "relevance",
     "content_preview",
     "refined_by",
     "superseded",

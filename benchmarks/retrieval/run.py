@@ -33,11 +33,13 @@ every evidence turn (an evidence turn missing from the top 10 counts as ranked b
 Ties are broken by turn order, HNSW is the only approximate part; a run is otherwise deterministic.
 
 No-answer prompts are asked like every question but left out of recall and MRR. For them and the
-answerable ones, the injection line gives what Colony's prompt hook (its top 5) would inject: the
-share of no-answer prompts with nothing returned ("silence") and the share of answerable questions
-with an evidence turn in the top 5. ``--rows FILE`` writes one JSON line per question (ids, type,
+answerable ones, the injection lines give what Colony's top 5 would inject, unfiltered and in the
+injection mode the prompt hook uses (sources with ``relevance`` ≥ ``INJECT_MIN_RELEVANCE``): the
+share of no-answer prompts with nothing injected ("silence") and the share of answerable questions
+with an evidence turn injected. ``--rows FILE`` writes one JSON line per question (ids, type,
 split, evidence, and per Colony source its rank, score, dense cosine and rank, BM25 and lexical rank,
-and whether it is evidence): the material to calibrate a relevance estimate on dev.
+its calibrated relevance, and whether it is evidence): what ``python -m
+benchmarks.retrieval.calibrate ROWS`` fits the relevance constants of brain/ranking.py on (dev rows).
 
 Celery jobs the endpoint schedules (contradiction checks) go to an in-memory broker and are dropped:
 they don't change ranking and would need a worker.
@@ -315,28 +317,46 @@ def question_vectors(texts: list[str]) -> list[list[float]]:
 
 @dataclass
 class Injection:
-    """What an injection of Colony's top :data:`INJECT_K` would give today: silence on no-answer
-    prompts (nothing returned), an evidence turn among those returned for answerable questions."""
+    """What Colony's prompt hook would inject: its top :data:`INJECT_K`, with and without the
+    injection mode's filter (``inject: true``: sources with ``relevance`` ≥
+    ``brain.ranking.INJECT_MIN_RELEVANCE``). Silence: a no-answer prompt with nothing injected;
+    evidence: an answerable question with an evidence turn among what is injected."""
 
     noanswer: int = 0
     silent: int = 0
     answerable: int = 0
     with_evidence: int = 0
+    inject_silent: int = 0
+    inject_with_evidence: int = 0
+    injected: int = 0  # sources injected in the injection mode, over all prompts
 
-    def add(self, question, turns: list[str]) -> None:
+    def add(self, question, turns: list[str], relevances: list[float]) -> None:
+        from brain.ranking import INJECT_MIN_RELEVANCE
+
+        top = turns[:INJECT_K]
+        kept = [turn for turn, p in zip(top, relevances, strict=False) if p >= INJECT_MIN_RELEVANCE]
+        self.injected += len(kept)
         if question.type == NOANSWER:
             self.noanswer += 1
-            self.silent += not turns
+            self.silent += not top
+            self.inject_silent += not kept
         else:
             self.answerable += 1
-            self.with_evidence += any(turn in question.evidence for turn in turns[:INJECT_K])
+            self.with_evidence += any(turn in question.evidence for turn in top)
+            self.inject_with_evidence += any(turn in question.evidence for turn in kept)
 
     def as_dict(self) -> dict:
+        def share(part: int, whole: int) -> float:
+            return round(100.0 * part / max(1, whole), 1)
+
         return {
             "noanswer": self.noanswer,
-            "silence": round(100.0 * self.silent / max(1, self.noanswer), 1),
+            "silence": share(self.silent, self.noanswer),
             "answerable": self.answerable,
-            f"evidence_in_top{INJECT_K}": round(100.0 * self.with_evidence / max(1, self.answerable), 1),
+            f"evidence_in_top{INJECT_K}": share(self.with_evidence, self.answerable),
+            "inject_silence": share(self.inject_silent, self.noanswer),
+            "inject_evidence": share(self.inject_with_evidence, self.answerable),
+            "inject_mean_sources": round(self.injected / max(1, self.noanswer + self.answerable), 2),
         }
 
 
@@ -407,7 +427,7 @@ def evaluate(benches: list[Space], questions, *, progress=None, rows=None) -> tu
                 "colony": [source["thought_id"] for source in sources],
             }
             colony_turns = [bench.turn_of_thought.get(i, "?") for i in ranked["colony"]]
-            injection.add(question, colony_turns)
+            injection.add(question, colony_turns, [source["relevance"] for source in sources])
             if rows is not None:
                 rows.append(question_row(bench, baselines, question, sources, dense, lexical))
             if question.type == NOANSWER:
@@ -546,7 +566,15 @@ def print_injection(injection: Injection) -> None:
         f"an evidence turn in the top {INJECT_K} for {figures[f'evidence_in_top{INJECT_K}']:.1f}% "
         f"of {injection.answerable} answerable questions"
     )
-    print("Injection (Colony's top 5, as the prompt hook asks today): " + "; ".join(parts))
+    print(f"Injection, Colony's top {INJECT_K} unfiltered: " + "; ".join(parts))
+    from brain.ranking import INJECT_MIN_RELEVANCE
+
+    mode = []
+    if injection.noanswer:
+        mode.append(f"silence on {figures['inject_silence']:.1f}% of no-answer prompts")
+    mode.append(f"evidence injected for {figures['inject_evidence']:.1f}% of answerable questions")
+    mode.append(f"{figures['inject_mean_sources']:.2f} sources per prompt")
+    print(f"Injection mode (the hook's, relevance >= {INJECT_MIN_RELEVANCE}): " + "; ".join(mode))
 
 
 if __name__ == "__main__":

@@ -78,6 +78,10 @@ class SourceOutputSerializer(serializers.Serializer):
     thought_id = serializers.UUIDField()
     contributor = serializers.CharField(help_text="The contributing agent's registered name.")
     score = serializers.FloatField()
+    relevance = serializers.FloatField(
+        help_text="Calibrated estimate (0-1) of the chance this source is what the asker needs; "
+        "min_relevance and inject filter on it."
+    )
     content_preview = serializers.CharField(help_text="The first 80 characters.")
     refined_by = serializers.UUIDField(allow_null=True)
     superseded = serializers.BooleanField()

@@ -16,6 +16,7 @@ def source_render(candidate: Candidate) -> dict[str, Any]:
         "thought_id": candidate.id,
         "contributor": thought.contributor_name,
         "score": round(candidate.score, 4),
+        "relevance": round(candidate.probability, 4),
         "content_preview": thought.content[:PREVIEW_CHARS],
         "refined_by": str(thought.refined_by_id) if thought.refined_by_id else None,
         "superseded": thought.superseded,

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from brain import embedding as embedder
+from brain import ranking
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.models import QueryLog, Thought
 from brain.selectors import activity, search
@@ -375,7 +376,18 @@ def _retrieve(call: MemoryCall) -> None:
     )
     if call.search.companion_row is not None:
         _logged(call, pheromones.retrieval_record(call.search.companion_row))
+    floor = _min_relevance(request)
+    if floor is not None:
+        call.search.candidates = [c for c in call.search.candidates if c.probability >= floor]
     call.operations.append(f"retrieve:{len(call.sources)}")
+
+
+def _min_relevance(request: dict) -> float | None:
+    """The lowest calibrated relevance a source may have: ``min_relevance`` when given, else
+    ``ranking.INJECT_MIN_RELEVANCE`` in the injection mode (``inject: true``), else none."""
+    if request.get("min_relevance") is not None:
+        return request["min_relevance"]
+    return ranking.INJECT_MIN_RELEVANCE if request.get("inject") else None
 
 
 def _log_fields(call: MemoryCall) -> dict:
