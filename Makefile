@@ -15,7 +15,7 @@ $(STAMP): requirements.txt
 install: $(STAMP)
 
 run: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" exec $(BIN)/python -m core.run
+	PATH="$(CURDIR)/$(BIN):$$PATH" exec $(BIN)/python -m runtime.run
 
 # Debian's Chromium for the browser tests (Playwright drives it; its own download can't be used here).
 # As root apt-get runs directly; otherwise through `sudo -n` (never prompts, so CI can't hang on it).
@@ -52,11 +52,11 @@ lint: $(STAMP)
 # The tests' metric samples go to a folder of their own (emptied first), not into make run's.
 TEST_METRICS := var/test-metrics
 test: $(STAMP) browser redis
-	@was_running=$$($(BIN)/python -m core.embedded_db status | grep -c '^running' || true); \
+	@was_running=$$($(BIN)/python -m runtime.embedded_db status | grep -c '^running' || true); \
 	status=0; rm -rf $(TEST_METRICS); \
 	$(MAKE) --no-print-directory lint && PROMETHEUS_MULTIPROC_DIR="$(CURDIR)/$(TEST_METRICS)" \
 	  PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest || status=$$?; \
-	if [ "$$was_running" = 0 ] && [ -z "$$DATABASE_URL" ]; then $(BIN)/python -m core.embedded_db stop; fi; \
+	if [ "$$was_running" = 0 ] && [ -z "$$DATABASE_URL" ]; then $(BIN)/python -m runtime.embedded_db stop; fi; \
 	exit $$status
 
 # Schemathesis over every operation of /api/schema/ against a live server; prints cases and failures.
@@ -64,10 +64,10 @@ fuzz-api: $(STAMP)
 	$(BIN)/pytest tests/fuzz_api_schemathesis.py -q -s -p no:warnings
 
 db-start: $(STAMP)
-	$(BIN)/python -m core.embedded_db start
+	$(BIN)/python -m runtime.embedded_db start
 
 db-stop: $(STAMP)
-	$(BIN)/python -m core.embedded_db stop
+	$(BIN)/python -m runtime.embedded_db stop
 
 # p50/p95 of the memory, lineage, quality and page endpoints on the seeded colony_bench database.
 # Every benchmark and the command behind each figure: docs/performance.md.
@@ -105,7 +105,7 @@ bench-scale: $(STAMP)
 	$(BIN)/python -m benchmarks.scale --thoughts $(THOUGHTS) $(SCALE_ARGS)
 
 clean:
-	-$(BIN)/python -m core.embedded_db stop
+	-$(BIN)/python -m runtime.embedded_db stop
 	rm -rf var test-artifacts
 
 # Soak and fault harness (benchmarks/soak.py): starts the production shape on the ops ports

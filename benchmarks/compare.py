@@ -12,7 +12,7 @@
    alternating order, so both are measured under the same machine load), with
    pgvector (HNSW, cosine) in the database ``bench_mem0`` of the same embedded PostgreSQL and the
    same all-MiniLM-L6-v2 from the installed model package (sentence-transformers on torch).
-3. Colony runs as the production web server (``python -m core.serve``, uvicorn, ``--workers``) on
+3. Colony runs as the production web server (``python -m runtime.serve``, uvicorn, ``--workers``) on
    127.0.0.1:``--port`` against the database ``bench_colony`` of the same server (recreated each
    run unless ``--reuse`` finds the notes there; ``--reuse`` also keeps Mem0's ``bench_mem0``). The
    notes go in through ``POST /api/v1/thoughts/import`` in batches of 1000, one request per web
@@ -224,7 +224,7 @@ def _mem0_rows(url: str) -> int:
 # --- Colony ---------------------------------------------------------------------------------------
 class ColonyServer:
     """Colony's web server on 127.0.0.1:``port`` against ``database``: the production one
-    (``python -m core.serve``) unless ``command`` names another (e.g. a WSGI reference), with
+    (``python -m runtime.serve``) unless ``command`` names another (e.g. a WSGI reference), with
     ``extra_env`` on top of the benchmark environment."""
 
     def __init__(
@@ -238,7 +238,7 @@ class ColonyServer:
         extra_env: dict[str, str] | None = None,
     ) -> None:
         self.port, self.workers, self.database = port, workers, database
-        self.command = command or [sys.executable, "-m", "core.serve"]
+        self.command = command or [sys.executable, "-m", "runtime.serve"]
         self.url = server_url(database) if reuse else recreate_database(database)
         self.env = {
             **os.environ,

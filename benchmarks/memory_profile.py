@@ -9,7 +9,7 @@ time is spent on"). Prints three views of the same call:
 2. Wall time of every SQL statement the call runs (a Django execute wrapper): database work plus the
    round trip, as the web process waits for it.
 3. ``--servers``: the CPU the web server's processes spend per request over HTTP, for the production
-   server (``python -m core.serve``: uvicorn, ASGI) and, as a reference, gunicorn serving the same
+   server (``python -m runtime.serve``: uvicorn, ASGI) and, as a reference, gunicorn serving the same
    Django app over WSGI (one worker each, one client in sequence, keep-alive).
 
 The database must hold the benchmark notes: run ``python -m benchmarks.compare --notes 10000
@@ -212,7 +212,7 @@ def servers(database: str, calls: int, port: int) -> None:
     granian = [str(bin_dir / "granian"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     granian += ["--log-level", "warning", "--no-access-log"]
     candidates = {
-        "uvicorn (production: core.serve, ASGI)": (None, {}),
+        "uvicorn (production: runtime.serve, ASGI)": (None, {}),
         "gunicorn (reference: WSGI, sync worker)": (gunicorn, {"DATABASE_POOL": "false"}),
         "granian (reference: WSGI, Rust HTTP)": (
             [*granian, "--interface", "wsgi", "--blocking-threads", "1", "config.wsgi:application"],

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.standalone import PgServer, RedisServer
+from tests.standalone import PgServer, RedisServer
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

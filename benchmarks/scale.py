@@ -25,7 +25,7 @@ and measures the memory endpoint over HTTP against the production web server:
    ``--build-memory`` and 2 parallel maintenance workers. The loader, its server backend and the
    build's parallel workers run at ``--nice`` (the machine is shared); the queries at normal
    priority.
-4. Queries: ``python -m core.serve`` (``benchmarks.compare.ColonyServer``) on the database, warmed
+4. Queries: ``python -m runtime.serve`` (``benchmarks.compare.ColonyServer``) on the database, warmed
    up, then ``--queries`` retrieve-only ``GET /api/v1/memory?contribute=false`` calls over HTTP, one
    client: p50/p95/p99, hit@10 (the target thought in the top 10, for the questions naming its
    ticket or its host and a rare word), how often the best answer has the asked component, action and
@@ -535,7 +535,7 @@ def _process_memory(pids: list[int]) -> tuple[float, float]:
 def _postmaster_pid() -> int | None:
     if os.environ.get("BENCH_DATABASE_URL"):
         return None
-    from core import embedded_db
+    from runtime import embedded_db
 
     pidfile = embedded_db.pgdata_dir() / "postmaster.pid"
     return int(pidfile.read_text().split()[0]) if pidfile.exists() else None
@@ -612,7 +612,7 @@ def measure(*, thoughts: int, queries: int, port: int, workers: int) -> dict:
         "postgres_pss_mb": peaks["postgres"][1],
     }
     print(
-        f"memory endpoint, GET /api/v1/memory?contribute=false over HTTP (core.serve, {workers} workers, one client): "
+        f"memory endpoint, GET /api/v1/memory?contribute=false over HTTP ({workers} workers, one client): "
         f"n={len(samples)} p50 {result['p50_ms']:.1f} ms  p95 {result['p95_ms']:.1f} ms  "
         f"p99 {result['p99_ms']:.1f} ms  (mean {result['mean_ms']:.1f})\n"
         f"  hit@10 {result['hit_at_10']:.1%} of the {specific} questions naming one thought; "
@@ -634,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-memory", default="4GB", help="maintenance_work_mem for the index builds")
     parser.add_argument("--nice", type=int, default=5, help="niceness of the load and the index builds")
     parser.add_argument("--port", type=int, default=8260)
-    parser.add_argument("--workers", type=int, default=2, help="web worker processes (core.serve)")
+    parser.add_argument("--workers", type=int, default=2, help="web worker processes (runtime.serve)")
     parser.add_argument("--database", default=DATABASE, help=f"the database (default {DATABASE}), recreated")
     parser.add_argument("--reuse", action="store_true", help="keep the database and the rows it holds")
     parser.add_argument("--load-only", action="store_true", help="no queries")

@@ -20,7 +20,7 @@ def bench_url(database: str = BENCH_DATABASE, *, env: str = "BENCH_DATABASE_URL"
     if os.environ.get("DATABASE_URL"):
         parsed = urlparse(os.environ["DATABASE_URL"])
         return urlunparse(parsed._replace(path=f"/{database}"))
-    from core import embedded_db
+    from runtime import embedded_db
 
     embedded_db.ensure_running()
     return embedded_db.url(database)
@@ -32,7 +32,7 @@ def server_url(database: str) -> str:
     if os.environ.get("BENCH_DATABASE_URL"):
         parsed = urlparse(os.environ["BENCH_DATABASE_URL"])
         return urlunparse(parsed._replace(path=f"/{database}"))
-    from core import embedded_db
+    from runtime import embedded_db
 
     embedded_db.ensure_running()
     return embedded_db.url(database)

@@ -5,9 +5,9 @@ check from the client's own log.
         [--fault-worker] [--fault-postgres] [--fault-redis] [--redis-down 30] [--postgres-down 10]
         [--web-workers 2] [--threads 24]
 
-Without ``--target`` it starts Colony in its production shape on the ops ports (``core/standalone.py``):
+Without ``--target`` it starts Colony in its production shape on the ops ports (``tests/standalone.py``):
 PostgreSQL from the embedded wheel on 127.0.0.1:5440 over TCP, its own redis-server on 6390 as the
-broker, ``python -m core.serve`` (uvicorn, several workers) on 8400, two Celery workers and beat,
+broker, ``python -m runtime.serve`` (uvicorn, several workers) on 8400, two Celery workers and beat,
 all under Colony's supervisor; faults need this (they stop and kill those processes). With
 ``--target`` it drives a running server; ``DATABASE_URL`` must then name that server's database (the
 soak creates its agents there and reads it for the ground truth).
@@ -118,7 +118,7 @@ class Stack:
     """PostgreSQL (TCP), Redis, web, two workers and beat under the supervisor, in ``folder``."""
 
     def __init__(self, folder: Path, *, web_workers: int, port: int = WEB_PORT):
-        from core.standalone import PgServer, RedisServer
+        from tests.standalone import PgServer, RedisServer
 
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
@@ -160,13 +160,13 @@ class Stack:
         procfile = self.folder / "Procfile"
         worker = "celery -A config.celery:app worker --loglevel WARNING --concurrency 1 --without-gossip"
         procfile.write_text(
-            "web: python -m core.serve\n"
+            "web: python -m runtime.serve\n"
             f"worker1: {worker} --hostname soak-worker1@%h\n"
             f"worker2: {worker} --hostname soak-worker2@%h\n"
             f"beat: celery -A config.celery:app beat --loglevel WARNING --schedule {self.folder / 'beat-schedule'}\n"
         )
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "core.supervisor", str(procfile)],
+            [sys.executable, "-m", "runtime.supervisor", str(procfile)],
             cwd=BASE_DIR,
             env=self.env,
             stdout=self.log.open("w"),
@@ -448,7 +448,7 @@ class Sampler(threading.Thread):
             line = " ".join(proc.cmdline())
         except Exception:  # noqa: BLE001 - a process that just went away
             return "other"
-        if "core.serve" in line or "uvicorn" in line or "multiprocessing" in line:
+        if "runtime.serve" in line or "uvicorn" in line or "multiprocessing" in line:
             return "web"
         if " beat" in line:
             return "beat"

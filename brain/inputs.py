@@ -9,8 +9,8 @@ import math
 
 from rest_framework import serializers
 
+from api import fields as strict
 from brain.choices import SourceRefType, ThoughtCategory, topic_normal
-from core import fields as strict
 
 #: Transition markers are written by the task workflow itself, never through the memory endpoint.
 CONTRIBUTABLE_CATEGORIES = [c for c in ThoughtCategory.values if c != ThoughtCategory.TRANSITION_MARKER]

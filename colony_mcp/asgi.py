@@ -37,8 +37,8 @@ from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
 
+from api.errors import asgi_json_send, database_outage_response, error_body
 from colony_mcp.server import mcp
-from core.errors import asgi_json_send, database_outage_response, error_body
 
 logger = logging.getLogger("colony.mcp")
 
@@ -72,7 +72,7 @@ def _lookup_agent(raw_token: str) -> dict | None:
 
 def _failure(exc: Exception) -> tuple[int, dict, list[tuple[bytes, bytes]]]:
     """The answer to a failed token lookup: 503 + Retry-After when the database is down or busy (what
-    REST answers, ``core.errors.database_outage_response``), else a logged 500; both in the envelope.
+    REST answers, ``api.errors.database_outage_response``), else a logged 500; both in the envelope.
     Synchronous (it may look at the connection pool): run it in the executor."""
     outage = database_outage_response(None, exc)
     if outage is None:

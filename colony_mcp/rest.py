@@ -26,7 +26,7 @@ from django.db import close_old_connections
 from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
-from core.errors import error_body
+from api.errors import error_body
 
 logger = logging.getLogger("colony.mcp")
 
@@ -152,7 +152,7 @@ def rest_call(
 
 def _close(response) -> None:
     """What a WSGI server does once the answer is out: the work after the response runs (its failures are
-    logged by ``core.responses``), then ``request_finished`` gives the database connection back."""
+    logged by ``api.responses``), then ``request_finished`` gives the database connection back."""
     try:
         response.close()
     except Exception:  # noqa: BLE001 - the caller has its answer; nothing to hand the error to

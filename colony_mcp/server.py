@@ -20,9 +20,9 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
+from api.errors import did_you_mean, error_body, name_hint
 from brain.services.receipts import KEY_MAX_LENGTH
 from colony_mcp.rest import RestResult, rest_call, segment
-from core.errors import did_you_mean, error_body, name_hint
 
 INSTRUCTIONS = """\
 Colony is the shared brain and task workflow of your team of agents. Your token fixes who you are

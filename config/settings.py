@@ -70,14 +70,14 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # First: an unknown Host header gets a short 400, never Django's technical page.
-    "core.hosts.RejectUnknownHost",
+    "api.hosts.RejectUnknownHost",
     "core.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (admin, pages, API docs) from the web process itself, under any server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "core.middleware.ApiInputGuardMiddleware",
+    "api.middleware.ApiInputGuardMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -85,7 +85,7 @@ MIDDLEWARE = [
     # A read-only URL token (?token=) works on GET /api/v1/memory only; refused everywhere else.
     "core.auth.UrlTokenGuard",
     # Innermost: sees a view's "database unreachable" first and answers 503 + Retry-After.
-    "core.errors.DatabaseUnavailableMiddleware",
+    "api.errors.DatabaseUnavailableMiddleware",
     # django-axes: answers a locked-out login (the failed-login throttle below).
     "axes.middleware.AxesMiddleware",
 ]
@@ -131,7 +131,7 @@ def database_from_url(url: str) -> dict:
             "(or ?host=/socket/dir for a unix socket)."
         )
     return {
-        "ENGINE": "core.postgresql",  # Django's, with a pool that reuses the connection returned last
+        "ENGINE": "runtime.postgresql",  # Django's, with a pool that reuses the connection returned last
         "NAME": unquote(parsed.path.lstrip("/")) or "colony",
         "USER": unquote(parsed.username or ""),
         "PASSWORD": unquote(parsed.password or ""),
@@ -148,7 +148,7 @@ def database_from_url(url: str) -> dict:
 DATABASE_URL = env("DATABASE_URL", "")
 EMBEDDED_DATABASE = not DATABASE_URL
 if EMBEDDED_DATABASE:
-    from core import embedded_db
+    from runtime import embedded_db
 
     os.environ.setdefault("COLONY_DATA_DIR", str(COLONY_DATA_DIR))
     DATABASE_URL = embedded_db.ensure_running()
@@ -182,7 +182,7 @@ def prepared_statement_options(options: dict) -> dict:
 if DATABASE_PREPARED_STATEMENTS:
     DATABASES["default"]["OPTIONS"] = prepared_statement_options(DATABASES["default"]["OPTIONS"])
 # A psycopg connection pool per process instead of persistent connections. The web process (ASGI,
-# core/serve.py) turns it on: under ASGI every request runs in its own thread and context, so a
+# runtime/serve.py) turns it on: under ASGI every request runs in its own thread and context, so a
 # persistent connection (CONN_MAX_AGE > 0) is never reused and stays open until PostgreSQL runs out
 # of connection slots ("too many clients"). Each pooled connection is checked before use, so a
 # restarted database costs no failed request; a request waits at most DATABASE_CONNECT_TIMEOUT for
@@ -238,12 +238,12 @@ TOKEN_CACHE_SECONDS = env("TOKEN_CACHE_SECONDS", 10)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["core.auth.AgentTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["core.auth.IsAgent"],
-    "DEFAULT_PARSER_CLASSES": ["core.parsers.StrictJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "core.responses.AnswerInJSON",
-    "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "api.responses.AnswerInJSON",
+    "EXCEPTION_HANDLER": "api.errors.api_exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["core.throttling.TokenRateThrottle"],
-    "DEFAULT_SCHEMA_CLASS": "core.schema.ColonyAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "api.schema.ColonyAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -262,8 +262,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "core.schema.forbid_nul_in_requests",
-        "core.schema.truthful_requests",
+        "api.schema.forbid_nul_in_requests",
+        "api.schema.truthful_requests",
         "brain.apis.memory.memory_schema_rules",
         "tasks.apis.task_schema_rules",
     ],
@@ -323,7 +323,7 @@ EMBEDDING_MODEL = env("EMBEDDING_MODEL", "")
 EMBEDDING_DIMENSIONS = 384
 # Threads for embedding one request's prompt (batches: EMBEDDING_BATCH_THREADS); 0 = all cores.
 EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
-#: Threads for one batch (imports, re-embedding); 0 = all cores. The production server (core.serve) sets
+#: Threads for one batch (imports, re-embedding); 0 = all cores. The production server (runtime.serve) sets
 #: cores // WEB_WORKERS for its workers, so concurrent imports in two workers don't oversubscribe the cores.
 EMBEDDING_BATCH_THREADS = env("EMBEDDING_BATCH_THREADS", 0)
 for _name, _threads in (("EMBEDDING_THREADS", EMBEDDING_THREADS), ("EMBEDDING_BATCH_THREADS", EMBEDDING_BATCH_THREADS)):
@@ -343,9 +343,9 @@ EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024)
 STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
 # Items per POST /api/v1/thoughts/import request (one batch, all or nothing).
 IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
-# Largest request body the web server reads (core.body_limit), checked before the body is read; larger:
+# Largest request body the web server reads (api.body_limit), checked before the body is read; larger:
 # 413 REQUEST_TOO_LARGE. The import's, in MB (default: 64 KB per item of a full batch, 62.5 MB for 1,000),
-# and every other path's (/mcp included), in KB: core/body_limit.py says how each default is sized.
+# and every other path's (/mcp included), in KB: api/body_limit.py says how each default is sized.
 MAX_REQUEST_BODY_MB = env("MAX_REQUEST_BODY_MB", IMPORT_BATCH_MAX_ITEMS * 64 / 1024)
 if MAX_REQUEST_BODY_MB <= 0:
     raise ImproperSetting(f"MAX_REQUEST_BODY_MB must be a positive number of megabytes (got {MAX_REQUEST_BODY_MB}).")

@@ -2,8 +2,8 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views import defaults
 
+from api.errors import api_not_found, json_404, json_500
 from core.apis import ApiDocsRedocView, ApiDocsSwaggerView, ApiSchemaView
-from core.errors import api_not_found, json_404, json_500
 from core.metrics import metrics_view
 
 api_v1 = [
@@ -35,7 +35,7 @@ def handler404(request, exception):
 def handler500(request):
     import sys
 
-    from core.errors import database_outage_response
+    from api.errors import database_outage_response
 
     # Called while the exception is being handled: a database outage outside a view (a middleware)
     # is still a 503, not a 500.

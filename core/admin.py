@@ -2,8 +2,8 @@ from django import forms
 from django.contrib import admin
 from django.db import models
 
+from api.parsers import JSONTooDeep, unstorable_text
 from core.models import Agent, AgentToken, Space
-from core.parsers import JSONTooDeep, unstorable_text
 
 
 class StorableJSONFormField(forms.JSONField):

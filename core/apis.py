@@ -5,8 +5,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.errors import envelope_response
 from core.choices import AgentRole
-from core.errors import envelope_response
 from core.health import health_summary
 
 

@@ -6,7 +6,7 @@ class CoreConfig(AppConfig):
     verbose_name = "Spaces and agents"
 
     def ready(self):
-        from core import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from api import schema  # noqa: F401  (registers the OpenAPI auth extension)
         from core.logging import install_access_log_masking
 
         install_access_log_masking()

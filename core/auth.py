@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
+from api.errors import Forbidden, ValidationFailed
 from core import services
-from core.errors import Forbidden, ValidationFailed
 from core.models import Agent
 
 URL_TOKEN_PARAM = "token"  # noqa: S105 - a parameter name and a message, not secrets
@@ -94,7 +94,7 @@ class UrlTokenGuard:
         if URL_TOKEN_PARAM in request.GET and not url_token_allowed(request):
             from django.http import JsonResponse
 
-            from core.errors import error_body
+            from api.errors import error_body
 
             return JsonResponse(error_body("URL_TOKEN_NOT_ALLOWED", URL_TOKEN_REFUSED), status=403)
         return None

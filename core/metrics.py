@@ -18,7 +18,7 @@ gauges apps register with :func:`metrics_register_gauge` (``colony_thoughts_wait
 
 The samples of a process stay in its files after it ends (so a restarted worker's counts don't go
 back), which is right within one run of Colony and wrong across runs: ``make run`` empties the folder
-when it starts (``core.run.metrics_of_earlier_runs_clear``); under another service manager, empty it
+when it starts (``runtime.run.metrics_of_earlier_runs_clear``); under another service manager, empty it
 before the web and worker processes start.
 
 Who may read it: requests from a loopback address while ``METRICS_ALLOW_LOCALHOST`` is true (the

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from core.errors import NotFound
+from api.errors import NotFound
 from core.models import Agent, Space
 
 

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from api.errors import Conflict, NotFound, ValidationFailed, did_you_mean
 from core.choices import DEFAULT_SPACE_SLUG, ROLE_SYNONYMS, AgentRole
-from core.errors import Conflict, NotFound, ValidationFailed, did_you_mean
 from core.models import Agent, AgentToken, Space, UrlToken, WorkerHeartbeat
 
 TOKEN_PREFIX = "col_"  # noqa: S105 - a public token prefix

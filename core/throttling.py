@@ -161,7 +161,7 @@ def throttle_wait(token) -> float:
     try:
         return throttle_store().hit(key, interval=interval, tolerance=tolerance)
     except Exception as exc:
-        from core.errors import is_database_unavailable
+        from api.errors import is_database_unavailable
 
         if is_database_unavailable(exc):
             raise

@@ -7,8 +7,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import fields as strict
-from core.schema import error_responses, json_value_schema
+from api import fields as strict
+from api.schema import error_responses, json_value_schema
 from quality.selectors import quality_metrics
 from quality.services.turns import MAX_ITEMS, turn_log_create
 

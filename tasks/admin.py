@@ -7,8 +7,8 @@ board will call. Status is read-only here: only ``task_transition`` changes it.
 
 from django.contrib import admin, messages
 
+from api.errors import ApplicationError
 from core.admin import ColonyModelAdmin
-from core.errors import ApplicationError
 from tasks.choices import TaskStatus
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog
 from tasks.services.confirmations import task_confirm_human

@@ -10,10 +10,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import fields as strict
-from core import paging
+from api import fields as strict
+from api import paging
+from api.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 from core.choices import ROLE_SYNONYMS, AgentRole
-from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 from tasks import selectors, workflow
 from tasks.choices import RESTORE, ApprovalMode, TaskStatus, TaskType
 from tasks.outputs import ProjectOutputSerializer, TaskOutputSerializer, TransitionOutputSerializer, task_detail_output

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from core.fields import FieldsReusedPerThread
+from api.fields import FieldsReusedPerThread
 from tasks import selectors
 
 DETAIL_TRANSITIONS = 10
@@ -20,7 +20,7 @@ class ProjectOutputSerializer(serializers.Serializer):
 
 
 # Task and transition outputs are built on every task request: their fields are kept per thread
-# (core.fields.FieldsReusedPerThread; each instance is built, read and dropped in turn).
+# (api.fields.FieldsReusedPerThread; each instance is built, read and dropped in turn).
 class TransitionOutputSerializer(FieldsReusedPerThread, serializers.Serializer):
     id = serializers.IntegerField()
     rule = serializers.CharField(source="rule_key")

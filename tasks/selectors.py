@@ -9,11 +9,11 @@ from django.db import connection
 from django.db.models import F, Prefetch, QuerySet, Window
 from django.db.models.functions import RowNumber
 
+from api.errors import NotFound, ValidationFailed, did_you_mean
+from api.paging import order_by
 from core.choices import ROLE_SYNONYMS
 from core.db import prepared_cursor
-from core.errors import NotFound, ValidationFailed, did_you_mean
 from core.models import Space
-from core.paging import order_by
 from tasks.choices import ROLE_ACTORS, TaskStatus, TaskType
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog
 from tasks.workflow import MQS
@@ -105,7 +105,7 @@ def task_get(*, space: Space, id_or_slug: str) -> Task:
 
 
 #: The list's order, the newest change first; unique as a whole, so it is also the paging cursor's key
-#: (core.paging). A task that changes while an agent pages moves to the front, before the cursor.
+#: (api.paging). A task that changes while an agent pages moves to the front, before the cursor.
 TASK_LIST_ORDER = (("updated_at", True, datetime), ("slug", False, str), ("id", False, uuid.UUID))
 
 

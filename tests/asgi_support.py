@@ -56,7 +56,7 @@ class AsgiServer:
         import uvicorn
 
         from config.asgi import django_application, make_application
-        from core.serve import HTTP_PROTOCOL
+        from runtime.serve import HTTP_PROTOCOL
 
         # A fresh application per server: the MCP session manager runs once per instance.
         application = make_application(django_application)

@@ -7,8 +7,9 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from config.celery import app as celery_app
-from core import embedded_db, services
+from core import services
 from core.models import Space
+from runtime import embedded_db
 
 
 def pytest_configure(config):

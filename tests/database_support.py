@@ -10,7 +10,7 @@ import psycopg
 
 def server_url(database: str) -> str:
     """``database`` on the embedded server (started if it is not running)."""
-    from core import embedded_db
+    from runtime import embedded_db
 
     embedded_db.ensure_running()
     return embedded_db.url(database)

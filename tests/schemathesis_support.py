@@ -139,7 +139,7 @@ CROSS_FIELD_RULES = {
 
 
 def holds_no_nul(case) -> bool:
-    from core.parsers import unstorable_paths
+    from api.parsers import unstorable_paths
 
     return not unstorable_paths(case.body) if isinstance(case.body, (dict, list)) else True
 

@@ -240,14 +240,14 @@ def test_a_string_of_exactly_max_length_with_surrounding_whitespace_inside_it_is
 
 
 def test_memory_input_fields_are_reused_per_thread_with_each_instances_context():
-    """The memory endpoint's input serializer builds its fields once per thread (core.fields.
+    """The memory endpoint's input serializer builds its fields once per thread (api.fields.
     FieldsReusedPerThread); each instance still validates with its own data and context."""
     import threading
 
     from django.http import QueryDict
 
+    from api import fields as strict
     from brain.inputs import MemoryInputSerializer
-    from core import fields as strict
 
     body = MemoryInputSerializer(data={"prompt": "x", "limit": "5"})  # a string limit in a JSON body: refused
     assert not body.is_valid() and set(body.errors) == {"limit"}
@@ -288,7 +288,7 @@ DEEP = [
 @pytest.mark.parametrize(("method", "path", "body"), DEEP)
 def test_a_body_nested_too_deep_is_a_parse_error(world, dev, method, path, body, depth):
     """~900 levels ran Python's json (or a walk of the value after it) into the recursion limit: a 500."""
-    from core.parsers import MAX_JSON_DEPTH
+    from api.parsers import MAX_JSON_DEPTH
 
     before = counts()
     response = getattr(dev, method)(path, body % nested(depth), content_type="application/json")

@@ -71,6 +71,6 @@ def test_the_benchmark_url_comes_from_its_variable_then_database_url_then_the_em
     assert bench_url("probe", env="BENCH_PROBE_URL") == "postgresql://u:p@prod.example:5432/probe"
 
     monkeypatch.delenv("DATABASE_URL")
-    from core import embedded_db
+    from runtime import embedded_db
 
     assert bench_url("probe", env="BENCH_PROBE_URL") == embedded_db.url("probe")

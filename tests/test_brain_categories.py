@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
+from api.errors import ValidationFailed
 from brain.choices import ThoughtCategory
 from brain.services.categories import REQUIRED_FIELDS, category_missing_fields, category_validate
-from core.errors import ValidationFailed
 
 COMPLETE = {
     "topic": "xpollination-gruendung",

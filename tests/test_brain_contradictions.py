@@ -182,7 +182,7 @@ def test_a_memory_contribution_sends_its_check_after_the_answer_once_committed(d
     """Publishing the job (~2.5 ms of kombu) is no longer part of the contribution's answer."""
     from django.db import connection
 
-    from core.responses import ResponseThenWork
+    from api.responses import ResponseThenWork
 
     closing, sent = [], []
     close = ResponseThenWork.close

@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from api.errors import NotFound, ServiceFailure, ValidationFailed
 from brain import embedding
 from brain.models import Thought
 from brain.services import corrections
@@ -26,7 +27,6 @@ from brain.services.flags import correction_guard
 from brain.services.lineage import lineage_supersede
 from brain.services.retraction import thought_retract
 from brain.services.thoughts import thought_create, thought_link_related
-from core.errors import NotFound, ServiceFailure, ValidationFailed
 
 pytestmark = pytest.mark.django_db
 

@@ -167,7 +167,7 @@ def test_a_batch_runs_on_embedding_batch_threads_and_a_prompt_on_embedding_threa
 
 @pytest.mark.parametrize(("cores", "workers", "threads"), [(2, 2, 1), (4, 2, 2), (8, 3, 2), (1, 4, 1)])
 def test_the_production_server_shares_the_cores_among_its_workers_batches(monkeypatch, cores, workers, threads):
-    from core import serve
+    from runtime import serve
 
     monkeypatch.setattr(serve.os, "cpu_count", lambda: cores)
     assert serve.batch_threads(workers) == threads
@@ -176,7 +176,7 @@ def test_the_production_server_shares_the_cores_among_its_workers_batches(monkey
 def test_the_production_server_hands_its_workers_the_batch_thread_setting(monkeypatch):
     import uvicorn
 
-    from core import serve
+    from runtime import serve
 
     ran = {}
     # main() sets process-wide variables (COLONY_WEB_PROCESS...): give it a copy of the environment.

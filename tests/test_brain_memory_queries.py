@@ -18,7 +18,7 @@ STATEMENT = "The deploy pipeline runs the database migrations before restarting 
 
 def _statements(client, body, *, split: bool = False):
     """The SQL of one memory call; with ``split``, (before the response is sent, after it)."""
-    from core.responses import ResponseThenWork
+    from api.responses import ResponseThenWork
 
     sent_at = []
     close = ResponseThenWork.close
@@ -84,7 +84,7 @@ def test_a_retrieve_only_call_waits_for_the_database_twice_before_its_answer(
     Sync, the search, COMMIT, the query log)."""
     import psycopg
 
-    from core.responses import ResponseThenWork
+    from api.responses import ResponseThenWork
 
     client = agent_factory("dev")
     _seed(thought_factory, 30)

@@ -440,8 +440,8 @@ def test_a_retrieve_only_calls_row_is_there_before_its_answer_and_names_its_resu
     """The search writes the row (one round trip less before the answer): when the answer goes out,
     another connection (a memory gate of the workflow) sees the session queried, the row's results JSON
     null and nothing for a fold to take; right after the response they are named and counted."""
+    from api.responses import ResponseThenWork
     from brain.selectors.activity import agent_session_query_times
-    from core.responses import ResponseThenWork
 
     thoughts = [thought_factory(text) for text in TEXTS]
     client = agent_factory("dev")

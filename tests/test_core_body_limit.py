@@ -1,4 +1,4 @@
-"""core.body_limit: a request body over its route's limit is refused (413) before it is read whole,
+"""api.body_limit: a request body over its route's limit is refused (413) before it is read whole,
 in front of Django (through the WSGI bridge) and /mcp alike (tests/security/test_body_limits.py: the
 limit of each route)."""
 
@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from core.body_limit import BodyLimit, BodyTooLarge
-from core.wsgi_bridge import WsgiBridge
+from api.body_limit import BodyLimit, BodyTooLarge
+from runtime.wsgi_bridge import WsgiBridge
 
 LIMIT = 1000
 

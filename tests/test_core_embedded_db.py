@@ -19,7 +19,7 @@ from django.conf import settings
 def run(args, data_dir):
     env = {"COLONY_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
     return subprocess.run(
-        [sys.executable, "-m", "core.embedded_db", *args],
+        [sys.executable, "-m", "runtime.embedded_db", *args],
         cwd=settings.BASE_DIR,
         env=env,
         capture_output=True,
@@ -53,10 +53,10 @@ INTERRUPTIBLE_START = """
 import signal, sys
 
 def interrupt(*_):
-    raise KeyboardInterrupt  # as make run's core.run does with SIGTERM while it starts
+    raise KeyboardInterrupt  # as make run's runtime.run does with SIGTERM while it starts
 
 signal.signal(signal.SIGTERM, interrupt)
-from core import embedded_db
+from runtime import embedded_db
 
 try:
     embedded_db.ensure_running()

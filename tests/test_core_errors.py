@@ -6,7 +6,7 @@ import pytest
 from django.urls import path
 from rest_framework.views import APIView
 
-from core.errors import Conflict
+from api.errors import Conflict
 
 pytestmark = pytest.mark.django_db
 
@@ -69,7 +69,7 @@ def test_application_error_keeps_its_code_and_status(dev):
 def test_validation_errors_map_to_validation_error_with_fields():
     from rest_framework import serializers
 
-    from core.errors import api_exception_handler
+    from api.errors import api_exception_handler
 
     class S(serializers.Serializer):
         prompt = serializers.CharField(max_length=5)
@@ -100,7 +100,7 @@ MEANT_NAMES = ["state_snapshot", "decision_record", "operational_learning", "tas
 
 
 def test_meant_finds_case_spaces_synonyms_misspellings_and_words_of_a_name():
-    from core.errors import meant
+    from api.errors import meant
 
     assert meant(" Decision_Record ", MEANT_NAMES) == "decision_record"
     assert meant("done", ["active", "complete"], synonyms={"done": "complete"}) == "complete"

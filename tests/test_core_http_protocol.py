@@ -1,4 +1,4 @@
-"""core.http_protocol: what uvicorn refuses before Colony sees it comes in the API's error envelope."""
+"""runtime.http_protocol: what uvicorn refuses before Colony sees it comes in the API's error envelope."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from core.http_protocol import MAX_URL_BYTES
+from runtime.http_protocol import MAX_URL_BYTES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,5 +1,5 @@
 """`make run` hands its process to Colony's supervisor: a SIGTERM sent to the recipe's process (what
-`pgrep -f core.run` finds, what `kill` of make's child hits) reaches `core.run` itself, which stops the
+`pgrep -f runtime.run` finds, what `kill` of make's child hits) reaches `runtime.run` itself, which stops the
 stack. Before, make's shell sat between them and died alone, leaving everything running. (A signal to
 the whole process group, Ctrl-C or `timeout make run`, stopped everything either way.)
 
@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from core.standalone import free_port
 from tests.process_support import alive, children
+from tests.standalone import free_port
 
 STAND_IN = """#!/bin/sh
 trap 'echo terminated >> "$RECORD"; exit 0' TERM
@@ -65,8 +65,8 @@ def test_sigterm_to_the_recipe_process_reaches_core_run(tmp_path: Path):
         line = _wait_for(lambda: record.exists() and record.read_text().strip())
         assert line, "the recipe never started python"
         pid, parent, *args = line.split()
-        assert args == ["-m", "core.run"]
-        assert int(parent) == make.pid, "a shell sits between make and core.run"
+        assert args == ["-m", "runtime.run"]
+        assert int(parent) == make.pid, "a shell sits between make and runtime.run"
 
         os.kill(int(pid), signal.SIGTERM)
         assert make.wait(20) == 0, make.stdout.read()
@@ -83,7 +83,7 @@ def test_sigterm_to_the_recipe_process_reaches_core_run(tmp_path: Path):
 
 
 def _run_env(data: Path, *, web_port: int, database_port: int, connect_timeout: int) -> dict[str, str]:
-    """core.run's environment: its web on ``web_port``, its database a socket on ``database_port``
+    """runtime.run's environment: its web on ``web_port``, its database a socket on ``database_port``
     that is no PostgreSQL, its data folder ``data``."""
     return {
         **os.environ,
@@ -98,7 +98,7 @@ def _run_env(data: Path, *, web_port: int, database_port: int, connect_timeout: 
 @contextlib.contextmanager
 def _listening():
     """A port something listens on and never answers (a taken web port, or a "database" that holds
-    core.run in its migrate step)."""
+    runtime.run in its migrate step)."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
@@ -106,15 +106,20 @@ def _listening():
 
 
 def _core_run(env: dict[str, str]) -> subprocess.CompletedProcess:
-    """core.run to its end (a refusal, in these tests), its output captured."""
+    """runtime.run to its end (a refusal, in these tests), its output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "core.run"], cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "runtime.run"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def _start_core_run(env: dict[str, str], log: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "core.run"],
+        [sys.executable, "-m", "runtime.run"],
         cwd=settings.BASE_DIR,
         env=env,
         stdout=log.open("w"),
@@ -152,7 +157,7 @@ def test_make_run_with_its_port_taken_starts_no_embedded_database(tmp_path: Path
 
 
 def test_sigterm_while_starting_stops_the_start_up_step(tmp_path: Path):
-    """SIGTERM (or SIGHUP) during the start-up steps ended core.run by the signal's default action: the
+    """SIGTERM (or SIGHUP) during the start-up steps ended runtime.run by the signal's default action: the
     step it was running ran on, and an embedded database it had started was never stopped."""
     log = tmp_path / "run.log"
     with _listening() as silent:  # a "database" that accepts connections and never answers: migrate waits on it
@@ -160,12 +165,12 @@ def test_sigterm_while_starting_stops_the_start_up_step(tmp_path: Path):
         step = None
         try:
             found = _wait_for(lambda: [pid for pid, cmd in children(run.pid).items() if "manage.py migrate" in cmd], 60)
-            assert found, f"core.run never reached its migrate step:\n{log.read_text()}"
+            assert found, f"runtime.run never reached its migrate step:\n{log.read_text()}"
             [step] = found
             os.kill(run.pid, signal.SIGTERM)
             assert run.wait(20) == 130, log.read_text()
             assert "[colony] stopped while starting." in log.read_text()
-            assert _wait_for(lambda: not alive(step), 10), "the migrate step outlived core.run"
+            assert _wait_for(lambda: not alive(step), 10), "the migrate step outlived runtime.run"
         finally:
             if run.poll() is None:
                 run.kill()
@@ -186,7 +191,7 @@ def test_make_run_empties_the_metrics_folder_of_its_data_folder(tmp_path: Path, 
     (folder / "histogram_999999.db").write_bytes(b"an earlier run's samples")
     (folder / "notes.txt").write_text("not a sample file")
     log = tmp_path / "run.log"
-    with _listening() as silent:  # migrate waits on this "database": core.run stays in its start-up
+    with _listening() as silent:  # migrate waits on this "database": runtime.run stays in its start-up
         env = _run_env(data, web_port=free_port(), database_port=silent, connect_timeout=60)
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # the settings' default: <data>/metrics
         if not inside:
@@ -194,7 +199,7 @@ def test_make_run_empties_the_metrics_folder_of_its_data_folder(tmp_path: Path, 
         run = _start_core_run(env, log)
         try:
             reached = _wait_for(lambda: any("manage.py migrate" in c for c in children(run.pid).values()), 60)
-            assert reached, f"core.run never reached its migrate step:\n{log.read_text()}"
+            assert reached, f"runtime.run never reached its migrate step:\n{log.read_text()}"
         finally:
             run.terminate()
             run.wait(30)
@@ -232,7 +237,7 @@ def test_a_second_make_run_on_the_same_data_folder_refuses_at_once(tmp_path: Pat
 
 def _embedded(data: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "core.embedded_db", *args],
+        [sys.executable, "-m", "runtime.embedded_db", *args],
         cwd=settings.BASE_DIR,
         env={**os.environ, "COLONY_DATA_DIR": str(data)},
         capture_output=True,
@@ -270,7 +275,7 @@ def test_make_run_stops_the_embedded_database_only_if_it_started_it(tmp_path: Pa
         if running_before:
             assert "not running" not in status, log.read_text()
             assert "[colony] leaving the embedded PostgreSQL running" in log.read_text()
-            assert "core.embedded_db stop" in log.read_text()
+            assert "runtime.embedded_db stop" in log.read_text()
         else:
             assert "not running" in status, log.read_text()
             assert "[colony] stopping embedded PostgreSQL ..." in log.read_text()
@@ -280,7 +285,7 @@ def test_make_run_stops_the_embedded_database_only_if_it_started_it(tmp_path: Pa
 
 
 def test_sigterm_while_the_embedded_database_starts_stops_make_run_cleanly(tmp_path: Path):
-    """SIGTERM while core.run read its settings (which start the embedded database) ended it with a
+    """SIGTERM while runtime.run read its settings (which start the embedded database) ended it with a
     KeyboardInterrupt traceback: that step was outside the try that says "stopped while starting"."""
     import fasteners
 
@@ -289,7 +294,7 @@ def test_sigterm_while_the_embedded_database_starts_stops_make_run_cleanly(tmp_p
     log = tmp_path / "run.log"
     env = _run_env(data, web_port=free_port(), database_port=0, connect_timeout=5)
     del env["DATABASE_URL"]
-    # Another process starting the same server holds its start lock: core.run waits in that step.
+    # Another process starting the same server holds its start lock: runtime.run waits in that step.
     with fasteners.InterProcessLock(str(data / "pgdata.start.lock")):
         run = _start_core_run(env, log)
         try:

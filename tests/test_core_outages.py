@@ -7,7 +7,7 @@ import psycopg
 import pytest
 from django.db import utils as db_utils
 
-from core.errors import is_database_busy, is_database_unavailable
+from api.errors import is_database_busy, is_database_unavailable
 
 
 @pytest.mark.django_db

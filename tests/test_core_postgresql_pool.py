@@ -1,10 +1,10 @@
-"""core.postgresql: the web process's connection pool hands out the connection returned last
+"""runtime.postgresql: the web process's connection pool hands out the connection returned last
 (a worker's consecutive calls stay on one PostgreSQL backend; docs/performance.md)."""
 
 import pytest
 from django.db import connection, connections
 
-from core.postgresql.base import DatabaseWrapper, MostRecentFirst, prefer_most_recent
+from runtime.postgresql.base import DatabaseWrapper, MostRecentFirst, prefer_most_recent
 
 
 def _pool(size: int):

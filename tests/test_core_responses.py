@@ -1,4 +1,4 @@
-"""core.responses.ResponseThenWork: work that runs once the answer is out (the WSGI close() hook),
+"""api.responses.ResponseThenWork: work that runs once the answer is out (the WSGI close() hook),
 and the memory call's reinforcement, which runs there (tests/test_core_wsgi_bridge.py shows the
 bridge calling close() only after the last byte is sent)."""
 
@@ -11,9 +11,9 @@ from django.core.signals import request_finished
 from django.db import close_old_connections
 from rest_framework.test import APIRequestFactory
 
+from api.responses import ResponseThenWork
 from brain.apis.memory import MemoryApi
 from brain.models import QueryLog, Thought
-from core.responses import ResponseThenWork
 
 
 @pytest.fixture(autouse=True)

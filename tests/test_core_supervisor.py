@@ -1,4 +1,4 @@
-"""How `make run`'s supervisor (core/supervisor.py) stops what it started.
+"""How `make run`'s supervisor (runtime/supervisor.py) stops what it started.
 
 SIGTERM goes to each Procfile process itself, whose own shutdown stops its children: Celery's worker
 finishes the jobs its pool processes are running. A SIGTERM to the whole group reached those pool
@@ -21,10 +21,10 @@ import threading
 import time
 from pathlib import Path
 
-from core import supervisor as supervisor_module
-from core.standalone import free_port
-from core.supervisor import Supervisor
+from runtime import supervisor as supervisor_module
+from runtime.supervisor import Supervisor
 from tests.process_support import gone
+from tests.standalone import free_port
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 
@@ -216,7 +216,7 @@ def test_a_closed_terminal_stops_the_supervisor_and_everything_it_started(tmp_pa
     terminal, its_device = os.openpty()
     # setsid -c: a session of its own whose controlling terminal is the pty, as a shell's command has.
     supervisor = subprocess.Popen(
-        ["setsid", "-c", sys.executable, "-m", "core.supervisor", str(tmp_path / "Procfile")],
+        ["setsid", "-c", sys.executable, "-m", "runtime.supervisor", str(tmp_path / "Procfile")],
         cwd=BASE_DIR,
         stdin=its_device,
         stdout=its_device,

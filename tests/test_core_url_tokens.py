@@ -114,7 +114,7 @@ def test_revoked_and_expired_tokens_are_refused(dev, url_token, fake_embedder):
 
 
 def test_token_lifetime_is_bounded(dev):
-    from core.errors import ValidationFailed
+    from api.errors import ValidationFailed
 
     with pytest.raises(ValidationFailed):
         services.url_token_create(agent=dev.agent, days=0)

@@ -1,4 +1,4 @@
-"""core.wsgi_bridge: Django's WSGI handler behind the ASGI server (the live-server tests of MCP, hooks
+"""runtime.wsgi_bridge: Django's WSGI handler behind the ASGI server (the live-server tests of MCP, hooks
 and URL tokens, and tests/integration/test_run_survives.py, go through it end to end)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from core.wsgi_bridge import WsgiBridge, wsgi_environ
+from runtime.wsgi_bridge import WsgiBridge, wsgi_environ
 
 
 def _run(coroutine_function) -> None:
@@ -143,7 +143,7 @@ def test_an_empty_response_still_starts_and_ends_and_close_is_called():
 
 
 def test_close_runs_once_the_whole_response_is_sent():
-    """Work after the response (core.responses.ResponseThenWork: the memory call's reinforcement)
+    """Work after the response (api.responses.ResponseThenWork: the memory call's reinforcement)
     runs in close(), which must come after the last byte went out, not before."""
     sent: list[dict] = []
     seen_at_close = []
@@ -182,7 +182,7 @@ def test_a_client_gone_before_the_body_arrived_runs_nothing():
 
 
 def test_the_heap_is_collected_and_frozen_once_after_the_configured_requests():
-    """A web worker freezes its settled heap (core.wsgi_bridge.FREEZE_AFTER) after the response is sent,
+    """A web worker freezes its settled heap (runtime.wsgi_bridge.FREEZE_AFTER) after the response is sent,
     so full collections stop walking it; a bridge made without ``freeze_after`` never does."""
     frozen_at_close = []
 

@@ -6,7 +6,8 @@ a cycle can't hide behind a function-level import. ``tests`` and migrations are 
 above everything. ``benchmarks`` is in the graph, on top: it may import every app, nothing imports it,
 and only the benchmarks' own tests import it.
 
-Layers, lowest first: ``core`` ← ``brain`` ← ``quality`` / ``tasks`` ← ``web``. ``config`` is the
+Layers, lowest first: ``api`` (the API framework) ← ``core`` (identity) ← ``brain`` ← ``quality`` /
+``tasks`` ← ``web`` / ``colony_mcp`` ← ``runtime`` (the processes). ``config`` is the
 project shell (settings, urls, the Celery app); it may import every app, and no app may import
 ``config`` (settings are read through ``django.conf.settings``).
 """
@@ -22,15 +23,17 @@ ROOT = Path(__file__).resolve().parent.parent
 EXCLUDED = {"tests", "docs", "templates", "var"}
 
 LAYER = {
-    "core": 0,
-    "brain": 1,
-    "quality": 2,
-    "tasks": 2,
-    "web": 3,
-    "colony_mcp": 3,
-    "config": 4,
+    "api": 0,
     "contrib": 0,
-    "benchmarks": 5,
+    "core": 1,
+    "brain": 2,
+    "quality": 3,
+    "tasks": 3,
+    "web": 4,
+    "colony_mcp": 4,
+    "runtime": 5,
+    "config": 6,
+    "benchmarks": 7,
 }
 """An app may import apps of a lower layer only (same layer: not each other). ``colony_mcp`` is an
 interface like ``web``; ``contrib`` holds agent-side scripts, which import nothing of Colony."""
@@ -193,7 +196,7 @@ def test_the_graph_sees_function_level_imports_and_real_edges():
     graph = build_graph()
     # A sanity check that the walker reads what it claims to: known edges of the project.
     assert "brain.models" in graph["brain.services.thoughts"]
-    assert "core.errors" in graph["brain.services.thoughts"]
+    assert "api.errors" in graph["brain.services.thoughts"]
     assert "benchmarks.setup" in graph["benchmarks.run"]
     assert len(graph) > 80
 

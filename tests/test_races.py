@@ -22,13 +22,13 @@ import uuid
 
 import pytest
 
+from api.errors import ApplicationError
 from brain import embedding
 from brain.apis.memory import MemoryInputSerializer
 from brain.models import Thought
 from brain.services import memory, pipeline
 from brain.services.corrections import thought_correct
 from brain.services.memory import memory_run
-from core.errors import ApplicationError
 from tasks.models import Task, TransitionLog
 from tasks.services.transitions import task_transition
 from tests.concurrency_support import row_locked, run_concurrently, wait_for_a_lock_wait

@@ -11,8 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from api.errors import NotFound
 from brain.models import Thought
-from core.errors import NotFound
 from tasks import workflow
 from tasks.models import Task, TransitionLog
 from tasks.services import markers

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from core.errors import ApplicationError
+from api.errors import ApplicationError
 from tasks.models import HumanConfirmation, Task
 from tasks.services.confirmations import task_confirm_human
 from tasks.services.tasks import task_update_dna

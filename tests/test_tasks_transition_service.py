@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from api.errors import ApplicationError
 from brain.models import Thought
 from brain.services.retraction import thought_retract
-from core.errors import ApplicationError
 from tasks import workflow
 from tasks.models import Task, TransitionLog
 from tasks.services import transitions as transition_services

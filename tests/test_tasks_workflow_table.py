@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from api.errors import ApplicationError
 from brain.models import Thought
-from core.errors import ApplicationError
 from tasks import workflow
 from tasks.choices import HUMAN, RESTORE, SYSTEM
 from tasks.models import HumanConfirmation, TransitionLog

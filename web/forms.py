@@ -6,11 +6,11 @@ import json
 
 from django import forms
 
+from api import paging
+from api.parsers import json_loads_bounded, unstorable_text
 from brain.choices import topic_normal
 from brain.selectors.listing import THOUGHT_LIST_ORDER
-from core import paging
 from core.choices import AgentRole
-from core.parsers import json_loads_bounded, unstorable_text
 
 
 class SpaceSwitchForm(forms.Form):

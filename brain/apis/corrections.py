@@ -11,6 +11,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api import fields as strict
+from api.schema import error_responses
 from brain.apis.idempotency import KEY_CONFLICT_RESPONSES, answered_once, idempotency_parameters, request_key
 from brain.choices import SuggestionStatus
 from brain.inputs import SourceRefSerializer, thought_ids_field
@@ -18,8 +20,6 @@ from brain.models import CorrectionSuggestion, Thought
 from brain.services.corrections import correction_supersede_guidance, suggestion_accept, thought_correct_by_id
 from brain.services.receipts import fields_fingerprint
 from brain.services.suggestions import suggestion_dismiss, suggestion_get, suggestions_list
-from core import fields as strict
-from core.schema import error_responses
 
 TEXT_MAX = 10000
 

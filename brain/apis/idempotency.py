@@ -12,9 +12,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.renderers import JSONRenderer
 
+from api.responses import ResponseThenWork
+from api.schema import ERROR_DESCRIPTIONS, error_responses
 from brain.services.receipts import IDEMPOTENCY_HEADER, KEY_MAX_LENGTH, REPLAYED_HEADER, answer_once, key_clean
-from core.responses import ResponseThenWork
-from core.schema import ERROR_DESCRIPTIONS, error_responses
 
 
 def request_key(request) -> str | None:

@@ -9,15 +9,15 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api import fields as strict
+from api.errors import ValidationFailed
+from api.responses import ResponseThenWork
+from api.schema import error_responses
 from brain.apis.idempotency import KEY_CONFLICT_RESPONSES, answered_once, idempotency_parameters, request_key
 from brain.inputs import MemoryInputSerializer
 from brain.services.memory import memory_run
 from brain.services.receipts import fields_fingerprint
-from core import fields as strict
-from core.errors import ValidationFailed
 from core.models import UrlToken
-from core.responses import ResponseThenWork
-from core.schema import error_responses
 
 LIST_FIELDS = {"consolidates", "supersedes", "related_thoughts", "tags"}
 
@@ -223,7 +223,7 @@ class MemoryApi(APIView):
 
     def _run(self, request, data, *, query_string: bool):
         validated = self._validated(request, data, query_string=query_string)
-        after: list = []  # reinforcement: run once the answer is sent (core.responses)
+        after: list = []  # reinforcement: run once the answer is sent (api.responses)
         read_only = isinstance(request.auth, UrlToken)
         return ResponseThenWork(
             memory_run(agent=request.user, request=validated, defer=after.append, read_only=read_only), after=after

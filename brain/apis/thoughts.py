@@ -7,14 +7,14 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api import fields as strict
+from api import paging
+from api.schema import error_responses
 from brain.choices import ThoughtCategory, topic_normal
 from brain.models import THOUGHT_BULKY_FIELDS, Thought
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
 from brain.selectors.listing import THOUGHT_LIST_ORDER, thought_list
 from brain.services.retraction import REASON_MAX_CHARS, retraction_guidance, thought_retract
-from core import fields as strict
-from core import paging
-from core.schema import error_responses
 
 
 class CorrectedBySerializer(serializers.Serializer):

@@ -13,9 +13,9 @@ import uuid
 from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, Prefetch, Q, prefetch_related_objects
 
+from api.errors import NotFound
 from brain.choices import ThoughtCategory, ThoughtType
 from brain.models import Thought, thought_defer_bulky
-from core.errors import NotFound
 from core.models import Space
 
 DEFAULT_MAX_DEPTH = 10

@@ -7,11 +7,11 @@ from datetime import datetime
 
 from django.db.models import Q, QuerySet
 
+from api.paging import order_by
 from brain.models import Thought, thought_defer_bulky
 from core.models import Space
-from core.paging import order_by
 
-#: The list's order, newest first; unique as a whole, so it is also the paging cursor's key (core.paging).
+#: The list's order, newest first; unique as a whole, so it is also the paging cursor's key (api.paging).
 THOUGHT_LIST_ORDER = (("created_at", True, datetime), ("id", True, uuid.UUID))
 
 

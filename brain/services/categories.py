@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from api.errors import ValidationFailed
 from brain.choices import ThoughtCategory
-from core.errors import ValidationFailed
 
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     ThoughtCategory.STATE_SNAPSHOT: ("topic", "temporal_scope", "source_ref"),

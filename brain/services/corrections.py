@@ -18,6 +18,7 @@ from django.db.models import F
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
+from api.errors import ServiceFailure
 from brain import embedding as embedder
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought
@@ -29,7 +30,6 @@ from brain.services.pheromones import DEADLOCK_RETRIES
 from brain.services.suggestions import suggestion_lock_pending, suggestions_close_superseded
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
 from core.db import is_deadlock
-from core.errors import ServiceFailure
 from core.models import Agent, Space
 
 

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
 
+from api.errors import Forbidden, NotFound, ValidationFailed
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import Thought
 from brain.services.suggestions import suggestions_close_superseded
-from core.errors import Forbidden, NotFound, ValidationFailed
 from core.models import Space
 
 #: Inherited weight = max(INHERIT_FLOOR, source weight × INHERIT_FACTOR) (average for consolidations).

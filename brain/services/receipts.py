@@ -35,8 +35,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from api.errors import Conflict, ValidationFailed
 from brain.models import ImportReceipt
-from core.errors import Conflict, ValidationFailed
 from core.models import Agent
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"

@@ -16,15 +16,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from api.parsers import text_problem
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.flags import thoughts_unflag_contradicting
 from brain.services.lineage import lineage_release, markers_refuse
 from brain.services.pipeline import thought_content_changed
 from brain.services.suggestions import suggestions_close_superseded, suggestions_close_withdrawn
-from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
-from core.parsers import text_problem
 
 REASON_MAX_CHARS = 2000
 

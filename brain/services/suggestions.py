@@ -14,12 +14,12 @@ from django.db import connection, transaction
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
+from api.errors import Conflict, NotFound
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
 from brain.services.flags import thought_unflag_unverified
 from brain.services.thoughts import thoughts_lock
 from core.db import prepared_cursor
-from core.errors import Conflict, NotFound
 from core.models import Agent, Space
 
 

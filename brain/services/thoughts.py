@@ -19,11 +19,11 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from api.errors import NotFound, ValidationFailed
 from brain import embedding as embedder
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType, topic_normal
 from brain.models import Thought
 from core.db import binary_vector, prepared_cursor
-from core.errors import NotFound, ValidationFailed
 from core.models import Agent, Space
 
 logger = logging.getLogger("colony.brain")

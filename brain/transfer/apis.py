@@ -20,14 +20,14 @@ from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
 from rest_framework.views import APIView
 
+from api import fields as strict
+from api.errors import ValidationFailed
+from api.parsers import is_utf8, json_lines, json_loads_bounded
+from api.schema import error_responses
 from brain.apis.idempotency import answered_once, idempotency_parameters, request_key
 from brain.services.receipts import body_fingerprint
 from brain.transfer.serializers import ImportItemSerializer
 from brain.transfer.services import ImportMode, LineError, import_batch_max, thoughts_import
-from core import fields as strict
-from core.errors import ValidationFailed
-from core.parsers import is_utf8, json_lines, json_loads_bounded
-from core.schema import error_responses
 
 
 class RawBodyParser(BaseParser):

@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from tqdm import tqdm
 
+from api.errors import ApplicationError
 from brain.transfer.dumps import DumpInvalid, dump_plan
 from brain.transfer.export import space_export_counts, space_export_rows
 from brain.transfer.readers import FORMATS, Dump, read_dump
@@ -29,7 +30,6 @@ from brain.transfer.services import (
 )
 from core import services
 from core.choices import DEFAULT_SPACE_SLUG
-from core.errors import ApplicationError
 
 
 class Import:

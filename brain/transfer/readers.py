@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from api.parsers import json_loads_bounded
 from brain.transfer.export import EXPORT_FORMAT
 from brain.transfer.serializers import ITEM_FIELDS, vector_compact
-from core.parsers import json_loads_bounded
 
 FORMATS = ("auto", "colony", "mem0", "seed")
 

@@ -23,16 +23,16 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
+from api import fields as strict
+from api.errors import name_hint
+from api.fields import UNKNOWN_NAMED, FieldsReusedPerThread
+from api.parsers import unstorable_paths
+from api.schema import JSON_VALUE_REF, NO_NUL_PATTERN
 from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType, topic_normal
 from brain.inputs import PROMPT_MAX_CHARS
 from brain.models import EMBEDDING_DIMENSIONS, Thought
 from brain.ranking import PHEROMONE_MAX
 from brain.services import pheromones
-from core import fields as strict
-from core.errors import name_hint
-from core.fields import UNKNOWN_NAMED, FieldsReusedPerThread
-from core.parsers import unstorable_paths
-from core.schema import JSON_VALUE_REF, NO_NUL_PATTERN
 
 #: Array references (stored as arrays of ids) and foreign-key references.
 ARRAY_REFS = ("source_ids", "supersedes")

@@ -36,6 +36,7 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from api.errors import ApplicationError, ServiceFailure
 from brain import embedding as embedder
 from brain.choices import ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
@@ -51,7 +52,6 @@ from brain.transfer.serializers import (
     querylog_clean,
     suggestion_clean,
 )
-from core.errors import ApplicationError, ServiceFailure
 from core.models import Agent, Space
 
 logger = logging.getLogger("colony.brain.transfer")

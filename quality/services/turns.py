@@ -36,8 +36,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from api.errors import Forbidden, NotFound, ValidationFailed
 from brain.models import QueryLog, Thought
-from core.errors import Forbidden, NotFound, ValidationFailed
 from core.models import Agent
 from quality.choices import InjectedFrom
 from quality.models import TurnItem, TurnLog

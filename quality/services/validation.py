@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import ValidationFailed
-from core.parsers import json_lines
+from api.errors import ValidationFailed
+from api.parsers import json_lines
 from quality import formulas
 from quality.models import JudgeValidation
 from quality.services.scoring import JudgeLike, item_judge, turn_response_text

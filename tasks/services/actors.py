@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 
+from api.errors import Forbidden
 from brain.services.thoughts import human_contributor
-from core.errors import Forbidden
 from core.models import Agent
 from tasks.choices import HUMAN, SYSTEM
 

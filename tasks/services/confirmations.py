@@ -6,7 +6,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import Forbidden, ValidationFailed
+from api.errors import Forbidden, ValidationFailed
 from tasks import workflow
 from tasks.choices import HUMAN
 from tasks.models import HumanConfirmation, Task

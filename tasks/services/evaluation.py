@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.errors import ApplicationError
+from api.errors import ApplicationError
 from tasks import workflow
 from tasks.choices import HUMAN, RESTORE, TaskStatus
 from tasks.models import HumanConfirmation, Task

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils.text import slugify
 
-from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
 from tasks import workflow
 from tasks.choices import ROLE_ACTORS, ApprovalMode, TaskStatus, TaskType

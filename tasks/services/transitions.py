@@ -19,7 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from core.errors import ApplicationError, Conflict, ValidationFailed, did_you_mean
+from api.errors import ApplicationError, Conflict, ValidationFailed, did_you_mean
 from core.models import Agent
 from tasks import workflow
 from tasks.choices import RESTORE, TaskStatus

@@ -2,7 +2,7 @@
 worker and beat but nothing watched the database it had started, so after a `kill -9` (or the OOM
 killer) every API call answered 503 until make run itself was restarted.
 
-The whole of `python -m core.run` with its embedded defaults, in a data folder of its own.
+The whole of `python -m runtime.run` with its embedded defaults, in a data folder of its own.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.standalone import free_port
 from tests.process_support import alive, stop
+from tests.standalone import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ def test_a_killed_embedded_database_is_restarted_and_the_api_recovers():
     env.pop("DATABASE_URL", None)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"  # as make run's recipe sets it
     run = subprocess.Popen(
-        [sys.executable, "-m", "core.run"], cwd=BASE_DIR, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
+        [sys.executable, "-m", "runtime.run"], cwd=BASE_DIR, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -109,7 +109,7 @@ def test_a_killed_embedded_database_is_restarted_and_the_api_recovers():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
         subprocess.run(
-            [sys.executable, "-m", "core.embedded_db", "stop"],
+            [sys.executable, "-m", "runtime.embedded_db", "stop"],
             cwd=BASE_DIR,
             env={**os.environ, "COLONY_DATA_DIR": str(data)},
             capture_output=True,

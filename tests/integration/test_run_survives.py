@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.standalone import PgServer, free_port
 from tests.process_support import group, stop
+from tests.standalone import PgServer, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -91,14 +91,14 @@ def colony(tmp_path_factory):
     _manage(env, "collectstatic", "--no-input", "-v", "0")
     procfile = folder / "Procfile"
     procfile.write_text(
-        "web: python -m core.serve\n"
+        "web: python -m runtime.serve\n"
         "worker: celery -A config.celery:app worker --loglevel INFO --pool solo --concurrency 1"
         " --without-mingle --without-gossip --hostname run-test@%h\n"
         f"beat: celery -A config.celery:app beat --loglevel INFO --schedule {folder / 'beat-schedule'}\n"
     )
     log = folder / "supervisor.log"
     process = subprocess.Popen(
-        [sys.executable, "-m", "core.supervisor", str(procfile)],
+        [sys.executable, "-m", "runtime.supervisor", str(procfile)],
         cwd=BASE_DIR,
         env={**env, "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}"},
         stdout=log.open("w"),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from core.supervisor import Supervisor
+from runtime.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
 

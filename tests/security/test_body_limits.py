@@ -14,7 +14,7 @@ import uuid
 import pytest
 import requests
 
-from core.body_limit import body_limit_for
+from api.body_limit import body_limit_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

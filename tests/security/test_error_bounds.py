@@ -1,6 +1,6 @@
 """An error answer stays a few KB whatever the request held: an unknown-field error names a few fields
 and says how many more there were, a list of thousands of bad items gets a few messages and a count, and
-a long value is echoed cut short. Every envelope goes through ``core.errors.error_body``, which bounds it."""
+a long value is echoed cut short. Every envelope goes through ``api.errors.error_body``, which bounds it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from api.errors import ERROR_MAX_BYTES, error_body
 from brain.models import QueryLog, Thought
-from core.errors import ERROR_MAX_BYTES, error_body
 
 pytestmark = pytest.mark.django_db
 

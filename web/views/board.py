@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from core.errors import ApplicationError, NotFound, ValidationFailed
+from api.errors import ApplicationError, NotFound, ValidationFailed
 from tasks import workflow
 from tasks.choices import TaskType
 from tasks.selectors import confirmation_list_open, project_list, task_get, task_list

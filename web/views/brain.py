@@ -14,6 +14,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from api import paging
+from api.errors import ApplicationError, NotFound
 from brain import embedding as embedder
 from brain.choices import DEFAULT_TOPIC, ThoughtCategory
 from brain.selectors.lineage import thought_get, thought_lineage_of
@@ -23,8 +25,6 @@ from brain.services.corrections import correction_supersede_guidance, suggestion
 from brain.services.retraction import retraction_guidance, thought_retract
 from brain.services.suggestions import suggestion_dismiss, suggestion_get
 from brain.services.thoughts import human_contributor
-from core import paging
-from core.errors import ApplicationError, NotFound
 from web.forms import BrainSearchForm, CorrectionForm, SuggestionResolveForm, form_error_text
 from web.lineage import lineage_trees
 from web.selectors import (
@@ -75,7 +75,7 @@ def explorer(request):
 def _browse(space, form: BrainSearchForm) -> dict:
     """Without a search: the space's thoughts newest first, by the form's topic and category when they
     are valid, one page after the form's cursor (the "Older thoughts" link carries the next); a cursor
-    page is the same whatever was contributed since the page before (core.paging)."""
+    page is the same whatever was contributed since the page before (api.paging)."""
     data = getattr(form, "cleaned_data", {})  # the fields that are valid (a bad cursor keeps the filters)
     topic, category = data.get("topic") or None, data.get("category") or None
     page, next_cursor = paging.page_after(

@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from core.errors import ApplicationError
+from api.errors import ApplicationError
 from quality.selectors import quality_metrics
 from web.charts import line_chart
 from web.forms import DashboardForm, form_error_text

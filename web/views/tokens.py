@@ -11,8 +11,8 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from api.errors import ApplicationError
 from core import services
-from core.errors import ApplicationError
 from core.models import Agent, UrlToken
 from web.forms import UrlTokenForm, form_error_text
 from web.views.common import space_required

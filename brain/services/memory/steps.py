@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from api.errors import ServiceFailure, ValidationFailed
 from brain import embedding as embedder
 from brain import ranking
 from brain.choices import QualityFlag, ThoughtCategory
@@ -35,7 +36,6 @@ from brain.services.memory.threshold import contribution_threshold_met
 from brain.services.pipeline import thought_schedule_followups
 from brain.services.suggestions import suggestions_pending_items
 from brain.services.thoughts import thought_create, thought_known
-from core.errors import ServiceFailure, ValidationFailed
 
 logger = logging.getLogger("colony.brain")
 

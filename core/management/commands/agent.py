@@ -3,9 +3,9 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from api.errors import ApplicationError
 from core import selectors, services
 from core.choices import DEFAULT_SPACE_SLUG, AgentRole
-from core.errors import ApplicationError
 from core.models import Agent
 
 

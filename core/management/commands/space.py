@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
 
+from api.errors import ApplicationError
 from core import services
-from core.errors import ApplicationError
 from core.models import Space
 
 

@@ -9,9 +9,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from tqdm import tqdm
 
+from api.errors import ApplicationError
 from core import services as core_services
 from core.choices import DEFAULT_SPACE_SLUG
-from core.errors import ApplicationError
 from quality.selectors import quality_metrics
 from quality.services import rollups
 

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from core.errors import ApplicationError
+from api.errors import ApplicationError
 from quality import formulas
 from quality.services.scoring import judge_resolve
 from quality.services.validation import SPLITS, judge_validate, judge_validation_load_many

@@ -12,10 +12,10 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.renderers import JSONRenderer
 
+from api.errors import ApplicationError
 from core import selectors as core_selectors
 from core import services as core_services
 from core.choices import DEFAULT_SPACE_SLUG
-from core.errors import ApplicationError
 from tasks import selectors
 from tasks.choices import TaskStatus, TaskType
 from tasks.outputs import task_detail_output, task_output, transition_output

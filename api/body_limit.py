@@ -18,7 +18,7 @@ A body over its limit is refused with 413 ``REQUEST_TOO_LARGE`` in the API's err
 limit and the path, before anything behind this layer runs (authentication included): at once when its
 ``Content-Length`` says so, before a byte of it is read, and for a chunked body as soon as what arrived
 passes the limit (the application stops reading; whatever it was about to answer is replaced by the 413).
-The connection is closed after the refusal. The WSGI bridge (``core.wsgi_bridge``) reads a body whole
+The connection is closed after the refusal. The WSGI bridge (``runtime.wsgi_bridge``) reads a body whole
 before Django sees the request, so without this any client could make the server hold a body of any size.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 
-from core.errors import asgi_json_send, error_body
+from api.errors import asgi_json_send, error_body
 
 IMPORT_PATH = "/api/v1/thoughts/import"
 

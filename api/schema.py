@@ -197,7 +197,7 @@ def _close_request_schema(schema, seen: set[int]) -> None:
                     }
                 )
             if serializer_object and name not in schema.get("required", ()) and not _accepts_null(sub):
-                # core.fields.Serializer: an optional field sent as null counts as not given.
+                # api.fields.Serializer: an optional field sent as null counts as not given.
                 wrapped = {"anyOf": [sub, {"type": "null", "description": "The same as not given."}]}
                 if "description" in sub:
                     wrapped["description"] = sub["description"]
@@ -234,7 +234,7 @@ EMPTY_QUERY_VALUE = {"type": "string", "enum": [""], "description": "Empty: the 
 
 def truthful_requests(result, generator, request, public):
     """POSTPROCESSING_HOOKS entry (after :func:`forbid_nul_in_requests`): request objects refuse
-    unknown keys (``additionalProperties: false``, as ``core.fields.Serializer`` does) and take null for
+    unknown keys (``additionalProperties: false``, as ``api.fields.Serializer`` does) and take null for
     an optional property (= not given, as that serializer reads it), free-form values are NUL-free
     JSON, and an optional query parameter may be empty (= not given)."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})

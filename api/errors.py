@@ -223,7 +223,7 @@ def error_body(code: str, message: str, **extra) -> dict:
 
 async def asgi_json_send(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     """Answer an ASGI http request with ``body`` as JSON: the envelope of the ASGI layers in front of
-    Django (``core.body_limit``, ``colony_mcp.asgi``)."""
+    Django (``api.body_limit``, ``colony_mcp.asgi``)."""
     payload = json.dumps(body).encode()
     await send(
         {

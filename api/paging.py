@@ -29,7 +29,7 @@ from django.core.validators import RegexValidator
 from django.db.models import Q, QuerySet
 from rest_framework import serializers
 
-from core import fields as strict
+from api import fields as strict
 
 #: A list's order: (field, descending, type) triples, most significant first; unique as a whole. The
 #: type (datetime, uuid.UUID or str) reads the field's value back from a cursor.

@@ -21,8 +21,8 @@ from django.conf import settings
 from django.core.exceptions import BadRequest, TooManyFieldsSent
 from django.http import JsonResponse
 
-from core.errors import error_body, validation_message
-from core.parsers import NUL_MESSAGE, printable
+from api.errors import error_body, validation_message
+from api.parsers import NUL_MESSAGE, printable
 
 
 def api_input_refusal(request) -> JsonResponse | None:

@@ -77,7 +77,7 @@ class WsgiBridge:
         more = True
         try:
             while more:
-                message = await receive()  # core.body_limit raises here when the body passes its limit
+                message = await receive()  # api.body_limit raises here when the body passes its limit
                 if message["type"] == "http.disconnect":
                     body.close()
                     return

@@ -2,8 +2,8 @@
 
 Starts the embedded PostgreSQL (unless DATABASE_URL is set), migrates, runs the first-start
 bootstrap, collects the static files, then runs the web server (uvicorn with several workers,
-``core/serve.py``), a Celery worker and Celery beat under Colony's own supervisor
-(``core/supervisor.py``, Procfile): a process that dies is restarted while the others keep running.
+``runtime/serve.py``), a Celery worker and Celery beat under Colony's own supervisor
+(``runtime/supervisor.py``, Procfile): a process that dies is restarted while the others keep running.
 Ctrl-C, SIGTERM or the terminal closing (SIGHUP) stops them all, then the embedded database if this
 make run started it.
 
@@ -113,7 +113,7 @@ def main() -> int:
     python = sys.executable
     from django.core.exceptions import ImproperlyConfigured
 
-    from core import embedded_db
+    from runtime import embedded_db
 
     # The checks come before Colony's configuration is imported: importing it reads the settings, and
     # with them starts the embedded database.
@@ -134,7 +134,7 @@ def main() -> int:
     if port is not None and port_in_use(host, port):
         say(
             f"port {port} on {host} is already in use. Is Colony still running from an earlier make run "
-            "(pgrep -af core.serve)? Stop it, or start this one with PORT=<another port>."
+            "(pgrep -af runtime.serve)? Stop it, or start this one with PORT=<another port>."
         )
         return 1
     if embedded:
@@ -178,7 +178,7 @@ def main() -> int:
             say(
                 "DEBUG is off (Django's debug pages show the settings); DEBUG=true make run turns it on for development"
             )
-        from core.supervisor import STOP_SIGNALS, Supervisor, Watch, read_procfile
+        from runtime.supervisor import STOP_SIGNALS, Supervisor, Watch, read_procfile
 
         watches = []
         if embedded:
@@ -208,11 +208,11 @@ def main() -> int:
             embedded_db.stop()
             say("stopped.")
         elif embedded and embedded_db.is_running():
-            # Someone else started it (a test run, a benchmark, `python -m core.embedded_db start`, or a
+            # Someone else started it (a test run, a benchmark, `python -m runtime.embedded_db start`, or a
             # make run that was killed) and may still be using it.
             say(
                 "leaving the embedded PostgreSQL running: it was running before this make run started. "
-                f"Stop it with: {python} -m core.embedded_db stop"
+                f"Stop it with: {python} -m runtime.embedded_db stop"
             )
         if held is not None:
             held.close()  # only now may the next make run start: this one has stopped everything

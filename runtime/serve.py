@@ -1,6 +1,6 @@
-"""The web process: uvicorn serving ``config.asgi`` (the Django app, through ``core.wsgi_bridge``'s
+"""The web process: uvicorn serving ``config.asgi`` (the Django app, through ``runtime.wsgi_bridge``'s
 thread pool, and the MCP endpoint beside it) with several worker processes. ``make run`` starts it
-(Procfile ``web``); in production run ``python -m core.serve`` behind a TLS proxy.
+(Procfile ``web``); in production run ``python -m runtime.serve`` behind a TLS proxy.
 
 Settings: ``HOST`` (127.0.0.1), ``PORT`` (8000), ``WEB_WORKERS`` (2 x cores, at most 4, at least 2),
 ``WEB_TIMEOUT_KEEP_ALIVE`` (100 s). uvicorn's master process restarts a worker that dies.
@@ -29,8 +29,8 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # uvicorn's httptools protocol with its own refusals (a URL over 64 KB, bytes that aren't HTTP) in the
-# API's error envelope instead of plain text (core/http_protocol.py).
-HTTP_PROTOCOL = "core.http_protocol:EnvelopeHttpToolsProtocol"
+# API's error envelope instead of plain text (runtime/http_protocol.py).
+HTTP_PROTOCOL = "runtime.http_protocol:EnvelopeHttpToolsProtocol"
 
 
 def default_workers() -> int:

@@ -294,7 +294,7 @@ class Supervisor:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m core.supervisor [Procfile]``: supervise the Procfile's processes until one of
+    """``python -m runtime.supervisor [Procfile]``: supervise the Procfile's processes until one of
     ``STOP_SIGNALS``."""
     path = Path(argv[1] if len(argv) > 1 else "Procfile")
     supervisor = Supervisor(read_procfile(path), env=dict(os.environ), cwd=Path.cwd())

@@ -23,7 +23,7 @@ class RejectUnknownHost:
             request.get_host()
         except DisallowedHost:
             if request.path.startswith("/api/"):
-                from core.errors import error_body
+                from api.errors import error_body
 
                 return JsonResponse(error_body("BAD_HOST", MESSAGE), status=400)
             return HttpResponse(MESSAGE + "\n", status=400, content_type="text/plain; charset=utf-8")

@@ -1,7 +1,7 @@
 """How the API answers: a DRF response that runs work after it has been sent, and the content
 negotiation that answers JSON whatever the ``Accept`` header asks for (``AnswerInJSON``).
 
-A WSGI server calls the response's ``close()`` once the last byte is out (``core.wsgi_bridge`` does
+A WSGI server calls the response's ``close()`` once the last byte is out (``runtime.wsgi_bridge`` does
 too, as does Django's test client), so what runs there is off the client's wait but still in the
 request's thread, on its database connection, before ``request_finished`` releases it. Use it for
 bookkeeping the response does not depend on (the memory call's reinforcement). A failure there

@@ -9,7 +9,7 @@ as Colony answers everything else: a URL too long is ``414 URL_TOO_LONG`` with w
 (the same fields in a POST body), anything else unparsable ``400 BAD_REQUEST``; a browser (``Accept:
 text/html``, e.g. a very long search in the brain explorer) gets the same message as a small page.
 
-``core.serve`` names it as uvicorn's ``http`` protocol; it imports no Django.
+``runtime.serve`` names it as uvicorn's ``http`` protocol; it imports no Django.
 """
 
 from __future__ import annotations

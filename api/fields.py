@@ -4,7 +4,7 @@ DRF's ``CharField`` turns ``5`` into ``"5"`` and its ``UUIDField`` turns an inte
 ``{"prompt": 5}`` used to be accepted. These subclasses refuse any JSON value of the wrong type with
 the field's ``invalid`` message (a 400 ``VALIDATION_ERROR`` naming the field); ``IntegerField`` takes
 a JSON integer in a body and a decimal string only in a query string. NUL characters are refused for
-every field, key and nested value by ``core.parsers.StrictJSONParser`` and ``core.middleware``.
+every field, key and nested value by ``api.parsers.StrictJSONParser`` and ``api.middleware``.
 Use them as ``from core import fields`` then ``fields.CharField(...)`` in every input serializer.
 """
 
@@ -19,7 +19,7 @@ from django.utils.functional import cached_property
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
-from core import errors
+from api import errors
 
 #: Serializer context flag: the data is a query string, so numbers and booleans arrive as strings.
 QUERY_STRING = "query_string"
@@ -78,7 +78,7 @@ class ChoiceField(_StringOnly, serializers.ChoiceField):
     default_error_messages = _NOT_A_STRING
 
     def __init__(self, *args, synonyms: dict[str, str] | None = None, **kwargs):
-        self.synonyms = synonyms  # other words for a choice, for the "Did you mean" (core.errors.meant)
+        self.synonyms = synonyms  # other words for a choice, for the "Did you mean" (api.errors.meant)
         super().__init__(*args, **kwargs)
 
     def to_internal_value(self, data):
@@ -146,13 +146,13 @@ class BooleanField(serializers.BooleanField):
 class Serializer(serializers.Serializer):
     """An input serializer that refuses keys it does not know (400 ``VALIDATION_ERROR`` naming them),
     in a JSON body, a nested object or a query string: a misspelt field is an error, never silently
-    ignored. The OpenAPI schema says so (``additionalProperties: false``, core.schema).
+    ignored. The OpenAPI schema says so (``additionalProperties: false``, api.schema).
 
     An optional field sent as ``null`` counts as not given (its default applies), unless the field
     gives ``null`` a meaning of its own (``allow_null``). Tool-calling clients send every parameter and
     ``null`` for those the model left out (OpenAI's strict function calling requires it): each such call
     was a 400 "This field may not be null." A required field's ``null`` is still refused. The schema says
-    so (``core.schema.truthful_requests``)."""
+    so (``api.schema.truthful_requests``)."""
 
     default_error_messages = {"unknown_field": "Unknown field.{hint} Allowed: {allowed}."}
     #: Names callers use for one of this serializer's fields (another API's, an MCP tool's argument),

@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend as Colony runs it (``ENGINE: "runtime.postgresql"``): see :mod:`.base`."""
