@@ -8,11 +8,25 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
 from core.choices import AgentRole
 from tasks.choices import ApprovalMode, TaskStatus, TaskType
+
+
+def validate_not_a_task_id(value: str) -> None:
+    """A task slug never parses as a UUID (any case, with or without hyphens), so that a reference, id or
+    slug, names exactly one task. ``tasks.services.tasks.task_create`` refuses such a slug in the API's
+    envelope; this validator holds it on the admin's forms."""
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return
+    raise ValidationError(
+        "A task slug can't read as a task id (a UUID); choose one with a word in it.", code="slug_is_uuid"
+    )
 
 
 class Project(models.Model):
@@ -34,7 +48,7 @@ class Task(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     space = models.ForeignKey("core.Space", on_delete=models.PROTECT, related_name="tasks")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="tasks")
-    slug = models.SlugField(max_length=150)
+    slug = models.SlugField(max_length=150, validators=[validate_not_a_task_id])
     title = models.CharField(max_length=300)
     description = models.TextField(blank=True, default="")
     type = models.CharField(max_length=10, choices=TaskType.choices, default=TaskType.TASK)
