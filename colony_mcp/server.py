@@ -346,8 +346,9 @@ async def memory_contribute(
 ) -> CallToolResult:
     """Contribute knowledge to the shared brain and get the nearest existing thoughts back.
 
-    Returns trace.thought_id (the stored thought's id; null when the statement was too short or a
-    question: nothing was stored), result.guidance (near-duplicates to refine or consolidate instead,
+    Returns trace.thought_id (the stored thought's id; with trace.already_known, the id of the live
+    thought that already holds the same text, which is reinforced instead; null when the statement was
+    too short or a question: nothing was stored), result.guidance (near-duplicates to refine or consolidate instead,
     a warning when it repeats a corrected fact) and result.sources. Put trace.thought_id into the
     task DNA as memory_contribution_id before handing off. Use refines to update a thought,
     consolidates to merge fragments into one state snapshot, memory_correct for a wrong fact.
