@@ -62,3 +62,18 @@ def test_longmem_prints_every_type_for_every_method_and_writes_rows(monkeypatch,
     } <= set(source)
     assert source["rank"] == 1 and source["turn_id"].startswith("m01-")
     assert not any(s["evidence"] for s in rows[-1]["sources"])  # the no-answer prompt has no evidence
+
+
+def test_a_thought_that_holds_identical_turns_counts_as_evidence_for_any_of_them():
+    """One row per fact stores identical turns once: the thought stands for whichever of its turns the
+    question needs, not only for the first or the last one posted."""
+    from types import SimpleNamespace
+
+    from benchmarks.retrieval.run import Space
+
+    bench = Space(conversations=[], space=None)
+    bench.turns_of_thought = {"t1": ["m01-s1-t03", "m01-s4-t07"], "t2": ["m01-s2-t01"]}
+    question = SimpleNamespace(evidence=("m01-s4-t07",))
+    assert bench.turns_for(["t2", "t1", "t9"], question) == ["m01-s2-t01", "m01-s4-t07", "?"]
+    other = SimpleNamespace(evidence=("m01-s2-t05",))
+    assert bench.turns_for(["t1"], other) == ["m01-s1-t03"]

@@ -86,8 +86,21 @@ class Space:
     conversations: list
     space: object
     thought_of_turn: dict[str, str] = field(default_factory=dict)  # turn id -> thought id
-    turn_of_thought: dict[str, str] = field(default_factory=dict)
+    turn_of_thought: dict[str, str] = field(default_factory=dict)  # thought id -> its first turn
+    #: Every turn a thought holds: a turn whose text a live thought already holds is stored once (one row
+    #: per fact), so identical turns share a thought, and it is evidence if any of them is.
+    turns_of_thought: dict[str, list[str]] = field(default_factory=dict)
     asker: object = None
+
+    def turns_for(self, thought_ids: list[str], question) -> list[str]:
+        """The turn each thought stands for in ``question``'s scoring: an evidence turn it holds, else its
+        first turn ("?" for a thought of no turn)."""
+        evidence = set(question.evidence)
+        found = []
+        for thought_id in thought_ids:
+            turns = self.turns_of_thought.get(thought_id, ["?"])
+            found.append(next((turn for turn in turns if turn in evidence), turns[0]))
+        return found
 
     @property
     def conversation_ids(self) -> set[str]:
@@ -149,7 +162,8 @@ def ingest(conversations: list, *, slug: str, name: str, progress) -> Space:
             if not thought_id:
                 raise SystemExit(f"turn {turn.id} was not stored: {body['trace']['operations']}")
             result.thought_of_turn[turn.id] = thought_id
-            result.turn_of_thought[thought_id] = turn.id
+            result.turn_of_thought.setdefault(thought_id, turn.id)
+            result.turns_of_thought.setdefault(thought_id, []).append(turn.id)
             done += 1
             progress(done, total)
     return result
@@ -372,7 +386,8 @@ def question_row(bench: Space, baselines: Baselines, question, sources: list[dic
     rows = []
     for rank, source in enumerate(sources, start=1):
         i = position.get(source["thought_id"])
-        turn = bench.turn_of_thought.get(source["thought_id"])
+        turn = bench.turns_for([source["thought_id"]], question)[0]
+        turn = None if turn == "?" else turn
         rows.append(
             {
                 "rank": rank,
@@ -426,14 +441,14 @@ def evaluate(benches: list[Space], questions, *, progress=None, rows=None) -> tu
                 "lexical": [baselines.ids[i] for i in baselines.order(lexical)[:LIMIT]],
                 "colony": [source["thought_id"] for source in sources],
             }
-            colony_turns = [bench.turn_of_thought.get(i, "?") for i in ranked["colony"]]
+            colony_turns = bench.turns_for(ranked["colony"], question)
             injection.add(question, colony_turns, [source["relevance"] for source in sources])
             if rows is not None:
                 rows.append(question_row(bench, baselines, question, sources, dense, lexical))
             if question.type == NOANSWER:
                 continue
             for method, ids in ranked.items():
-                turns = [bench.turn_of_thought.get(i, "?") for i in ids]
+                turns = bench.turns_for(ids, question)
                 scores[method][question.type].add(turns, question)
                 scores[method]["overall"].add(turns, question)
         if progress:
