@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from urllib.parse import urlparse, urlunparse
 
+from runtime.databases import embedded_url, ensure_database
+
 BENCH_DATABASE = "colony_bench"
 
 
@@ -20,10 +22,7 @@ def bench_url(database: str = BENCH_DATABASE, *, env: str = "BENCH_DATABASE_URL"
     if os.environ.get("DATABASE_URL"):
         parsed = urlparse(os.environ["DATABASE_URL"])
         return urlunparse(parsed._replace(path=f"/{database}"))
-    from runtime import embedded_db
-
-    embedded_db.ensure_running()
-    return embedded_db.url(database)
+    return embedded_url(database)
 
 
 def server_url(database: str) -> str:
@@ -32,29 +31,7 @@ def server_url(database: str) -> str:
     if os.environ.get("BENCH_DATABASE_URL"):
         parsed = urlparse(os.environ["BENCH_DATABASE_URL"])
         return urlunparse(parsed._replace(path=f"/{database}"))
-    from runtime import embedded_db
-
-    embedded_db.ensure_running()
-    return embedded_db.url(database)
-
-
-def _admin_url(url: str) -> tuple[str, str]:
-    """(the server's ``postgres`` database URL, the database name) for ``url``."""
-    parsed = urlparse(url)
-    return urlunparse(parsed._replace(path="/postgres")), parsed.path.lstrip("/")
-
-
-def ensure_database(url: str, *, fresh: bool = False) -> None:
-    """Create the database ``url`` names unless it exists; with ``fresh``, drop it first (closing
-    whatever is connected to it). Every benchmark's database is made here."""
-    import psycopg
-
-    if fresh:
-        drop_database(url)
-    admin, name = _admin_url(url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
+    return embedded_url(database)
 
 
 def recreate_database(name: str) -> str:
@@ -62,15 +39,6 @@ def recreate_database(name: str) -> str:
     url = server_url(name)
     ensure_database(url, fresh=True)
     return url
-
-
-def drop_database(url: str) -> None:
-    """Drop the database ``url`` names, if it exists (closing whatever is connected to it)."""
-    import psycopg
-
-    admin, name = _admin_url(url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def use_database(url: str) -> None:

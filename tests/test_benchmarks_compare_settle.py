@@ -8,7 +8,8 @@ import psycopg
 import pytest
 
 from benchmarks.compare import settle
-from benchmarks.setup import drop_database, recreate_database
+from benchmarks.setup import recreate_database
+from runtime.databases import drop_database
 
 SCRATCH = "bench_settle_probe"
 STATE = """SELECT c.reltuples, c.relallvisible, (SELECT count(*) FROM pg_stats s WHERE s.tablename = c.relname)

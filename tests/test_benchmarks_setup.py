@@ -1,5 +1,5 @@
-"""Every benchmark makes its database through ``benchmarks.setup.ensure_database`` and drops it through
-``benchmarks.setup.drop_database`` (bench, bench-compare, bench-retrieval, bench-scale):
+"""Every benchmark makes its database through ``runtime.databases.ensure_database`` and drops it through
+``runtime.databases.drop_database`` (bench, bench-compare, bench-retrieval, bench-scale):
 a reused database keeps its data, a fresh one starts empty even while something is connected to it."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from benchmarks.setup import bench_url, drop_database, ensure_database, server_url
+from benchmarks.setup import bench_url, server_url
+from runtime.databases import drop_database, ensure_database
 
 SCRATCH = "bench_db_probe"
 
