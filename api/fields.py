@@ -11,6 +11,7 @@ Use them as ``from core import fields`` then ``fields.CharField(...)`` in every 
 from __future__ import annotations
 
 import heapq
+import math
 import re
 import threading
 
@@ -130,6 +131,20 @@ class IntegerField(serializers.IntegerField):
         if isinstance(data, float) and not data.is_integer():
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class FloatField(serializers.FloatField):
+    """A finite JSON number; a string only from a query string."""
+
+    default_error_messages = {"not_a_number": "Expected a number, got {type}."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or (isinstance(data, str) and not _from_query_string(self)):
+            self.fail("not_a_number", type=type(data).__name__)
+        value = super().to_internal_value(data)
+        if not math.isfinite(value):
+            self.fail("invalid")
+        return value
 
 
 class BooleanField(serializers.BooleanField):

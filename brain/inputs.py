@@ -5,8 +5,6 @@ One serializer per input shape, so both entry points accept and refuse exactly t
 
 from __future__ import annotations
 
-import math
-
 from rest_framework import serializers
 
 from api import fields as strict
@@ -38,21 +36,9 @@ class OptionalBooleanField(strict.BooleanField):
     default_empty_html = serializers.empty
 
 
-class RelevanceField(serializers.FloatField):
-    """A relevance threshold in [0, 1]: a JSON number (a string only from a query string), finite."""
-
-    default_error_messages = {"not_a_number": "Expected a number from 0 to 1, got {type}."}
-
-    def __init__(self, **kwargs):
-        super().__init__(min_value=0.0, max_value=1.0, **kwargs)
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or (isinstance(data, str) and not strict._from_query_string(self)):
-            self.fail("not_a_number", type=type(data).__name__)
-        value = super().to_internal_value(data)
-        if not math.isfinite(value):
-            self.fail("invalid")
-        return value
+def relevance_field(**kwargs) -> strict.FloatField:
+    """A relevance threshold in [0, 1]."""
+    return strict.FloatField(min_value=0.0, max_value=1.0, **kwargs)
 
 
 class SourceRefSerializer(strict.Serializer):
@@ -102,7 +88,7 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
     )
     filter_category = strict.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
     limit = strict.IntegerField(min_value=1, max_value=50, required=False)
-    min_relevance = RelevanceField(
+    min_relevance = relevance_field(
         required=False,
         help_text="Drop sources whose calibrated relevance (each source's `relevance`, an estimate of the "
         "chance it is what you need) is below this.",
