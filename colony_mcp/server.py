@@ -21,6 +21,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from api.errors import did_you_mean, error_body, name_hint
+from brain.inputs import PROMPT_MAX_CHARS
 from brain.services.receipts import KEY_MAX_LENGTH
 from colony_mcp.rest import RestResult, rest_call, segment
 
@@ -258,7 +259,9 @@ def _given(**values: Any) -> dict[str, Any]:
 )
 async def memory_search(
     ctx: Context,
-    query: Annotated[str, Field(description="What you want to know, in plain words.", min_length=1, max_length=10000)],
+    query: Annotated[
+        str, Field(description="What you want to know, in plain words.", min_length=1, max_length=PROMPT_MAX_CHARS)
+    ],
     session_id: SessionArg = None,
     filter_topic: Annotated[
         str | None, Field(description="Only thoughts of this topic (e.g. 'billing-pipeline').", max_length=200)
@@ -313,7 +316,7 @@ async def memory_contribute(
             "{status}. {decisions}. Next: {next}.'; decision record 'Decision ({date}, {project}): {what}. "
             "Context: {why now}. Chose {option} over {alternatives} because {reasoning}. Source: {ref}.'",
             min_length=1,
-            max_length=10000,
+            max_length=PROMPT_MAX_CHARS,
         ),
     ],
     session_id: SessionArg = None,
@@ -379,12 +382,14 @@ async def memory_contribute(
 async def memory_correct(
     ctx: Context,
     thought_id: Uuid,
-    correct_fact: Annotated[str, Field(description="What is actually true.", min_length=1, max_length=10000)],
+    correct_fact: Annotated[
+        str, Field(description="What is actually true.", min_length=1, max_length=PROMPT_MAX_CHARS)
+    ],
     corrected_fact: Annotated[
         str | None,
         Field(
             description="What was wrong (default: the thought's content; a correction's: its correct_fact).",
-            max_length=10000,
+            max_length=PROMPT_MAX_CHARS,
         ),
     ] = None,
     supersedes: Annotated[
@@ -392,7 +397,9 @@ async def memory_correct(
         Field(description="Other thought ids that repeat the same wrong fact: find them all with memory_search."),
     ] = None,
     topic: Annotated[str | None, Field(description="Default: the thought's topic.", max_length=200)] = None,
-    content: Annotated[str | None, Field(description="Text of the correction thought.", max_length=10000)] = None,
+    content: Annotated[
+        str | None, Field(description="Text of the correction thought.", max_length=PROMPT_MAX_CHARS)
+    ] = None,
     source_ref: SourceRefArg = None,
     idempotency_key: IdempotencyKeyArg = None,
 ) -> CallToolResult:
@@ -511,9 +518,11 @@ async def correction_accept(
     ctx: Context,
     suggestion_id: Annotated[str, Field(description="suggestion_id from corrections_pending.")],
     correct_fact: Annotated[
-        str | None, Field(description="Override the draft's correct fact.", max_length=10000)
+        str | None, Field(description="Override the draft's correct fact.", max_length=PROMPT_MAX_CHARS)
     ] = None,
-    content: Annotated[str | None, Field(description="Override the correction's text.", max_length=10000)] = None,
+    content: Annotated[
+        str | None, Field(description="Override the correction's text.", max_length=PROMPT_MAX_CHARS)
+    ] = None,
 ) -> CallToolResult:
     """Accept a pending correction suggestion: one call creates the correction, which supersedes
     the contradicted thought. Returns the suggestion, the correction and superseded_count."""

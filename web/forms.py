@@ -9,6 +9,7 @@ from django import forms
 from api import paging
 from api.parsers import json_loads_bounded, unstorable_text
 from brain.choices import topic_normal
+from brain.inputs import PROMPT_MAX_CHARS
 from brain.selectors.listing import THOUGHT_LIST_ORDER
 from core.choices import AgentRole
 
@@ -118,7 +119,7 @@ class DnaForm(forms.Form):
 class BrainSearchForm(forms.Form):
     """The explorer's search: the memory endpoint's prompt and retrieval filters (SPEC 2.2 limits)."""
 
-    q = forms.CharField(required=False, max_length=10_000, label="Search")
+    q = forms.CharField(required=False, max_length=PROMPT_MAX_CHARS, label="Search")
     topic = forms.CharField(required=False, max_length=200)
     category = forms.ChoiceField(required=False)
     #: Without a search, where the list of thoughts goes on: the "Older thoughts" link's cursor.
@@ -147,21 +148,25 @@ class BrainSearchForm(forms.Form):
 class CorrectionForm(forms.Form):
     """A human's correction of one thought: what is wrong, what is right (seeds/000 2a)."""
 
-    correct_fact = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000, label="Correct fact")
+    correct_fact = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), max_length=PROMPT_MAX_CHARS, label="Correct fact"
+    )
     corrected_fact = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000, label="Wrong fact (what this thought says)"
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=PROMPT_MAX_CHARS,
+        label="Wrong fact (what this thought says)",
     )
     topic = forms.CharField(max_length=200)
     content = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
-        max_length=10_000,
+        max_length=PROMPT_MAX_CHARS,
         required=False,
         label="Correction text (optional; written from the facts when empty)",
     )
 
 
 class SuggestionResolveForm(forms.Form):
-    correct_fact = forms.CharField(required=False, max_length=10_000)
+    correct_fact = forms.CharField(required=False, max_length=PROMPT_MAX_CHARS)
     reason = forms.CharField(required=False, max_length=2000)
 
 
