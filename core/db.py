@@ -85,6 +85,17 @@ def binary_vector(values) -> BinaryVector:
     return BinaryVector(struct.pack(f">HH{len(values)}f", len(values), 0, *values))
 
 
+def vector_from_binary(data: bytes | None):
+    """A pgvector ``vector`` read in binary (:class:`BinaryVector`'s layout) as a numpy float32 array, or
+    None for NULL: ~1 µs, where the text form took ~100 µs to parse."""
+    if data is None:
+        return None
+    import numpy as np
+
+    (dimensions,) = struct.unpack_from(">H", data)
+    return np.frombuffer(data, dtype=">f4", count=dimensions, offset=4).astype(np.float32)
+
+
 class _BinaryVectorDumper(psycopg.adapt.Dumper):
     format = psycopg.pq.Format.BINARY
     oid = 0  # unknown to psycopg: the statement gives the type (the ``::vector`` cast or the column)

@@ -715,7 +715,9 @@ def test_a_write_that_supersedes_searches_after_it(dev, fake_embedder, thought_f
 
 def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypatch, thought_factory):
     """35 closer neighbours fill the vector side's pool of 30 (flagged, ×0.8, and sharing no query
-    word); the thought containing every query word comes in through the lexical side and ranks first."""
+    word); the thought containing every query word comes in through the lexical side and ranks first.
+    Scores are checked against the fusion alone (contrast off: it rescores every cosine)."""
+    monkeypatch.setattr(ranking, "CONTRAST_BETA", 0.0)
     for i in range(35):
         thought_factory(
             f"Filler neighbour {i} about something close in meaning.",
@@ -732,14 +734,15 @@ def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypa
     assert sources[0]["score"] > sources[1]["score"]
 
 
-def test_a_correction_beyond_the_vector_pool_is_found_exactly(dev, thought_factory):
+def test_a_correction_beyond_the_vector_pool_is_found_exactly(dev, monkeypatch, thought_factory):
     """Corrections don't depend on the approximate index or on wording: 35 closer neighbours fill the
     vector side's pool, the correction shares no query word, and the one statement still brings it
     (compared exactly), with its boost (×1.3) on its fused score. Where that puts it is the fusion's
     business (brain.ranking, issue 13): 31st of 31 by cosine here, so ×1.3 no longer lifts it above
     thirty closer thoughts (ranking corrections higher inside the fusion cost recall on the
-    retrieval benchmark's dev split: benchmarks/retrieval/README.md)."""
-
+    retrieval benchmark's dev split: benchmarks/retrieval/README.md). Scores are checked against the
+    fusion alone (contrast off: it rescores every cosine)."""
+    monkeypatch.setattr(ranking, "CONTRAST_BETA", 0.0)
     for i in range(35):
         thought_factory(f"Filler neighbour {i} about something close in meaning.", embedding=_unit(0.9))
     correction = thought_factory(

@@ -34,8 +34,28 @@ SETTINGS = [
     ),
     # newer first among near-equals, on top of the chosen blend
     *({**CHOSEN, "RECENCY_BOOST_MAX": r} for r in (0.05, 0.1)),
+    # diversity (maximal marginal relevance) on top of the chosen blend; lambda 1.0 is off
+    *(
+        {**CHOSEN, "DIVERSITY_LAMBDA": lam, "DIVERSITY_WINDOW": window}
+        for lam, window in itertools.product((1.0, 0.9, 0.85, 0.8, 0.75, 0.7), (15, 20, 30))
+    ),
+    # contrast (a second round against the best hits' centroid) with and without diversity
+    *(
+        {**CHOSEN, "DIVERSITY_LAMBDA": lam, "DIVERSITY_WINDOW": 20, "CONTRAST_BETA": beta, "CONTRAST_SEEDS": seeds}
+        for lam, beta, seeds in itertools.product((1.0, 0.85), (0.0, 0.2, 0.3, 0.5), (10, 30))
+    ),
 ]
-SWEPT = ("RRF_SHARE", "RRF_K", "LEXICAL_WEIGHT", "RECENCY_BOOST_MAX", "PHEROMONE_BOOST_MAX")
+SWEPT = (
+    "RRF_SHARE",
+    "RRF_K",
+    "LEXICAL_WEIGHT",
+    "RECENCY_BOOST_MAX",
+    "PHEROMONE_BOOST_MAX",
+    "DIVERSITY_LAMBDA",
+    "DIVERSITY_WINDOW",
+    "CONTRAST_BETA",
+    "CONTRAST_SEEDS",
+)
 
 
 def asker(benches, questions):
@@ -57,11 +77,13 @@ def asker(benches, questions):
     def ask() -> tuple[Score, dict[str, Score]]:
         score, by_type = Score(), {}
         for question in questions:
+            if not question.evidence:
+                continue  # a no-answer prompt has nothing to find
             bench = bench_of[question.conversation]
             result = thought_search(
                 space=bench.space, vector=vectors[question.id], query_text=question.question, limit=LIMIT
             )
-            turns = [bench.turn_of_thought.get(c.id, "?") for c in result.candidates]
+            turns = bench.turns_for([c.id for c in result.candidates], question)
             score.add(turns, question)
             by_type.setdefault(question.type, Score()).add(turns, question)
         return score, by_type

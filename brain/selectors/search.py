@@ -48,7 +48,7 @@ from django.db.models.base import ModelState
 from brain import ranking
 from brain.models import THOUGHT_BULKY_FIELDS, Thought
 from brain.selectors.hnsw import hnsw_filtered_scan_config_sql, hnsw_filtered_scan_select_sql
-from core.db import binary_vector, prepared_cursor
+from core.db import binary_vector, prepared_cursor, vector_from_binary
 from core.models import Space
 
 #: Candidates taken from each side before ranking, relative to the number of results asked for:
@@ -391,7 +391,8 @@ SELECT {columns},
        d.rank AS dense_rank, l.rank AS lexical_rank,
        (c.id IS NOT NULL) AS via_correction_scan,
        lr.id AS live_replacement_id,
-       (e.id NOT IN (SELECT id FROM found)) AS fetched_as_replacement
+       (e.id NOT IN (SELECT id FROM found)) AS fetched_as_replacement,
+       t.embedding AS vector
 FROM everything e
 JOIN brain_thought t ON t.id = e.id
 LEFT JOIN brain_thought sb ON sb.id = t.superseded_by_id
@@ -542,6 +543,7 @@ def _fetch(
             via_correction,
             replacement,
             fetched,
+            stored_vector,
         ) = row[width:]
         thought.superseded_by_category = superseded_by_category
         candidates.append(
@@ -557,6 +559,7 @@ def _fetch(
                 embedding_pending=similarity is None,
                 live_replacement_id=str(replacement) if replacement else None,
                 fetched_as_replacement=bool(fetched),
+                vector=vector_from_binary(stored_vector),
             )
         )
     return candidates, vector, companion_row
