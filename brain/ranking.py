@@ -279,10 +279,10 @@ def fulltext_only_similarity(lexical: float) -> float:
     return FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN * min(1.0, max(0.0, lexical))
 
 
-def _similarity(candidate: Candidate) -> float:
-    """The dense side's value: the cosine (contrasted, once :func:`contrast` ran), or the stand-in while
-    the embedding is pending."""
-    if candidate.contrasted is not None:
+def _similarity(candidate: Candidate, *, contrasted: bool = True) -> float:
+    """The dense side's value: the cosine (contrasted, once :func:`contrast` ran, unless ``contrasted``
+    is false), or the stand-in while the embedding is pending."""
+    if contrasted and candidate.contrasted is not None:
         return max(0.0, candidate.contrasted)
     if candidate.similarity is None:
         return fulltext_only_similarity(candidate.lexical)
@@ -343,7 +343,11 @@ def calibrate(ranked: list[Candidate]) -> None:
     for position, candidate in enumerate(ranked, start=1):
         candidate.probability = calibrated_relevance(
             relevance_features(
-                score=candidate.score, similarity=_similarity(candidate), top_score=top, position=position
+                # The cosine as the search returned it, the feature the constants were fitted on.
+                score=candidate.score,
+                similarity=_similarity(candidate, contrasted=False),
+                top_score=top,
+                position=position,
             )
         )
 

@@ -150,3 +150,17 @@ def test_diversity_skips_candidates_without_vectors(dense_only):
     ]
     ranked = ranking.rank(pending)
     assert [c.bm25 for c in ranked] == [3.0, 2.0, 1.0]
+
+
+def test_relevance_is_computed_from_the_cosine_the_search_returned_not_the_contrasted_one(dense_only):
+    """The calibration constants are fitted on the harness's cosine (benchmarks/retrieval/calibrate.py);
+    the answer's relevance must use the same feature."""
+    rng = np.random.default_rng(3)
+    query = unit(rng.normal(size=8))
+    candidates = [candidate(query, unit(query + rng.normal(scale=0.7, size=8))) for _ in range(6)]
+    ranked = ranking.rank(candidates)
+    assert any(c.contrasted is not None and abs(c.contrasted - c.similarity) > 0.01 for c in ranked)
+    top = ranked[0].score
+    for position, c in enumerate(ranked, start=1):
+        features = ranking.relevance_features(score=c.score, similarity=c.similarity, top_score=top, position=position)
+        assert c.probability == pytest.approx(ranking.calibrated_relevance(features))
