@@ -110,21 +110,20 @@ def test_diversity_places_a_different_thought_before_a_near_copy(monkeypatch, de
     assert different.score < near_copy.score  # scores are not changed, only places
 
 
-def test_diversity_off_keeps_score_order(monkeypatch, dense_only):
+@pytest.mark.parametrize(
+    "constants",
+    [
+        {"DIVERSITY_LAMBDA": 1.0},  # off
+        # Window 2: ``different`` (third by score) can't move up, however different it is.
+        {"DIVERSITY_LAMBDA": 0.5, "DIVERSITY_WINDOW": 2},
+    ],
+)
+def test_diversity_off_or_outside_its_window_keeps_score_order(monkeypatch, dense_only, constants):
     monkeypatch.setattr(ranking, "CONTRAST_BETA", 0.0)
-    monkeypatch.setattr(ranking, "DIVERSITY_LAMBDA", 1.0)
+    for name, value in constants.items():
+        monkeypatch.setattr(ranking, name, value)
     query = unit([1.0, 0.0, 0.3])
     first, near_copy, different = three(query)
-    assert ranking.rank([first, near_copy, different]) == [first, near_copy, different]
-
-
-def test_diversity_only_reorders_within_its_window(monkeypatch, dense_only):
-    monkeypatch.setattr(ranking, "CONTRAST_BETA", 0.0)
-    monkeypatch.setattr(ranking, "DIVERSITY_LAMBDA", 0.5)
-    monkeypatch.setattr(ranking, "DIVERSITY_WINDOW", 2)
-    query = unit([1.0, 0.0, 0.3])
-    first, near_copy, different = three(query)
-    # Window 2: ``different`` (third by score) can't move up, however different it is.
     assert ranking.rank([first, near_copy, different]) == [first, near_copy, different]
 
 
