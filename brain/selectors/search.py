@@ -22,8 +22,9 @@ pipeline, two waits:
   :data:`REPLACEMENT_DEPTH` hops), fetched by id even when neither side found it;
 
 and, for each of them, everything ranking needs: exact cosine similarity, BM25, the rank on each
-side, the category of what superseded it, flags, quality, pheromone weight. Fusion and the
-multipliers are then plain Python over at most a few dozen rows (``brain.ranking.rank``).
+side, the category of what superseded it, flags, quality, pheromone weight and the stored vector
+(read in binary, for contrast and diversity). Fusion and the multipliers are then plain Python and
+numpy over at most a few dozen rows (``brain.ranking.rank``).
 
 The three run in one pipeline (:func:`_fetch`): outside a caller's transaction the statements up to
 the pipeline's Sync are one implicit transaction (the settings last until it ends), so the search
