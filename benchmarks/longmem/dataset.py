@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from benchmarks.retrieval.dataset import (
     Conversation,
@@ -37,22 +38,9 @@ ROLES = ("pdsa", "dev", "qa", "liaison", None)
 
 @dataclass
 class LongmemDataset(Dataset):
-    def counts(self) -> dict:
-        """Counts per split and question type."""
-        out: dict = {}
-        for split in SPLITS:
-            convs = [c for c in self.conversations if c.split == split]
-            turns = [t for c in convs for t in c.turns]
-            qs = [q for q in self.questions if q.split == split]
-            out[split] = {
-                "conversations": len(convs),
-                "sessions": sum(len(c.sessions) for c in convs),
-                "turns": len(turns),
-                "fact_turns": sum(1 for t in turns if t.fact),
-                "questions": len(qs),
-                **{qtype: sum(1 for q in qs if q.type == qtype) for qtype in QUESTION_TYPES},
-            }
-        return out
+    """The retrieval benchmark's dataset with this benchmark's question types."""
+
+    question_types: ClassVar[tuple[str, ...]] = QUESTION_TYPES
 
 
 def _rows(path: Path) -> list[tuple[int, dict]]:

@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 CONVERSATIONS_FILE = DATA_DIR / "conversations.jsonl"
@@ -93,6 +94,8 @@ class Dataset:
     conversations: list[Conversation]
     questions: list[Question]
     turns: dict[str, Turn] = field(default_factory=dict)
+    #: The question types :meth:`counts` counts (the long-conversation benchmark has its own).
+    question_types: ClassVar[tuple[str, ...]] = QUESTION_TYPES
 
     def conversation(self, conversation_id: str) -> Conversation:
         for conversation in self.conversations:
@@ -121,7 +124,7 @@ class Dataset:
                 "fact_turns": sum(1 for t in turns if t.fact),
                 "haystack_turns": sum(1 for t in turns if t.haystack),
                 "questions": len(qs),
-                **{qtype: sum(1 for q in qs if q.type == qtype) for qtype in QUESTION_TYPES},
+                **{qtype: sum(1 for q in qs if q.type == qtype) for qtype in self.question_types},
             }
         return out
 
