@@ -475,11 +475,13 @@ def _replacements_above(ranked: list[Candidate]) -> bool:
 
 
 def _unit_rows(candidates: list[Candidate]):
-    """The candidates' vectors as unit rows of one numpy matrix (zeros for a candidate without one)."""
+    """The candidates' vectors as unit rows of one numpy matrix (zeros for a candidate without one, or
+    with a vector of zeros). In float64: an imported vector may hold values near float32's maximum,
+    whose squares overflow float32."""
     import numpy as np
 
     width = next(c.vector.shape[0] for c in candidates if c.vector is not None)
-    matrix = np.zeros((len(candidates), width), dtype=np.float32)
+    matrix = np.zeros((len(candidates), width), dtype=np.float64)
     for row, candidate in enumerate(candidates):
         if candidate.vector is not None:
             matrix[row] = candidate.vector
@@ -492,7 +494,12 @@ def contrast(candidates: list[Candidate]) -> bool:
     scores; False when it does not apply (off, or fewer than two seeds)."""
     import numpy as np
 
-    with_vector = [c for c in candidates if c.vector is not None and c.similarity is not None]
+    # A vector given on import may be all zeros (its cosine is NaN): it takes no part.
+    with_vector = [
+        c
+        for c in candidates
+        if c.vector is not None and c.similarity is not None and math.isfinite(c.similarity) and c.vector.any()
+    ]
     if CONTRAST_BETA <= 0.0 or len(with_vector) < 2:
         return False
     rows = _unit_rows(with_vector)

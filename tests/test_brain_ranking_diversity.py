@@ -163,3 +163,18 @@ def test_relevance_is_computed_from_the_cosine_the_search_returned_not_the_contr
     for position, c in enumerate(ranked, start=1):
         features = ranking.relevance_features(score=c.score, similarity=c.similarity, top_score=top, position=position)
         assert c.probability == pytest.approx(ranking.calibrated_relevance(features))
+
+
+def test_a_zero_vector_poisons_neither_contrast_nor_diversity(dense_only):
+    """An import may carry any finite vector, zeros included; pgvector's cosine with it is NaN. Such
+    a thought is left out of contrast's seeds and keeps its own score; the others rank as without it."""
+    rng = np.random.default_rng(5)
+    query = unit(rng.normal(size=8))
+    vectors = [unit(query + rng.normal(scale=0.7, size=8)) for _ in range(6)]
+    plain = ranking.rank([candidate(query, v) for v in vectors])
+    zero = ranking.Candidate(
+        thought=fake_thought(), similarity=float("nan"), bm25=50.0, idf_total=2.0, vector=np.zeros(8, np.float32)
+    )
+    mixed = ranking.rank([candidate(query, v) for v in vectors] + [zero])
+    assert all(np.isfinite(c.score) and np.isfinite(c.probability) for c in mixed)
+    assert [c.similarity for c in mixed if c is not zero] == [c.similarity for c in plain]
