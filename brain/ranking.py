@@ -503,7 +503,8 @@ def contrast(candidates: list[Candidate]) -> bool:
     if CONTRAST_BETA <= 0.0 or len(with_vector) < 2:
         return False
     rows = _unit_rows(with_vector)
-    seeds = sorted(range(len(with_vector)), key=lambda i: -with_vector[i].score)[:CONTRAST_SEEDS]
+    # Ties by id: the seeds never depend on the order the statement's rows came in.
+    seeds = sorted(range(len(with_vector)), key=lambda i: (-with_vector[i].score, with_vector[i].id))[:CONTRAST_SEEDS]
     centroid = rows[seeds].mean(axis=0)
     query_centroid = float(np.mean([with_vector[i].similarity for i in seeds]))  # q · c
     centroid_norm = float(centroid @ centroid)
