@@ -36,8 +36,9 @@
 10. with a topic filter: among that topic's state snapshots, the newest ``temporal_scope`` first.
 
 The fusion constants were chosen on the retrieval benchmark's dev split only (``make
-bench-retrieval-sweep``, standard and ``--pooled``; the rule, the sweep and the other methods tried
-are in benchmarks/retrieval/README.md). The test split was never used to choose anything.
+bench-retrieval-sweep``, standard and ``--pooled``; the rule and the sweep are in
+benchmarks/retrieval/README.md), contrast and diversity on the dev splits of both benchmarks (below).
+The test splits were never used to choose anything.
 """
 
 from __future__ import annotations
@@ -178,8 +179,7 @@ MIN_SIMILARITY = 0.2
 #: The score's weight is the large positive one, so relevance rises with the score when the rest is
 #: equal; a strong best score lowers the others' relevance (the answer is likely the best one), and
 #: later positions lose a little more. Fitted on 651 dev questions (6,505 sources) of the ranking
-#: with contrast and diversity; extra features (the gap to the second score, the lexical share, the
-#: best cosine) did not change the injection trade-off on longmem dev and were left out.
+#: with contrast and diversity.
 RELEVANCE_INTERCEPT = -2.492
 RELEVANCE_WEIGHTS = (10.108, -0.793, -3.976, -0.648)  # score, similarity, top_score, log_position
 #: The injection mode's default ``min_relevance`` (``inject: true`` on the memory API and MCP search;
@@ -212,13 +212,12 @@ CONTRAST_SEEDS = 10
 #: so a later place can show a higher score; ``matching_reason`` says "placed for diversity".
 #: 1.0 turns it off.
 #:
-#: Contrast and diversity were chosen together on the dev splits of both benchmarks (``python -m
-#: benchmarks.retrieval.run --sweep --dataset retrieval``, then ``longmem``), by a rule fixed before test was
-#: scored: the highest longmem dev recall@10 among the settings that keep the retrieval benchmark's dev recall@10
-#: within 1 point of the ranking without either (91.7). Longmem dev recall@10: neither 58.7, contrast alone 60.9,
-#: diversity alone 64.5 (at 0.85 / 20), both 69.6; the retrieval benchmark's dev: 91.7, 92.9, 90.8, 90.8. Session
-#: neighbours, the speaker named in the question, pseudo-relevance feedback on the query vector and a penalty for
-#: questions were tried on longmem dev and did not win (benchmarks/longmem/README.md, "Ranking").
+#: Contrast and diversity are set together on the dev splits of both benchmarks (``python -m
+#: benchmarks.retrieval.run --sweep --dataset retrieval``, then ``longmem``), by the rule: the highest
+#: longmem dev recall@10 among the settings that keep the retrieval benchmark's dev recall@10 within 1
+#: point of the ranking without either (91.7). Longmem dev recall@10: neither 58.7, contrast alone 60.9,
+#: diversity alone 64.5 (at 0.85 / 20), both 69.6; the retrieval benchmark's dev: 91.7, 92.9, 90.8, 90.8
+#: (benchmarks/longmem/README.md, "Ranking").
 DIVERSITY_LAMBDA = 0.85
 DIVERSITY_WINDOW = 30
 
