@@ -90,6 +90,13 @@ def dev(agent_factory) -> AgentClient:
 
 
 @pytest.fixture
+def url_token(dev) -> str:
+    """A read-only URL token of ``dev`` (7 days), raw."""
+    _, raw = services.url_token_create(agent=dev.agent, days=7, label="chat", created_by="test")
+    return raw
+
+
+@pytest.fixture
 def anon() -> APIClient:
     return APIClient()
 

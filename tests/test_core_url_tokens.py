@@ -27,12 +27,6 @@ pytestmark = pytest.mark.django_db
 STATEMENT = "The staging cluster is rebuilt every Sunday night from the infrastructure repository main branch."
 
 
-@pytest.fixture
-def url_token(dev):
-    _, raw = services.url_token_create(agent=dev.agent, days=7, label="chat", created_by="test")
-    return raw
-
-
 def test_command_prints_token_last_and_stores_only_its_hash(dev):
     out = io.StringIO()
     call_command("agent", "url-token", dev.agent.name, "--days", "3", stdout=out)

@@ -11,19 +11,12 @@ from brain.choices import SuggestionOrigin
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services import pheromones
 from brain.services.suggestions import suggestion_create
-from core import services
 from tasks.models import Task
 from tests.tasks_helpers import make_project, make_task
 
 pytestmark = pytest.mark.django_db
 
 STATEMENT = "The staging cluster is rebuilt every Sunday night from the infrastructure repository main branch."
-
-
-@pytest.fixture
-def url_token(dev):
-    _, raw = services.url_token_create(agent=dev.agent, days=7, label="chat", created_by="test")
-    return raw
 
 
 def read(url_token, **params):
