@@ -519,12 +519,20 @@ def contrast(candidates: list[Candidate]) -> bool:
 
 def diversify(ranked: list[Candidate], places: int | None) -> list[Candidate]:
     """Maximal marginal relevance over the best :data:`DIVERSITY_WINDOW` (see DIVERSITY_LAMBDA);
-    ``places``: how many places to fill that way (the page), the rest keep score order."""
+    ``places``: how many places to fill that way (the page), the rest keep score order. A superseded
+    thought can't be placed while its live replacement waits, so step 8 holds (after step 8's sort the
+    replacement, scored at least as high, is in the window whenever the superseded thought is)."""
     import numpy as np
 
     window = ranked[:DIVERSITY_WINDOW]
     if DIVERSITY_LAMBDA >= 1.0 or len(window) < 3 or all(c.vector is None for c in window):
         return ranked
+    place = {c.id: i for i, c in enumerate(window)}
+    waits_for = {
+        i: place[c.live_replacement_id]
+        for i, c in enumerate(window)
+        if c.thought.superseded and c.live_replacement_id in place
+    }
     rows = _unit_rows(window)
     value = DIVERSITY_LAMBDA * np.array([c.score for c in window])
     nearest = rows @ rows[0]  # each one's highest cosine with a placed thought
@@ -533,7 +541,10 @@ def diversify(ranked: list[Candidate], places: int | None) -> list[Candidate]:
     chosen = [0]
     wanted = len(window) if places is None else min(places, len(window))
     while len(chosen) < wanted:
-        marginal = np.where(open_, value - (1.0 - DIVERSITY_LAMBDA) * nearest, -np.inf)
+        eligible = open_.copy()
+        for waiting, replacement in waits_for.items():
+            eligible[waiting] &= not open_[replacement]
+        marginal = np.where(eligible, value - (1.0 - DIVERSITY_LAMBDA) * nearest, -np.inf)
         best = int(np.argmax(marginal))
         if best != int(np.argmax(open_)):  # not the best score still open
             window[best].reasons.append("placed for diversity")
@@ -541,20 +552,7 @@ def diversify(ranked: list[Candidate], places: int | None) -> list[Candidate]:
         chosen.append(best)
         nearest = np.maximum(nearest, rows @ rows[best])
     rest = [window[i] for i in range(len(window)) if open_[i]]
-    return _replacements_before([window[i] for i in chosen] + rest + ranked[len(window) :])
-
-
-def _replacements_before(ranked: list[Candidate]) -> list[Candidate]:
-    """A live replacement placed below its superseded thought moves to right above it (step 8 holds
-    after diversity's reordering)."""
-    for candidate in list(ranked):
-        if not candidate.thought.superseded or not candidate.live_replacement_id:
-            continue
-        here = ranked.index(candidate)
-        there = next((i for i, c in enumerate(ranked) if c.id == candidate.live_replacement_id), None)
-        if there is not None and there > here:
-            ranked.insert(here, ranked.pop(there))
-    return ranked
+    return [window[i] for i in chosen] + rest + ranked[len(window) :]
 
 
 def _score(candidates: list[Candidate]) -> None:
