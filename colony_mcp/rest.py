@@ -122,7 +122,7 @@ def rest_call(
         except Resolver404:
             return RestResult(404, error_body("NOT_FOUND", f"No endpoint at {full_path}."))
         meta = {"HTTP_" + name.upper().replace("-", "_"): value for name, value in (headers or {}).items()}
-        meta.update({"HTTP_AUTHORIZATION": authorization, "HTTP_HOST": host, "HTTP_X_COLONY_VIA": "mcp"})
+        meta.update({"HTTP_AUTHORIZATION": authorization, "HTTP_HOST": host})
         url = full_path + _query(query)
         if body is None:
             request = _factory.generic(method, url, secure=secure, **meta)
@@ -135,9 +135,7 @@ def rest_call(
         match.kwargs = {key: unquote(value) if isinstance(value, str) else value for key, value in match.kwargs.items()}
         request.colony_tool_match = match
         request.colony_via_mcp = True  # core.metrics counts it as an MCP call
-        response = tool_call_handler().get_response(request)
-        if hasattr(response, "render") and not getattr(response, "is_rendered", True):
-            response.render()
+        response = tool_call_handler().get_response(request)  # renders a template response itself
         try:
             payload = json.loads(response.content or b"null")
         except ValueError:
