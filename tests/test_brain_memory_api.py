@@ -478,6 +478,34 @@ def test_implicit_feedback_rewards_what_the_session_was_shown(dev, fake_embedder
     assert "implicit_feedback:after_response" in body["trace"]["operations"]
 
 
+def test_implicit_feedback_counts_only_what_the_contributing_agent_was_shown(
+    dev, agent_factory, fake_embedder, thought_factory
+):
+    """Another agent naming this session in its memory calls can't have what it was shown rewarded by
+    this agent's contribution, nor have its own contribution reward what this agent was shown."""
+    shown = thought_factory("The deploy pipeline restarts web workers one by one.")
+    planted = thought_factory("Gardening: tomatoes need sun.")
+    qa = agent_factory("qa")
+    session = memory(dev, prompt="deploy pipeline web workers")["trace"]["session_id"]
+    memory(qa, prompt="gardening tomatoes sun", session_id=session, contribute=False)
+    weights = {t.pk: Thought.objects.get(pk=t.pk).pheromone_weight for t in (shown, planted)}
+
+    memory(qa, prompt="Tomatoes want full sun and water daily, says the garden guide.", session_id=session)
+    # qa's contribution retrieves the planted thought again (+0.05), nothing of what dev was shown.
+    assert Thought.objects.get(pk=shown.pk).pheromone_weight == pytest.approx(weights[shown.pk])
+    assert Thought.objects.get(pk=planted.pk).pheromone_weight == pytest.approx(weights[planted.pk] + 0.05 + 0.02)
+
+    weights = {t.pk: Thought.objects.get(pk=t.pk).pheromone_weight for t in (shown, planted)}
+    memory(
+        dev,
+        prompt="Web workers restart one at a time during deploys, so no downtime.",
+        session_id=session,
+        filter_topic="none",
+    )
+    assert Thought.objects.get(pk=shown.pk).pheromone_weight == pytest.approx(weights[shown.pk] + 0.02)
+    assert Thought.objects.get(pk=planted.pk).pheromone_weight == pytest.approx(weights[planted.pk])
+
+
 def test_implicit_feedback_counts_a_showing_for_one_contribution(dev, fake_embedder, thought_factory):
     """What the session saw before its previous contribution was rewarded then, not again."""
     shown = thought_factory("The deploy pipeline restarts web workers one by one.")

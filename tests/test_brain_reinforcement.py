@@ -414,7 +414,9 @@ def test_the_memory_calls_bookkeeping_commits_asynchronously_in_its_own_transact
     def bookkeeping() -> int:
         log_id = retrieval_log(**record, results=[{"id": str(thought.id), "score": 0.9}]).query_log_id
         assert reinforcement_fold() == pheromones.Fold(logs=1, thoughts=1)
-        return session_feedback(space=agent.space, session_id="s", before_id=log_id + 1, stored_id=stored.id)
+        return session_feedback(
+            space=agent.space, agent=agent, session_id="s", before_id=log_id + 1, stored_id=stored.id
+        )
 
     with CaptureQueriesContext(connection) as own:
         assert bookkeeping() == 1

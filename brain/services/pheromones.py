@@ -465,9 +465,11 @@ def _expire_space(*, space: Space, params: dict) -> int:
             return deleted
 
 
-#: Implicit feedback in one statement: the thoughts the session's memory calls returned since its
-#: previous contribution (that contribution's own results included: seen after it) and before this
-#: call, but not the thought this call stored, get +step weight (capped), locked in id order first
+#: Implicit feedback in one statement: the thoughts the contributing agent's memory calls in the session
+#: returned since its previous contribution there (that contribution's own results included: seen after
+#: it) and before this call, but not the thought this call stored, get +step weight (capped). Another
+#: agent's calls naming the session don't count: nobody's contribution rewards what someone else was
+#: shown. Locked in id order first
 #: like every write here. A showing counts for one contribution only, so a long session does not
 #: re-reward all it ever saw. Ids are read from the logs' ``results`` as the fold reads them
 #: (``_RESULT_IDS_SQL``: an entry that is not an object with a UUID id, e.g. an imported log's, is skipped).
@@ -478,14 +480,14 @@ def _expire_space(*, space: Space, params: dict) -> int:
 _FEEDBACK_SQL = f"""
 WITH previous AS (
     SELECT COALESCE(max(p.id + 0), 0) AS id FROM brain_querylog p
-    WHERE p.space_id = %(space)s AND p.session_id = %(session_id)s AND p.id + 0 < %(before_id)s
-          AND p.stored_thought_id IS NOT NULL
+    WHERE p.space_id = %(space)s AND p.session_id = %(session_id)s AND p.agent_id = %(agent)s
+          AND p.id + 0 < %(before_id)s AND p.stored_thought_id IS NOT NULL
 ), shown AS (
     SELECT DISTINCT x.id
     FROM brain_querylog q
     CROSS JOIN LATERAL ({_RESULT_IDS_SQL.format(results="q.results")}) AS r
     CROSS JOIN LATERAL unnest(r.ids) AS x(id)
-    WHERE q.space_id = %(space)s AND q.session_id = %(session_id)s
+    WHERE q.space_id = %(space)s AND q.session_id = %(session_id)s AND q.agent_id = %(agent)s
           AND q.id + 0 < %(before_id)s AND q.id + 0 >= (SELECT id FROM previous)
 ), locked AS (
     SELECT t.id FROM brain_thought t
@@ -502,13 +504,21 @@ _FEEDBACK = _bookkeeping(_FEEDBACK_SQL)
 
 
 def session_feedback(
-    *, space: Space, session_id: str, before_id: int, stored_id: uuid.UUID, step: float = FEEDBACK_STEP
+    *,
+    space: Space,
+    agent: Agent,
+    session_id: str,
+    before_id: int,
+    stored_id: uuid.UUID,
+    step: float = FEEDBACK_STEP,
 ) -> int:
-    """Implicit feedback (SPEC 2.6): +``step`` weight (capped) to what the session was shown on the way
-    to the contribution ``stored_id`` (see ``_FEEDBACK_SQL``); returns how many thoughts it rewarded.
+    """Implicit feedback (SPEC 2.6): +``step`` weight (capped) to what ``agent`` was shown in the session
+    on the way to its contribution ``stored_id`` (see ``_FEEDBACK_SQL``); returns how many thoughts it
+    rewarded.
     One prepared statement, retried like the memory call's write if chosen as a deadlock victim."""
     params = {
         "space": space.pk,
+        "agent": agent.pk,
         "session_id": session_id,
         "before_id": before_id,
         "stored_id": stored_id,

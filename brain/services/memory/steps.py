@@ -547,7 +547,7 @@ def step_topic_map(call: MemoryCall) -> None:
 
 
 def step_implicit_feedback(call: MemoryCall) -> None:
-    """A session that contributes after being shown thoughts probably used them: +0.02 each.
+    """An agent that contributes after being shown thoughts in the session probably used them: +0.02 each.
 
     Like reinforcement it changes nothing in the answer, so it runs after the response is sent
     (``call.after_response``; one statement, exact under concurrency): the trace says it was
@@ -558,6 +558,7 @@ def step_implicit_feedback(call: MemoryCall) -> None:
         functools.partial(
             pheromones.session_feedback,
             space=call.space,
+            agent=call.agent,
             session_id=call.session_id,
             before_id=call.query_log.pk,
             stored_id=call.thought.id,
