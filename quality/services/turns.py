@@ -125,26 +125,34 @@ def _session_owner_check(*, agent: Agent, session_id: str) -> None:
         )
 
 
-def _shown_in_session(*, agent: Agent, session_id: str) -> set[uuid.UUID]:
-    """The ids the memory calls of ``agent`` in ``session_id`` returned (its query-log rows' results)."""
-    shown: set[uuid.UUID] = set()
-    rows = QueryLog.objects.filter(space=agent.space, session_id=session_id, agent=agent).values_list(
-        "results", flat=True
-    )
-    for results in rows.iterator():
-        for result in results or []:
-            try:
-                shown.add(uuid.UUID(str(result["id"])))
-            except (KeyError, TypeError, ValueError):
-                continue
-    return shown
+def _result_scores(results) -> dict[uuid.UUID, float | None]:
+    """A query-log row's ``results`` as {thought id: score}, best first; malformed entries are skipped
+    (a broken log entry is the brain's problem, not this turn's)."""
+    scores: dict[uuid.UUID, float | None] = {}
+    for result in results or []:
+        if not isinstance(result, dict):
+            continue
+        try:
+            thought_id = uuid.UUID(str(result["id"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if thought_id not in scores:
+            score = result.get("score")
+            scores[thought_id] = float(score) if isinstance(score, (int, float)) else None
+    return scores
 
 
-def _feedback_check(*, agent: Agent, session_id: str, ids: list[uuid.UUID]) -> None:
-    """400 naming the feedback ids no memory call of this agent's session returned."""
+def _feedback_check(*, agent: Agent, session_id: str, newest: QueryLog | None, ids: list[uuid.UUID]) -> None:
+    """400 naming the feedback ids no memory call of this agent's session returned: the newest call's
+    (``newest``, loaded and waited for already) and the earlier calls' query-log rows."""
     if not ids:
         return
-    shown = _shown_in_session(agent=agent, session_id=session_id)
+    shown = set(_result_scores(newest.results)) if newest is not None else set()
+    earlier = QueryLog.objects.filter(space=agent.space, session_id=session_id, agent=agent)
+    if newest is not None:
+        earlier = earlier.exclude(pk=newest.pk)
+    for results in earlier.values_list("results", flat=True).iterator():
+        shown.update(_result_scores(results))
     foreign = [str(i) for i in ids if i not in shown]
     if foreign:
         named = ", ".join(foreign[:NAMED_IN_ERRORS])
@@ -152,7 +160,7 @@ def _feedback_check(*, agent: Agent, session_id: str, ids: list[uuid.UUID]) -> N
         raise ValidationFailed(
             f"used_ids/contradicted_ids may only name thoughts your memory calls in session {session_id!r} "
             f"returned; not returned to you there: {named}{more}.",
-            extra={"ids": foreign[:NAMED_IN_ERRORS]},
+            extra={"ids": foreign},
         )
 
 
@@ -177,19 +185,8 @@ def turn_log_create(
 
     used = set(used_ids or [])
     contradicted = set(contradicted_ids or [])
-    scores: dict[uuid.UUID, float | None] = {}
     query_log = _newest_query_log(space=space, agent=agent, session_id=session_id)
-    if query_log is not None:
-        for result in query_log.results or []:  # best first; the dict keeps that order
-            if not isinstance(result, dict):
-                continue
-            try:
-                thought_id = uuid.UUID(str(result["id"]))
-            except (KeyError, TypeError, ValueError):
-                continue  # a malformed log entry is the brain's problem, not this turn's
-            if thought_id not in scores:
-                score = result.get("score")
-                scores[thought_id] = float(score) if isinstance(score, (int, float)) else None
+    scores = _result_scores(query_log.results) if query_log is not None else {}
 
     # Each memory call's sources belong to one turn, the first logged after it: an agent that
     # queried once and then worked for twenty turns did not get the same items injected twenty
@@ -220,7 +217,12 @@ def turn_log_create(
             code="UNKNOWN_THOUGHT",
             extra={"ids": unknown},
         )
-    _feedback_check(agent=agent, session_id=session_id, ids=_unique([*(used_ids or []), *(contradicted_ids or [])]))
+    _feedback_check(
+        agent=agent,
+        session_id=session_id,
+        newest=query_log,
+        ids=_unique([*(used_ids or []), *(contradicted_ids or [])]),
+    )
 
     injected_set = set(injected)
     try:

@@ -80,8 +80,11 @@ def test_a_refusal_names_a_bounded_number_of_ids(dev, space):
     session = new_session()
     make_query_log(space, session, [], agent=dev.agent)
     ids = [str(make_thought(space, f"note {n}").id) for n in range(20)]
-    message = refused(turn(dev, session, "t1", contradicted_ids=ids), 400, "VALIDATION_ERROR")
+    response = turn(dev, session, "t1", contradicted_ids=ids)
+    message = refused(response, 400, "VALIDATION_ERROR")
     assert sum(i in message for i in ids) == 5 and "and 15 more" in message
+    error = response.json()["error"]
+    assert error["ids"] == ids[:10] and error["omitted"] == {"ids": 10}
 
 
 def test_a_turn_cannot_name_another_agents_session(dev, agent_factory, space):
