@@ -16,13 +16,20 @@ from core.choices import AgentRole
 from tasks.choices import ApprovalMode, TaskStatus, TaskType
 
 
-def validate_not_a_task_id(value: str) -> None:
-    """A task slug never parses as a UUID (any case, with or without hyphens), so that a reference, id or
-    slug, names exactly one task. ``tasks.services.tasks.task_create`` refuses such a slug in the API's
-    envelope; this validator holds it on the admin's forms."""
+def task_id_of(ref: str) -> uuid.UUID | None:
+    """The task id a reference names, or None when it names a task by slug: a reference that parses as a
+    UUID (any case, with or without hyphens) is an id, anything else a slug, never both."""
     try:
-        uuid.UUID(value)
+        return uuid.UUID(str(ref))
     except ValueError:
+        return None
+
+
+def validate_not_a_task_id(value: str) -> None:
+    """A task slug never parses as a UUID (:func:`task_id_of`), so that a reference names exactly one
+    task. ``tasks.services.tasks.task_create`` refuses such a slug in the API's envelope; this validator
+    holds it on the admin's forms."""
+    if task_id_of(value) is None:
         return
     raise ValidationError(
         "A task slug can't read as a task id (a UUID); choose one with a word in it.", code="slug_is_uuid"

@@ -15,7 +15,7 @@ from core.choices import ROLE_SYNONYMS
 from core.db import prepared_cursor
 from core.models import Space
 from tasks.choices import ROLE_ACTORS, TaskStatus, TaskType
-from tasks.models import HumanConfirmation, Project, Task, TransitionLog
+from tasks.models import HumanConfirmation, Project, Task, TransitionLog, task_id_of
 from tasks.workflow import MQS
 
 IN_FLIGHT_STATUSES = (TaskStatus.ACTIVE, TaskStatus.BLOCKED)
@@ -74,12 +74,8 @@ def task_get(*, space: Space, id_or_slug: str) -> Task:
     The task comes with its project and its parents and dependencies (id, slug, status) loaded as
     ``prefetch_related`` would leave them (``task.parents.all()`` runs no query), in one statement.
     """
-    try:
-        key = uuid.UUID(str(id_or_slug))
-    except ValueError:
-        key = None
+    key = task_id_of(id_or_slug)
     with prepared_cursor() as cursor:
-        # A UUID names a task by id only, anything else by slug only: one reference, one task.
         cursor.execute(_TASK_GET_SQL, {"space": space.pk, "slug": None if key else str(id_or_slug), "id": key})
         row = cursor.fetchone()
     if row is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterable
 
 from django.db import IntegrityError, transaction
@@ -14,7 +13,7 @@ from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
 from tasks import workflow
 from tasks.choices import ROLE_ACTORS, ApprovalMode, TaskStatus, TaskType
-from tasks.models import Project, Task
+from tasks.models import Project, Task, task_id_of
 
 DNA_MAX_CHARS = 100_000
 CREATE_STATUSES = (TaskStatus.BACKLOG, TaskStatus.PENDING)
@@ -88,24 +87,16 @@ def dna_validate(*, patch: dict) -> dict:
     return patch
 
 
-def _as_uuid(ref: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(ref)
-    except ValueError:
-        return None
-
-
 def _resolve_refs(*, space: Space, refs: Iterable[str], what: str) -> list[Task]:
     """Tasks of ``space`` named by id or slug; an unknown name is refused, never silently dropped."""
     refs = [str(ref) for ref in refs]
     if not refs:
         return []
-    # A reference that parses as a UUID names a task by id, anything else by slug: never both.
-    ids = [u for u in map(_as_uuid, refs) if u is not None]
-    slugs = [ref for ref in refs if _as_uuid(ref) is None]
+    ids = [u for u in map(task_id_of, refs) if u is not None]
+    slugs = [ref for ref in refs if task_id_of(ref) is None]
     found = list(Task.objects.filter(space=space).filter(Q(pk__in=ids) | Q(slug__in=slugs)))
-    known = {str(t.id) for t in found} | {t.slug for t in found if _as_uuid(t.slug) is None}
-    unknown = [ref for ref in refs if ref not in known and str(_as_uuid(ref)) not in known]
+    known = {str(t.id) for t in found} | {t.slug for t in found if task_id_of(t.slug) is None}
+    unknown = [ref for ref in refs if ref not in known and str(task_id_of(ref)) not in known]
     if unknown:
         raise NotFound(f"{what}: no task {', '.join(unknown)} in this space.", code="UNKNOWN_TASK_REFERENCE")
     return found
@@ -139,7 +130,7 @@ def task_create(
         raise ValidationFailed(f"Unknown role {role!r}.")
     if not slug or slugify(slug) != slug:
         raise ValidationFailed(f"Task slug {slug!r} must be a slug (lower-case letters, digits, hyphens).")
-    if _as_uuid(slug) is not None:
+    if task_id_of(slug) is not None:
         raise ValidationFailed(
             f"Task slug {slug!r} reads as a task id (a UUID); a reference must name one task: choose a slug "
             "with a word in it (e.g. 'fix-login')."
