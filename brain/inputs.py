@@ -13,7 +13,7 @@ from brain.choices import SourceRefType, ThoughtCategory, topic_normal
 #: Transition markers are written by the task workflow itself, never through the memory endpoint.
 CONTRIBUTABLE_CATEGORIES = [c for c in ThoughtCategory.values if c != ThoughtCategory.TRANSITION_MARKER]
 MAX_ID_LIST = 100
-#: The longest text a memory call takes; an import over the API takes the same (brain.transfer.services).
+#: The longest text a memory call takes; an import, a correction (REST, MCP, web) take the same.
 PROMPT_MAX_CHARS = 10000
 MAX_TAGS = 20
 

@@ -15,13 +15,11 @@ from api import fields as strict
 from api.schema import error_responses
 from brain.apis.idempotency import KEY_CONFLICT_RESPONSES, answered_once, idempotency_parameters, request_key
 from brain.choices import SuggestionStatus
-from brain.inputs import SourceRefSerializer, thought_ids_field
+from brain.inputs import PROMPT_MAX_CHARS, SourceRefSerializer, thought_ids_field
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.corrections import correction_supersede_guidance, suggestion_accept, thought_correct_by_id
 from brain.services.receipts import fields_fingerprint
 from brain.services.suggestions import suggestion_dismiss, suggestion_get, suggestions_list
-
-TEXT_MAX = 10000
 
 
 class CorrectionThoughtOutputSerializer(serializers.ModelSerializer):
@@ -142,8 +140,8 @@ class CorrectionAcceptApi(APIView):
     """Accept a pending suggestion: one call creates the correction and supersedes the old thought."""
 
     class CorrectionAcceptInputSerializer(strict.Serializer):
-        correct_fact = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
-        content = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
+        correct_fact = strict.CharField(max_length=PROMPT_MAX_CHARS, required=False, allow_blank=True)
+        content = strict.CharField(max_length=PROMPT_MAX_CHARS, required=False, allow_blank=True)
 
     @extend_schema(
         request=CorrectionAcceptInputSerializer,
@@ -206,16 +204,19 @@ class ThoughtCorrectApi(APIView):
             for name in ("correction", "fact", "new_fact", "correct", "right_fact", "corrected_to", "fix")
         }
 
-        correct_fact = strict.CharField(max_length=TEXT_MAX)
+        correct_fact = strict.CharField(max_length=PROMPT_MAX_CHARS)
         corrected_fact = strict.CharField(
-            max_length=TEXT_MAX,
+            max_length=PROMPT_MAX_CHARS,
             required=False,
             allow_blank=True,
             help_text="Default: the thought's content (a correction's: its correct_fact).",
         )
-        content = strict.CharField(max_length=TEXT_MAX, required=False, allow_blank=True)
+        content = strict.CharField(max_length=PROMPT_MAX_CHARS, required=False, allow_blank=True)
         prompt = strict.CharField(
-            max_length=TEXT_MAX, required=False, allow_blank=True, help_text="Alias of content (memory wire name)."
+            max_length=PROMPT_MAX_CHARS,
+            required=False,
+            allow_blank=True,
+            help_text="Alias of content (memory wire name).",
         )
         topic = strict.CharField(
             max_length=200, required=False, allow_blank=True, help_text="Default: the thought's topic."
