@@ -77,16 +77,18 @@ def ema(previous: float | None, outcome: float, gamma: float = GAMMA) -> float:
     return gamma * outcome + (1.0 - gamma) * (previous or 0.0)
 
 
-def effective_confidence(
-    usage_score: float | None, contradiction_score: float | None, contradicting_agents: int | None = None
-) -> float:
-    """The ranking multiplier; 1.0 for a thought with no history.
+def confidence_formula(usage_score: float | None, contradiction_score: float | None) -> float:
+    """``max(0, 1 + ALPHA·usage − BETA·contradiction)``: 1.0 for a thought with no history."""
+    return max(0.0, 1.0 + ALPHA * (usage_score or 0.0) - BETA * (contradiction_score or 0.0))
 
-    ``contradicting_agents``: how many distinct agents ever reported the thought contradicted; fewer
-    than FLOOR_BREAKING_AGENTS keeps the result at SINGLE_AGENT_FLOOR or above. None: the bare formula.
-    """
-    value = max(0.0, 1.0 + ALPHA * (usage_score or 0.0) - BETA * (contradiction_score or 0.0))
-    if contradicting_agents is not None and contradicting_agents < FLOOR_BREAKING_AGENTS:
+
+def effective_confidence(
+    usage_score: float | None, contradiction_score: float | None, contradicting_agents: int
+) -> float:
+    """The ranking multiplier: :func:`confidence_formula`, kept at SINGLE_AGENT_FLOOR or above while
+    fewer than FLOOR_BREAKING_AGENTS distinct agents ever reported the thought contradicted."""
+    value = confidence_formula(usage_score, contradiction_score)
+    if contradicting_agents < FLOOR_BREAKING_AGENTS:
         value = max(value, SINGLE_AGENT_FLOOR)
     return value
 

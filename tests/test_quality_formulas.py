@@ -36,13 +36,13 @@ def test_ema_of_a_sequence():
         (1.0, 1.0, 0.0),  # 1 + 0.5 - 2 clamps at 0
     ],
 )
-def test_effective_confidence(usage, contradiction, expected):
-    assert formulas.effective_confidence(usage, contradiction) == pytest.approx(expected)
+def test_confidence_formula(usage, contradiction, expected):
+    assert formulas.confidence_formula(usage, contradiction) == pytest.approx(expected)
 
 
 def test_contradiction_punishes_four_times_harder_than_use_rewards():
-    up = formulas.effective_confidence(0.1, 0.0) - 1.0
-    down = 1.0 - formulas.effective_confidence(0.0, 0.1)
+    up = formulas.confidence_formula(0.1, 0.0) - 1.0
+    down = 1.0 - formulas.confidence_formula(0.0, 0.1)
     assert down == pytest.approx(4 * up)
 
 
@@ -74,7 +74,7 @@ def test_quality_multiplier_is_the_confidence_only_while_the_switch_is_on(settin
 
 @pytest.mark.parametrize(
     ("agents", "expected"),
-    [(None, 0.0), (0, 0.5), (1, 0.5), (2, 0.0), (3, 0.0)],
+    [(0, 0.5), (1, 0.5), (2, 0.0), (3, 0.0)],
 )
 def test_one_agents_contradictions_stop_at_the_single_agent_floor(agents, expected):
     assert formulas.effective_confidence(0.0, 0.9, agents) == expected

@@ -111,7 +111,7 @@ def test_one_agent_cannot_contradict_a_thought_below_the_floor(dev, agent_factor
     for n in range(6):
         scored_turn(dev, session, f"t{n}", contradicted_ids=[str(target.id)])
     target.refresh_from_db()
-    assert formulas.effective_confidence(None, target.contradiction_score) < formulas.SINGLE_AGENT_FLOOR
+    assert formulas.confidence_formula(None, target.contradiction_score) < formulas.SINGLE_AGENT_FLOOR
     assert target.effective_confidence == formulas.SINGLE_AGENT_FLOOR
     # A second agent's contradictions, from what its own session was shown, can take it lower.
     other = agent_factory("dev", name="dev-2")

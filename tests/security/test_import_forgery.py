@@ -112,7 +112,7 @@ def test_import_accepts_every_value_at_the_edges_of_its_range(dev, space, fake_e
 
 
 def test_the_effective_confidence_bound_is_the_formulas_largest_value():
-    assert transfer.EFFECTIVE_CONFIDENCE_MAX == formulas.effective_confidence(1.0, 0.0)
+    assert transfer.EFFECTIVE_CONFIDENCE_MAX == formulas.confidence_formula(1.0, 0.0)
 
 
 def test_import_cannot_forge_a_transition_marker(dev, space, fake_embedder):
