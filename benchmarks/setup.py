@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from urllib.parse import urlparse, urlunparse
 
-from runtime.databases import embedded_url, ensure_database
+from runtime.databases import ensure_database
+from runtime.embedded_db import running_url
 
 BENCH_DATABASE = "colony_bench"
 
@@ -22,7 +23,7 @@ def bench_url(database: str = BENCH_DATABASE, *, env: str = "BENCH_DATABASE_URL"
     if os.environ.get("DATABASE_URL"):
         parsed = urlparse(os.environ["DATABASE_URL"])
         return urlunparse(parsed._replace(path=f"/{database}"))
-    return embedded_url(database)
+    return running_url(database)
 
 
 def server_url(database: str) -> str:
@@ -31,7 +32,7 @@ def server_url(database: str) -> str:
     if os.environ.get("BENCH_DATABASE_URL"):
         parsed = urlparse(os.environ["BENCH_DATABASE_URL"])
         return urlunparse(parsed._replace(path=f"/{database}"))
-    return embedded_url(database)
+    return running_url(database)
 
 
 def recreate_database(name: str) -> str:

@@ -34,11 +34,3 @@ def drop_database(url: str) -> None:
     admin, name = _admin_url(url)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def embedded_url(database: str) -> str:
-    """``database`` on the embedded server (started if it is not running)."""
-    from runtime import embedded_db
-
-    embedded_db.ensure_running()
-    return embedded_db.url(database)

