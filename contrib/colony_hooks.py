@@ -41,6 +41,8 @@ from datetime import date
 PREVIEW = 300
 MIN_PROMPT_CHARS = 3
 PROMPT_MAX_CHARS = 10000  # the memory API's limit on a prompt
+#: Sources injected per prompt at most, unless COLONY_HOOK_SOURCES says otherwise (1 to 10).
+SOURCES_DEFAULT = 5
 #: A read or connect that timed out (socket.timeout is TimeoutError only from Python 3.10).
 TIMEOUTS = (TimeoutError, socket.timeout)
 
@@ -220,9 +222,9 @@ def prompt_submit(colony: Colony, event: dict) -> str | None:
     if len(prompt) < MIN_PROMPT_CHARS:
         return None
     try:
-        limit = max(1, min(10, int(os.environ.get("COLONY_HOOK_SOURCES", "5"))))
+        limit = max(1, min(10, int(os.environ.get("COLONY_HOOK_SOURCES", SOURCES_DEFAULT))))
     except ValueError:
-        limit = 5
+        limit = SOURCES_DEFAULT
     brain = memory_search(colony, prompt, session_id=session_of(event), limit=limit, inject=True)
     result, trace = brain.get("result") or {}, brain.get("trace") or {}
     session_id = trace.get("session_id", "")

@@ -38,7 +38,7 @@ def test_longmem_prints_every_type_for_every_method_and_writes_rows(monkeypatch,
     out = capsys.readouterr().out
     assert "== longmem dev ==" in out
     for method in run.METHODS:
-        for qtype in [*run.TYPES["longmem"], "overall"]:
+        for qtype in [*(t for t in QUESTION_TYPES if t != run.NOANSWER), "overall"]:
             assert any(
                 line.split()[:3] == [method, qtype, "1" if qtype != "overall" else "5"] for line in out.splitlines()
             )
@@ -77,3 +77,37 @@ def test_a_thought_that_holds_identical_turns_counts_as_evidence_for_any_of_them
     assert bench.turns_for(["t2", "t1", "t9"], question) == ["m01-s2-t01", "m01-s4-t07", "?"]
     other = SimpleNamespace(evidence=("m01-s2-t05",))
     assert bench.turns_for(["t1"], other) == ["m01-s1-t03"]
+
+
+def test_calibrate_counts_injection_as_the_harness_does():
+    """calibrate.py's trade-off table counts a rows file with run.Injection: silence on no-answer prompts,
+    evidence among the top INJECT_K sources at or above the threshold, mean sources per prompt."""
+    from benchmarks.retrieval import calibrate
+
+    def source(turn, p):
+        return {"turn_id": turn, "p": p}
+
+    rows = [
+        {"type": "noanswer", "evidence": [], "sources": [source("a", 0.2), source("b", 0.1)]},
+        {"type": "noanswer", "evidence": [], "sources": [source("a", 0.6)]},
+        {"type": "single", "evidence": ["e"], "sources": [source("x", 0.7), source("e", 0.4)]},
+        # the evidence is sixth: beyond what the hook injects, whatever its relevance
+        {"type": "single", "evidence": ["e"], "sources": [*(source(t, 0.9) for t in "uvwxy"), source("e", 0.9)]},
+    ]
+    assert calibrate.INJECT_K == run.INJECT_K == 5
+    silence, evidence, mean = calibrate.injection(rows, 0.3)
+    assert (silence, evidence, mean) == (50.0, 50.0, (0 + 1 + 2 + 5) / 4)
+    assert calibrate.injection(rows, 0.5) == (50.0, 0.0, (0 + 1 + 1 + 5) / 4)
+
+
+def test_calibrate_predicts_with_the_brains_formula():
+    from benchmarks.retrieval import calibrate
+    from brain import ranking
+
+    row = {"sources": [{"score": 0.9, "cosine": 0.8, "rank": 1}, {"score": 0.5, "cosine": None, "rank": 2}]}
+    calibrate.predict([row], ranking.RELEVANCE_INTERCEPT, list(ranking.RELEVANCE_WEIGHTS))
+    features = ranking.relevance_features(score=0.5, similarity=0.0, top_score=0.9, position=2)
+    assert row["sources"][1]["p"] == ranking.calibrated_relevance(features)
+    calibrate.predict([row], 1000.0, [0.0, 0.0, 0.0, 0.0])  # an extreme fit is clamped, not an overflow
+    assert row["sources"][0]["p"] == pytest.approx(1.0)
+    assert (ranking.RELEVANCE_INTERCEPT, ranking.RELEVANCE_WEIGHTS) != (1000.0, (0.0, 0.0, 0.0, 0.0))

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
+from benchmarks.retrieval.run import INJECT_K, Injection
 from brain import ranking
 
-INJECT_K = 5
 SILENCE_TARGET = 80.0
 #: Printed in the trade-off table; the rule chooses among steps of 0.01.
 THRESHOLDS = [round(0.05 * i, 2) for i in range(1, 19)]
@@ -55,12 +56,22 @@ def matrix(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def predict(rows: list[dict], intercept: float, weights: list[float]) -> None:
-    """Adds ``p`` to every source of ``rows`` (the same formula as brain.ranking.calibrated_relevance)."""
-    for row in rows:
-        top = row["sources"][0]["score"] if row["sources"] else 0.0
-        for source in row["sources"]:
-            z = intercept + sum(w * x for w, x in zip(weights, features(source, top), strict=True))
-            source["p"] = 1.0 / (1.0 + math.exp(-z))
+    """Adds ``p`` to every source of ``rows``: brain.ranking.calibrated_relevance with these constants."""
+    with _constants(intercept, weights):
+        for row in rows:
+            top = row["sources"][0]["score"] if row["sources"] else 0.0
+            for source in row["sources"]:
+                source["p"] = ranking.calibrated_relevance(features(source, top))
+
+
+@contextmanager
+def _constants(intercept: float, weights: list[float]):
+    saved = ranking.RELEVANCE_INTERCEPT, ranking.RELEVANCE_WEIGHTS
+    ranking.RELEVANCE_INTERCEPT, ranking.RELEVANCE_WEIGHTS = intercept, tuple(weights)
+    try:
+        yield
+    finally:
+        ranking.RELEVANCE_INTERCEPT, ranking.RELEVANCE_WEIGHTS = saved
 
 
 def reliability(rows: list[dict], label: str) -> None:
@@ -75,19 +86,21 @@ def reliability(rows: list[dict], label: str) -> None:
             print(f"{low:>4.2f}-{min(high, 1.0):<5.2f}  {len(inside):>5}  {mean:>6.3f}  {seen:>8.3f}")
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What :class:`run.Injection` reads of a question, from a row."""
+
+    type: str
+    evidence: tuple
+
+
 def injection(rows: list[dict], threshold: float) -> tuple[float, float, float]:
     """(silence on no-answer prompts, evidence injected on answerable ones, mean sources injected), in %."""
-    silent = noanswer = with_evidence = answerable = injected = 0
+    counted = Injection(threshold=threshold)
     for row in rows:
-        kept = [s for s in row["sources"][:INJECT_K] if s["p"] >= threshold]
-        injected += len(kept)
-        if row["type"] == "noanswer":
-            noanswer += 1
-            silent += not kept
-        else:
-            answerable += 1
-            with_evidence += any(s["evidence"] for s in kept)
-    return 100.0 * silent / max(1, noanswer), 100.0 * with_evidence / max(1, answerable), injected / max(1, len(rows))
+        turns = [source["turn_id"] for source in row["sources"]]
+        counted.add(_Asked(row["type"], tuple(row["evidence"])), turns, [source["p"] for source in row["sources"]])
+    return counted.mode_shares()
 
 
 def choose(rows: list[dict]) -> float:

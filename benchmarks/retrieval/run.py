@@ -60,6 +60,7 @@ from benchmarks import setup as bench_setup
 from benchmarks.retrieval.score import LIMIT, Score
 from benchmarks.setup import agent_client
 from benchmarks.stats import percentile
+from contrib.colony_hooks import SOURCES_DEFAULT
 
 BENCH_DATABASE = "colony_retrieval_bench"
 BM25_K1 = 1.2
@@ -86,7 +87,6 @@ class Space:
     conversations: list
     space: object
     thought_of_turn: dict[str, str] = field(default_factory=dict)  # turn id -> thought id
-    turn_of_thought: dict[str, str] = field(default_factory=dict)  # thought id -> its first turn
     #: Every turn a thought holds: a turn whose text a live thought already holds is stored once (one row
     #: per fact), so identical turns share a thought, and it is evidence if any of them is.
     turns_of_thought: dict[str, list[str]] = field(default_factory=dict)
@@ -162,7 +162,6 @@ def ingest(conversations: list, *, slug: str, name: str, progress) -> Space:
             if not thought_id:
                 raise SystemExit(f"turn {turn.id} was not stored: {body['trace']['operations']}")
             result.thought_of_turn[turn.id] = thought_id
-            result.turn_of_thought.setdefault(thought_id, turn.id)
             result.turns_of_thought.setdefault(thought_id, []).append(turn.id)
             done += 1
             progress(done, total)
@@ -253,17 +252,13 @@ class Baselines:
             scores.append(score)
         return scores
 
-    def order(self, scores) -> list[int]:
-        """Indexes by score, best first; ties by creation order; zero scores left out (BM25's OR)."""
+    def dense_order(self, scores) -> list[int]:
+        """Indexes by cosine, best first; ties by creation order."""
+        return sorted(range(len(self.ids)), key=lambda i: (-scores[i], i))
+
+    def lexical_order(self, scores) -> list[int]:
+        """Indexes by BM25, best first; ties by creation order; zero scores left out (BM25's OR)."""
         return sorted((i for i in range(len(self.ids)) if scores[i] > 0), key=lambda i: (-scores[i], i))
-
-    def dense(self, vector) -> list[str]:
-        scores = self.dense_scores(vector)
-        order = sorted(range(len(self.ids)), key=lambda i: (-scores[i], i))
-        return [self.ids[i] for i in order[:LIMIT]]
-
-    def lexical(self, text: str) -> list[str]:
-        return [self.ids[i] for i in self.order(self.lexical_scores(text))[:LIMIT]]
 
 
 _lexeme_cache: dict[str, list[str]] = {}
@@ -288,15 +283,11 @@ def colony(bench: Space, question: str) -> tuple[list[dict], float]:
 
 
 METHODS = ("dense", "lexical", "colony")
-#: The question types of each benchmark, in print order; ``noanswer`` prompts are not scored for recall.
-TYPES = {
-    "retrieval": ("single", "paraphrase", "multihop", "temporal", "correction"),
-    "longmem": ("speaker", "temporal_when", "multihop", "inference", "single"),
-}
-DATASETS = tuple(TYPES)
+DATASETS = ("retrieval", "longmem")
+#: The question type with no evidence to find: asked, but not scored for recall.
 NOANSWER = "noanswer"
-#: How many sources Colony's UserPromptSubmit hook injects (contrib/colony_hooks.py, COLONY_HOOK_SOURCES).
-INJECT_K = 5
+#: How many sources Colony's UserPromptSubmit hook injects at most, by default.
+INJECT_K = SOURCES_DEFAULT
 
 
 def print_tables(split: str, scores: dict[str, dict[str, Score]], types: list[str]) -> None:
@@ -332,10 +323,11 @@ def question_vectors(texts: list[str]) -> list[list[float]]:
 @dataclass
 class Injection:
     """What Colony's prompt hook would inject: its top :data:`INJECT_K`, with and without the
-    injection mode's filter (``inject: true``: sources with ``relevance`` ≥
+    injection mode's filter (``inject: true``: sources with ``relevance`` ≥ ``threshold``, by default
     ``brain.ranking.INJECT_MIN_RELEVANCE``). Silence: a no-answer prompt with nothing injected;
     evidence: an answerable question with an evidence turn among what is injected."""
 
+    threshold: float | None = None
     noanswer: int = 0
     silent: int = 0
     answerable: int = 0
@@ -344,11 +336,16 @@ class Injection:
     inject_with_evidence: int = 0
     injected: int = 0  # sources injected in the injection mode, over all prompts
 
-    def add(self, question, turns: list[str], relevances: list[float]) -> None:
-        from brain.ranking import INJECT_MIN_RELEVANCE
+    def __post_init__(self) -> None:
+        if self.threshold is None:
+            from brain.ranking import INJECT_MIN_RELEVANCE
 
+            self.threshold = INJECT_MIN_RELEVANCE
+
+    def add(self, question, turns: list[str | None], relevances: list[float]) -> None:
+        """One prompt: ``turns`` are what Colony's sources stand for (best first), ``relevances`` theirs."""
         top = turns[:INJECT_K]
-        kept = [turn for turn, p in zip(top, relevances, strict=False) if p >= INJECT_MIN_RELEVANCE]
+        kept = [turn for turn, p in zip(top, relevances, strict=False) if p >= self.threshold]
         self.injected += len(kept)
         if question.type == NOANSWER:
             self.noanswer += 1
@@ -358,6 +355,14 @@ class Injection:
             self.answerable += 1
             self.with_evidence += any(turn in question.evidence for turn in top)
             self.inject_with_evidence += any(turn in question.evidence for turn in kept)
+
+    def mode_shares(self) -> tuple[float, float, float]:
+        """The injection mode's (silence %, evidence injected %, mean sources per prompt), unrounded."""
+        return (
+            100.0 * self.inject_silent / max(1, self.noanswer),
+            100.0 * self.inject_with_evidence / max(1, self.answerable),
+            self.injected / max(1, self.noanswer + self.answerable),
+        )
 
     def as_dict(self) -> dict:
         def share(part: int, whole: int) -> float:
@@ -374,15 +379,27 @@ class Injection:
         }
 
 
-def _ranks(scores, order: list[int]) -> dict[int, int]:
+@dataclass
+class Ranked:
+    """One question's baseline scores and orders (indexes into ``Baselines.ids``)."""
+
+    dense: object  # numpy cosines
+    lexical: list[float]
+    dense_order: list[int]
+    lexical_order: list[int]
+
+
+def _ranks(order: list[int]) -> dict[int, int]:
     return {index: rank for rank, index in enumerate(order, start=1)}
 
 
-def question_row(bench: Space, baselines: Baselines, question, sources: list[dict], dense, lexical) -> dict:
-    """One calibration row: the question and, per source Colony returned, what the harness sees of it."""
-    position = {thought_id: i for i, thought_id in enumerate(baselines.ids)}
-    dense_rank = _ranks(dense, sorted(range(len(dense)), key=lambda i: (-dense[i], i)))
-    lexical_rank = _ranks(lexical, baselines.order(lexical))
+def question_row(
+    bench: Space, baselines: Baselines, position: dict[str, int], question, sources: list[dict], ranked: Ranked
+) -> dict:
+    """One calibration row: the question and, per source Colony returned, what the harness sees of it
+    (``position``: each thought id's index in ``baselines.ids``)."""
+    dense, lexical = ranked.dense, ranked.lexical
+    dense_rank, lexical_rank = _ranks(ranked.dense_order), _ranks(ranked.lexical_order)
     rows = []
     for rank, source in enumerate(sources, start=1):
         i = position.get(source["thought_id"])
@@ -429,22 +446,23 @@ def evaluate(benches: list[Space], questions, *, progress=None, rows=None) -> tu
     for bench in benches:
         qs = [q for q in questions if q.conversation in bench.conversation_ids]
         baselines = Baselines(bench.space)
+        position = {thought_id: i for i, thought_id in enumerate(baselines.ids)}
         vectors = question_vectors([q.question for q in qs])
         for question, vector in zip(qs, vectors, strict=True):
             dense = baselines.dense_scores(vector)
             lexical = baselines.lexical_scores(question.question)
-            dense_order = sorted(range(len(baselines.ids)), key=lambda i: (-dense[i], i))
+            scored = Ranked(dense, lexical, baselines.dense_order(dense), baselines.lexical_order(lexical))
             sources, elapsed = colony(bench, question.question)
             timings.append(elapsed)
             ranked = {
-                "dense": [baselines.ids[i] for i in dense_order[:LIMIT]],
-                "lexical": [baselines.ids[i] for i in baselines.order(lexical)[:LIMIT]],
+                "dense": [baselines.ids[i] for i in scored.dense_order[:LIMIT]],
+                "lexical": [baselines.ids[i] for i in scored.lexical_order[:LIMIT]],
                 "colony": [source["thought_id"] for source in sources],
             }
             colony_turns = bench.turns_for(ranked["colony"], question)
             injection.add(question, colony_turns, [source["relevance"] for source in sources])
             if rows is not None:
-                rows.append(question_row(bench, baselines, question, sources, dense, lexical))
+                rows.append(question_row(bench, baselines, position, question, sources, scored))
             if question.type == NOANSWER:
                 continue
             for method, ids in ranked.items():
@@ -535,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
             scores, timings, injection = evaluate(benches, questions, rows=split_rows)
             if rows is not None:
                 rows.extend({"dataset": name, **row} for row in split_rows)
-            types = [t for t in TYPES[name] if scores["colony"].get(t)]
+            types = [t for t in dataset.question_types if t != NOANSWER and scores["colony"].get(t)]
             label = (
                 ("" if name == "retrieval" else f"{name} ")
                 + split
