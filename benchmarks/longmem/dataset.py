@@ -12,7 +12,6 @@ evidence is empty: no turn of the conversation answers them.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from benchmarks.retrieval.dataset import (
     Question,
     Session,
     Turn,
+    read_jsonl,
 )
 
 __all__ = ["DATA_DIR", "QUESTION_TYPES", "SPLITS", "DatasetError", "LongmemDataset", "load"]
@@ -43,21 +43,9 @@ class LongmemDataset(Dataset):
     question_types: ClassVar[tuple[str, ...]] = QUESTION_TYPES
 
 
-def _rows(path: Path) -> list[tuple[int, dict]]:
-    if not path.exists():
-        raise DatasetError(f"{path} is missing; regenerate it with python -m benchmarks.longmem.author")
-    rows = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            rows.append((number, json.loads(raw)))
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path.name} line {number}: not valid JSON ({exc.msg})") from None
-    return rows
-
-
 def _conversations(path: Path) -> tuple[list[Conversation], dict[str, Turn]]:
     conversations, turns = [], {}
-    for line, row in _rows(path):
+    for line, row in read_jsonl(path):
         where = f"{path.name} line {line}"
         cid, split = row["id"], row["split"]
         if split not in SPLITS:
@@ -86,7 +74,7 @@ def _conversations(path: Path) -> tuple[list[Conversation], dict[str, Turn]]:
 def _questions(path: Path, conversations: list[Conversation], turns: dict[str, Turn]) -> list[Question]:
     split_of = {c.id: c.split for c in conversations}
     questions, seen = [], set()
-    for line, row in _rows(path):
+    for line, row in read_jsonl(path):
         where = f"{path.name} line {line}"
         qid, cid, qtype, evidence = row["id"], row["conversation"], row["type"], tuple(row["evidence"])
         if qid in seen or cid not in split_of or row["split"] != split_of[cid]:

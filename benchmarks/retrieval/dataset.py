@@ -133,7 +133,7 @@ def _fail(path: Path, line: int, message: str) -> DatasetError:
     return DatasetError(f"{path.name} line {line}: {message}")
 
 
-def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+def read_jsonl(path: Path) -> list[tuple[int, dict]]:
     if not path.exists():
         raise DatasetError(f"{path} is missing; the benchmark data ships with the repository (git checkout it).")
     rows = []
@@ -178,7 +178,7 @@ def _parse_conversations(path: Path) -> tuple[list[Conversation], dict[str, Turn
     conversations: list[Conversation] = []
     turns: dict[str, Turn] = {}
     seen: set[str] = set()
-    for line, row in _read_jsonl(path):
+    for line, row in read_jsonl(path):
         cid = _require(path, line, row, "id", str)
         if cid in seen:
             raise _fail(path, line, f"conversation id {cid!r} is used twice")
@@ -283,7 +283,7 @@ def _parse_questions(path: Path, conversations: list[Conversation], turns: dict[
     questions = []
     seen: set[str] = set()
     seen_text: dict[tuple[str, str], str] = {}
-    for line, row in _read_jsonl(path):
+    for line, row in read_jsonl(path):
         qid = _require(path, line, row, "id", str)
         if not re.match(r"^q\d{4}$", qid):
             raise _fail(path, line, f"question id must look like q0001, got {qid!r}")

@@ -68,6 +68,7 @@ def asker(benches, questions):
 
     if any(q.split != "dev" for q in questions):
         raise SystemExit("the sweep runs on the dev split only")
+    questions = [q for q in questions if q.evidence]  # a no-answer prompt has nothing to find
     # Each question embedded alone, as the endpoint embeds it (the int8 model's vectors depend on what
     # shares their model run).
     texts = [q.question for q in questions]
@@ -77,8 +78,6 @@ def asker(benches, questions):
     def ask() -> tuple[Score, dict[str, Score]]:
         score, by_type = Score(), {}
         for question in questions:
-            if not question.evidence:
-                continue  # a no-answer prompt has nothing to find
             bench = bench_of[question.conversation]
             result = thought_search(
                 space=bench.space, vector=vectors[question.id], query_text=question.question, limit=LIMIT
