@@ -12,6 +12,7 @@ from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
+from core.db import vector_from_binary
 
 EMBEDDING_DIMENSIONS = 384
 #: The columns no page or response shows: two 384-float vectors (parsed from text, ~1 ms per row) and
@@ -23,11 +24,8 @@ def vector_from_send(data) -> list[float] | None:
     """A vector read as ``vector_send(column)`` (pgvector's binary form, bytea: int16 dimensions, int16
     unused, then big-endian float32s) as the list of floats the ORM would give: ~7x faster to read
     than the text form the ORM parses float by float, and exactly the stored float32s."""
-    if data is None:
-        return None
-    import numpy as np
-
-    return np.frombuffer(bytes(data), dtype=">f4", offset=4).astype(np.float64).tolist()
+    vector = vector_from_binary(None if data is None else bytes(data))
+    return None if vector is None else vector.astype("float64").tolist()
 
 
 def thought_defer_bulky(*relations: str) -> list[str]:
