@@ -370,14 +370,14 @@ def test_a_mem0_dump_or_other_names_sent_to_the_api_say_what_to_send(dev, space,
     message = wrapped.json()["error"]["message"]
     assert "holding a list under 'results': send that list itself" in message and "manage.py brain import" in message
     for item, field, hint in [
-        ({"memory": note}, "memory", "the text goes in 'content' (a Mem0 get_all() dump"),
-        ({"text": note}, "text", "the text goes in 'content'."),
+        ({"memory": note}, "memory", "The text goes in 'content' (a Mem0 get_all() dump"),
+        ({"text": note}, "text", "The text goes in 'content'."),
         ({"content": note, "category": "operational_learning"}, "category", "Did you mean 'thought_category'?"),
     ]:
         response = post(dev, [item])
         assert response.status_code == 400, response.content
         line = response.json()["error"]["lines"][0]
-        assert line["field"] == field and f"{field}: {hint}" in line["message"], line
+        assert line["field"] == field and f"Unknown field. {hint}" in line["message"], line
     assert not Thought.objects.exists()
 
 

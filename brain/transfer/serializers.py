@@ -11,7 +11,6 @@ services report per line as ``{line, field, message}``.
 from __future__ import annotations
 
 import datetime as dt
-import heapq
 import math
 import re
 import uuid
@@ -24,8 +23,7 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 
 from api import fields as strict
-from api.errors import name_hint
-from api.fields import UNKNOWN_NAMED, FieldsReusedPerThread
+from api.fields import FieldsReusedPerThread
 from api.parsers import unstorable_paths
 from api.schema import JSON_VALUE_REF, NO_NUL_PATTERN
 from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType, topic_normal
@@ -60,8 +58,8 @@ INT_MAX = 2**31 - 1
 #: Other dumps' names for an import item's fields: a Mem0 get_all() item's "memory", a hand-written "text".
 #: The API takes Colony's own fields; ``manage.py brain import FILE`` reads Mem0 and seed-brain dumps as they are.
 ITEM_FIELD_HINTS = {
-    "memory": "the text goes in 'content' (a Mem0 get_all() dump is read as it is by manage.py brain import FILE).",
-    **dict.fromkeys(("text", "prompt", "body"), "the text goes in 'content'."),
+    "memory": "The text goes in 'content' (a Mem0 get_all() dump is read as it is by manage.py brain import FILE).",
+    **dict.fromkeys(("text", "prompt", "body"), "The text goes in 'content'."),
 }
 
 
@@ -219,22 +217,15 @@ class _Vector(serializers.ListField):
         )
 
 
-class _Number(serializers.FloatField):
-    """A JSON number (not a boolean or a string), finite, within the field's bounds."""
+class _Number(strict.FloatField):
+    """A finite JSON number within the field's bounds (strict.FloatField), in the import's words."""
 
     default_error_messages = {
-        "invalid": "must be a number.",
-        "not_finite": "must be a finite number.",
+        "invalid": "must be a finite number.",
+        "not_a_number": "must be a number, not {type}.",
         "min_value": "must be at least {min_value}.",
         "max_value": "must be at most {max_value}; an import over the API refuses more.",
     }
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            self.fail("invalid")
-        if not math.isfinite(data):
-            self.fail("not_finite")
-        return data
 
 
 class _Integer(strict.IntegerField):
@@ -358,7 +349,7 @@ class _Choice(_BlankIsNotGiven, strict.ChoiceField):
 
 
 # --- the item ------------------------------------------------------------------------------------------
-class ImportItemSerializer(FieldsReusedPerThread, serializers.Serializer):
+class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
     """One thought to import over the API (``null`` or an empty string means "not given" for optional fields).
 
     An import over the API restores the caller's own thoughts: a value outside these rules is
@@ -427,6 +418,7 @@ class ImportItemSerializer(FieldsReusedPerThread, serializers.Serializer):
 
     #: Who and when come from the token and the clock (``context``: ``agent``, ``now``).
     checks_identity = True
+    unknown_field_hints = ITEM_FIELD_HINTS
 
     def validate_topic(self, value: str) -> str:
         return topic_normal(value)
@@ -496,18 +488,9 @@ def item_clean(item: Any, serializer: ImportItemSerializer | None = None) -> dic
     if not isinstance(item, dict):
         raise _Bad("", "each item must be a JSON object with the thought fields of SPEC 2.1.")
     _require_storable({k: v for k, v in item.items() if k not in VECTOR_FIELDS})
-    unknown = item.keys() - ITEM_FIELDS - {"kind"}
-    if unknown:  # the first few by name, with hints, and how many more: bounded whatever the line holds
-        named = heapq.nsmallest(UNKNOWN_NAMED, unknown)
-        hints = "".join(f" {name}:{hint}" for name in named if (hint := name_hint(name, ITEM_FIELDS, ITEM_FIELD_HINTS)))
-        more = f" and {len(unknown) - len(named)} more" if len(unknown) > len(named) else ""
-        raise _Bad(
-            named[0],
-            f"unknown field(s) {', '.join(named)}{more};{hints} allowed: {', '.join(sorted(ITEM_FIELDS))}.",
-        )
     serializer = serializer or RestoreItemSerializer()
-    try:  # null is "not given" for every field: its default applies
-        row = serializer.run_validation({k: v for k, v in item.items() if v is not None})
+    try:  # an unknown key is refused and null is "not given" (strict.Serializer)
+        row = serializer.run_validation(item)
     except serializers.ValidationError as exc:
         raise _Bad(*_first_error(exc.detail)) from None
     row.pop("kind", None)
