@@ -148,12 +148,13 @@ def throttle_key(token) -> str | None:
     return f"{kind}:{token.pk}"
 
 
-def throttle_wait(token) -> float:
-    """Count one request of ``token`` (an AgentToken or a UrlToken) against ``API_THROTTLE_RATE``: 0.0
-    when it is allowed, else the seconds to wait before the next one is. No token, or the rate ``off``:
-    0.0. While the store is down the request is let through (fail open, logged) instead of answering
-    500; the request then succeeds or gets its own 503 (database down)."""
-    throttle = TokenRateThrottle()
+def throttle_wait(token, throttle: TokenRateThrottle | None = None) -> float:
+    """Count one request of ``token`` (an AgentToken or a UrlToken) against ``API_THROTTLE_RATE`` (as
+    ``throttle`` read it, else as it is now): 0.0 when it is allowed, else the seconds to wait before
+    the next one is. No token, or the rate ``off``: 0.0. While the store is down the request is let
+    through (fail open, logged) instead of answering 500; the request then succeeds or gets its own
+    503 (database down)."""
+    throttle = throttle or TokenRateThrottle()
     key = throttle_key(token)
     if throttle.rate is None or key is None:
         return 0.0
@@ -185,13 +186,10 @@ class TokenRateThrottle(SimpleRateThrottle):
         rate = (settings.API_THROTTLE_RATE or "").strip().lower()
         return None if rate in {"", "off", "0", "none"} else rate
 
-    def get_cache_key(self, request, view):
-        return throttle_key(getattr(request, "auth", None))
-
     def allow_request(self, request, view):
         if self.rate is None:
             return True
-        self.waiting = throttle_wait(getattr(request, "auth", None))
+        self.waiting = throttle_wait(getattr(request, "auth", None), self)
         return self.waiting == 0.0
 
     def wait(self):
