@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from brain.models import CorrectionSuggestion, QueryLog, Thought
-from brain.transfer.serializers import ARRAY_REFS, FK_REFS, _Bad, item_clean, querylog_clean, suggestion_clean
+from brain.transfer.serializers import ARRAY_REFS, FK_REFS, clean_each, item_clean, querylog_clean, suggestion_clean
 from core.models import Space
 
 #: Names the ids a file import gives its items: an item without an id gets uuid5(this, space + item
@@ -116,13 +116,9 @@ def _in_chunks(model, ids: set, chunk: int = 10_000) -> dict[Any, Any]:
 
 def _clean_each(rows: list[Any], clean, what: str, problems: list[DumpProblem]) -> list[tuple[int, Any, dict]]:
     """(number, raw row, cleaned row) of every row ``clean`` accepts; the others go to ``problems``."""
-    out = []
-    for number, raw in enumerate(rows, start=1):
-        try:
-            out.append((number, raw, clean(raw)))
-        except _Bad as bad:
-            problems.append(DumpProblem(what, number, bad.field, bad.message))
-    return out
+    accepted, refused = clean_each(rows, clean)
+    problems.extend(DumpProblem(what, number, bad.field, bad.message) for number, bad in refused)
+    return accepted
 
 
 def _stable_json(value: Any) -> Any:

@@ -482,6 +482,18 @@ def _first_error(detail: Any) -> tuple[str, str]:
     return field, str(detail)
 
 
+def clean_each(rows: list[Any], clean) -> tuple[list[tuple[int, Any, dict[str, Any]]], list[tuple[int, _Bad]]]:
+    """Every row through ``clean`` (``item_clean``, ``querylog_clean``...): (number, raw row, cleaned row)
+    of those it accepts and (number, the refusal) of the others, numbered from 1."""
+    accepted, refused = [], []
+    for number, raw in enumerate(rows, start=1):
+        try:
+            accepted.append((number, raw, clean(raw)))
+        except _Bad as bad:
+            refused.append((number, bad))
+    return accepted, refused
+
+
 def item_clean(item: Any, serializer: ImportItemSerializer | None = None) -> dict[str, Any]:
     """One import item as model values, checked by ``serializer`` (default: the operator's restore);
     raises ``_Bad`` naming the first wrong field. An item without an id gets a new one."""

@@ -48,6 +48,7 @@ from brain.transfer.serializers import (
     ImportItemSerializer,
     RestoreItemSerializer,
     _Bad,
+    clean_each,
     item_clean,
     querylog_clean,
     suggestion_clean,
@@ -513,15 +514,10 @@ def _refuse_rows(errors: list[LineError], what: str) -> ImportInvalid:
 
 
 def _cleaned(rows: list[Any], clean, what: str) -> list[dict[str, Any]]:
-    out, errors = [], []
-    for number, raw in enumerate(rows, start=1):
-        try:
-            out.append(clean(raw))
-        except _Bad as bad:
-            errors.append(LineError(number, bad.message, bad.field))
-    if errors:
-        raise _refuse_rows(errors, what)
-    return out
+    accepted, refused = clean_each(rows, clean)
+    if refused:
+        raise _refuse_rows([LineError(number, bad.message, bad.field) for number, bad in refused], what)
+    return [row for _, _, row in accepted]
 
 
 def querylogs_import(*, space: Space, rows: list[Any], precleaned: bool = False) -> int:
