@@ -15,8 +15,6 @@ byte 0x8b", which does not tell the caller what to change. RFC 7694: 415 with ``
 
 from __future__ import annotations
 
-import json
-
 from django.conf import settings
 from django.core.exceptions import BadRequest, TooManyFieldsSent
 from django.http import JsonResponse
@@ -25,10 +23,9 @@ from api.errors import error_body, validation_message
 from api.parsers import NUL_MESSAGE, printable
 
 
-def api_input_refusal(request) -> JsonResponse | None:
-    """The 400 for an API request with a NUL in its path or query string, or more query parameters than
-    Django reads; None when there is none.
-    Also applied to MCP tool calls, which run the API's views without this middleware (``colony_mcp.rest``)."""
+def input_problem(request) -> tuple[str, dict[str, list[str]]] | None:
+    """(message, fields) for a request with a NUL in its path or query string, or more query parameters
+    than Django reads (no fields then); None when there is none."""
     fields: dict[str, list[str]] = {}
     if "\x00" in request.path:
         fields["path"] = [NUL_MESSAGE]
@@ -36,14 +33,21 @@ def api_input_refusal(request) -> JsonResponse | None:
         query = request.GET.lists()
     except TooManyFieldsSent:
         limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
-        message = f"More than {limit} query parameters (DATA_UPLOAD_MAX_NUMBER_FIELDS); send fewer."
-        return JsonResponse(error_body("VALIDATION_ERROR", message), status=400)
+        return f"More than {limit} query parameters (DATA_UPLOAD_MAX_NUMBER_FIELDS); send fewer.", {}
     for key, values in query:
         if "\x00" in key or any("\x00" in value for value in values):
             fields[key.replace("\x00", "\\u0000")] = [NUL_MESSAGE]
-    if not fields:
+    return (validation_message(fields), fields) if fields else None
+
+
+def api_input_refusal(request) -> JsonResponse | None:
+    """The 400 in the API's envelope for :func:`input_problem`; None when there is none."""
+    problem = input_problem(request)
+    if problem is None:
         return None
-    return JsonResponse(error_body("VALIDATION_ERROR", validation_message(fields), fields=fields), status=400)
+    message, fields = problem
+    extra = {"fields": fields} if fields else {}
+    return JsonResponse(error_body("VALIDATION_ERROR", message, **extra), status=400)
 
 
 def encoded_body_refusal(request) -> JsonResponse | None:
@@ -65,12 +69,13 @@ class ApiInputGuardMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        refusal = api_input_refusal(request)
-        if refusal is None and request.path.startswith("/api/"):
-            refusal = encoded_body_refusal(request)
-        if refusal is not None:
-            if request.path.startswith("/api/"):
-                return refusal
+        if request.path.startswith("/api/"):
+            refusal = api_input_refusal(request)
+            if refusal is None:
+                refusal = encoded_body_refusal(request)
+            return self.get_response(request) if refusal is None else refusal
+        problem = input_problem(request)
+        if problem is not None:
             # A page: Django's handler400 answers with templates/400.html (the message goes to the log).
-            raise BadRequest(json.loads(refusal.content)["error"]["message"])
+            raise BadRequest(problem[0])
         return self.get_response(request)
