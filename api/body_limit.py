@@ -2,10 +2,12 @@
 
 :func:`body_limit_for` says how many bytes a body to a path may have:
 
-- ``POST /api/v1/thoughts/import``: ``MAX_REQUEST_BODY_MB``, by default sized from the batch:
+- a route whose view declares a :class:`LargeBody` (its ``body_limit`` attribute) takes what that names:
+  ``POST /api/v1/thoughts/import`` takes ``MAX_REQUEST_BODY_MB``, by default sized from the batch:
   ``IMPORT_BATCH_MAX_ITEMS`` x 64 KB (62.5 MB for 1,000). 64 KB is one exported thought: its two
   384-float vectors as JSON (~16 KB), 10,000 characters of content as UTF-8 (at most 40 KB) and its
-  other fields.
+  other fields. The route is found as Django will route the request (a trailing slash aside, as the
+  404's near-miss hint reads it), so the limit follows the view wherever its URL is.
 - every other path, ``/mcp`` included (its tools take the REST calls' payloads, and no tool imports):
   ``MAX_REQUEST_BODY_KB`` (256). The largest of those bodies is a memory call: a 10,000-character
   prompt and ~20,000 characters of other text (correct_fact, corrected_fact, alternatives, context,
@@ -25,29 +27,52 @@ before Django sees the request, so without this any client could make the server
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
+from django.urls import Resolver404, resolve
 
 from api.errors import asgi_json_send, error_body
 
-IMPORT_PATH = "/api/v1/thoughts/import"
+
+@dataclass(frozen=True)
+class LargeBody:
+    """A view's larger body limit: ``setting`` (a number of megabytes) and what to send instead."""
+
+    setting: str
+    advice: str
+
+    def limit(self) -> int:
+        return int(getattr(settings, self.setting) * (1 << 20))
+
+
+def large_body_of(path: str) -> LargeBody | None:
+    """The :class:`LargeBody` of the view ``path`` routes to (``body_limit``); None for any other."""
+    for candidate in dict.fromkeys((path, path.rstrip("/"))):
+        try:
+            match = resolve(candidate)
+        except Resolver404:
+            continue
+        view = getattr(match.func, "cls", None) or getattr(match.func, "view_class", None)
+        if getattr(view, "body_limit", None) is not None:
+            return view.body_limit
+    return None
 
 
 def body_limit_for(path: str) -> int:
     """The most bytes a request body to ``path`` may have (read from the settings on each call)."""
-    if path.rstrip("/") == IMPORT_PATH:
-        return int(settings.MAX_REQUEST_BODY_MB * (1 << 20))
-    return int(settings.MAX_REQUEST_BODY_KB * 1024)
+    large = large_body_of(path)
+    return large.limit() if large is not None else int(settings.MAX_REQUEST_BODY_KB * 1024)
 
 
 def refusal_message(path: str, limit: int) -> str:
     """The 413's message: the limit, the setting that sets it and the path, and what to send instead."""
     where = path if len(path) <= 100 else path[:99] + "…"
-    if path.rstrip("/") == IMPORT_PATH:
+    large = large_body_of(path)
+    if large is not None:
         return (
-            f"The request body is larger than {limit / (1 << 20):g} MB (MAX_REQUEST_BODY_MB), the limit for {where}; "
-            "nothing was read past it and nothing was changed. Send fewer thoughts a request (at most "
-            "IMPORT_BATCH_MAX_ITEMS); manage.py brain import takes a file of any size."
+            f"The request body is larger than {limit / (1 << 20):g} MB ({large.setting}), the limit for {where}; "
+            f"nothing was read past it and nothing was changed. {large.advice}"
         )
     return (
         f"The request body is larger than {limit / 1024:g} KB (MAX_REQUEST_BODY_KB), the limit for {where}; "

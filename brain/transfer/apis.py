@@ -21,6 +21,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.views import APIView
 
 from api import fields as strict
+from api.body_limit import LargeBody
 from api.errors import ValidationFailed
 from api.parsers import is_utf8, json_lines, json_loads_bounded
 from api.schema import error_responses
@@ -146,6 +147,12 @@ class ThoughtImportApi(APIView):
     }
 
     parser_classes = [ImportJsonParser, ImportNdjsonParser, ImportJsonlParser]
+    #: A batch of exported thoughts is larger than any other body (``api.body_limit``).
+    body_limit = LargeBody(
+        "MAX_REQUEST_BODY_MB",
+        "Send fewer thoughts a request (at most IMPORT_BATCH_MAX_ITEMS); "
+        "manage.py brain import takes a file of any size.",
+    )
 
     @extend_schema(
         operation_id="thoughts_import",
