@@ -15,10 +15,9 @@ from django.utils import timezone
 
 from api.errors import Conflict, NotFound, ValidationFailed, did_you_mean
 from core.choices import DEFAULT_SPACE_SLUG, ROLE_SYNONYMS, AgentRole
+from core.logging import TOKEN_PREFIX, URL_TOKEN_PREFIX
 from core.models import Agent, AgentToken, Space, UrlToken, WorkerHeartbeat
 
-TOKEN_PREFIX = "col_"  # noqa: S105 - a public token prefix
-URL_TOKEN_PREFIX = "colr_"  # noqa: S105 - a public token prefix
 URL_TOKEN_MAX_DAYS = 365
 SPACE_SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
 

@@ -64,8 +64,19 @@ def test_percent_encoded_token_is_masked_in_the_real_server_access_log(asgi_serv
     assert value not in text and RAW not in text
 
 
-def test_the_masked_prefixes_are_the_ones_tokens_are_issued_with():
-    from core import logging as colony_logging
-    from core.services import TOKEN_PREFIX, URL_TOKEN_PREFIX
+@pytest.mark.django_db
+def test_tokens_as_issued_are_masked_in_a_line_that_names_nothing_else(space):
+    """A token as core.services issues it, alone in a line (no ``token=``, no %-escape), is masked."""
+    from core import services
 
-    assert set(colony_logging.TOKEN_PREFIXES) == {TOKEN_PREFIX, URL_TOKEN_PREFIX}
+    agent, raw_agent = services.agent_create(name="masked", role="dev", space=space)
+    _, raw_url = services.url_token_create(agent=agent, days=1)
+    for raw in (raw_agent, raw_url):
+        line = _through_the_configured_filters("Authorization: Bearer %s", raw)
+        assert raw not in line and raw[:8] + "…" in line
+
+
+def test_a_line_with_nothing_like_a_token_is_left_as_it_is():
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, "GET /api/v1/health %s", (200,), None)
+    MaskUrlTokens().filter(record)
+    assert (record.msg, record.args) == ("GET /api/v1/health %s", (200,))
