@@ -459,16 +459,15 @@ def evaluate(benches: list[Space], questions, *, progress=None, rows=None) -> tu
                 "lexical": [baselines.ids[i] for i in scored.lexical_order[:LIMIT]],
                 "colony": [source["thought_id"] for source in sources],
             }
-            colony_turns = bench.turns_for(ranked["colony"], question)
-            injection.add(question, colony_turns, [source["relevance"] for source in sources])
+            turns = {method: bench.turns_for(ids, question) for method, ids in ranked.items()}
+            injection.add(question, turns["colony"], [source["relevance"] for source in sources])
             if rows is not None:
                 rows.append(question_row(bench, baselines, position, question, sources, scored))
             if question.type == NOANSWER:
                 continue
-            for method, ids in ranked.items():
-                turns = bench.turns_for(ids, question)
-                scores[method][question.type].add(turns, question)
-                scores[method]["overall"].add(turns, question)
+            for method, method_turns in turns.items():
+                scores[method][question.type].add(method_turns, question)
+                scores[method]["overall"].add(method_turns, question)
         if progress:
             progress(bench)
     return scores, timings, injection
