@@ -436,7 +436,7 @@ def question_row(
     }
 
 
-def evaluate(benches: list[Space], questions, *, progress=None, rows=None) -> tuple[dict, list[float], Injection]:
+def evaluate(benches: list[Space], questions, *, rows=None) -> tuple[dict, list[float], Injection]:
     """Ask every question of every space with the three methods; returns scores, Colony's timings and
     the injection shares. No-answer prompts are not in the scores (they have no evidence to find).
     ``rows``, a list, receives one :func:`question_row` per question."""
@@ -468,8 +468,6 @@ def evaluate(benches: list[Space], questions, *, progress=None, rows=None) -> tu
             for method, method_turns in turns.items():
                 scores[method][question.type].add(method_turns, question)
                 scores[method]["overall"].add(method_turns, question)
-        if progress:
-            progress(bench)
     return scores, timings, injection
 
 
