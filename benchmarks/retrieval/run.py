@@ -320,6 +320,10 @@ def question_vectors(texts: list[str]) -> list[list[float]]:
     return embedding.embed_many(texts, batch_size=1)
 
 
+def _percent(part: int, whole: int) -> float:
+    return 100.0 * part / max(1, whole)
+
+
 @dataclass
 class Injection:
     """What Colony's prompt hook would inject: its top :data:`INJECT_K`, with and without the
@@ -359,23 +363,21 @@ class Injection:
     def mode_shares(self) -> tuple[float, float, float]:
         """The injection mode's (silence %, evidence injected %, mean sources per prompt), unrounded."""
         return (
-            100.0 * self.inject_silent / max(1, self.noanswer),
-            100.0 * self.inject_with_evidence / max(1, self.answerable),
+            _percent(self.inject_silent, self.noanswer),
+            _percent(self.inject_with_evidence, self.answerable),
             self.injected / max(1, self.noanswer + self.answerable),
         )
 
     def as_dict(self) -> dict:
-        def share(part: int, whole: int) -> float:
-            return round(100.0 * part / max(1, whole), 1)
-
+        inject_silence, inject_evidence, inject_mean = self.mode_shares()
         return {
             "noanswer": self.noanswer,
-            "silence": share(self.silent, self.noanswer),
+            "silence": round(_percent(self.silent, self.noanswer), 1),
             "answerable": self.answerable,
-            f"evidence_in_top{INJECT_K}": share(self.with_evidence, self.answerable),
-            "inject_silence": share(self.inject_silent, self.noanswer),
-            "inject_evidence": share(self.inject_with_evidence, self.answerable),
-            "inject_mean_sources": round(self.injected / max(1, self.noanswer + self.answerable), 2),
+            f"evidence_in_top{INJECT_K}": round(_percent(self.with_evidence, self.answerable), 1),
+            "inject_silence": round(inject_silence, 1),
+            "inject_evidence": round(inject_evidence, 1),
+            "inject_mean_sources": round(inject_mean, 2),
         }
 
 
