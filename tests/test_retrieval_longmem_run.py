@@ -12,18 +12,26 @@ from benchmarks.longmem.dataset import QUESTION_TYPES, load
 from benchmarks.retrieval import run
 
 
-def _small_m01():
-    """m01 cut to the sessions that hold the evidence of one question of each type, plus one no-answer prompt."""
+def _small(*conversation_ids: str):
+    """Each conversation cut to the sessions that hold the evidence of one question of each type, plus one
+    no-answer prompt."""
     ds = load("dev")
-    conversation = ds.conversation("m01")
-    questions = []
-    for qtype in QUESTION_TYPES:
-        candidates = [q for q in ds.questions_for("m01") if q.type == qtype]
-        questions.append(min(candidates, key=lambda q: max((ds.turns[e].session for e in q.evidence), default="")))
-    needed = {ds.turns[e].session for q in questions for e in q.evidence}
-    sessions = tuple(s for s in conversation.sessions if s.id in needed or s.id == conversation.sessions[0].id)
-    small = dataclasses.replace(conversation, sessions=sessions)
-    return dataclasses.replace(ds, conversations=[small], questions=questions)
+    conversations, questions = [], []
+    for conversation_id in conversation_ids:
+        conversation = ds.conversation(conversation_id)
+        chosen = []
+        for qtype in QUESTION_TYPES:
+            candidates = [q for q in ds.questions_for(conversation_id) if q.type == qtype]
+            chosen.append(min(candidates, key=lambda q: max((ds.turns[e].session for e in q.evidence), default="")))
+        needed = {ds.turns[e].session for q in chosen for e in q.evidence}
+        sessions = tuple(s for s in conversation.sessions if s.id in needed or s.id == conversation.sessions[0].id)
+        conversations.append(dataclasses.replace(conversation, sessions=sessions))
+        questions += chosen
+    return dataclasses.replace(ds, conversations=conversations, questions=questions)
+
+
+def _small_m01():
+    return _small("m01")
 
 
 @pytest.mark.django_db
@@ -62,6 +70,35 @@ def test_longmem_prints_every_type_for_every_method_and_writes_rows(monkeypatch,
     } <= set(source)
     assert source["rank"] == 1 and source["turn_id"].startswith("m01-")
     assert not any(s["evidence"] for s in rows[-1]["sources"])  # the no-answer prompt has no evidence
+
+
+@pytest.mark.django_db
+def test_each_space_is_also_asked_another_teams_questions_as_no_answer_prompts(monkeypatch, fake_embedder, capsys):
+    """With two spaces, each is asked the other conversation's answerable questions: none of them is answered
+    there, so they count as no-answer prompts (silence), and the JSON figures carry them."""
+    small = _small("m01", "m03")
+    monkeypatch.setattr(run, "setup_database", lambda *, fresh: None)
+    monkeypatch.setattr(run, "load_dataset", lambda name, *, core=False: small)
+    asked = []
+    colony = run.colony
+
+    def asking(bench, question):
+        asked.append((bench, question))
+        return colony(bench, question)
+
+    monkeypatch.setattr(run, "colony", asking)
+
+    assert run.main(["--dataset", "longmem", "--split", "dev"]) == 0
+
+    answerable = len(QUESTION_TYPES) - 1
+    out = capsys.readouterr().out
+    assert f"Injection mode, {2 * answerable} questions of another team's conversation asked in each space" in out
+    assert "(0.0% unfiltered)" in out  # the top k is returned whatever its relevance
+    spaces = {bench.space.pk: bench for bench, _ in asked}
+    own = {q.question: q.conversation for q in small.questions}
+    foreign = asked[len(small.questions) :]  # after every space's own questions
+    assert len(foreign) == 2 * answerable and len(spaces) == 2
+    assert all(own[q] not in b.conversation_ids for b, q in foreign)
 
 
 def test_a_thought_that_holds_identical_turns_counts_as_evidence_for_any_of_them():

@@ -34,11 +34,12 @@ Ties are broken by turn order, HNSW is the only approximate part; a run is other
 
 No-answer prompts are asked like every question but left out of recall and MRR. For them and the
 answerable ones, the injection lines give what Colony's top 5 would inject, unfiltered and in the
-injection mode the prompt hook uses (sources with ``relevance`` ≥ ``INJECT_MIN_RELEVANCE``): the
-share of no-answer prompts with nothing injected ("silence") and the share of answerable questions
-with an evidence turn injected. ``--rows FILE`` writes one JSON line per question (ids, type,
-split, evidence, and per Colony source its rank, score, dense cosine and rank, BM25 and lexical rank,
-its calibrated relevance, and whether it is evidence): what ``python -m
+injection mode the prompt hook uses (sources with ``relevance`` ≥ ``INJECT_MIN_RELEVANCE``): the share
+of no-answer prompts with nothing injected ("silence") and the share of answerable questions with an
+evidence turn injected. With two spaces or more, each is then asked the next space's answerable
+questions as another team's no-answer prompts (:func:`ask_other_teams`). ``--rows FILE`` writes one JSON
+line per question (ids, type, split, evidence, and per Colony source its rank, score, dense cosine and
+rank, BM25 and lexical rank, its calibrated relevance, and whether it is evidence): what ``python -m
 benchmarks.retrieval.calibrate ROWS`` fits the relevance constants of brain/ranking.py on (dev rows).
 
 Celery jobs the endpoint schedules (contradiction checks) go to an in-memory broker and are dropped:
@@ -54,7 +55,7 @@ import re
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from benchmarks import setup as bench_setup
 from benchmarks.retrieval.score import LIMIT, Score
@@ -473,6 +474,26 @@ def evaluate(benches: list[Space], questions, *, rows=None) -> tuple[dict, list[
     return scores, timings, injection
 
 
+def ask_other_teams(benches: list[Space], questions) -> Injection:
+    """The answerable questions of the next space's conversation (in split order, the last space's go to the
+    first), asked in each space, as no-answer prompts: another team's questions, the kind of no-answer prompt an
+    outside benchmark asks. Run after :func:`evaluate` (their reinforcement can't touch its figures); needs two
+    spaces or more (not ``--pooled``)."""
+    other_teams = Injection()
+    for index, bench in enumerate(benches):
+        theirs = benches[(index + 1) % len(benches)].conversation_ids
+        for question in questions:
+            if question.conversation in theirs and question.type != NOANSWER:
+                sources, _ = colony(bench, question.question)
+                unanswerable = replace(question, type=NOANSWER, evidence=())
+                other_teams.add(
+                    unanswerable,
+                    bench.turns_for([s["thought_id"] for s in sources], unanswerable),
+                    [s["relevance"] for s in sources],
+                )
+    return other_teams
+
+
 def _progress_bar(label: str):
     """A bar redrawn in place on a terminal; written to a log or a pipe, one line per tenth of the turns
     (a redrawn bar there is one line of thousands of frames)."""
@@ -561,13 +582,24 @@ def main(argv: list[str] | None = None) -> int:
             )
             print_tables(label, scores, types)
             print_injection(injection)
+            other_teams = ask_other_teams(benches, questions) if len(benches) > 1 else None
+            if other_teams is not None:
+                print(
+                    f"Injection mode, {other_teams.noanswer} questions of another team's conversation asked in each "
+                    f"space: silence on {other_teams.as_dict()['inject_silence']:.1f}% "
+                    f"({other_teams.as_dict()['silence']:.1f}% unfiltered)"
+                )
             p50 = percentile(timings, 0.5)
             print(
                 f"Colony GET /api/v1/memory (contribute=false, in-process, real model): p50 {p50:.1f} ms "
                 f"over {len(timings)} questions; {split} ingested and asked in {time.perf_counter() - started:.0f} s"
             )
             figures = {m: {t: s.as_dict() for t, s in scores[m].items()} for m in METHODS}
-            results.setdefault(name, {})[split] = {**figures, "injection": injection.as_dict()}
+            results.setdefault(name, {})[split] = {
+                **figures,
+                "injection": injection.as_dict(),
+                **({"injection_other_teams": other_teams.as_dict()} if other_teams is not None else {}),
+            }
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(results, out, indent=2)
