@@ -4,8 +4,7 @@ One DRF throttle, :class:`TokenRateThrottle`, limits the requests of each token,
 read-only URL token, in a bucket of its own (:func:`throttle_key`: the token's kind and id). Requests
 without a token are not throttled here: they are refused by authentication, or are the health check.
 ``API_THROTTLE_RATE`` (``N/s``, ``N/min``, ``N/hour``; ``off`` disables) is read on each request. Over
-the rate: 429 ``THROTTLED`` in the envelope with ``Retry-After`` (seconds). :func:`throttle_wait` is the
-same count for a caller outside DRF's views (a token and nothing else).
+the rate: 429 ``THROTTLED`` in the envelope with ``Retry-After`` (seconds).
 
 The algorithm is GCRA (the generic cell rate algorithm, "leaky bucket as a meter"): each token has
 one number, its theoretical arrival time (TAT). A request at ``now`` is allowed when
@@ -148,30 +147,8 @@ def throttle_key(token) -> str | None:
     return f"{kind}:{token.pk}"
 
 
-def throttle_wait(token, throttle: TokenRateThrottle | None = None) -> float:
-    """Count one request of ``token`` (an AgentToken or a UrlToken) against ``API_THROTTLE_RATE`` (as
-    ``throttle`` read it, else as it is now): 0.0 when it is allowed, else the seconds to wait before
-    the next one is. No token, or the rate ``off``: 0.0. While the store is down the request is let
-    through (fail open, logged) instead of answering 500; the request then succeeds or gets its own
-    503 (database down)."""
-    throttle = throttle or TokenRateThrottle()
-    key = throttle_key(token)
-    if throttle.rate is None or key is None:
-        return 0.0
-    interval, tolerance = gcra_parameters(throttle.num_requests, throttle.duration)
-    try:
-        return throttle_store().hit(key, interval=interval, tolerance=tolerance)
-    except Exception as exc:
-        from api.errors import is_database_unavailable
-
-        if is_database_unavailable(exc):
-            raise
-        logger.warning("throttle store unavailable, not throttling this request: %s", exc)
-        return 0.0
-
-
 class TokenRateThrottle(SimpleRateThrottle):
-    """DRF's throttle class (``DEFAULT_THROTTLE_CLASSES``): :func:`throttle_wait` for the request's token."""
+    """DRF's throttle class (``DEFAULT_THROTTLE_CLASSES``): one GCRA hit per request, in its token's bucket."""
 
     scope = "token"
 
@@ -187,10 +164,27 @@ class TokenRateThrottle(SimpleRateThrottle):
         return None if rate in {"", "off", "0", "none"} else rate
 
     def allow_request(self, request, view):
-        if self.rate is None:
-            return True
-        self.waiting = throttle_wait(getattr(request, "auth", None), self)
+        self.waiting = self._hit(getattr(request, "auth", None))
         return self.waiting == 0.0
+
+    def _hit(self, token) -> float:
+        """Count one request of ``token`` (an AgentToken or a UrlToken): 0.0 when it is allowed, else the
+        seconds to wait before the next one is. No token, or the rate ``off``: 0.0. While the store is down
+        the request is let through (fail open, logged) instead of answering 500; the request then succeeds
+        or gets its own 503 (database down)."""
+        key = None if self.rate is None else throttle_key(token)
+        if key is None:
+            return 0.0
+        interval, tolerance = gcra_parameters(self.num_requests, self.duration)
+        try:
+            return throttle_store().hit(key, interval=interval, tolerance=tolerance)
+        except Exception as exc:
+            from api.errors import is_database_unavailable
+
+            if is_database_unavailable(exc):
+                raise
+            logger.warning("throttle store unavailable, not throttling this request: %s", exc)
+            return 0.0
 
     def wait(self):
         return self.waiting or None
