@@ -40,18 +40,26 @@ def _any_spelling(word: str) -> str:
 
 # Not inside a word, but right after a percent-escape (%22col_...) is a start too.
 _START = r"(?:(?<![A-Za-z0-9_-])|(?<=%[0-9A-Fa-f]{2}))"
-#: ``token=value`` whatever the name's case or percent-encoding (``%74oken=``, ``TOKEN%3D``).
-_PARAMETER = re.compile(rf"({_START}{_any_spelling('token')}(?:=|%3D))([^&;\s\"'#]+)", re.IGNORECASE)
-#: A Colony token anywhere (a header, a path, a message): its prefix and the token_urlsafe characters.
-_PREFIXED = re.compile(rf"{_START}(?:{'|'.join(map(re.escape, TOKEN_PREFIXES))})[A-Za-z0-9_-]{{16,}}")
+#: One pass over a line finds both kinds: ``token=value`` whatever the name's case or percent-encoding
+#: (``%74oken=``, ``TOKEN%3D``; groups ``name`` and ``value``), or a Colony token anywhere (a header, a
+#: path, a message): its prefix and the token_urlsafe characters, in that case only.
+_TOKEN = re.compile(
+    rf"(?P<name>{_START}(?i:{_any_spelling('token')}(?:=|%3D)))(?P<value>[^&;\s\"'#]+)"
+    rf"|{_START}(?:{'|'.join(map(re.escape, TOKEN_PREFIXES))})[A-Za-z0-9_-]{{16,}}"
+)
+
+
+def _cut(match: re.Match) -> str:
+    if match["name"] is not None:
+        return match["name"] + match["value"][:KEEP_CHARS] + "…"
+    return match[0][:KEEP_CHARS] + "…"
 
 
 def mask_tokens(text: str) -> str:
-    # Most lines hold no token: neither patterns' fixed parts ("col", "token" in any case, a %-escape).
+    # Most lines hold no token: none of the pattern's fixed parts ("col", "token" in any case, a %-escape).
     if "%" not in text and "col" not in text and "oken" not in text.lower():
         return text
-    text = _PARAMETER.sub(lambda m: m.group(1) + m.group(2)[:KEEP_CHARS] + "…", text)
-    return _PREFIXED.sub(lambda m: m.group(0)[:KEEP_CHARS] + "…", text)
+    return _TOKEN.sub(_cut, text)
 
 
 class MaskUrlTokens(logging.Filter):

@@ -80,3 +80,10 @@ def test_a_line_with_nothing_like_a_token_is_left_as_it_is():
     record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, "GET /api/v1/health %s", (200,), None)
     MaskUrlTokens().filter(record)
     assert (record.msg, record.args) == ("GET /api/v1/health %s", (200,))
+
+
+def test_a_line_with_a_token_parameter_and_a_prefixed_token_masks_both():
+    value = "x9" + "Q" * 30
+    line = _through_the_configured_filters(f"GET /api/v1/memory?%74o%6B%65n={value} Authorization: Bearer {AGENT}")
+    assert value not in line and value[:12] not in line
+    assert AGENT not in line and AGENT[:8] + "…" in line
