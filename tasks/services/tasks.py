@@ -169,7 +169,8 @@ def task_create(
 
 
 def task_update_dna(*, task: Task, patch: dict) -> Task:
-    """Shallow-merge ``patch`` into the task's DNA under a row lock; a ``null`` value removes the key."""
+    """Shallow-merge ``patch`` into the task's DNA under a row lock; a ``null`` value removes the key. The
+    merged DNA, not only the patch, stays within DNA_MAX_CHARS (400 ``INVALID_DNA``, nothing changed)."""
     patch = dna_validate(patch=patch)
     with transaction.atomic():
         locked = Task.objects.select_for_update(of=("self",)).get(pk=task.pk)
@@ -184,6 +185,12 @@ def task_update_dna(*, task: Task, patch: dict) -> Task:
                 dna.pop(key, None)
             else:
                 dna[key] = value
+        if len(json.dumps(dna, default=str)) > DNA_MAX_CHARS:
+            raise ValidationFailed(
+                f"The task's DNA would be larger than {DNA_MAX_CHARS} characters of JSON with this patch; remove "
+                "keys it no longer needs (send them as null) or send less.",
+                code="INVALID_DNA",
+            )
         locked.dna = dna
         locked.save(update_fields=["dna", "updated_at"])
     task.dna = locked.dna
