@@ -46,6 +46,12 @@ def project_create(
 WRAPPED_DNA_KEY = "dna"
 
 
+def dna_size_check(dna: dict, *, hint: str) -> None:
+    """400 ``INVALID_DNA`` when ``dna`` is more than DNA_MAX_CHARS characters of JSON."""
+    if len(json.dumps(dna, default=str)) > DNA_MAX_CHARS:
+        raise ValidationFailed(f"DNA larger than {DNA_MAX_CHARS} characters of JSON; {hint}.", code="INVALID_DNA")
+
+
 def dna_validate(*, patch: dict) -> dict:
     """Refuse DNA an agent may not write and values the engine would misread; returns the patch with
     the engine's counts as ints (JSON's 3.0 is the integer 3, as everywhere in the API)."""
@@ -65,8 +71,7 @@ def dna_validate(*, patch: dict) -> dict:
             'wrapped in "dna" (a key named dna would be stored as one field of its own and satisfy no gate).',
             code="INVALID_DNA",
         )
-    if len(json.dumps(patch, default=str)) > DNA_MAX_CHARS:
-        raise ValidationFailed(f"DNA larger than {DNA_MAX_CHARS} characters.", code="INVALID_DNA")
+    dna_size_check(patch, hint="send less")
     problems = []
     role = patch.get("rework_target_role")
     if role is not None and role not in workflow.AGENT_ROLES:
@@ -185,12 +190,7 @@ def task_update_dna(*, task: Task, patch: dict) -> Task:
                 dna.pop(key, None)
             else:
                 dna[key] = value
-        if len(json.dumps(dna, default=str)) > DNA_MAX_CHARS:
-            raise ValidationFailed(
-                f"The task's DNA would be larger than {DNA_MAX_CHARS} characters of JSON with this patch; remove "
-                "keys it no longer needs (send them as null) or send less.",
-                code="INVALID_DNA",
-            )
+        dna_size_check(dna, hint="remove keys the task no longer needs (send them as null) or send less")
         locked.dna = dna
         locked.save(update_fields=["dna", "updated_at"])
     task.dna = locked.dna
