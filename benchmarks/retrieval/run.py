@@ -476,9 +476,9 @@ def evaluate(benches: list[Space], questions, *, rows=None) -> tuple[dict, list[
 
 def ask_other_teams(benches: list[Space], questions) -> Injection:
     """The answerable questions of the next space's conversation (in split order, the last space's go to the
-    first), asked in each space, as no-answer prompts: another team's questions, the kind of no-answer prompt an
-    outside benchmark asks. Run after :func:`evaluate` (their reinforcement can't touch its figures); needs two
-    spaces or more (not ``--pooled``)."""
+    first), asked in each space, as no-answer prompts: questions about another team's work, where the team's own
+    no-answer prompts use its own words. Run after :func:`evaluate` (their reinforcement can't touch its
+    figures); needs two spaces or more (not ``--pooled``)."""
     other_teams = Injection()
     for index, bench in enumerate(benches):
         theirs = benches[(index + 1) % len(benches)].conversation_ids
@@ -584,10 +584,10 @@ def main(argv: list[str] | None = None) -> int:
             print_injection(injection)
             other_teams = ask_other_teams(benches, questions) if len(benches) > 1 else None
             if other_teams is not None:
+                shares = other_teams.as_dict()
                 print(
                     f"Injection mode, {other_teams.noanswer} questions of another team's conversation asked in each "
-                    f"space: silence on {other_teams.as_dict()['inject_silence']:.1f}% "
-                    f"({other_teams.as_dict()['silence']:.1f}% unfiltered)"
+                    f"space: silence on {shares['inject_silence']:.1f}% ({shares['silence']:.1f}% unfiltered)"
                 )
             p50 = percentile(timings, 0.5)
             print(
