@@ -644,7 +644,11 @@ async def turn_log(
     used_ids: Annotated[list[str] | None, Field(description="Thought ids you actually used.")] = None,
     contradicted_ids: Annotated[list[str] | None, Field(description="Thought ids you found wrong.")] = None,
     injected_ids: Annotated[
-        list[str] | None, Field(description="Default: the sources of this session's last memory call.")
+        list[str] | None,
+        Field(
+            description="Default: the sources of this session's last memory call; only ids your memory calls "
+            "in this session returned."
+        ),
     ] = None,
 ) -> CallToolResult:
     """Report a finished turn to the quality loop (scored in the background; 202 at once). Explicit

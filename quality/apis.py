@@ -33,7 +33,8 @@ class TurnCreateInputSerializer(strict.Serializer):
         child=strict.UUIDField(),
         required=False,
         max_length=MAX_ITEMS,
-        help_text="Default: the sources of this session's last memory call.",
+        help_text="Default: the sources of this session's last memory call. Only thoughts your memory calls "
+        "in this session returned.",
     )
     used_ids = serializers.ListField(child=strict.UUIDField(), required=False, default=list, max_length=MAX_ITEMS)
     contradicted_ids = serializers.ListField(

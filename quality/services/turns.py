@@ -13,9 +13,11 @@ a memory call's sources are attributed to the first turn logged after it, once. 
 must not be lost. Every id must name a thought of the caller's space (404 otherwise).
 
 Feedback can't bury (SPEC 6). Explicit feedback counts only for what was injected into the caller's
-own session: an id in ``used_ids``/``contradicted_ids`` must be among the sources a memory call of
-this agent in this session returned (its query-log rows); any other id is refused, 400
-``VALIDATION_ERROR`` naming the first few, and nothing is stored. A session belongs to the agent that
+own session: an id in ``injected_ids``/``used_ids``/``contradicted_ids`` must be among the sources a
+memory call of this agent in this session returned (its query-log rows); any other id is refused, 400
+``VALIDATION_ERROR`` naming the first few, and nothing is stored. (An injected item is judged, and a
+trusted judge's verdicts move its thought's EMAs and may raise a correction suggestion: naming a
+thought as injected is feedback too.) A session belongs to the agent that
 first used it (its first query-log row or turn): another agent's turn naming it is refused, 403
 ``SESSION_NOT_YOURS``, before anything is read or stored (not 400: the request is well formed, the
 caller just may not act in that session).
@@ -142,9 +144,10 @@ def _result_scores(results) -> dict[uuid.UUID, float | None]:
     return scores
 
 
-def _feedback_check(*, agent: Agent, session_id: str, newest: QueryLog | None, ids: list[uuid.UUID]) -> None:
-    """400 naming the feedback ids no memory call of this agent's session returned: the newest call's
-    (``newest``, loaded and waited for already) and the earlier calls' query-log rows."""
+def _shown_check(*, agent: Agent, session_id: str, newest: QueryLog | None, ids: list[uuid.UUID]) -> None:
+    """400 naming the ids the caller named (injected, used, contradicted) that no memory call of this
+    agent's session returned: the newest call's (``newest``, loaded and waited for already) and the
+    earlier calls' query-log rows."""
     if not ids:
         return
     shown = set(_result_scores(newest.results)) if newest is not None else set()
@@ -158,8 +161,8 @@ def _feedback_check(*, agent: Agent, session_id: str, newest: QueryLog | None, i
         named = ", ".join(foreign[:NAMED_IN_ERRORS])
         more = f" and {len(foreign) - NAMED_IN_ERRORS} more" if len(foreign) > NAMED_IN_ERRORS else ""
         raise ValidationFailed(
-            f"used_ids/contradicted_ids may only name thoughts your memory calls in session {session_id!r} "
-            f"returned; not returned to you there: {named}{more}.",
+            f"injected_ids/used_ids/contradicted_ids may only name thoughts your memory calls in session "
+            f"{session_id!r} returned; not returned to you there: {named}{more}.",
             extra={"ids": foreign},
         )
 
@@ -217,12 +220,7 @@ def turn_log_create(
             code="UNKNOWN_THOUGHT",
             extra={"ids": unknown},
         )
-    _feedback_check(
-        agent=agent,
-        session_id=session_id,
-        newest=query_log,
-        ids=_unique([*(used_ids or []), *(contradicted_ids or [])]),
-    )
+    _shown_check(agent=agent, session_id=session_id, newest=query_log, ids=[i for i in wanted if i in named])
 
     injected_set = set(injected)
     try:

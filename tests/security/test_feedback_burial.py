@@ -52,8 +52,10 @@ def refused(response, status: int, code: str) -> str:
     return response.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("field", ["contradicted_ids", "used_ids"])
+@pytest.mark.parametrize("field", ["contradicted_ids", "used_ids", "injected_ids"])
 def test_feedback_on_a_thought_never_shown_to_the_agent_is_refused(dev, space, field):
+    # injected_ids too: a trusted judge's verdicts on an item move its thought's EMAs and may raise a
+    # correction suggestion, so naming a never-shown thought as injected was feedback by another door.
     target = make_thought(space, FACT)
     shown = make_thought(space, "The CI runs the linters before the tests.")
     session = new_session()
