@@ -467,6 +467,47 @@ def test_a_secret_retracted_without_redact_can_be_redacted_afterwards(brain):
     assert again.status_code == 409 and again.json()["error"]["code"] == "ALREADY_RETRACTED"
 
 
+def test_a_redaction_erases_the_copies_another_agents_correction_made_of_the_text(brain):
+    # Before: a correction made with only correct_fact copies the thought's text into its corrected_fact
+    # and its default content; redacting the original left that copy served (GET, memory search) and in
+    # the correction's idempotency receipt, which a replay answers with.
+    from brain.models import ImportReceipt, QueryLog
+
+    dev, qa, _ = brain
+    secret = contribute(dev, SECRET)
+    right = "The production database password lives in the vault; no note holds it."
+    made = qa.post(
+        f"/api/v1/thoughts/{secret}/correct", {"correct_fact": right}, format="json", HTTP_IDEMPOTENCY_KEY="fix-1"
+    )
+    assert made.status_code == 201, made.json()
+    correction = made.json()["correction"]["thought_id"]
+    assert "hunter2" in dev.get(f"/api/v1/thoughts/{correction}").content.decode()  # the copy, before
+    asked = qa.post(
+        "/api/v1/memory",
+        {"prompt": "Where is the production database password?", "contribute": False},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="ask-1",
+    )
+    assert "hunter2" in asked.content.decode()  # the answer its receipt keeps previews the secret
+
+    response = dev.post(f"/api/v1/thoughts/{secret}/retract", {"reason": "a password", "redact": True}, format="json")
+    assert response.status_code == 200, response.json()
+
+    served = dev.get(f"/api/v1/thoughts/{correction}")
+    assert served.status_code == 200 and "hunter2" not in served.content.decode()
+    assert served.json()["content"] == f"CORRECTION: It is wrong that [redacted] Correct: {right}"
+    stored = Thought.objects.get(id=correction)
+    assert stored.corrected_fact_embedding is None and stored.embedding is None  # vectors of the old text go
+    assert not ImportReceipt.objects.filter(response__icontains="hunter2").exists()
+    assert not QueryLog.objects.filter(query_text__contains="hunter2").exists()
+    found = dev.get("/api/v1/memory", {"prompt": "production database password hunter2", "contribute": "false"})
+    assert "hunter2" not in found.content.decode()
+    replay = qa.post(
+        f"/api/v1/thoughts/{secret}/correct", {"correct_fact": right}, format="json", HTTP_IDEMPOTENCY_KEY="fix-1"
+    )
+    assert "hunter2" not in replay.content.decode()
+
+
 def test_a_human_redacts_on_the_thought_page(brain, client, ada):
     from brain.services.retraction import REDACTED_CONTENT
 

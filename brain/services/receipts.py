@@ -33,6 +33,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from api.errors import Conflict, ValidationFailed
@@ -126,6 +128,44 @@ def answer_once(
             f"{receipt_hours():g} h)."
         )
     return receipt.status_code, receipt.response, True
+
+
+def receipts_erase(*, space_id, replacements: dict[str, str]) -> int:
+    """Replace each quote (key) of ``replacements`` with its value, longest quote first, in the answers
+    kept for the space's keys; how many receipts changed (a retraction with ``redact`` erases a text
+    the answers quoted). The receipts are found in SQL by the JSON-escaped text of each quote; a
+    receipt a request is still running for is locked by it, and this waits for it."""
+    if not replacements:
+        return 0
+    ordered = sorted(replacements.items(), key=lambda pair: len(pair[0]), reverse=True)
+    found = Q()
+    for quote, _ in ordered:
+        found |= Q(raw__contains=json.dumps(quote, ensure_ascii=False)[1:-1])
+    rows = (
+        ImportReceipt.objects.select_for_update()
+        .annotate(raw=Cast("response", TextField()))
+        .filter(found, space_id=space_id)
+        .order_by("pk")
+    )
+    changed = 0
+    for receipt in rows:
+        erased = _json_replace(receipt.response, ordered)
+        if erased != receipt.response:
+            ImportReceipt.objects.filter(pk=receipt.pk).update(response=erased)
+            changed += 1
+    return changed
+
+
+def _json_replace(value: Any, ordered: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        for quote, replacement in ordered:
+            value = value.replace(quote, replacement)
+        return value
+    if isinstance(value, list):
+        return [_json_replace(item, ordered) for item in value]
+    if isinstance(value, dict):
+        return {key: _json_replace(item, ordered) for key, item in value.items()}
+    return value
 
 
 def receipts_expire() -> int:

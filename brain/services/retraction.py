@@ -13,16 +13,20 @@ import uuid
 from collections.abc import Callable
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Replace
 from django.utils import timezone
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from api.parsers import text_problem
 from brain.choices import QualityFlag, ThoughtCategory
 from brain.models import CorrectionSuggestion, QueryLog, Thought
+from brain.selectors.lineage import PREVIEW_CHARS
 from brain.services.flags import thoughts_unflag_contradicting
 from brain.services.lineage import lineage_release, markers_refuse
+from brain.services.memory.response import BEST_QUOTE_CHARS
 from brain.services.pipeline import thought_content_changed
+from brain.services.receipts import receipts_erase
 from brain.services.suggestions import suggestions_close_superseded, suggestions_close_withdrawn
 from core.models import Agent, Space
 
@@ -30,6 +34,13 @@ REASON_MAX_CHARS = 2000
 
 #: What a redacted thought's content becomes (its author, time and reason stay in the retraction record).
 REDACTED_CONTENT = "[redacted: this thought's text was erased when it was retracted]"
+
+#: What a copy of a redacted thought's text becomes inside another text (a correction quoting it).
+REDACTED_QUOTE = "[redacted]"
+
+#: Texts shorter than this are not searched for elsewhere: a thought of a few characters ("yes") would
+#: blank those characters in every text of the space.
+QUOTE_MIN_CHARS = 12
 
 #: Other apps' copies of a thought's text to erase with it (``thought_id`` -> rows changed); quality
 #: registers its turn items' excerpts when it loads (brain does not import quality: the layers test).
@@ -62,8 +73,9 @@ def thought_retract(
     ``redact`` (a leaked secret, personal data) also erases its text where Colony keeps it: the content
     becomes REDACTED_CONTENT (full text follows; the vector is dropped and computed again from it), its
     wrong/right facts, alternatives and metadata go (the retraction record stays), the query-log row of
-    the call that stored it and the correction suggestions quoting it lose their text, and
-    REDACTION_HOOKS erase other apps' copies (turn items' excerpts). Without it the text stays for
+    the call that stored it and the correction suggestions quoting it lose their text,
+    REDACTION_HOOKS erase other apps' copies (turn items' excerpts), and the copies Colony made
+    elsewhere go too (``_erase_copies``: corrections of it, prompts, kept answers). Without it the text stays for
     audit and is still served, ranked last. A thought retracted before without it can be retracted
     again with it (only the text is erased then); otherwise retracting twice is a 409.
     """
@@ -138,6 +150,7 @@ def thought_retract(
 
 def _redact(thought: Thought, record: dict) -> None:
     """Erase ``thought``'s text where Colony keeps it (see thought_retract's ``redact``)."""
+    texts = _texts_of(thought)
     thought.content = REDACTED_CONTENT
     thought.corrected_fact = thought.correct_fact = thought.alternatives_considered = ""
     thought.corrected_fact_embedding = None
@@ -154,6 +167,77 @@ def _redact(thought: Thought, record: dict) -> None:
     CorrectionSuggestion.objects.filter(contradicting_thought=thought).update(statement=REDACTED_CONTENT, draft={})
     for hook in REDACTION_HOOKS:
         hook(thought.pk)
+    _erase_copies(thought, texts)
+
+
+def _texts_of(thought: Thought) -> list[str]:
+    """The texts of ``thought`` that others may quote, longest first (a text inside another is
+    replaced after it)."""
+    fields = (thought.content, thought.corrected_fact, thought.correct_fact, thought.alternatives_considered)
+    texts = {text.strip() for text in fields if text and len(text.strip()) >= QUOTE_MIN_CHARS}
+    return sorted(texts, key=len, reverse=True)
+
+
+def _unquote(value: str, texts: list[str]) -> str:
+    for text in texts:
+        value = value.replace(text, REDACTED_QUOTE)
+    return value
+
+
+def _erase_copies(thought: Thought, texts: list[str]) -> None:
+    """Erase the copies of ``thought``'s texts that Colony itself made elsewhere.
+
+    - Corrections that superseded it: made without a ``corrected_fact`` (``POST .../correct`` with only
+      the right fact, an accepted suggestion), they copied its text into ``corrected_fact`` and their
+      default content. The quoted text becomes REDACTED_QUOTE; a ``corrected_fact`` that was only the
+      copy is emptied (the re-contamination guard then has no wrong fact to compare with: the wrong fact
+      is the erased text), its vector goes, the content's vector is computed again, and their turn
+      excerpts, query-log prompts and suggestion drafts are erased as the thought's are.
+    - Query-log prompts and suggestion statements of the space quoting a text.
+    - Idempotency receipts of the space whose stored answer quotes a text or its start (a source's
+      preview), or a changed correction's: a request sent again with that key is answered with the
+      erased answer.
+    """
+    if not texts:
+        return
+    space_id = thought.space_id
+    # What the kept answers (receipts) quote, and what each quote becomes: a text whole or its start
+    # (a source's preview, the best source's sentence), and a changed correction's old text or start.
+    quoted = {quote: REDACTED_QUOTE for text in texts for quote in _starts(text)}
+    corrections = Thought.objects.filter(
+        space_id=space_id, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.pk]
+    )
+    for correction in corrections.select_for_update().order_by("pk"):
+        content = _unquote(correction.content, texts)
+        fact = "" if correction.corrected_fact.strip() in texts else _unquote(correction.corrected_fact, texts)
+        right = _unquote(correction.correct_fact, texts)
+        if (content, fact, right) == (correction.content, correction.corrected_fact, correction.correct_fact):
+            continue
+        quoted.update(zip(_starts(correction.content), _starts(content), strict=True))
+        Thought.objects.filter(pk=correction.pk).update(
+            content=content, corrected_fact=fact, correct_fact=right, corrected_fact_embedding=None
+        )
+        thought_content_changed(thought_id=str(correction.pk))
+        QueryLog.objects.filter(stored_thought=correction).update(query_text=REDACTED_CONTENT)
+        CorrectionSuggestion.objects.filter(thought=correction).update(draft={})
+        for hook in REDACTION_HOOKS:
+            hook(correction.pk)
+    for text in texts:
+        QueryLog.objects.filter(space_id=space_id, query_text__contains=text).update(
+            query_text=Replace("query_text", Value(text), Value(REDACTED_QUOTE))
+        )
+        CorrectionSuggestion.objects.filter(space_id=space_id, statement__contains=text).update(
+            statement=Replace("statement", Value(text), Value(REDACTED_QUOTE))
+        )
+    receipts_erase(
+        space_id=space_id,
+        replacements={old: new for old, new in quoted.items() if old != new and len(old) >= QUOTE_MIN_CHARS},
+    )
+
+
+def _starts(text: str) -> tuple[str, str, str]:
+    """A text and the starts of it that answers quote (a source's preview, the best source's sentence)."""
+    return text, text[:BEST_QUOTE_CHARS], text[:PREVIEW_CHARS]
 
 
 def retraction_guidance(thought: Thought) -> str:
@@ -162,7 +246,8 @@ def retraction_guidance(thought: Thought) -> str:
     if (thought.context_metadata or {}).get("retraction", {}).get("redacted"):
         said = (
             "Retracted and redacted: its text was erased (the thought, its query-log entry, the excerpts the "
-            "quality loop kept); who retracted it, when and why are kept."
+            "quality loop kept, the copies corrections of it made, kept answers quoting it); who retracted it, "
+            "when and why are kept."
         )
     if thought.live_again:
         noun = "thought it had superseded is" if len(thought.live_again) == 1 else "thoughts it had superseded are"

@@ -9,6 +9,9 @@ from brain.ranking import Candidate
 from brain.selectors.lineage import PREVIEW_CHARS
 from brain.services.memory.call import MemoryCall
 
+#: How much of the best source's text the response sentence quotes.
+BEST_QUOTE_CHARS = 200
+
 
 def source_render(candidate: Candidate) -> dict[str, Any]:
     thought = candidate.thought
@@ -43,7 +46,7 @@ def _response_text(call: MemoryCall) -> str:
         top = call.sources[0]
         parts.append(
             f"Found {len(call.sources)} relevant thought(s). Best ({top.score:.2f}, "
-            f"{top.thought.contributor_name}): {top.thought.content[:200]}"
+            f"{top.thought.contributor_name}): {top.thought.content[:BEST_QUOTE_CHARS]}"
         )
     else:
         parts.append("No relevant thoughts found in the brain yet.")
