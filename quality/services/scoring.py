@@ -28,6 +28,9 @@ What feeds the EMAs (``usage_score``, ``contradiction_score``, ``effective_confi
   outcome moves its thought's EMAs.
 - Otherwise explicit feedback only: items with explicit feedback move their EMAs, items without it
   don't (their judge verdicts still count in the metrics, which say the judge is untrusted).
+- One showing, one step: a thought moves at most once for each time a memory call of the agent's
+  session returned it (``_once_per_showing``); later turns naming it again are logged and judged for
+  the metrics but don't move it.
 - One agent can't bury a thought: until contradictions from ``formulas.FLOOR_BREAKING_AGENTS``
   distinct agents are recorded (``ConfidenceChange`` rows, this turn's included), effective confidence
   stays at or above ``formulas.SINGLE_AGENT_FLOOR``.
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -56,10 +60,12 @@ from django.utils.module_loading import import_string
 
 from brain.choices import SuggestionOrigin, SuggestionStatus
 from brain.judging import JudgeUnavailable, get_judge
-from brain.models import CorrectionSuggestion, Thought
+from brain.models import CorrectionSuggestion, QueryLog, Thought
+from brain.services.thoughts import thoughts_lock
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
 from quality.models import TURN_ITEM_VERDICT_FIELDS, ConfidenceChange, TurnItem, TurnLog
+from quality.services.turns import result_scores
 
 
 class JudgeLike(Protocol):
@@ -207,6 +213,7 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
         if locked is None:
             return TurnScored(turn_log_id=str(turn.pk), already_scored=True)
         now = timezone.now()
+        _once_per_showing(turn=locked, items=items)
         TurnItem.objects.bulk_update(
             items,
             ["judge_details", *TURN_ITEM_VERDICT_FIELDS],
@@ -229,6 +236,37 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
         suggestions=suggestions,
         judge_trusted=trusted,
     )
+
+
+def _once_per_showing(*, turn: TurnLog, items: list[TurnItem]) -> None:
+    """Clear ``fed_ema`` on the items whose thought already moved once for each time a memory call of
+    this agent's session returned it: one showing, one EMA step, however many turns name it (an agent
+    that queried once can't raise or sink a thought by reporting it in turn after turn). The outcomes
+    stay in the metrics. Locks the thoughts (id order) first, so two turns of the session scored at
+    once count each other's steps."""
+    ids = {item.thought_id for item in items if item.fed_ema}
+    if not ids:
+        return
+    thoughts_lock(ids=ids)
+    showings: Counter = Counter()
+    logs = QueryLog.objects.filter(space_id=turn.space_id, agent_id=turn.agent_id, session_id=turn.session_id)
+    for results in logs.values_list("results", flat=True).iterator():
+        showings.update(ids & set(result_scores(results)))
+    stepped = Counter(
+        TurnItem.objects.filter(
+            turn__space_id=turn.space_id,
+            turn__agent_id=turn.agent_id,
+            turn__session_id=turn.session_id,
+            thought_id__in=ids,
+            fed_ema=True,
+        )
+        .exclude(turn=turn)
+        .values_list("thought_id", flat=True)
+    )
+    for item in items:
+        if item.fed_ema:
+            item.fed_ema = stepped[item.thought_id] < showings[item.thought_id]
+            stepped[item.thought_id] += 1
 
 
 def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[ConfidenceChange]:

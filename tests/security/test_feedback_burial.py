@@ -9,8 +9,9 @@ import pytest
 
 from brain.choices import SuggestionStatus
 from brain.models import CorrectionSuggestion, Thought
-from quality import formulas, jobs
-from quality.models import TurnLog
+from quality import formulas, jobs, selectors
+from quality.models import ConfidenceChange, TurnItem, TurnLog
+from quality.selectors import JudgeTrust
 from quality.services.scoring import turn_score
 from tests.quality_support import ScriptedJudge, make_query_log, make_thought, new_session
 
@@ -106,11 +107,31 @@ def test_a_turn_cannot_name_another_agents_session(dev, agent_factory, space):
     assert TurnLog.objects.filter(agent=dev.agent).count() == 0
 
 
-def test_one_agent_cannot_contradict_a_thought_below_the_floor(dev, agent_factory, space):
+@pytest.mark.parametrize("field", ["used_ids", "contradicted_ids", "injected_ids"])
+def test_one_showing_moves_a_thought_once_however_many_turns_report_it(dev, space, field, monkeypatch):
+    # Before: every later turn of the session naming a thought shown once was one more EMA step: one
+    # memory call and twelve turns reporting used_ids=[its own thought] raised its usage_score to 0.99.
+    # An item named only as injected moves the EMAs when the judge is trusted.
+    monkeypatch.setattr(selectors, "judge_trust", lambda judge_name: JudgeTrust(judge_name, True, None))
     target = make_thought(space, FACT)
     session = new_session()
     make_query_log(space, session, [target], agent=dev.agent)
+    for n in range(5):
+        scored_turn(dev, session, f"t{n}", **{field: [str(target.id)]})
+    assert ConfidenceChange.objects.filter(thought_id=target.id).count() == 1
+    assert TurnItem.objects.filter(thought_id=target.id, fed_ema=True).count() == 1
+    assert TurnItem.objects.filter(thought_id=target.id).count() == 5  # all logged, for the rates
+    make_query_log(space, session, [target], agent=dev.agent)  # shown again: one more step
+    for n in range(5, 8):
+        scored_turn(dev, session, f"t{n}", **{field: [str(target.id)]})
+    assert ConfidenceChange.objects.filter(thought_id=target.id).count() == 2
+
+
+def test_one_agent_cannot_contradict_a_thought_below_the_floor(dev, agent_factory, space):
+    target = make_thought(space, FACT)
+    session = new_session()
     for n in range(6):
+        make_query_log(space, session, [target], agent=dev.agent)  # each turn is shown it again
         scored_turn(dev, session, f"t{n}", contradicted_ids=[str(target.id)])
     target.refresh_from_db()
     assert formulas.confidence_formula(None, target.contradiction_score) < formulas.SINGLE_AGENT_FLOOR
