@@ -28,6 +28,8 @@ What feeds the EMAs (``usage_score``, ``contradiction_score``, ``effective_confi
   outcome moves its thought's EMAs.
 - Otherwise explicit feedback only: items with explicit feedback move their EMAs, items without it
   don't (their judge verdicts still count in the metrics, which say the judge is untrusted).
+- A transition marker records an event, not a fact: items on markers are logged and judged for the
+  metrics but never move a marker's EMAs nor raise a suggestion (markers can't be corrected).
 - One showing, one step: a thought moves at most once for each time a memory call of the agent's
   session returned it (``_once_per_showing``); later turns naming it again are logged and judged for
   the metrics but don't move it.
@@ -55,10 +57,11 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from brain.choices import SuggestionOrigin, SuggestionStatus
+from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory
 from brain.judging import JudgeUnavailable, get_judge
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.thoughts import thoughts_lock
@@ -176,7 +179,9 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
     turn = TurnLog.objects.filter(pk=turn_log_id).first()
     if turn is None or turn.status == TurnStatus.SCORED:
         return TurnScored(turn_log_id=str(turn_log_id), already_scored=True)
-    items = list(TurnItem.objects.filter(turn=turn).order_by("position"))
+    items = list(
+        TurnItem.objects.filter(turn=turn).annotate(category=F("thought__thought_category")).order_by("position")
+    )
     if judge is None:
         judge_name = settings.QUALITY_JUDGE
         judge = judge_resolve(judge_name)
@@ -206,7 +211,7 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
             item.judge_contradicted = details["contradicted"]["verdict"]
             item.on_topic, item.used, item.contradicted = outcome["on_topic"], outcome["used"], outcome["contradicted"]
             item.verdict_source = VerdictSource.JUDGE
-        item.fed_ema = explicit or trusted
+        item.fed_ema = (explicit or trusted) and item.category != ThoughtCategory.TRANSITION_MARKER
 
     with transaction.atomic():
         locked = TurnLog.objects.select_for_update().filter(pk=turn.pk, status=TurnStatus.PENDING).first()
@@ -336,8 +341,8 @@ def _raise_suggestion(*, turn: TurnLog, item: TurnItem, response_text: str) -> b
     if already:
         return False
     thought = Thought.objects.get(pk=item.thought_id)
-    if thought.superseded:
-        return False  # already replaced by a refinement, consolidation or correction: nothing to suggest
+    if thought.superseded or thought.thought_category == ThoughtCategory.TRANSITION_MARKER:
+        return False  # already replaced, or a marker (an event, not a fact: it can't be corrected)
     if item.verdict_source == VerdictSource.EXPLICIT:
         confidence = 1.0
         reason = f"{turn.agent_name} reported in turn {turn.turn_id} that its work contradicted this thought."

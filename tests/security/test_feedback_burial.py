@@ -127,6 +127,24 @@ def test_one_showing_moves_a_thought_once_however_many_turns_report_it(dev, spac
     assert ConfidenceChange.objects.filter(thought_id=target.id).count() == 2
 
 
+def test_feedback_on_a_transition_marker_moves_nothing_and_suggests_nothing(dev, space):
+    # Before: a turn reporting a marker contradicted stepped its EMAs and raised a correction suggestion
+    # that could never be accepted (markers can't be corrected); a marker records an event, not a fact.
+    from brain.choices import ThoughtCategory
+
+    marker = make_thought(
+        space, "TRANSITION: task T-1 active -> review by dev-1", thought_category=ThoughtCategory.TRANSITION_MARKER
+    )
+    session = new_session()
+    make_query_log(space, session, [marker], agent=dev.agent)
+    scored_turn(dev, session, "t1", contradicted_ids=[str(marker.id)])
+    marker.refresh_from_db()
+    assert (marker.contradiction_score, marker.effective_confidence) == (None, 1.0)
+    assert not ConfidenceChange.objects.filter(thought_id=marker.id).exists()
+    assert not CorrectionSuggestion.objects.filter(thought=marker).exists()
+    assert TurnItem.objects.get(thought_id=marker.id).contradicted is True  # logged as reported
+
+
 def test_one_agent_cannot_contradict_a_thought_below_the_floor(dev, agent_factory, space):
     target = make_thought(space, FACT)
     session = new_session()
