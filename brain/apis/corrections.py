@@ -182,14 +182,20 @@ class CorrectionDismissApi(APIView):
     @extend_schema(
         request=CorrectionDismissInputSerializer,
         parameters=[OpenApiParameter("suggestion_id", str, OpenApiParameter.PATH)],
-        responses={200: CorrectionDismissOutputSerializer, **error_responses(409)},
+        responses={
+            200: CorrectionDismissOutputSerializer,
+            **error_responses(403, 409, e403="`OWN_THOUGHT`: the suggestion contradicts a thought you contributed."),
+        },
     )
     def post(self, request, suggestion_id):
         body = self.CorrectionDismissInputSerializer(data=request.data or {})
         body.is_valid(raise_exception=True)
         suggestion = suggestion_get(space=request.user.space, suggestion_id=suggestion_id)
         dismissed = suggestion_dismiss(
-            suggestion=suggestion, resolved_by=request.user.name, reason=body.validated_data.get("reason", "")
+            suggestion=suggestion,
+            resolved_by=request.user.name,
+            reason=body.validated_data.get("reason", ""),
+            agent=request.user,
         )
         return Response({"suggestion": SuggestionOutputSerializer(dismissed).data})
 

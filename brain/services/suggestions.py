@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
-from api.errors import Conflict, NotFound
+from api.errors import Conflict, Forbidden, NotFound
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
 from brain.services.flags import thought_unflag_unverified
@@ -95,12 +95,23 @@ def suggestion_lock_pending(*, suggestion: CorrectionSuggestion, action: str) ->
 
 
 @transaction.atomic
-def suggestion_dismiss(*, suggestion: CorrectionSuggestion, resolved_by: str, reason: str = "") -> CorrectionSuggestion:
+def suggestion_dismiss(
+    *, suggestion: CorrectionSuggestion, resolved_by: str, reason: str = "", agent: Agent | None = None
+) -> CorrectionSuggestion:
     """Close a pending suggestion without correcting anything (the old thought stands); 409 if not pending.
 
-    The dismissal resolves every contradiction of the thought raised before it (the quality loop's
-    rule), so an ``unverified`` flag those contradictions earned comes off in the same transaction.
+    An agent (``agent``) can't dismiss a contradiction of a thought it contributed, 403 ``OWN_THOUGHT``:
+    its author is the one party whose word can't settle it (it may accept it, correcting its own
+    thought); another agent or a human can. The dismissal resolves every contradiction of the thought
+    raised before it (the quality loop's rule), so an ``unverified`` flag those contradictions earned
+    comes off in the same transaction.
     """
+    if agent is not None and suggestion.thought.agent_id == agent.pk:
+        raise Forbidden(
+            "This suggestion contradicts a thought you contributed: another agent or a human decides whether "
+            f"it stands. Accept it (POST /api/v1/corrections/{suggestion.pk}/accept) if your thought is wrong.",
+            code="OWN_THOUGHT",
+        )
     locked = suggestion_lock_pending(suggestion=suggestion, action="dismissed")
     locked.status = SuggestionStatus.DISMISSED
     locked.resolved_at = timezone.now()

@@ -175,6 +175,24 @@ def test_a_contradiction_still_raises_a_correction_and_accepting_it_supersedes(d
     assert target.superseded and str(target.superseded_by_id) == response.json()["correction"]["thought_id"]
 
 
+def test_an_agent_cannot_dismiss_the_contradictions_of_its_own_thought(dev, agent_factory, space):
+    # Before: the author of a contradicted thought dismissed the suggestion another agent's turn raised,
+    # and its thought stood unchallenged (the unverified flag lifted with it).
+    target = make_thought(space, FACT, agent=dev.agent)
+    other = agent_factory("dev", name="dev-2")
+    theirs = new_session()
+    make_query_log(space, theirs, [target], agent=other.agent)
+    scored_turn(other, theirs, "t1", contradicted_ids=[str(target.id)])
+    suggestion = CorrectionSuggestion.objects.get(thought=target, status=SuggestionStatus.PENDING)
+    message = refused(dev.post(f"/api/v1/corrections/{suggestion.id}/dismiss", {}, format="json"), 403, "OWN_THOUGHT")
+    assert "accept" in message
+    suggestion.refresh_from_db()
+    assert suggestion.status == SuggestionStatus.PENDING
+    # The author may still accept it (correcting its own thought), and any other agent may dismiss it.
+    response = other.post(f"/api/v1/corrections/{suggestion.id}/dismiss", {"reason": "checked"}, format="json")
+    assert response.status_code == 200, response.json()
+
+
 def test_a_memory_call_naming_another_agents_session_does_not_get_its_pending_corrections(
     dev, agent_factory, space, fake_embedder
 ):
