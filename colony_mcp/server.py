@@ -540,7 +540,8 @@ async def correction_dismiss(
     suggestion_id: Annotated[str, Field(description="suggestion_id from corrections_pending.")],
     reason: Annotated[str | None, Field(description="Why the thought stands.", max_length=2000)] = None,
 ) -> CallToolResult:
-    """Dismiss a pending correction suggestion: the thought stands, nothing else changes."""
+    """Dismiss a pending correction suggestion: the thought stands, nothing else changes. Not for a
+    contradiction of a thought you contributed (OWN_THOUGHT): accept it if your thought is wrong."""
     return await _call(ctx, "POST", f"corrections/{segment(suggestion_id)}/dismiss", body=_given(reason=reason))
 
 
