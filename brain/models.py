@@ -234,6 +234,23 @@ class QueryLog(models.Model):
     def __str__(self) -> str:
         return f"{self.session_id}: {self.query_text[:60]}"
 
+    @staticmethod
+    def result_scores(results) -> dict[uuid.UUID, float | None]:
+        """A row's ``results`` as {thought id: score}, best first; malformed entries are skipped (a
+        broken log entry must not break the turn or the scoring that reads it)."""
+        scores: dict[uuid.UUID, float | None] = {}
+        for result in results or []:
+            if not isinstance(result, dict):
+                continue
+            try:
+                thought_id = uuid.UUID(str(result["id"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+            if thought_id not in scores:
+                score = result.get("score")
+                scores[thought_id] = float(score) if isinstance(score, (int, float)) else None
+        return scores
+
 
 class CorrectionSuggestion(models.Model):
     """A pending correction: something contradicts ``thought``; accepting it creates a correction."""

@@ -68,7 +68,6 @@ from brain.services.thoughts import thoughts_lock
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
 from quality.models import TURN_ITEM_VERDICT_FIELDS, ConfidenceChange, TurnItem, TurnLog
-from quality.services.turns import result_scores
 
 
 class JudgeLike(Protocol):
@@ -256,7 +255,7 @@ def _once_per_showing(*, turn: TurnLog, items: list[TurnItem]) -> None:
     showings: Counter = Counter()
     logs = QueryLog.objects.filter(space_id=turn.space_id, agent_id=turn.agent_id, session_id=turn.session_id)
     for results in logs.values_list("results", flat=True).iterator():
-        showings.update(ids & set(result_scores(results)))
+        showings.update(ids & set(QueryLog.result_scores(results)))
     stepped = Counter(
         TurnItem.objects.filter(
             turn__space_id=turn.space_id,

@@ -127,35 +127,18 @@ def _session_owner_check(*, agent: Agent, session_id: str) -> None:
         )
 
 
-def result_scores(results) -> dict[uuid.UUID, float | None]:
-    """A query-log row's ``results`` as {thought id: score}, best first; malformed entries are skipped
-    (a broken log entry is the brain's problem, not this turn's)."""
-    scores: dict[uuid.UUID, float | None] = {}
-    for result in results or []:
-        if not isinstance(result, dict):
-            continue
-        try:
-            thought_id = uuid.UUID(str(result["id"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        if thought_id not in scores:
-            score = result.get("score")
-            scores[thought_id] = float(score) if isinstance(score, (int, float)) else None
-    return scores
-
-
 def _shown_check(*, agent: Agent, session_id: str, newest: QueryLog | None, ids: list[uuid.UUID]) -> None:
     """400 naming the ids the caller named (injected, used, contradicted) that no memory call of this
     agent's session returned: the newest call's (``newest``, loaded and waited for already) and the
     earlier calls' query-log rows."""
     if not ids:
         return
-    shown = set(result_scores(newest.results)) if newest is not None else set()
+    shown = set(QueryLog.result_scores(newest.results)) if newest is not None else set()
     earlier = QueryLog.objects.filter(space=agent.space, session_id=session_id, agent=agent)
     if newest is not None:
         earlier = earlier.exclude(pk=newest.pk)
     for results in earlier.values_list("results", flat=True).iterator():
-        shown.update(result_scores(results))
+        shown.update(QueryLog.result_scores(results))
     foreign = [str(i) for i in ids if i not in shown]
     if foreign:
         named = ", ".join(foreign[:NAMED_IN_ERRORS])
@@ -189,7 +172,7 @@ def turn_log_create(
     used = set(used_ids or [])
     contradicted = set(contradicted_ids or [])
     query_log = _newest_query_log(space=space, agent=agent, session_id=session_id)
-    scores = result_scores(query_log.results) if query_log is not None else {}
+    scores = QueryLog.result_scores(query_log.results) if query_log is not None else {}
 
     # Each memory call's sources belong to one turn, the first logged after it: an agent that
     # queried once and then worked for twenty turns did not get the same items injected twenty
