@@ -18,7 +18,9 @@ Input, first match wins:
 
 Explicit feedback: besides ``--used``/``--contradicted``, the agent may write
 ``colony:used <uuid>`` or ``colony:contradicted <uuid>`` (several ids separated by commas or
-spaces) anywhere in its response; those ids are sent as ``used_ids``/``contradicted_ids``.
+spaces) anywhere in its response; those ids are sent as ``used_ids``/``contradicted_ids``. An id
+Colony refuses (unknown, or not returned by a memory call of this session) is dropped and the turn
+sent again without it.
 
 Environment: ``COLONY_URL`` (e.g. http://127.0.0.1:8000), ``COLONY_TOKEN`` (the agent's token),
 optional ``COLONY_SESSION_ID`` (the session id the agent passes to /api/v1/memory; default: the
@@ -276,16 +278,25 @@ def error_text(error: urllib.error.HTTPError) -> str:
     return error.colony_text
 
 
-def unknown_ids(error: urllib.error.HTTPError) -> set[str]:
-    """The ids an UNKNOWN_THOUGHT answer names (404; 400 from servers before 2026-11; empty for any other error)."""
+#: Why Colony refused ids of a turn, by error code: unknown (or another space's) ids, and ids no memory
+#: call of this session returned (404 UNKNOWN_THOUGHT; 400 VALIDATION_ERROR naming ``ids``).
+REFUSED_IDS = {"UNKNOWN_THOUGHT": "Colony does not know", "VALIDATION_ERROR": "not shown to this session:"}
+
+
+def refused_ids(error: urllib.error.HTTPError) -> tuple[set[str], str]:
+    """The ids a refusal names and why (an empty set for any other error)."""
     if error.code not in (400, 404):
-        return set()
+        return set(), ""
     try:
-        body = json.loads(error_text(error))
-        details = body["error"]
-        return {str(i).lower() for i in details.get("ids", [])} if details.get("code") == "UNKNOWN_THOUGHT" else set()
+        details = json.loads(error_text(error))["error"]
+        why = REFUSED_IDS.get(details.get("code"), "")
+        return ({str(i).lower() for i in details.get("ids", [])} if why else set()), why
     except (ValueError, KeyError, TypeError, AttributeError):
-        return set()
+        return set(), ""
+
+
+#: Sends of one turn at most: each retry drops the ids the last refusal named (it names up to ten).
+MAX_SENDS = 3
 
 
 def post(url: str, token: str, turn: dict, timeout: float) -> int:
@@ -322,18 +333,19 @@ def run(argv: list[str], timeout: float, result: dict) -> None:
     if turn is None:
         return
     try:
-        try:
-            result["status"] = post(url, token, turn, timeout)
-        except urllib.error.HTTPError as exc:
-            unknown = unknown_ids(exc)
-            if not unknown:
-                raise
-            # A mistyped or foreign id in the feedback must not lose the whole turn: send it without.
-            note(f"Colony does not know {', '.join(unknown)}; sending the turn without those ids")
-            for key in ("used_ids", "contradicted_ids", "injected_ids"):
-                if key in turn:
-                    turn[key] = [i for i in turn[key] if i.lower() not in unknown]
-            result["status"] = post(url, token, turn, timeout)
+        for attempt in range(1, MAX_SENDS + 1):
+            try:
+                result["status"] = post(url, token, turn, timeout)
+                break
+            except urllib.error.HTTPError as exc:
+                refused, why = refused_ids(exc)
+                if not refused or attempt == MAX_SENDS:
+                    raise
+                # A mistyped, foreign or never-shown id in the feedback must not lose the whole turn.
+                note(f"{why} {', '.join(sorted(refused))}; sending the turn without those ids")
+                for key in ("used_ids", "contradicted_ids", "injected_ids"):
+                    if key in turn:
+                        turn[key] = [i for i in turn[key] if i.lower() not in refused]
     except urllib.error.HTTPError as exc:
         note(f"Colony answered {exc.code}: {error_text(exc)[:300]}")
     except (urllib.error.URLError, OSError, ValueError) as exc:

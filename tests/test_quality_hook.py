@@ -388,6 +388,27 @@ def test_against_a_live_colony(live_server, agent_factory, settings, tmp_path):
     )  # one agent: the single-agent floor
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_id_this_session_was_not_shown_does_not_lose_the_turn(live_server, agent_factory, settings, tmp_path):
+    """Feedback may only name what a memory call of the session returned; an id the agent got elsewhere
+    (another session, a listing) is dropped and the turn sent again, as for an unknown id."""
+    from quality.models import TurnLog
+    from tests.quality_support import make_query_log, make_thought
+
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.lexical_judge_factory"
+    client = agent_factory("dev", name="hooked")
+    shown = make_thought(client.agent.space, "CI runs Python 3.10.")
+    unseen = make_thought(client.agent.space, "The release branch is cut on Thursdays.")
+    make_query_log(client.agent.space, "cc-session-2", [shown], agent=client.agent)
+    transcript = write_transcript(tmp_path / "t.jsonl", used=str(unseen.id), contradicted=str(shown.id))
+    stdin = json.dumps({"session_id": "cc-session-2", "transcript_path": str(transcript)})
+    done, _ = run_hook(stdin=stdin, env={"COLONY_URL": live_server.url, "COLONY_TOKEN": client.token})
+    assert done.returncode == 0, done.stderr
+    assert f"not shown to this session: {unseen.id}" in done.stderr
+    turn = TurnLog.objects.get()
+    assert [item.thought_id for item in turn.items.all()] == [shown.id]
+
+
 def test_a_prompt_holding_a_line_separator_is_the_turns_prompt(fake, tmp_path):
     """Claude Code writes U+2028 / U+2029 / U+0085 unescaped inside a transcript line (Node's JSON.stringify):
     str.splitlines() broke that line, the prompt was dropped, and the turn began at the prompt before it."""
