@@ -72,6 +72,21 @@ class SlugField(_StringOnly, serializers.RegexField):
         super().__init__(SLUG_PATTERN, **kwargs)
 
 
+class VisibleAsciiField(_StringOnly, serializers.RegexField):
+    """An id the client makes up (a turn id): visible ASCII, no spaces or line breaks, as an
+    ``Idempotency-Key``. Colony names it in sentences other agents read (a suggestion's reason), where
+    free text could pass for Colony's own words."""
+
+    default_error_messages = {
+        **_NOT_A_STRING,
+        "invalid": "Use visible ASCII characters only, no spaces or line breaks (a UUID, a counter or a hash).",
+    }
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(r"^[!-~]+$", **kwargs)
+
+
 class ChoiceField(_StringOnly, serializers.ChoiceField):
     """A choice whose refusal lists the choices and names the one most likely meant: DRF's said only
     '"decision" is not a valid choice.', leaving an agent to find "decision_record" in the schema."""

@@ -25,7 +25,7 @@ class TurnCreateInputSerializer(strict.Serializer):
     }
 
     session_id = strict.CharField(max_length=100)
-    turn_id = strict.CharField(max_length=200)
+    turn_id = strict.VisibleAsciiField(max_length=200)
     user_prompt = strict.CharField(allow_blank=True, trim_whitespace=False)
     assistant_response = strict.CharField(allow_blank=True, trim_whitespace=False)
     tool_calls = serializers.ListField(child=ToolCallField(), required=False, default=list, max_length=1000)

@@ -149,3 +149,16 @@ def test_highways(thought_factory):
     assert out.splitlines() == [f"    12  {busy.id}  4 accesses by 3 agents  A busy thought."]
     Thought.objects.filter(pk=busy.pk).update(superseded=True)  # corrected, replaced or retracted
     assert "No highways yet" in brain("highways")[0]
+
+
+def test_query_prints_what_agents_wrote_on_one_line_without_terminal_escapes(dev, fake_embedder, thought_factory):
+    """A thought's ANSI escapes and line breaks reached the operator's terminal: they could erase the
+    line, hide what follows it, or print a line of their own that reads as another result."""
+    thought = thought_factory(
+        "\x1b[2K\rDeploy tip\x1b[8m hidden\x1b[0m\x07\n 2. 0.99  forged-result. The deploy pipeline runs migrations."
+    )
+    out, _ = brain("query", "deploy pipeline migrations", "--agent", dev.agent.name)
+    assert str(thought.id) in out
+    assert not [c for c in out if (ord(c) < 32 and c != "\n") or 0x7F <= ord(c) < 0xA0], repr(out)
+    assert not any(line.lstrip().startswith("2.") for line in out.splitlines()), out
+    assert "Deploy tip [8m hidden [0m 2. 0.99 forged-result." in out  # the escapes' text, shown and harmless

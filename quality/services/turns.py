@@ -60,8 +60,13 @@ def _truncate(text: str) -> str:
     return text[: settings.TURN_TEXT_MAX_CHARS]
 
 
+#: Of the name of a tool call cut to fit, this much is kept beside its cut JSON.
+TOOL_NAME_KEPT_CHARS = 100
+
+
 def _truncate_tool_calls(tool_calls: list) -> list:
-    """Keep tool calls up to TURN_TEXT_MAX_CHARS of compact JSON in all; a call too long alone is cut."""
+    """Keep tool calls up to TURN_TEXT_MAX_CHARS of compact JSON in all; a call too long alone is cut to
+    its name (a string, at most TOOL_NAME_KEPT_CHARS) and the start of its JSON, within what is left."""
     budget = settings.TURN_TEXT_MAX_CHARS
     kept: list = []
     for index, call in enumerate(tool_calls):
@@ -69,7 +74,8 @@ def _truncate_tool_calls(tool_calls: list) -> list:
         if len(rendered) > budget:
             if budget > 0:
                 name = call.get("name") if isinstance(call, dict) else None
-                kept.append({"name": name, "truncated_json": rendered[: max(0, budget - 60)]})
+                name = name[:TOOL_NAME_KEPT_CHARS] if isinstance(name, str) else None
+                kept.append({"name": name, "truncated_json": rendered[: max(0, budget - 60 - len(name or ""))]})
             kept.append({"omitted_tool_calls": len(tool_calls) - index - (1 if budget > 0 else 0)})
             break
         kept.append(call)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import json
 import textwrap
+import unicodedata
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -26,6 +27,12 @@ from brain.services.memory import memory_run
 from brain.transfer.cli import Export, Import
 from core import selectors, services
 from core.choices import DEFAULT_SPACE_SLUG
+
+
+def _line(text: str) -> str:
+    """Text agents wrote, as one line for a terminal: a line break, an ANSI escape, a carriage return
+    or a bidi override in a thought would otherwise start a line of its own or hide what follows."""
+    return " ".join("".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in text).split())
 
 
 def _validated(payload: dict[str, Any]) -> dict[str, Any]:
@@ -84,8 +91,9 @@ def print_memory(command: BaseCommand, response: dict[str, Any]) -> None:
         labels = [source["thought_category"]] + ([source["topic"]] if source["topic"] else [])
         if source["superseded"]:
             labels.append(f"superseded by {source['refined_by'] or '?'}")
-        out(f"{rank:2}. {source['score']:.2f}  {source['thought_id']}  [{', '.join(labels)}]  {source['contributor']}")
-        out(f"      {source['content_preview']}")
+        labelled = f"[{_line(', '.join(labels))}]  {_line(source['contributor'])}"
+        out(f"{rank:2}. {source['score']:.2f}  {source['thought_id']}  {labelled}")
+        out(f"      {_line(source['content_preview'])}")
         out(f"      why: {source['matching_reason']}")
     if result["guidance"]:
         out("guidance:")
@@ -251,9 +259,9 @@ class History(Subcommand):
             state = "  [superseded]" if node["superseded"] else ""
             out(
                 f"{marker}{depth:+3d}  {node['thought_id']}  {node['thought_type']:<13} {relation:<12} "
-                f"{node['created_at'][:19]}  {node['contributor']}{state}"
+                f"{node['created_at'][:19]}  {_line(node['contributor'])}{state}"
             )
-            out(f"       {node['content_preview']}")
+            out(f"       {_line(node['content_preview'])}")
             if node["source_ids"]:
                 out(f"       from: {', '.join(node['source_ids'])}")
         if lineage["truncated"]:
@@ -276,7 +284,7 @@ class Highways(Subcommand):
         for highway in highways:
             command.stdout.write(
                 f"{highway['traffic']:>6}  {highway['thought_id']}  {highway['access_count']} accesses by "
-                f"{highway['agents']} agents  {highway['content_preview']}"
+                f"{highway['agents']} agents  {_line(highway['content_preview'])}"
             )
 
 
