@@ -16,6 +16,7 @@ from api.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 from core.choices import ROLE_SYNONYMS, AgentRole
 from tasks import selectors, workflow
 from tasks.choices import RESTORE, ApprovalMode, TaskStatus, TaskType
+from tasks.models import DESCRIPTION_MAX_CHARS, LINKS_MAX
 from tasks.outputs import ProjectOutputSerializer, TaskOutputSerializer, TransitionOutputSerializer, task_detail_output
 from tasks.services import tasks as task_services
 from tasks.services import transitions as transition_services
@@ -167,14 +168,20 @@ class TaskListCreateApi(APIView):
     class TaskCreateInputSerializer(strict.Serializer):
         project = strict.SlugField(max_length=100)
         slug = strict.SlugField(max_length=150)
-        title = strict.CharField(max_length=300)
-        description = strict.CharField(required=False, default="", allow_blank=True)
+        title = strict.LineField(max_length=300)
+        description = strict.CharField(
+            max_length=DESCRIPTION_MAX_CHARS, required=False, default="", allow_blank=True, trim_whitespace=False
+        )
         type = strict.ChoiceField(choices=TaskType.values, default=TaskType.TASK)
         role = strict.ChoiceField(choices=AgentRole.values, required=False, default="", synonyms=ROLE_SYNONYMS)
         status = strict.ChoiceField(choices=[TaskStatus.BACKLOG, TaskStatus.PENDING], default=TaskStatus.BACKLOG)
         dna = DnaField(required=False, default=dict)
-        parent_ids = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
-        depends_on = serializers.ListField(child=strict.CharField(max_length=150), required=False, default=list)
+        parent_ids = serializers.ListField(
+            child=strict.CharField(max_length=150), required=False, default=list, max_length=LINKS_MAX
+        )
+        depends_on = serializers.ListField(
+            child=strict.CharField(max_length=150), required=False, default=list, max_length=LINKS_MAX
+        )
 
     @extend_schema(
         operation_id="v1_tasks_list", parameters=[TaskFilterInputSerializer], responses={200: TaskListOutputSerializer}

@@ -5,15 +5,23 @@ A task's ``status`` is only ever changed by ``tasks.services.transitions.task_tr
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.utils import timezone
 
 from core.choices import AgentRole
 from tasks.choices import ApprovalMode, TaskStatus, TaskType
+
+#: A task's description, at most (its title: 300). Every task list page and board card carries it.
+DESCRIPTION_MAX_CHARS = 20_000
+#: Tasks one task may name as parents, and as dependencies, at most.
+LINKS_MAX = 100
 
 
 def task_id_of(ref: str) -> uuid.UUID | None:
@@ -57,7 +65,7 @@ class Task(models.Model):
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="tasks")
     slug = models.SlugField(max_length=150, validators=[validate_not_a_task_id])
     title = models.CharField(max_length=300)
-    description = models.TextField(blank=True, default="")
+    description = models.TextField(blank=True, default="", validators=[MaxLengthValidator(DESCRIPTION_MAX_CHARS)])
     type = models.CharField(max_length=10, choices=TaskType.choices, default=TaskType.TASK)
     status = models.CharField(max_length=20, choices=TaskStatus.choices, default=TaskStatus.BACKLOG)
     role = models.CharField(max_length=20, choices=AgentRole.choices, blank=True, default="")
@@ -121,11 +129,19 @@ class TransitionLog(models.Model):
         return f"{self.task_id}: {self.from_status}->{self.to_status} by {self.actor}"
 
 
+def dna_digest(dna: dict | None) -> str:
+    """SHA-256 of a task's DNA in canonical JSON: what a human's confirmation was given for."""
+    canonical = json.dumps(dna or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 class HumanConfirmation(models.Model):
     """A logged-in human's 'yes' to one human-gated step of one task, consumed by that transition.
 
-    It only counts while the task is still in ``from_status`` since it was given: a confirmation
-    from an earlier round of the same state does not carry over.
+    It only counts while the task is still in ``from_status`` since it was given (a confirmation from
+    an earlier round of the same state does not carry over), while its DNA is what the human saw
+    (``dna_digest``: an agent can't change the abstract or the test counts after the 'yes'), and while
+    the human may still act in the space (active, and a member or a superuser).
     """
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="confirmations")
@@ -134,6 +150,7 @@ class HumanConfirmation(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     confirmed_at = models.DateTimeField(default=timezone.now)
     consumed_at = models.DateTimeField(null=True, blank=True)
+    dna_digest = models.CharField(max_length=64, default="")
     consumed_by = models.OneToOneField(
         TransitionLog, null=True, blank=True, on_delete=models.SET_NULL, related_name="confirmation"
     )

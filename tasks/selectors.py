@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import F, Prefetch, QuerySet, Window
+from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from api.errors import NotFound, ValidationFailed, did_you_mean
@@ -15,7 +15,7 @@ from core.choices import ROLE_SYNONYMS
 from core.db import prepared_cursor
 from core.models import Space
 from tasks.choices import ROLE_ACTORS, TaskStatus, TaskType
-from tasks.models import HumanConfirmation, Project, Task, TransitionLog, task_id_of
+from tasks.models import HumanConfirmation, Project, Task, TransitionLog, dna_digest, task_id_of
 from tasks.workflow import MQS
 
 IN_FLIGHT_STATUSES = (TaskStatus.ACTIVE, TaskStatus.BLOCKED)
@@ -188,14 +188,19 @@ def task_in_flight(*, space: Space, role: str, markers_per_task: int = 3) -> lis
 
 
 def confirmation_list_open(*, task: Task) -> QuerySet[HumanConfirmation]:
-    """Confirmations given for the state ``task`` is in now and not yet used by a transition, oldest
-    first: the one rule of which confirmation is valid (the transition consumes the first for its step)."""
+    """Confirmations given for the state ``task`` is in now and the DNA it has now, not yet used by a
+    transition, by a human who may still act in its space, oldest first: the one rule of which
+    confirmation is valid (the transition consumes the first for its step; the board shows these)."""
+    member = Exists(Space.members.through.objects.filter(user_id=OuterRef("user_id"), space_id=task.space_id))
     return (
         HumanConfirmation.objects.filter(
+            Q(user__is_superuser=True) | member,
             task=task,
             from_status=task.status,
             consumed_at__isnull=True,
             confirmed_at__gte=task.status_changed_at,
+            dna_digest=dna_digest(task.dna),
+            user__is_active=True,
         )
         .select_related("user")
         .order_by("confirmed_at")

@@ -9,7 +9,7 @@ from django.utils import timezone
 from api.errors import Forbidden, ValidationFailed
 from tasks import workflow
 from tasks.choices import HUMAN
-from tasks.models import HumanConfirmation, Task
+from tasks.models import HumanConfirmation, Task, dna_digest
 from tasks.selectors import confirmation_list_open
 from tasks.services.actors import human_may_act
 
@@ -22,8 +22,8 @@ def confirmation_valid(*, task: Task, to_status: str) -> HumanConfirmation | Non
 def task_confirm_human(*, task: Task, to_status: str, user: AbstractBaseUser) -> HumanConfirmation:
     """Record a logged-in human's confirmation of ``task``'s next step to ``to_status``.
 
-    Called by the admin now and the web board later. The transition that needs it consumes it; a
-    confirmation only counts for the state the task is in when it is given.
+    Called by the board and the admin. The transition that needs it consumes it; a confirmation only
+    counts for the state and the DNA the task has when it is given (tasks.selectors.confirmation_list_open).
     """
     if not human_may_act(user=user, space_id=task.space_id):
         raise Forbidden(
@@ -52,5 +52,10 @@ def task_confirm_human(*, task: Task, to_status: str, user: AbstractBaseUser) ->
         if existing is not None:
             return existing
         return HumanConfirmation.objects.create(
-            task=locked, from_status=locked.status, to_status=to_status, user=user, confirmed_at=timezone.now()
+            task=locked,
+            from_status=locked.status,
+            to_status=to_status,
+            user=user,
+            confirmed_at=timezone.now(),
+            dna_digest=dna_digest(locked.dna),
         )

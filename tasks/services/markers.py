@@ -6,12 +6,17 @@ from brain.choices import ThoughtCategory
 from brain.models import Thought
 from brain.services.pipeline import thought_schedule_followups
 from brain.services.thoughts import thought_create
+from core.text import one_line
 from tasks.models import Task
 from tasks.services.actors import Actor
 
 
 def marker_content(*, from_status: str, to_status: str, actor: Actor, task: Task, summary: str) -> str:
-    return f"TASK {from_status}→{to_status}: {actor.kind.upper()} {task.slug} ({task.project.slug}) — {summary}"
+    """The marker's one line; the summary's line breaks and control characters become spaces, so a
+    summary can't add a line that reads as another marker to the audit trail."""
+    return (
+        f"TASK {from_status}→{to_status}: {actor.kind.upper()} {task.slug} ({task.project.slug}) — {one_line(summary)}"
+    )
 
 
 def marker_write(*, task: Task, actor: Actor, content: str, rule_key: str, from_status: str, to_status: str) -> Thought:

@@ -13,7 +13,7 @@ from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Space
 from tasks import workflow
 from tasks.choices import ROLE_ACTORS, ApprovalMode, TaskStatus, TaskType
-from tasks.models import Project, Task, task_id_of
+from tasks.models import DESCRIPTION_MAX_CHARS, LINKS_MAX, Project, Task, task_id_of
 
 DNA_MAX_CHARS = 100_000
 CREATE_STATUSES = (TaskStatus.BACKLOG, TaskStatus.PENDING)
@@ -141,6 +141,11 @@ def task_create(
             "with a word in it (e.g. 'fix-login')."
         )
     parent_ids, depends_on = list(parent_ids), list(depends_on)
+    for name, refs in (("parent_ids", parent_ids), ("depends_on", depends_on)):
+        if len(refs) > LINKS_MAX:
+            raise ValidationFailed(f"{name} names {len(refs)} tasks; at most {LINKS_MAX}.")
+    if len(description) > DESCRIPTION_MAX_CHARS:
+        raise ValidationFailed(f"description has {len(description)} characters; at most {DESCRIPTION_MAX_CHARS}.")
     if type == TaskType.BUG and not parent_ids:
         raise ValidationFailed("A bug must name the task(s) it was found in: parent_ids.", code="MISSING_PARENT")
     project_obj = Project.objects.filter(space=space, slug=project).first()

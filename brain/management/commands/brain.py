@@ -12,7 +12,6 @@ from __future__ import annotations
 import abc
 import json
 import textwrap
-import unicodedata
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -27,12 +26,7 @@ from brain.services.memory import memory_run
 from brain.transfer.cli import Export, Import
 from core import selectors, services
 from core.choices import DEFAULT_SPACE_SLUG
-
-
-def _line(text: str) -> str:
-    """Text agents wrote, as one line for a terminal: a line break, an ANSI escape, a carriage return
-    or a bidi override in a thought would otherwise start a line of its own or hide what follows."""
-    return " ".join("".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in text).split())
+from core.text import one_line
 
 
 def _validated(payload: dict[str, Any]) -> dict[str, Any]:
@@ -91,9 +85,9 @@ def print_memory(command: BaseCommand, response: dict[str, Any]) -> None:
         labels = [source["thought_category"]] + ([source["topic"]] if source["topic"] else [])
         if source["superseded"]:
             labels.append(f"superseded by {source['refined_by'] or '?'}")
-        labelled = f"[{_line(', '.join(labels))}]  {_line(source['contributor'])}"
+        labelled = f"[{one_line(', '.join(labels))}]  {one_line(source['contributor'])}"
         out(f"{rank:2}. {source['score']:.2f}  {source['thought_id']}  {labelled}")
-        out(f"      {_line(source['content_preview'])}")
+        out(f"      {one_line(source['content_preview'])}")
         out(f"      why: {source['matching_reason']}")
     if result["guidance"]:
         out("guidance:")
@@ -259,9 +253,9 @@ class History(Subcommand):
             state = "  [superseded]" if node["superseded"] else ""
             out(
                 f"{marker}{depth:+3d}  {node['thought_id']}  {node['thought_type']:<13} {relation:<12} "
-                f"{node['created_at'][:19]}  {_line(node['contributor'])}{state}"
+                f"{node['created_at'][:19]}  {one_line(node['contributor'])}{state}"
             )
-            out(f"       {_line(node['content_preview'])}")
+            out(f"       {one_line(node['content_preview'])}")
             if node["source_ids"]:
                 out(f"       from: {', '.join(node['source_ids'])}")
         if lineage["truncated"]:
@@ -284,7 +278,7 @@ class Highways(Subcommand):
         for highway in highways:
             command.stdout.write(
                 f"{highway['traffic']:>6}  {highway['thought_id']}  {highway['access_count']} accesses by "
-                f"{highway['agents']} agents  {_line(highway['content_preview'])}"
+                f"{highway['agents']} agents  {one_line(highway['content_preview'])}"
             )
 
 
