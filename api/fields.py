@@ -21,7 +21,6 @@ from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
 from api import errors
-from core.text import first_line_break
 
 #: Serializer context flag: the data is a query string, so numbers and booleans arrive as strings.
 QUERY_STRING = "query_string"
@@ -51,22 +50,6 @@ class CharField(_StringOnly, serializers.CharField):
     def to_internal_value(self, data):
         if isinstance(data, str) and self.max_length is not None and len(data) > self.max_length:
             self.fail("max_length", max_length=self.max_length)
-        return super().to_internal_value(data)
-
-
-class LineField(CharField):
-    """One line of text (a title): a line break, a tab or another control or format character is
-    refused with its code point. Colony shows such text on one line among its own (a board card, a
-    hook's task line), where a line break would let it pass for a line Colony wrote."""
-
-    default_error_messages = {
-        "not_one_line": "One line of text: {char} (a line break, tab or control character) is not allowed."
-    }
-
-    def to_internal_value(self, data):
-        char = first_line_break(data) if isinstance(data, str) else None
-        if char is not None:
-            self.fail("not_one_line", char=char)
         return super().to_internal_value(data)
 
 

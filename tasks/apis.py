@@ -168,7 +168,7 @@ class TaskListCreateApi(APIView):
     class TaskCreateInputSerializer(strict.Serializer):
         project = strict.SlugField(max_length=100)
         slug = strict.SlugField(max_length=150)
-        title = strict.LineField(max_length=300)
+        title = strict.CharField(max_length=300)
         description = strict.CharField(
             max_length=DESCRIPTION_MAX_CHARS, required=False, default="", allow_blank=True, trim_whitespace=False
         )

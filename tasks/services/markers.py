@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from api.text import one_line
 from brain.choices import ThoughtCategory
 from brain.models import Thought
 from brain.services.pipeline import thought_schedule_followups
 from brain.services.thoughts import thought_create
-from core.text import one_line
 from tasks.models import Task
 from tasks.services.actors import Actor
 

@@ -17,6 +17,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from api.errors import ApplicationError
+from api.text import one_line
 from brain.choices import ThoughtCategory
 from brain.inputs import MemoryInputSerializer, SourceRefSerializer
 from brain.selectors.activity import thought_highways
@@ -26,7 +27,6 @@ from brain.services.memory import memory_run
 from brain.transfer.cli import Export, Import
 from core import selectors, services
 from core.choices import DEFAULT_SPACE_SLUG
-from core.text import one_line
 
 
 def _validated(payload: dict[str, Any]) -> dict[str, Any]:

@@ -21,10 +21,3 @@ def one_line(text: str) -> str:
     """``text`` with every such character and every run of whitespace turned into one space."""
     return " ".join("".join(" " if _breaking(c) else c for c in text).split())
 
-
-def first_line_break(text: str) -> str | None:
-    """The first such character of ``text`` (tab included), as ``U+XXXX``, or None."""
-    for char in text:
-        if _breaking(char):
-            return f"U+{ord(char):04X}"
-    return None
