@@ -20,4 +20,3 @@ def _breaking(char: str) -> bool:
 def one_line(text: str) -> str:
     """``text`` with every such character and every run of whitespace turned into one space."""
     return " ".join("".join(" " if _breaking(c) else c for c in text).split())
-
