@@ -6,6 +6,7 @@ implies, so a new endpoint gets them without saying so:
 
 - 400 when it takes a request body or query parameters (``VALIDATION_ERROR``, ``PARSE_ERROR``);
 - 413 and 415 when it takes a request body (too large; another media type or a compressed body);
+- 414 when it has query or path parameters (a URL over 65,535 bytes, which the server does not read);
 - 401 and 429 when it needs a token (``UNAUTHENTICATED``, ``THROTTLED``);
 - 404 when its path has parameters (an unknown or another space's id);
 - 503 always (a dependency such as the database is unavailable).
@@ -32,6 +33,8 @@ ERROR_DESCRIPTIONS = {
     409: "The request conflicts with the current state (`CONFLICT` or a more specific code).",
     413: "The request body is larger than the route's limit (`REQUEST_TOO_LARGE`: `MAX_REQUEST_BODY_KB`, the "
     "import's `MAX_REQUEST_BODY_MB`); nothing was read past it.",
+    414: "The URL is over 65,535 bytes and was not read (`URL_TOO_LONG`): send long text in a request body "
+    "(for a memory query, `POST /api/v1/memory`).",
     415: "The body's Content-Type is not one this operation reads, or the body is compressed "
     "(`Content-Encoding`); the message says what to send (`UNSUPPORTED_MEDIA_TYPE`).",
     429: "Too many requests from this token (`THROTTLED`); retry after the `Retry-After` seconds.",
@@ -85,6 +88,8 @@ class ColonyAutoSchema(AutoSchema):
             implied.add(400)
         if "requestBody" in operation:
             implied.update({413, 415})
+        if any(p.get("in") in ("query", "path") for p in parameters):
+            implied.add(414)
         if any(p.get("in") == "path" for p in parameters):
             implied.add(404)
         if any(requirement for requirement in operation.get("security", [])):

@@ -21,14 +21,12 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 EXAMPLES = int(os.environ.get("COLONY_SCHEMATHESIS_EXAMPLES", "60"))
 
 
-def test_schemathesis_finds_no_failure(live_server, space, thought_factory, capsys, request):
+def test_schemathesis_finds_no_failure(asgi_server, space, thought_factory, capsys, request):
     quiet_request_log(request)
     token = fuzz_fixture_data(space, thought_factory)
     start_heartbeat(request)
     only = os.environ.get("COLONY_SCHEMATHESIS_ONLY") or None
-    report = fuzz_api(
-        base_url=live_server.url.replace("://localhost:", "://127.0.0.1:"), token=token, examples=EXAMPLES, only=only
-    )
+    report = fuzz_api(base_url=asgi_server.url, token=token, examples=EXAMPLES, only=only)
     with capsys.disabled():
         print("\n" + report.summary())
     assert report.cases >= len(report.operations) * 2

@@ -1,4 +1,4 @@
-"""Schemathesis over the whole agent API against a live server (issue 12 item 5), shared by
+"""Schemathesis over the whole agent API against Colony's production server, shared by
 tests/test_api_schemathesis.py (the suite's run) and tests/fuzz_api_schemathesis.py (``make fuzz-api``,
 the bigger one).
 
@@ -210,23 +210,52 @@ def quiet_request_log(request) -> None:
     request.addfinalizer(lambda: logger.setLevel(level))
 
 
+#: A URL over 65,535 bytes is refused before Colony reads it (414 ``URL_TOO_LONG``, runtime.http_protocol).
+#: OpenAPI can't bound a URL's length, and query strings within their ``maxLength`` can exceed it (10,000
+#: characters of four UTF-8 bytes are 120 KB percent-encoded), so 414 is an expected answer to any case.
+URL_LIMIT_STATUS = "414"
+
+
+def open_schema(*, base_url: str, token: str):
+    """Colony's schema as schemathesis reads it from the server at ``base_url``, authenticated as
+    ``token``, and every check schemathesis registers."""
+    import schemathesis
+    from schemathesis.checks import CHECKS, load_all_checks
+    from schemathesis.config import SchemathesisConfig
+    from schemathesis.config._checks import (
+        NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES,
+        POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES,
+    )
+
+    load_all_checks()
+    config = SchemathesisConfig.from_dict(
+        {
+            "auth": {"openapi": {"agentToken": {"bearer": token}}},
+            "checks": {
+                "negative_data_rejection": {
+                    "expected-statuses": [*NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES, URL_LIMIT_STATUS]
+                },
+                "positive_data_acceptance": {
+                    "expected-statuses": [*POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES, URL_LIMIT_STATUS]
+                },
+            },
+        }
+    )
+    schema = schemathesis.openapi.from_url(f"{base_url}/api/schema/?format=json", config=config)
+    return schema, list(CHECKS.get_all())
+
+
 def fuzz_api(*, base_url: str, token: str, examples: int, only: str | None = None) -> FuzzReport:
     """Run schemathesis over every operation of the live server at ``base_url``; never raises on a
     failure, records it (one report per operation, mode and kind of failure; no shrinking)."""
     import re
 
     import requests
-    import schemathesis
     from hypothesis import HealthCheck, Phase, assume, given, seed, settings
     from hypothesis.errors import Unsatisfiable
     from schemathesis import GenerationMode
-    from schemathesis.checks import CHECKS, load_all_checks
-    from schemathesis.config import SchemathesisConfig
 
-    load_all_checks()
-    checks = list(CHECKS.get_all())
-    config = SchemathesisConfig.from_dict({"auth": {"openapi": {"agentToken": {"bearer": token}}}})
-    schema = schemathesis.openapi.from_url(f"{base_url}/api/schema/?format=json", config=config)
+    schema, checks = open_schema(base_url=base_url, token=token)
     session = requests.Session()
     report = FuzzReport(checks=[check.__name__ for check in checks])
     started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The OpenAPI schema tells the truth (issue 12 item 5): schemathesis against a live server.
+"""The OpenAPI schema tells the truth: schemathesis against Colony's production server (uvicorn, the ASGI app).
 
 Every operation of ``/api/schema/``, positive and negative data, every check schemathesis has, a fixed
 seed (see tests/schemathesis_support.py for what is generated and the two documented restrictions on
@@ -20,12 +20,12 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 EXAMPLES = 10
 
 
-def test_schemathesis_finds_no_failure_in_any_operation(live_server, space, thought_factory, capsys, request):
+def test_schemathesis_finds_no_failure_in_any_operation(asgi_server, space, thought_factory, capsys, request):
     quiet_request_log(request)
     token = fuzz_fixture_data(space, thought_factory)
     start_heartbeat(request)
     report = fuzz_api(
-        base_url=live_server.url.replace("://localhost:", "://127.0.0.1:"),
+        base_url=asgi_server.url,
         token=token,
         examples=int(os.environ.get("COLONY_SCHEMATHESIS_EXAMPLES", EXAMPLES)),
     )

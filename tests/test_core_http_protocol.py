@@ -70,3 +70,22 @@ def test_a_browser_gets_the_refusal_as_a_page(asgi_server):
     assert head.startswith(b"HTTP/1.1 414 ") and b"content-type: text/html; charset=utf-8" in head
     page = body.decode()
     assert "<h1>Address too long</h1>" in page and f"This address is {len(path):,} bytes long" in page
+
+
+def test_a_prompt_no_url_can_carry_gets_the_documented_414(asgi_server, space, thought_factory):
+    """Schemathesis sent a prompt of 10,001 four-byte characters (120 KB percent-encoded) to GET /memory:
+    the answer must be a status and body the schema documents, under every check schemathesis has."""
+    import requests
+
+    from tests.schemathesis_support import fuzz_fixture_data, open_schema
+
+    token = fuzz_fixture_data(space, thought_factory)
+    schema, checks = open_schema(base_url=asgi_server.url, token=token)
+    operation = schema["/api/v1/memory"]["GET"]
+    assert "414" in operation.definition.raw["responses"]
+    with requests.Session() as session:
+        for prompt in ("\U0005771e" * 10_000, "\U0005771e" * 10_001):  # within maxLength, then over it
+            case = operation.Case(query={"prompt": prompt, "contribute": "false"})
+            response = case.call_and_validate(base_url=asgi_server.url, session=session, checks=checks)
+            assert response.status_code == 414
+            assert response.json()["error"]["code"] == "URL_TOO_LONG"
