@@ -8,6 +8,7 @@ docs/configuration.md lists every variable read here.
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
 from pathlib import Path
 from typing import TypeVar
@@ -73,6 +74,27 @@ def ensure_writable_dir(path: Path, name: str) -> Path:
             f"fix its permissions or set {name} to a writable folder."
         ) from None
     return path
+
+
+def secret_key_file(path: Path) -> str:
+    """The secret key kept in ``path``, generated there first if it is missing.
+
+    The key is written to an owner-only temporary file (``mkstemp``: mode 0600) and linked into place,
+    which fails if the file exists: no one else can ever read it, and processes starting at once all
+    read the one whole key that was linked first.
+    """
+    if not path.exists():
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".secret_key-")
+        try:
+            with os.fdopen(handle, "w") as file:
+                file.write(secrets.token_urlsafe(50))
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                pass  # another process linked its key first: everyone uses that one
+        finally:
+            os.unlink(temporary)
+    return path.read_text().strip()
 
 
 def check_redis_url(url: str) -> str:

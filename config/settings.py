@@ -4,11 +4,10 @@ safe local default; docs/configuration.md lists them all."""
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
-from config.env import ImproperSetting, check_redis_url, ensure_writable_dir, env
+from config.env import ImproperSetting, check_redis_url, ensure_writable_dir, env, secret_key_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -27,11 +26,7 @@ SECRET_KEY = env("SECRET_KEY", "")
 if not SECRET_KEY:
     # A default that is not in the repo and differs per install: generated once and kept in the data
     # folder, so sessions survive restarts. Hosts that share sessions set the same SECRET_KEY.
-    key_file = COLONY_DATA_DIR / "secret_key"
-    if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
-    SECRET_KEY = key_file.read_text().strip()
+    SECRET_KEY = secret_key_file(COLONY_DATA_DIR / "secret_key")
 ALLOWED_HOSTS = env("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [])
 # HTTPS settings, off by default so http://127.0.0.1 works; docs/operations.md's production section sets them

@@ -63,3 +63,45 @@ def test_prepared_statements_can_be_turned_off_for_a_pooler():
     out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=True)
     options = json.loads(out.stdout.strip().splitlines()[-1])
     assert "prepare_threshold" not in options and "plan_cache_mode" not in options.get("options", "")
+
+
+def test_the_generated_secret_key_is_never_readable_by_others(tmp_path, monkeypatch):
+    """Written at 0644 and chmodded afterwards, the key was readable by any local user in between (and
+    for good if the process died there): it must exist only ever as owner-only."""
+    import os
+    from pathlib import Path
+
+    from config.env import secret_key_file
+
+    monkeypatch.setattr(os, "chmod", lambda *args, **kwargs: None)  # the state before any chmod
+    monkeypatch.setattr(Path, "chmod", lambda *args, **kwargs: None)
+    old_umask = os.umask(0o022)
+    try:
+        key = secret_key_file(tmp_path / "secret_key")
+    finally:
+        os.umask(old_umask)
+    assert len(key) >= 50
+    assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
+    assert [path.name for path in tmp_path.iterdir()] == ["secret_key"]
+
+
+def test_processes_starting_at_once_share_one_whole_secret_key(tmp_path):
+    """The web workers and the Celery worker start together on a fresh install: each must read the same,
+    complete key (an empty or another worker's key logs users out or fails the start)."""
+    import threading
+
+    from config.env import secret_key_file
+
+    path, keys, start = tmp_path / "secret_key", [], threading.Barrier(16)
+
+    def read():
+        start.wait()
+        keys.append(secret_key_file(path))
+
+    threads = [threading.Thread(target=read) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(keys) == 16 and len(set(keys)) == 1 and len(keys[0]) >= 50
+    assert path.read_text() == keys[0]
