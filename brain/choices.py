@@ -52,8 +52,16 @@ DEFAULT_TOPIC = "general"
 """The topic a correction gets when neither the caller nor the corrected thought names one."""
 
 
+TOPIC_MAX_CHARS = 200
+"""The longest topic, as sent and as stored (``Thought.topic``)."""
+
+
 def topic_normal(topic: str | None) -> str:
     """How a topic is stored and matched: trimmed and lower-cased, so "Deploys " and "deploys" are one
     topic (agents and people spell a topic's case as it comes; a filter that silently matched nothing
-    was the result). Applied where topics come in: thought_create, imports, and every topic filter."""
-    return (topic or "").strip().lower()
+    was the result). Applied where topics come in: thought_create, imports, and every topic filter.
+
+    Lower-casing can lengthen a text ("İ" becomes two characters), so the result is cut to
+    TOPIC_MAX_CHARS: a topic the inputs accept always fits its column, and a filter spelled like it
+    is cut the same way and still matches."""
+    return (topic or "").strip().lower()[:TOPIC_MAX_CHARS].rstrip()

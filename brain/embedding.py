@@ -33,6 +33,7 @@ import os
 import sys
 import threading
 import time
+import unicodedata
 from collections import OrderedDict
 from pathlib import Path
 
@@ -429,6 +430,9 @@ def embed_many(texts: list[str], *, batch_size: int = BATCH_SIZE) -> list[list[f
     """
     if not texts:
         return []
+    # The tokenizer reads "ｄｅｐｌｏｙ" and "𝐝𝐞𝐩𝐥𝐨𝐲" as unknown pieces, unlike "deploy": their vectors
+    # would miss the text they render as (and the correction guard would miss a corrected fact so written).
+    texts = [unicodedata.normalize("NFKC", text) for text in texts]
     single = len(texts) == 1
     if single:
         cached = query_cache.get(texts[0])

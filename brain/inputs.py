@@ -5,6 +5,9 @@ One serializer per input shape, so both entry points accept and refuse exactly t
 
 from __future__ import annotations
 
+import datetime as dt
+
+from django.utils import timezone
 from rest_framework import serializers
 
 from api import fields as strict
@@ -16,6 +19,9 @@ MAX_ID_LIST = 100
 #: The longest text a memory call takes; an import, a correction (REST, MCP, web) take the same.
 PROMPT_MAX_CHARS = 10000
 MAX_TAGS = 20
+#: A ``temporal_scope`` is when the knowledge was current: not after today, with a day for callers in
+#: time zones ahead of the server's.
+TEMPORAL_SCOPE_SKEW = dt.timedelta(days=1)
 
 
 class TextOrListField(strict.CharField):
@@ -72,7 +78,12 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
     topic = strict.CharField(
         max_length=200, required=False, allow_blank=True, help_text="Stored trimmed and lower-cased."
     )
-    temporal_scope = strict.DateField(required=False, allow_null=True, input_formats=["iso-8601"])
+    temporal_scope = strict.DateField(
+        required=False,
+        allow_null=True,
+        input_formats=["iso-8601"],
+        help_text="When this knowledge was current: today or earlier.",
+    )
     source_ref = SourceRefSerializer(required=False, allow_null=True)
     alternatives_considered = TextOrListField(max_length=5000, required=False, allow_blank=True)
     corrected_fact = strict.CharField(max_length=5000, required=False, allow_blank=True)
@@ -107,6 +118,15 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
         help_text="true: store the prompt even when it is below the contribution threshold (short facts, "
         "imports); false: the same as contribute: false.",
     )
+
+    def validate_temporal_scope(self, value: dt.date | None) -> dt.date | None:
+        latest = timezone.localdate() + TEMPORAL_SCOPE_SKEW
+        if value is not None and value > latest:
+            raise serializers.ValidationError(
+                f"temporal_scope is when this knowledge was current: a date no later than {latest.isoformat()} "
+                "(today); leave it out for today."
+            )
+        return value
 
     def validate_filter_topic(self, value: str) -> str:
         return topic_normal(value)  # a stored topic is normalized by thought_create; a filter here

@@ -155,6 +155,14 @@ class Thought(models.Model):
                 name="thought_space_content_key",
                 condition=models.Q(superseded=False),
             ),
+            # The superseded thoughts of a space with a text's key: a corrected thought's own text, sent
+            # again, is flagged like its corrected fact (brain.services.flags.contribution_checks).
+            models.Index(
+                models.F("space"),
+                content_key(models.F("content")),
+                name="thought_space_superseded_key",
+                condition=models.Q(superseded=True),
+            ),
             # Which embedder computed the stored vectors (brain.embedding.stored_vectors_notice).
             models.Index(
                 fields=["embedding_model"], name="thought_embedding_model", condition=models.Q(embedding__isnull=False)

@@ -17,9 +17,10 @@ contribution carries its category's fields, 400 MISSING_CATEGORY_FIELDS; ``refin
 correction excludes both, and ``contribute: false`` excludes every write, 400 MUTUAL_EXCLUSION) can't be
 written in OpenAPI 3.0 for query parameters, and only clumsily for a body. The schema documents them in
 the operation's 400 response; in positive mode the generated cases that break one of them are discarded
-(``hypothesis.assume``), as a client that read the description would not send them. Negative mode keeps
-every case. The refusals themselves are tested in tests/test_brain_memory_api.py. The same holds for the
-import's rules across items and the space (an ``id`` appears once in a batch, a reference names a
+(``hypothesis.assume``), as a client that read the description would not send them. So are memory
+cases whose ``temporal_scope`` is after today (400 ``VALIDATION_ERROR``; OpenAPI has no "not after today").
+Negative mode keeps every case. The refusals themselves are tested in tests/test_brain_memory_api.py.
+The same holds for the import's rules across items and the space (an ``id`` appears once in a batch, a reference names a
 thought of the batch or the space, ``agent``/``contributor_id``/``contributor_name`` are the caller's
 own name and dates no later than now: 400 ``IMPORT_INVALID``): positive import cases that reference
 other thoughts, repeat an id, name another agent or date a thought in the future are discarded
@@ -56,6 +57,8 @@ def memory_rules_hold(data) -> bool:
 
     if not isinstance(data, dict):
         return True
+    if _in_the_future(data.get("temporal_scope")):
+        return False
     category = data.get("thought_category") or None
     try:
         if category_missing_fields(category=category, fields={name: data.get(name) for name in STRUCTURED_FIELDS}):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.utils import timezone
 
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 
@@ -198,14 +199,14 @@ def test_a_complete_state_snapshot_is_stored_with_its_fields(dev):
         "XPollination Gruendung state 2026-02-26: EPU path, Befaehigungspruefung route. Next: AMS submission.",
         thought_category="state_snapshot",
         topic="xpollination-gruendung",
-        temporal_scope="2099-01-01",
+        temporal_scope=timezone.localdate().isoformat(),
         source_ref={"type": "file", "value": "gruendung/state.md", "project": "xpollination"},
     )
     stored = Thought.objects.get(pk=body["trace"]["thought_id"])
-    assert (stored.thought_category, stored.topic, stored.temporal_scope.isoformat()) == (
+    assert (stored.thought_category, stored.topic, stored.temporal_scope) == (
         "state_snapshot",
         "xpollination-gruendung",
-        "2099-01-01",
+        timezone.localdate(),
     )
     assert stored.quality_flags == []
 

@@ -261,3 +261,38 @@ def test_the_lookup_refuses_to_run_without_a_transaction_to_hold_its_lock(space)
         thoughts.thought_known(space=space, content=FACT)
     with transaction.atomic():
         assert thoughts.thought_known(space=space, content=FACT) is None
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+def test_the_guard_finds_a_corrected_thoughts_text_by_index(thought_factory, space, plan_cache_mode):
+    """Among 20,000 superseded thoughts, the correction guard reads the ones with the text's key by index
+    (brain.services.flags._GUARD_SAME_TEXT_SQL: through the space's few corrections, or through
+    ``thought_space_superseded_key`` when they are many), as a custom plan and as the generic plan."""
+    from brain.services import flags
+
+    template = thought_factory("fact number 0")
+    fields, columns = thoughts.thought_columns()
+    made = {
+        "id": "gen_random_uuid()",
+        "content": "'fact number ' || g || ' about the deploy pipeline and its workers'",
+        "superseded": "true",
+        "embedding": "NULL",
+    }
+    select = ", ".join(made.get(f.column, f't."{f.column}"') for f in fields)
+    sql = flags._GUARD_SAME_TEXT_SQL.replace("%(space)s", "$1").replace("%(text)s", "$2")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO brain_thought ({columns}) SELECT {select.replace('%', '%%')} "  # noqa: S608 - the model's columns
+            "FROM brain_thought t, generate_series(1, 20000) g WHERE t.id = %s",
+            [template.pk],
+        )
+        cursor.execute("ANALYZE brain_thought")
+        cursor.execute(f"SET plan_cache_mode = {plan_cache_mode}")
+        cursor.execute(f"PREPARE guard_probe(bigint, text) AS {sql}")
+        cursor.execute(
+            "EXPLAIN EXECUTE guard_probe(%s, 'FACT number 7 about the deploy pipeline and its workers')", [space.pk]
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("DEALLOCATE guard_probe")
+        cursor.execute("RESET plan_cache_mode")
+    assert "Seq Scan" not in plan and "Index Cond" in plan, plan

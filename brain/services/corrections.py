@@ -21,6 +21,7 @@ from django.utils import timezone
 from api.errors import ServiceFailure
 from brain import embedding as embedder
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
+from brain.inputs import PROMPT_MAX_CHARS
 from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
@@ -34,8 +35,21 @@ from core.models import Agent, Space
 
 
 def correction_default_content(*, corrected_fact: str, correct_fact: str) -> str:
-    """The text of a correction when the caller gives none (seeds/000 2a example)."""
-    return f"CORRECTION: It is wrong that {corrected_fact.strip()} Correct: {correct_fact.strip()}"
+    """The text of a correction when the caller gives none (seeds/000 2a example).
+
+    At most PROMPT_MAX_CHARS, the longest text a thought takes: when the two facts don't fit, each keeps
+    at least half of the room (a longer one takes what the other leaves) and is cut with "…". Both stay
+    whole in their own fields."""
+    wrong, right = corrected_fact.strip(), correct_fact.strip()
+    room = PROMPT_MAX_CHARS - len("CORRECTION: It is wrong that  Correct: ")
+    if len(wrong) + len(right) > room:
+        wrong = _cut(wrong, max(room // 2, room - len(right)))
+        right = _cut(right, room - len(wrong))
+    return f"CORRECTION: It is wrong that {wrong} Correct: {right}"
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def thought_correct(

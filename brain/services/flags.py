@@ -165,8 +165,9 @@ def is_refine_candidate(top_similarity: float | None) -> bool:
 def correction_guard(*, space: Space, vector: list[float], text: str | None = None) -> Thought | None:
     """The correction of ``space`` whose corrected (wrong) fact a new contribution repeats, or None.
 
-    The most similar correction above CORRECTION_GUARD_MIN_SIMILARITY, found in SQL by cosine
-    distance on ``corrected_fact_embedding``; the returned thought carries ``id``, ``corrected_fact``,
+    The correction that superseded a thought whose text ``text`` repeats (case, Unicode forms and
+    whitespace aside), else the most similar correction above CORRECTION_GUARD_MIN_SIMILARITY, found in
+    SQL by cosine distance on ``corrected_fact_embedding``; the returned thought carries ``id``, ``corrected_fact``,
     ``correct_fact`` (other fields load on access) and ``guard_similarity``.
     A correction that a later correction superseded, or that was retracted, no longer guards: it is
     not the authority on that fact any more. A correction refined or consolidated into another thought
@@ -243,8 +244,8 @@ ORDER BY r.distance
 
 
 def _guard_pick(rows, *, text: str | None) -> Thought | None:
-    for pk, corrected_fact, correct_fact, distance in rows:
-        if text and negation_cue(corrected_fact, text):
+    for pk, corrected_fact, correct_fact, distance, same_text, _created_at in rows:
+        if text and not same_text and negation_cue(corrected_fact, text):
             continue
         correction = thought_from_row(["id", "corrected_fact", "correct_fact"], [pk, corrected_fact, correct_fact])
         correction.guard_similarity = 1.0 - distance
@@ -252,19 +253,38 @@ def _guard_pick(rows, *, text: str | None) -> Thought | None:
     return None
 
 
-#: The guarding corrections of a space (live, or superseded by a refinement or consolidation only)
-#: nearest to a vector by their corrected (wrong) fact (exact scan: corrections are few, and one must
-#: guard at once, whatever an approximate index would return).
-_GUARD_SQL = """
-SELECT t.id, t.corrected_fact, t.correct_fact, t.corrected_fact_embedding <=> %(vector)s::vector AS distance
-FROM brain_thought t
-WHERE t.space_id = %(space)s AND t.thought_category = 'correction'
-      AND (NOT t.superseded
-           OR (t.refined_by_id IS NOT NULL AND t.superseded_by_id IS NULL AND NOT 'retracted' = ANY(t.quality_flags)))
-      AND t.corrected_fact_embedding IS NOT NULL
-      AND (t.corrected_fact_embedding <=> %(vector)s::vector) < %(max_distance)s
-ORDER BY distance, t.created_at DESC LIMIT %(limit)s
+#: The guarding correction (live, or superseded by a refinement or consolidation only) that superseded
+#: a thought of the space with the text's key (``content_key``, an index probe of
+#: ``thought_space_superseded_key``): the corrected thought's own words sent again repeat what the
+#: correction corrected, however short its ``corrected_fact`` is beside them.
+_GUARD_SAME_TEXT_SQL = """
+SELECT c.id, c.corrected_fact, c.correct_fact, 0.0::float8 AS distance, true AS same_text, c.created_at
+FROM brain_thought old JOIN brain_thought c ON c.id = old.superseded_by_id
+WHERE old.space_id = %(space)s AND old.superseded
+      AND brain_content_key(old.content) = brain_content_key(%(text)s)
+      AND c.thought_category = 'correction'
+      AND (NOT c.superseded
+           OR (c.refined_by_id IS NOT NULL AND c.superseded_by_id IS NULL AND NOT 'retracted' = ANY(c.quality_flags)))
+ORDER BY c.created_at DESC LIMIT 1
 """
+
+#: The guarding corrections of a space nearest to a vector by their corrected (wrong) fact (exact scan:
+#: corrections are few, and one must guard at once, whatever an approximate index would return), after
+#: the one that corrected the same text.
+_GUARD_SQL = f"""
+({_GUARD_SAME_TEXT_SQL})
+UNION ALL
+(SELECT t.id, t.corrected_fact, t.correct_fact, t.corrected_fact_embedding <=> %(vector)s::vector AS distance,
+        false AS same_text, t.created_at
+ FROM brain_thought t
+ WHERE t.space_id = %(space)s AND t.thought_category = 'correction'
+       AND (NOT t.superseded
+            OR (t.refined_by_id IS NOT NULL AND t.superseded_by_id IS NULL AND NOT 'retracted' = ANY(t.quality_flags)))
+       AND t.corrected_fact_embedding IS NOT NULL
+       AND (t.corrected_fact_embedding <=> %(vector)s::vector) < %(max_distance)s
+ ORDER BY distance, t.created_at DESC LIMIT %(limit)s)
+ORDER BY distance, same_text DESC, created_at DESC
+"""  # noqa: S608 - a constant of this module
 
 
 def contribution_flags(
@@ -355,6 +375,7 @@ def contribution_checks(
                         "vector": binary_vector(vector),
                         "max_distance": 1.0 - CORRECTION_GUARD_MIN_SIMILARITY,
                         "limit": GUARD_CANDIDATES,
+                        "text": text,
                     },
                 )
         recent = [query for (query,) in recent_cursor.fetchall()] if recent_statement is not None else []
