@@ -8,7 +8,8 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import F, Func, IntegerField
+from django.db.models import BigIntegerField, F, Func, IntegerField
+from django.db.models.functions import Cast
 
 from brain.models import QueryLog, Thought
 from brain.ranking import Candidate
@@ -35,7 +36,8 @@ def _highways(space: Space):
         Thought.objects.filter(space=space, access_count__gte=HIGHWAY_MIN_ACCESS, superseded=False)
         .annotate(agents=_agents_count())
         .filter(agents__gte=HIGHWAY_MIN_AGENTS)
-        .annotate(traffic=F("access_count") * F("agents"))
+        # In bigint: access_count goes up to COUNTER_MAX (1e9), so the product overflows an integer.
+        .annotate(traffic=Cast("access_count", BigIntegerField()) * F("agents"))
         .only("id", "content", "access_count", "accessed_by")
     )
 

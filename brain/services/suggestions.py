@@ -84,7 +84,19 @@ def suggestion_create(
 
 
 def suggestion_lock_pending(*, suggestion: CorrectionSuggestion, action: str) -> CorrectionSuggestion:
-    """Re-read and lock the row; 409 CONFLICT unless it is still pending (two callers can't both win)."""
+    """Lock the suggestion's thoughts, then re-read and lock the suggestion; 409 CONFLICT unless it is
+    still pending (two callers can't both win).
+
+    The thoughts first, as every writer that locks a thought and its suggestions does (creating one,
+    superseding or retracting a thought): holding the suggestion while waiting for a thought would
+    deadlock. An accept supersedes the thought and closes its other pending suggestions (a caller
+    resolving another suggestion of it holds that one), and may flag the contradicting thought
+    ``contradicts_correction`` (retracting that thought locks it, then closes this suggestion). Both
+    thoughts are locked here in id order, as :func:`suggestion_create` locks them; the later caller
+    sees what the earlier one did.
+    """
+    contradicting = [suggestion.contradicting_thought_id] if suggestion.contradicting_thought_id else []
+    thoughts_lock(ids=[suggestion.thought_id, *contradicting])
     locked = CorrectionSuggestion.objects.select_for_update().get(pk=suggestion.pk)
     if locked.status != SuggestionStatus.PENDING:
         raise Conflict(
