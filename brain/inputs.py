@@ -19,9 +19,22 @@ MAX_ID_LIST = 100
 #: The longest text a memory call takes; an import, a correction (REST, MCP, web) take the same.
 PROMPT_MAX_CHARS = 10000
 MAX_TAGS = 20
+#: The longest structured text of a contribution (a corrected or correct fact, the alternatives considered).
+FACT_MAX_CHARS = 5000
 #: A ``temporal_scope`` is when the knowledge was current: not after today, with a day for callers in
 #: time zones ahead of the server's.
 TEMPORAL_SCOPE_SKEW = dt.timedelta(days=1)
+
+
+def temporal_scope_checked(value: dt.date | None) -> dt.date | None:
+    """``value`` when it is no later than today (TEMPORAL_SCOPE_SKEW aside), else a ValidationError."""
+    latest = timezone.localdate() + TEMPORAL_SCOPE_SKEW
+    if value is not None and value > latest:
+        raise serializers.ValidationError(
+            f"temporal_scope is when this knowledge was current: a date no later than {latest.isoformat()} "
+            "(today); leave it out for today."
+        )
+    return value
 
 
 class TextOrListField(strict.CharField):
@@ -85,9 +98,9 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
         help_text="When this knowledge was current: today or earlier.",
     )
     source_ref = SourceRefSerializer(required=False, allow_null=True)
-    alternatives_considered = TextOrListField(max_length=5000, required=False, allow_blank=True)
-    corrected_fact = strict.CharField(max_length=5000, required=False, allow_blank=True)
-    correct_fact = strict.CharField(max_length=5000, required=False, allow_blank=True)
+    alternatives_considered = TextOrListField(max_length=FACT_MAX_CHARS, required=False, allow_blank=True)
+    corrected_fact = strict.CharField(max_length=FACT_MAX_CHARS, required=False, allow_blank=True)
+    correct_fact = strict.CharField(max_length=FACT_MAX_CHARS, required=False, allow_blank=True)
     supersedes = thought_ids_field(
         help_text="The thoughts this one replaces. A correction supersedes them (x0.5); any other thought "
         "replaces them as refines (one id) or consolidates (several) would."
@@ -120,13 +133,7 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
     )
 
     def validate_temporal_scope(self, value: dt.date | None) -> dt.date | None:
-        latest = timezone.localdate() + TEMPORAL_SCOPE_SKEW
-        if value is not None and value > latest:
-            raise serializers.ValidationError(
-                f"temporal_scope is when this knowledge was current: a date no later than {latest.isoformat()} "
-                "(today); leave it out for today."
-            )
-        return value
+        return temporal_scope_checked(value)
 
     def validate_filter_topic(self, value: str) -> str:
         return topic_normal(value)  # a stored topic is normalized by thought_create; a filter here

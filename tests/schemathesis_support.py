@@ -21,8 +21,8 @@ the operation's 400 response; in positive mode the generated cases that break on
 cases whose ``temporal_scope`` is after today (400 ``VALIDATION_ERROR``; OpenAPI has no "not after today").
 Negative mode keeps every case. The refusals themselves are tested in tests/test_brain_memory_api.py.
 The same holds for the import's rules across items and the space (an ``id`` appears once in a batch, a reference names a
-thought of the batch or the space, ``agent``/``contributor_id``/``contributor_name`` are the caller's
-own name and dates no later than now: 400 ``IMPORT_INVALID``): positive import cases that reference
+thought of the batch or the space, ``agent``/``contributor_id``/``contributor_name``/``accessed_by`` are the
+caller's own name and dates no later than now: 400 ``IMPORT_INVALID``): positive import cases that reference
 other thoughts, repeat an id, name another agent or date a thought in the future are discarded
 (tests/security/test_import_forgery.py tests the refusals). Likewise an ``Idempotency-Key`` names one
 request (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch, memory call or correction with the key,
@@ -78,7 +78,7 @@ def memory_rules_hold(data) -> bool:
 
 FUZZ_AGENT = "fuzzer"
 IMPORT_IDENTITY = ("agent", "contributor_id", "contributor_name")
-IMPORT_DATES = ("created_at", "last_accessed", "superseded_at")
+IMPORT_DATES = ("created_at", "last_accessed", "superseded_at", "temporal_scope")
 IMPORT_REFERENCES = ("source_ids", "supersedes", "refined_by", "superseded_by", "contradicted_by", "related_thoughts")
 
 
@@ -92,6 +92,8 @@ def import_rules_hold(items) -> bool:
     if len(ids) != len(set(ids)):
         return False
     if any(item.get(name) not in (None, "", FUZZ_AGENT) for item in items for name in IMPORT_IDENTITY):
+        return False
+    if any(item.get("accessed_by") not in (None, [], [FUZZ_AGENT]) for item in items):
         return False
     if any(_in_the_future(item.get(name)) for item in items for name in IMPORT_DATES):
         return False

@@ -128,15 +128,21 @@ class ThoughtImportApi(APIView):
     one batched model call; every row is written in one bulk insert. References (``source_ids``,
     ``supersedes``, ``refined_by``, ``superseded_by``, ``related_thoughts``, …) must name a thought of
     the batch or of this space. An imported refinement, consolidation or correction supersedes the
-    thoughts it names, as a live contribution would (never a transition marker). Short notes are kept
-    (no contribution threshold).
+    thoughts it names, as a live contribution would (never a transition marker): the server's clock
+    dates it, their pending correction suggestions are closed, and a correction supersedes the live
+    correction it replaces too. Short notes are kept (no contribution threshold).
 
-    The caller restores its own thoughts: ``agent``, ``contributor_id`` and ``contributor_name`` are
-    left out or its own name, dates are no later than now, weights, scores and counters lie in their
-    formulas' ranges, ``transition_marker`` is refused, and ``content`` is as long as a memory call's
-    prompt at most; a value outside is refused with a 400 naming the field, never clamped. Each thought
-    is stored under a new id (``id_map``); an ``id`` of another space is answered as a free one. The
-    operator's ``manage.py brain import`` restores an export with everything it carries.
+    The caller restores its own thoughts: ``agent``, ``contributor_id``, ``contributor_name`` and
+    ``accessed_by`` are left out or its own name, dates are no later than now (a time within a few
+    minutes' clock skew is stored as now), weights, scores and counters lie in their formulas' ranges,
+    ``transition_marker`` is refused, ``content`` is as long as a memory call's prompt at most and
+    ``corrected_fact``, ``correct_fact``, ``alternatives_considered``, ``tags`` and ``source_ref``
+    are bounded as a memory call's; ``refined_by`` and ``superseded_by`` name only an item of the batch
+    that supersedes the item. A value outside is refused with a 400 naming the field, never clamped.
+    A thought that repeats a correction's corrected fact is flagged ``contradicts_correction`` as a
+    contribution is. Each thought is stored under a new id (``id_map``); an ``id`` of another space is
+    answered as a free one. The operator's ``manage.py brain import`` restores an export with
+    everything it carries.
 
     Send ``Idempotency-Key`` to retry safely: a batch sent again with its key (within
     ``IMPORT_RECEIPT_HOURS``, default 24) gets the first response again, marked

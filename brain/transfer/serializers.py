@@ -27,7 +27,7 @@ from api.fields import FieldsReusedPerThread
 from api.parsers import unstorable_paths
 from api.schema import JSON_VALUE_REF, NO_NUL_PATTERN
 from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType, topic_normal
-from brain.inputs import PROMPT_MAX_CHARS
+from brain.inputs import FACT_MAX_CHARS, MAX_TAGS, PROMPT_MAX_CHARS, SourceRefSerializer, temporal_scope_checked
 from brain.models import EMBEDDING_DIMENSIONS, Thought
 from brain.ranking import PHEROMONE_MAX
 from brain.services import pheromones
@@ -46,7 +46,8 @@ VALUE_FIELDS = tuple(
 ITEM_FIELDS = frozenset(("id", "agent", "related_thoughts", *VALUE_FIELDS, *ARRAY_REFS, *FK_REFS, *VECTOR_FIELDS))
 #: Vectors are stored as float32: a value beyond this would not stay finite (a little below float32's largest).
 FLOAT32_MAX = 3.4e38
-#: How far in the future an agent's import may date a thought (its clock and the server's differ a little).
+#: How far in the future an agent's import may date a thought (its clock and the server's differ a
+#: little); such a time is stored as now, so a thought is never dated after the moment it is stored.
 CLOCK_SKEW = dt.timedelta(minutes=5)
 #: The largest effective confidence SPEC 4.4's formula gives: ``1 + ALPHA·usage − BETA·contradiction``
 #: with usage 1 and contradiction 0 (quality.formulas: ALPHA = 0.5). brain can't import quality.
@@ -240,9 +241,10 @@ def _text(max_length: int | None = None, **kwargs) -> strict.CharField:
     return strict.CharField(max_length=max_length, allow_blank=True, trim_whitespace=False, default="", **kwargs)
 
 
-def _texts(max_length: int) -> serializers.ListField:
-    child = strict.CharField(max_length=max_length, allow_blank=True, trim_whitespace=False)
-    return serializers.ListField(child=child, default=list)
+def _texts(max_chars: int, **kwargs) -> serializers.ListField:
+    """Texts of at most ``max_chars`` each; ``max_length`` bounds how many."""
+    child = strict.CharField(max_length=max_chars, allow_blank=True, trim_whitespace=False)
+    return serializers.ListField(child=child, default=list, **kwargs)
 
 
 _CONTENT_REQUIRED = dict.fromkeys(("required", "blank"), "is required: the text of the thought (any length).")
@@ -349,6 +351,13 @@ class _Choice(_BlankIsNotGiven, strict.ChoiceField):
 
 
 # --- the item ------------------------------------------------------------------------------------------
+_SKEW_NOTE = f" (a time up to {CLOCK_SKEW.seconds // 60} minutes ahead, another clock's skew, is stored as now)"
+_OWN_ACCESS_ONLY = (
+    "leave it out or give your own agent name: other agents' accesses are recorded by their own retrievals "
+    "(the operator's manage.py brain import restores them)."
+)
+
+
 class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
     """One thought to import over the API (``null`` or an empty string means "not given" for optional fields).
 
@@ -361,7 +370,9 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
     same ``id`` before, is a 409 ``IMPORT_CONFLICT``); every reference (``source_ids``,
     ``supersedes``, ``refined_by``, ``superseded_by``, ``contradicted_by``, ``related_thoughts``)
     names a thought of the batch or of the space, and a thought is not related to itself; a
-    refinement, consolidation or correction does not supersede a transition marker."""
+    refinement, consolidation or correction does not supersede a transition marker; ``refined_by``
+    and ``superseded_by`` name only an item of the batch that supersedes this one (retrieval serves
+    the thought they point to as this one's replacement)."""
 
     id = _OptionalUuid(
         help_text="Names the item within the batch (references may use it); the thought is stored under a new id, "
@@ -380,10 +391,10 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
     contributor_id = _text(100, help_text="Left out, or the caller's agent name.")
     contributor_name = _text(200, help_text="Left out, or the caller's agent name.")
     agent = _text(100, help_text="Left out, or the caller's agent name.")
-    created_at = _DateTime(help_text="Kept when no later than now; default now.", default=None)
+    created_at = _DateTime(help_text=f"Kept when no later than now{_SKEW_NOTE}; default now.", default=None)
     thought_type = _Choice(choices=ThoughtType.choices, allow_blank=True, default=ThoughtType.ORIGINAL)
     source_ids = _Ids()
-    tags = _texts(100)
+    tags = _texts(100, max_length=MAX_TAGS)
     thought_category = _Category(
         choices=[c for c in ThoughtCategory.choices if c[0] != ThoughtCategory.TRANSITION_MARKER],
         allow_blank=True,
@@ -391,17 +402,24 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
         help_text="Not transition_marker: markers are written by task transitions.",
     )
     topic = _text(200)
-    temporal_scope = _Date(help_text="A date-time's date part is kept.", default=None)
-    source_ref = serializers.DictField(default=None, help_text="{type, value, project}.")
-    alternatives_considered = _text()
-    corrected_fact = _text()
-    correct_fact = _text()
+    temporal_scope = _Date(help_text="Today or earlier; a date-time's date part is kept.", default=None)
+    source_ref = SourceRefSerializer(default=None, allow_null=True)
+    alternatives_considered = _text(FACT_MAX_CHARS)
+    corrected_fact = _text(FACT_MAX_CHARS)
+    correct_fact = _text(FACT_MAX_CHARS)
     supersedes = _Ids()
     quality_flags = serializers.ListField(child=strict.ChoiceField(choices=QualityFlag.choices), default=list)
     superseded = strict.BooleanField(default=False)
-    superseded_at = _DateTime(help_text="No later than now.", default=None)
-    superseded_by = _OptionalUuid(default=None)
-    refined_by = _OptionalUuid(default=None)
+    superseded_at = _DateTime(help_text=f"No later than now{_SKEW_NOTE}.", default=None)
+    superseded_by = _OptionalUuid(
+        help_text="A correction of the batch whose supersedes list this item; derived from it when left out.",
+        default=None,
+    )
+    refined_by = _OptionalUuid(
+        help_text="A refinement or consolidation of the batch whose source_ids list this item; derived from it "
+        "when left out.",
+        default=None,
+    )
     contradicted_by = _OptionalUuid(default=None)
     related_thoughts = _Ids()
     embedding = _Vector()
@@ -409,8 +427,13 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
     embedding_model = _text(200)
     pheromone_weight = _Number(min_value=pheromones.DECAY_FLOOR, max_value=PHEROMONE_MAX, default=1.0)
     access_count = _Integer(min_value=0, max_value=COUNTER_MAX, default=0)
-    last_accessed = _DateTime(help_text="No later than now.", default=None)
-    accessed_by = _texts(100)
+    last_accessed = _DateTime(help_text=f"No later than now{_SKEW_NOTE}.", default=None)
+    accessed_by = _texts(
+        100,
+        max_length=1,
+        error_messages={"max_length": _OWN_ACCESS_ONLY},
+        help_text="Left out, or [the caller's agent name]: other agents' accesses come from their own retrievals.",
+    )
     co_retrieved_with = _CoRetrieved(max_partners=pheromones.CO_RETRIEVAL_PARTNERS_MAX, max_count=COUNTER_MAX)
     usage_score = _Number(min_value=0, max_value=1, default=None)
     contradiction_score = _Number(min_value=0, max_value=1, default=None)
@@ -419,6 +442,9 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
     #: Who and when come from the token and the clock (``context``: ``agent``, ``now``).
     checks_identity = True
     unknown_field_hints = ITEM_FIELD_HINTS
+
+    def validate_temporal_scope(self, value: dt.date | None) -> dt.date | None:
+        return temporal_scope_checked(value)
 
     def validate_topic(self, value: str) -> str:
         return topic_normal(value)
@@ -431,9 +457,10 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
         return attrs
 
     def _check_identity(self, attrs: dict[str, Any]) -> None:
-        """``agent``, ``contributor_id`` and ``contributor_name`` are left out or the caller's own name;
-        dates are no later than now (plus ``CLOCK_SKEW``)."""
-        name, latest = self.context["agent"].name, self.context["now"] + CLOCK_SKEW
+        """``agent``, ``contributor_id``, ``contributor_name`` and ``accessed_by`` are left out or the
+        caller's own name; dates are no later than now (plus ``CLOCK_SKEW``, within which a date is
+        stored as now: a thought is never dated after it was stored, which the task gates rely on)."""
+        name, now = self.context["agent"].name, self.context["now"]
         for field in ("agent", "contributor_id", "contributor_name"):
             if attrs[field] not in ("", name):
                 raise serializers.ValidationError(
@@ -442,11 +469,15 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
                         f"name ({name!r}). Only the operator's manage.py brain import restores other agents' thoughts."
                     }
                 )
+        if attrs["accessed_by"] not in ([], [name]):
+            raise serializers.ValidationError({"accessed_by": f"{_OWN_ACCESS_ONLY} Yours is {name!r}."})
         for field in ("created_at", "last_accessed", "superseded_at"):
-            if attrs[field] is not None and attrs[field] > latest:
+            if attrs[field] is not None and attrs[field] > now + CLOCK_SKEW:
                 raise serializers.ValidationError(
                     {field: f"{attrs[field].isoformat()} is in the future; an import keeps times no later than now."}
                 )
+            if attrs[field] is not None:
+                attrs[field] = min(attrs[field], now)
 
 
 class RestoreItemSerializer(ImportItemSerializer):
@@ -461,6 +492,14 @@ class RestoreItemSerializer(ImportItemSerializer):
     thought_category = _Category(
         choices=ThoughtCategory.choices, allow_blank=True, default=ThoughtCategory.UNCATEGORIZED
     )
+    tags = _texts(100)
+    source_ref = serializers.DictField(default=None)
+    alternatives_considered = _text()
+    corrected_fact = _text()
+    correct_fact = _text()
+    superseded_by = _OptionalUuid(default=None)
+    refined_by = _OptionalUuid(default=None)
+    accessed_by = _texts(100)
     pheromone_weight = _Number(min_value=0, default=1.0)
     access_count = _Integer(min_value=0, max_value=INT_MAX, default=0)
     co_retrieved_with = _CoRetrieved(max_partners=None, max_count=INT_MAX)

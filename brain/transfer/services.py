@@ -2,7 +2,9 @@
 
 Imports restore knowledge, they are not contributions: every note is kept however short (no
 contribution threshold), categories need not carry their required fields, and quality flags,
-pheromones and access counts are taken as given (nothing is computed from the agent's searches).
+pheromones and access counts are taken as given (nothing is computed from the agent's searches). One
+flag is added as to a contribution: an agent's thought that repeats a correction's corrected fact is
+flagged ``contradicts_correction`` (:func:`_guard_corrections`, by the server's vector of its text).
 Two modes (:class:`ImportMode`): the operator's CLI restore keeps everything an export carries (other
 agents, dates, markers, ids); an agent's import over the API restores its own thoughts only, every
 value checked by :class:`~brain.transfer.serializers.ImportItemSerializer` and stored under new ids.
@@ -15,9 +17,10 @@ value checked by :class:`~brain.transfer.serializers.ImportItemSerializer` and s
   ``related_thoughts``) must name a thought of the same batch or of the caller's space; an id of
   another space is reported exactly like an unknown one. With ``derive_lineage`` (the API, Mem0 and
   seed-brain dumps) an imported refinement/consolidation supersedes its sources and an imported
-  correction the thoughts it names, as a live contribution would. Colony's own export carries those
-  states explicitly and is imported as it is (``derive_lineage=False``, links applied after the
-  last batch by :func:`thoughts_import_links`).
+  correction the thoughts it names and the live corrections they had, as a live contribution would
+  (:func:`_derive_lineage`); an agent's ``refined_by``/``superseded_by`` may only say so again
+  (:func:`_pointer_errors`). Colony's own export carries those states explicitly and is imported as
+  it is (``derive_lineage=False``, links applied after the last batch by :func:`thoughts_import_links`).
 """
 
 from __future__ import annotations
@@ -33,14 +36,17 @@ import numpy as np
 from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 from django.db.models import F
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from api.errors import ApplicationError, ServiceFailure
 from brain import embedding as embedder
-from brain.choices import ThoughtCategory, ThoughtType
+from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
-from brain.services.thoughts import thought_columns
+from brain.services import flags
+from brain.services.corrections import corrections_replaced
+from brain.services.suggestions import suggestions_close_superseded
+from brain.services.thoughts import thought_columns, thoughts_lock_in_space
 from brain.transfer.serializers import (
     ARRAY_REFS,
     FK_REFS,
@@ -149,6 +155,55 @@ def _superseding_refs(row: dict[str, Any]) -> list[tuple[str, uuid.UUID]]:
     if row["thought_category"] == ThoughtCategory.CORRECTION:
         refs += [("supersedes", ref) for ref in row["supersedes"]]
     return refs
+
+
+#: The pointer :func:`_derive_lineage` sets on a thought that a row supersedes through each field.
+_POINTER_OF = {"source_ids": "refined_by", "supersedes": "superseded_by"}
+#: Which items of the batch each pointer may name.
+_POINTED_BY = {
+    "refined_by": "a refinement or consolidation of this batch whose source_ids list this item",
+    "superseded_by": "a correction of this batch whose supersedes list this item",
+}
+
+
+def _pointer_errors(cleaned: list[tuple[int, dict[str, Any]]], known: set[uuid.UUID]) -> list[LineError]:
+    """An agent's ``refined_by`` / ``superseded_by`` may only name an item of the batch that supersedes
+    this one (the pointer the import derives anyway): retrieval serves the thought a superseded one
+    points to as its live replacement, so a pointer at any other thought would make that thought the
+    answer to whatever matches the item. A pointer to no ``known`` thought is reported as unknown
+    already."""
+    derivable = {
+        (ref, _POINTER_OF[name], row["id"])
+        for _, row in cleaned
+        for name, ref in _superseding_refs(row)
+        if ref != row["id"]
+    }
+    return [
+        LineError(
+            line,
+            f"{row[pointer]} does not supersede this item: {pointer} names {_POINTED_BY[pointer]} "
+            "(and is derived from it when left out).",
+            pointer,
+        )
+        for line, row in cleaned
+        for pointer in ("refined_by", "superseded_by")
+        if row[pointer] in known and (row["id"], pointer, row[pointer]) not in derivable
+    ]
+
+
+def _guard_corrections(*, space: Space, rows: list[dict[str, Any]], vectors: dict[int, Any]) -> None:
+    """Flag ``contradicts_correction`` (and ``contradicted_by``) on the rows that repeat a correction's
+    corrected fact, by the re-contamination guard of a memory contribution (``flags.correction_guard``).
+    ``vectors`` holds the server's vector of a row's content where the row brought its own vector
+    (keyed by ``id(row)``): the guard never reads a vector the caller chose."""
+    for row in rows:
+        vector = vectors.get(id(row), row["embedding"])
+        correction = flags.correction_guard(space=space, vector=vector, text=row["content"])
+        if correction is None:
+            continue
+        row["contradicted_by"] = correction.pk
+        if QualityFlag.CONTRADICTS_CORRECTION not in row["quality_flags"]:
+            row["quality_flags"] = [*row["quality_flags"], QualityFlag.CONTRADICTS_CORRECTION.value]
 
 
 # --- import -----------------------------------------------------------------------------------------
@@ -263,6 +318,8 @@ def thoughts_import(
                 if defer_links and name in ARRAY_REFS:
                     continue  # plain arrays of ids: kept as given, checked by the final link pass
                 errors.append(LineError(line, f"no thought {ref} in this import or in this space.", name))
+    if agent_mode:
+        errors += _pointer_errors(cleaned, known=set(batch_ids) | in_space)
     if errors or conflicts:
         # Only taken ids: a conflict with what is stored (409); anything else wrong: 400, every line listed.
         error_class = ImportInvalid if errors else ImportConflict
@@ -285,6 +342,12 @@ def thoughts_import(
             and row["corrected_fact"].strip()
         ):
             to_embed.append((row, "corrected_fact_embedding", row["corrected_fact"]))
+    # An agent's thought that repeats a corrected fact is flagged as a contribution would be (SPEC 2.5).
+    guarded = []
+    if agent_mode and _space_has_corrections(space):
+        guarded = [row for _, row in cleaned if row["thought_category"] != ThoughtCategory.CORRECTION]
+        to_embed += [(row, "guard", row["content"]) for row in guarded if row["embedding"] is not None]
+    guard_vectors: dict[int, Any] = {}
     label = embedder.current_model_label()
     if to_embed:
         try:
@@ -292,9 +355,13 @@ def thoughts_import(
         except embedder.EmbeddingError as exc:
             raise ServiceFailure(f"Could not embed the imported thoughts: {exc}", code="EMBEDDING_FAILED")
         for (row, name, _), vector in zip(to_embed, vectors, strict=True):
+            if name == "guard":
+                guard_vectors[id(row)] = vector
+                continue
             row[name] = vector
             if name == "embedding":
                 row["embedding_model"] = label
+    _guard_corrections(space=space, rows=guarded, vectors=guard_vectors)
     for _, row in cleaned:
         if not row["embedding_model"]:
             row["embedding_model"] = label
@@ -340,7 +407,7 @@ def thoughts_import(
             _copy_thoughts(rows)
             _link_related(related_pairs)
             if derive_lineage:
-                _derive_lineage(space=space, rows=rows)
+                _derive_lineage(space=space, rows=rows, server_clock=agent_mode)
     except (DataError, IntegrityError) as exc:
         raise ImportInvalid(
             f"The database refused the batch ({str(exc).splitlines()[0]}); nothing of it was stored. "
@@ -470,19 +537,52 @@ def _link_related(pairs: Iterable[tuple[uuid.UUID, uuid.UUID]]) -> None:
         )
 
 
-def _derive_lineage(*, space: Space, rows: list[Thought]) -> None:
+def _derive_lineage(*, space: Space, rows: list[Thought], server_clock: bool) -> None:
     """What a live contribution does to the thoughts it builds on, oldest import first (so the newest
     refiner ends as ``refined_by``): sources of a refinement/consolidation and the ``supersedes`` of a
-    correction become superseded; ``superseded_at`` keeps the first time (the import's created_at)."""
+    correction become superseded and their pending suggestions are closed. A correction also
+    supersedes the live corrections it replaces and lists them in its ``supersedes``, locked as
+    ``thought_correct`` locks them, so one correction per fact stays live; a correction of the batch
+    not handled yet is not replaced by an older one. (Only thoughts stored before the batch can have
+    suggestions to close.)
+
+    ``superseded_at`` keeps the first time: with ``server_clock`` (an agent's import: the rows may be
+    other agents' thoughts, whose dates never come from the body) the server's, else the item's
+    created_at (an operator's dump, which says when it happened)."""
+    batch = {row.pk for row in rows}
+    pending = set(batch)
     for row in sorted(rows, key=lambda r: r.created_at):
+        pending.discard(row.pk)
+        at = Coalesce(F("superseded_at"), Now() if server_clock else row.created_at)
         if row.thought_type in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION) and row.source_ids:
-            Thought.objects.filter(space=space, pk__in=row.source_ids).exclude(pk=row.pk).update(
-                superseded=True, refined_by=row.pk, superseded_at=Coalesce(F("superseded_at"), row.created_at)
-            )
+            ids = [pk for pk in row.source_ids if pk != row.pk]
+            Thought.objects.filter(space=space, pk__in=ids).update(superseded=True, refined_by=row.pk, superseded_at=at)
+            suggestions_close_superseded(thought_ids=[pk for pk in ids if pk not in batch], by=row)
         if row.thought_category == ThoughtCategory.CORRECTION and row.supersedes:
-            Thought.objects.filter(space=space, pk__in=row.supersedes).exclude(pk=row.pk).update(
-                superseded=True, superseded_by=row.pk, superseded_at=Coalesce(F("superseded_at"), row.created_at)
+            ids = [pk for pk in row.supersedes if pk != row.pk]
+            earlier = Thought.objects.filter(space=space, pk__in=ids, superseded_by__isnull=False)
+            ahead = set(earlier.values_list("superseded_by_id", flat=True)) - set(ids)
+            locked = thoughts_lock_in_space(space_id=space.pk, ids=[*ids, *ahead], field="supersedes")
+            replaced = [
+                pk
+                for pk in corrections_replaced(space=space, targets=[t for t in locked if t.pk in ids], listed=ids)
+                if pk != row.pk and pk not in pending
+            ]
+            if replaced:
+                row.supersedes = [*row.supersedes, *replaced]
+                Thought.objects.filter(pk=row.pk).update(supersedes=row.supersedes)
+            ids += replaced
+            Thought.objects.filter(space=space, pk__in=ids).update(
+                superseded=True, superseded_by=row.pk, superseded_at=at
             )
+            suggestions_close_superseded(thought_ids=[pk for pk in ids if pk not in batch], by=row)
+
+
+def _space_has_corrections(space: Space) -> bool:
+    """Whether a correction of ``space`` can guard anything (the guard needs its corrected fact's vector)."""
+    return Thought.objects.filter(
+        space=space, thought_category=ThoughtCategory.CORRECTION, corrected_fact_embedding__isnull=False
+    ).exists()
 
 
 def thoughts_import_links(*, space: Space, links: list[tuple[str, str, str]]) -> list[str]:
