@@ -11,7 +11,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from api import fields as strict
-from brain.choices import SourceRefType, ThoughtCategory, topic_normal
+from brain.choices import TOPIC_MAX_CHARS, SourceRefType, ThoughtCategory, topic_normal
 
 #: Transition markers are written by the task workflow itself, never through the memory endpoint.
 CONTRIBUTABLE_CATEGORIES = [c for c in ThoughtCategory.values if c != ThoughtCategory.TRANSITION_MARKER]
@@ -89,7 +89,7 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
     consolidates = thought_ids_field(allow_null=True)
     thought_category = strict.ChoiceField(choices=CONTRIBUTABLE_CATEGORIES, required=False)
     topic = strict.CharField(
-        max_length=200, required=False, allow_blank=True, help_text="Stored trimmed and lower-cased."
+        max_length=TOPIC_MAX_CHARS, required=False, allow_blank=True, help_text="Stored trimmed and lower-cased."
     )
     temporal_scope = strict.DateField(
         required=False,
@@ -108,7 +108,7 @@ class MemoryInputSerializer(strict.FieldsReusedPerThread, strict.Serializer):
     related_thoughts = thought_ids_field()
     tags = serializers.ListField(child=strict.CharField(max_length=100), required=False, max_length=MAX_TAGS)
     filter_topic = strict.CharField(
-        max_length=200, required=False, allow_blank=True, help_text="A topic, whatever its case."
+        max_length=TOPIC_MAX_CHARS, required=False, allow_blank=True, help_text="A topic, whatever its case."
     )
     filter_category = strict.ChoiceField(choices=ThoughtCategory.values, required=False, allow_blank=True)
     limit = strict.IntegerField(min_value=1, max_value=50, required=False)

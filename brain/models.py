@@ -11,7 +11,7 @@ from django.db import models
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
-from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
+from brain.choices import TOPIC_MAX_CHARS, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType
 from core.db import vector_from_binary
 
 EMBEDDING_DIMENSIONS = 384
@@ -75,7 +75,7 @@ class Thought(models.Model):
     thought_category = models.CharField(
         max_length=30, choices=ThoughtCategory.choices, default=ThoughtCategory.UNCATEGORIZED
     )
-    topic = models.CharField(max_length=200, blank=True, default="")
+    topic = models.CharField(max_length=TOPIC_MAX_CHARS, blank=True, default="")
     temporal_scope = models.DateField(null=True, blank=True)
     source_ref = models.JSONField(null=True, blank=True)
     alternatives_considered = models.TextField(blank=True, default="")

@@ -21,6 +21,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from api.errors import did_you_mean, error_body, name_hint
+from brain.choices import TOPIC_MAX_CHARS
 from brain.inputs import PROMPT_MAX_CHARS
 from brain.services.receipts import KEY_MAX_LENGTH
 from colony_mcp.rest import RestResult, rest_call, segment
@@ -264,7 +265,8 @@ async def memory_search(
     ],
     session_id: SessionArg = None,
     filter_topic: Annotated[
-        str | None, Field(description="Only thoughts of this topic (e.g. 'billing-pipeline').", max_length=200)
+        str | None,
+        Field(description="Only thoughts of this topic (e.g. 'billing-pipeline').", max_length=TOPIC_MAX_CHARS),
     ] = None,
     filter_category: Annotated[AnyCategory | None, Field(description="Only thoughts of this category.")] = None,
     limit: Annotated[int | None, Field(description="How many sources (1-50, default 10).", ge=1, le=50)] = None,
@@ -327,9 +329,12 @@ async def memory_contribute(
             "alternatives_considered, source_ref; operational_learning needs topic; task_outcome needs source_ref."
         ),
     ] = None,
-    topic: Annotated[str | None, Field(description="Topic id, e.g. 'billing-pipeline'.", max_length=200)] = None,
+    topic: Annotated[
+        str | None, Field(description="Topic id, e.g. 'billing-pipeline'.", max_length=TOPIC_MAX_CHARS)
+    ] = None,
     temporal_scope: Annotated[
-        str | None, Field(description="ISO date the knowledge is current for (YYYY-MM-DD).", max_length=10)
+        str | None,
+        Field(description="ISO date (YYYY-MM-DD) the knowledge was current: today or earlier.", max_length=10),
     ] = None,
     source_ref: SourceRefArg = None,
     alternatives_considered: Annotated[
@@ -396,7 +401,7 @@ async def memory_correct(
         list[str] | None,
         Field(description="Other thought ids that repeat the same wrong fact: find them all with memory_search."),
     ] = None,
-    topic: Annotated[str | None, Field(description="Default: the thought's topic.", max_length=200)] = None,
+    topic: Annotated[str | None, Field(description="Default: the thought's topic.", max_length=TOPIC_MAX_CHARS)] = None,
     content: Annotated[
         str | None, Field(description="Text of the correction thought.", max_length=PROMPT_MAX_CHARS)
     ] = None,
@@ -448,7 +453,7 @@ async def thought_lineage(
 @mcp.tool(annotations=READ_ONLY)
 async def thought_list(
     ctx: Context,
-    topic: Annotated[str | None, Field(description="Only this topic.", max_length=200)] = None,
+    topic: Annotated[str | None, Field(description="Only this topic.", max_length=TOPIC_MAX_CHARS)] = None,
     category: Annotated[AnyCategory | None, Field(description="Only this category.")] = None,
     contributor: Annotated[str | None, Field(description="Only thoughts of this agent (its name).")] = None,
     since: Annotated[str | None, Field(description="Only thoughts created at or after this ISO date/time.")] = None,

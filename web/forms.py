@@ -8,7 +8,7 @@ from django import forms
 
 from api import paging
 from api.parsers import json_loads_bounded, unstorable_text
-from brain.choices import topic_normal
+from brain.choices import TOPIC_MAX_CHARS, topic_normal
 from brain.inputs import PROMPT_MAX_CHARS
 from brain.selectors.listing import THOUGHT_LIST_ORDER
 from core.choices import AgentRole
@@ -120,7 +120,7 @@ class BrainSearchForm(forms.Form):
     """The explorer's search: the memory endpoint's prompt and retrieval filters (SPEC 2.2 limits)."""
 
     q = forms.CharField(required=False, max_length=PROMPT_MAX_CHARS, label="Search")
-    topic = forms.CharField(required=False, max_length=200)
+    topic = forms.CharField(required=False, max_length=TOPIC_MAX_CHARS)
     category = forms.ChoiceField(required=False)
     #: Without a search, where the list of thoughts goes on: the "Older thoughts" link's cursor.
     cursor = forms.CharField(required=False, max_length=1000)
@@ -156,7 +156,7 @@ class CorrectionForm(forms.Form):
         max_length=PROMPT_MAX_CHARS,
         label="Wrong fact (what this thought says)",
     )
-    topic = forms.CharField(max_length=200)
+    topic = forms.CharField(max_length=TOPIC_MAX_CHARS)
     content = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
         max_length=PROMPT_MAX_CHARS,

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from api import fields as strict
 from api.schema import error_responses
 from brain.apis.idempotency import KEY_CONFLICT_RESPONSES, answered_once, idempotency_parameters, request_key
-from brain.choices import SuggestionStatus
+from brain.choices import TOPIC_MAX_CHARS, SuggestionStatus
 from brain.inputs import PROMPT_MAX_CHARS, SourceRefSerializer, thought_ids_field
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.corrections import correction_supersede_guidance, suggestion_accept, thought_correct_by_id
@@ -225,7 +225,7 @@ class ThoughtCorrectApi(APIView):
             help_text="Alias of content (memory wire name).",
         )
         topic = strict.CharField(
-            max_length=200, required=False, allow_blank=True, help_text="Default: the thought's topic."
+            max_length=TOPIC_MAX_CHARS, required=False, allow_blank=True, help_text="Default: the thought's topic."
         )
         supersedes = thought_ids_field()
         source_ref = SourceRefSerializer(required=False)

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from api import fields as strict
 from api import paging
 from api.schema import error_responses
-from brain.choices import ThoughtCategory, topic_normal
+from brain.choices import TOPIC_MAX_CHARS, ThoughtCategory, topic_normal
 from brain.models import THOUGHT_BULKY_FIELDS, Thought
 from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
 from brain.selectors.listing import THOUGHT_LIST_ORDER, thought_list
@@ -150,7 +150,7 @@ class ThoughtListPageSerializer(serializers.Serializer):
 
 
 class ThoughtListQuerySerializer(strict.Serializer):
-    topic = strict.CharField(max_length=200, required=False, help_text="A topic, whatever its case.")
+    topic = strict.CharField(max_length=TOPIC_MAX_CHARS, required=False, help_text="A topic, whatever its case.")
     category = strict.ChoiceField(choices=ThoughtCategory.values, required=False)
     contributor = strict.CharField(max_length=200, required=False, help_text="The agent's registered name.")
     since = strict.DateTimeField(required=False, help_text="ISO date or date-time; created at or after it.")

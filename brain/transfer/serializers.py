@@ -26,7 +26,15 @@ from api import fields as strict
 from api.fields import FieldsReusedPerThread
 from api.parsers import unstorable_paths
 from api.schema import JSON_VALUE_REF, NO_NUL_PATTERN
-from brain.choices import QualityFlag, SuggestionOrigin, SuggestionStatus, ThoughtCategory, ThoughtType, topic_normal
+from brain.choices import (
+    TOPIC_MAX_CHARS,
+    QualityFlag,
+    SuggestionOrigin,
+    SuggestionStatus,
+    ThoughtCategory,
+    ThoughtType,
+    topic_normal,
+)
 from brain.inputs import FACT_MAX_CHARS, MAX_TAGS, PROMPT_MAX_CHARS, SourceRefSerializer, temporal_scope_checked
 from brain.models import EMBEDDING_DIMENSIONS, Thought
 from brain.ranking import PHEROMONE_MAX
@@ -401,7 +409,7 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
         default=ThoughtCategory.UNCATEGORIZED,
         help_text="Not transition_marker: markers are written by task transitions.",
     )
-    topic = _text(200)
+    topic = _text(TOPIC_MAX_CHARS)
     temporal_scope = _Date(help_text="Today or earlier; a date-time's date part is kept.", default=None)
     source_ref = SourceRefSerializer(default=None, allow_null=True)
     alternatives_considered = _text(FACT_MAX_CHARS)
