@@ -185,23 +185,11 @@ def test_a_question_or_a_retrieve_only_call_is_not_a_repeat(dev, space, fake_emb
     assert body["trace"]["already_known"] is False and body["trace"]["thought_id"] is None
 
 
-@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
-def test_the_lookup_is_an_index_probe(thought_factory, space, plan_cache_mode):
-    """Among 20,000 thoughts the lookup reads the live rows of the space with the key by index, as a
-    custom plan (a prepared statement's first runs) and as the generic plan that follows."""
-    template = thought_factory("fact number 0")
+def _copies_of(template: Thought, **made: str) -> None:
+    """20,000 copies of ``template`` (column -> SQL over ``g``, the copy's number, for what differs), analysed."""
     fields, columns = thoughts.thought_columns()
-    made = {
-        "id": "gen_random_uuid()",
-        "content": "'fact number ' || g || ' about the deploy pipeline and its workers'",
-        "superseded": "g % 3 = 0",
-        "embedding": "NULL",
-        "created_at": "t.created_at + g * interval '1 second'",
-    }
+    made = {"id": "gen_random_uuid()", "embedding": "NULL", **made}
     select = ", ".join(made.get(f.column, f't."{f.column}"') for f in fields)
-    sql = thoughts._KNOWN_SQL
-    for name, number in (("space", 1), ("content", 2), ("categories", 3), ("flag", 4)):
-        sql = sql.replace(f"%({name})s", f"${number}")
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO brain_thought ({columns}) SELECT {select.replace('%', '%%')} "  # noqa: S608 - the model's columns
@@ -209,15 +197,44 @@ def test_the_lookup_is_an_index_probe(thought_factory, space, plan_cache_mode):
             [template.pk],
         )
         cursor.execute("ANALYZE brain_thought")
+
+
+def _prepared_plan_and_rows(sql: str, names: list[str], types: str, arguments: str, params, plan_cache_mode: str):
+    """The plan and the rows of ``sql`` prepared (its ``%(name)s`` as ``$1``, ``$2``... in ``names`` order,
+    of ``types``) and executed with ``arguments`` under ``plan_cache_mode``."""
+    for number, name in enumerate(names, 1):
+        sql = sql.replace(f"%({name})s", f"${number}")
+    run = f"EXECUTE probe({arguments})"
+    with connection.cursor() as cursor:
         cursor.execute(f"SET plan_cache_mode = {plan_cache_mode}")
-        cursor.execute(f"PREPARE known_probe(bigint, text, text[], text) AS {sql}")
-        run = "EXECUTE known_probe(%s, 'FACT  number 7 about the deploy pipeline and its  workers', '{}', 'x')"
-        cursor.execute(f"EXPLAIN {run}", [space.pk])
+        cursor.execute(f"PREPARE probe({types}) AS {sql}")
+        cursor.execute(f"EXPLAIN {run}", params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
-        cursor.execute(run, [space.pk])
-        found = cursor.fetchall()
-        cursor.execute("DEALLOCATE known_probe")
+        cursor.execute(run, params)
+        rows = cursor.fetchall()
+        cursor.execute("DEALLOCATE probe")
         cursor.execute("RESET plan_cache_mode")
+    return plan, rows
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+def test_the_lookup_is_an_index_probe(thought_factory, space, plan_cache_mode):
+    """Among 20,000 thoughts the lookup reads the live rows of the space with the key by index, as a
+    custom plan (a prepared statement's first runs) and as the generic plan that follows."""
+    _copies_of(
+        thought_factory("fact number 0"),
+        content="'fact number ' || g || ' about the deploy pipeline and its workers'",
+        superseded="g % 3 = 0",
+        created_at="t.created_at + g * interval '1 second'",
+    )
+    plan, found = _prepared_plan_and_rows(
+        thoughts._KNOWN_SQL,
+        ["space", "content", "categories", "flag"],
+        "bigint, text, text[], text",
+        "%s, 'FACT  number 7 about the deploy pipeline and its  workers', '{}', 'x'",
+        [space.pk],
+        plan_cache_mode,
+    )
     assert "Index Scan using thought_space_content_key" in plan, plan
     assert [Thought.objects.get(pk=pk).content for (pk,) in found] == [
         "fact number 7 about the deploy pipeline and its workers"
@@ -270,29 +287,17 @@ def test_the_guard_finds_a_corrected_thoughts_text_by_index(thought_factory, spa
     ``thought_space_superseded_key`` when they are many), as a custom plan and as the generic plan."""
     from brain.services import flags
 
-    template = thought_factory("fact number 0")
-    fields, columns = thoughts.thought_columns()
-    made = {
-        "id": "gen_random_uuid()",
-        "content": "'fact number ' || g || ' about the deploy pipeline and its workers'",
-        "superseded": "true",
-        "embedding": "NULL",
-    }
-    select = ", ".join(made.get(f.column, f't."{f.column}"') for f in fields)
-    sql = flags._GUARD_SAME_TEXT_SQL.replace("%(space)s", "$1").replace("%(text)s", "$2")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO brain_thought ({columns}) SELECT {select.replace('%', '%%')} "  # noqa: S608 - the model's columns
-            "FROM brain_thought t, generate_series(1, 20000) g WHERE t.id = %s",
-            [template.pk],
-        )
-        cursor.execute("ANALYZE brain_thought")
-        cursor.execute(f"SET plan_cache_mode = {plan_cache_mode}")
-        cursor.execute(f"PREPARE guard_probe(bigint, text) AS {sql}")
-        cursor.execute(
-            "EXPLAIN EXECUTE guard_probe(%s, 'FACT number 7 about the deploy pipeline and its workers')", [space.pk]
-        )
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-        cursor.execute("DEALLOCATE guard_probe")
-        cursor.execute("RESET plan_cache_mode")
+    _copies_of(
+        thought_factory("fact number 0"),
+        content="'fact number ' || g || ' about the deploy pipeline and its workers'",
+        superseded="true",
+    )
+    plan, _rows = _prepared_plan_and_rows(
+        flags._GUARD_SAME_TEXT_SQL,
+        ["space", "text"],
+        "bigint, text",
+        "%s, 'FACT number 7 about the deploy pipeline and its workers'",
+        [space.pk],
+        plan_cache_mode,
+    )
     assert "Seq Scan" not in plan and "Index Cond" in plan, plan
