@@ -17,13 +17,14 @@ contribution carries its category's fields, 400 MISSING_CATEGORY_FIELDS; ``refin
 correction excludes both, and ``contribute: false`` excludes every write, 400 MUTUAL_EXCLUSION) can't be
 written in OpenAPI 3.0 for query parameters, and only clumsily for a body. The schema documents them in
 the operation's 400 response; in positive mode the generated cases that break one of them are discarded
-(``hypothesis.assume``), as a client that read the description would not send them. So are memory
-cases whose ``temporal_scope`` is after today (400 ``VALIDATION_ERROR``; OpenAPI has no "not after today").
+(``hypothesis.assume``), as a client that read the description would not send them. So are memory cases
+whose ``temporal_scope`` is after today (400 ``VALIDATION_ERROR``; OpenAPI has no "not after today").
 Negative mode keeps every case. The refusals themselves are tested in tests/test_brain_memory_api.py.
-The same holds for the import's rules across items and the space (an ``id`` appears once in a batch, a reference names a
-thought of the batch or the space, ``agent``/``contributor_id``/``contributor_name``/``accessed_by`` are the
-caller's own name and dates no later than now: 400 ``IMPORT_INVALID``): positive import cases that reference
-other thoughts, repeat an id, name another agent or date a thought in the future are discarded
+The same holds for the import's rules across items and the space (an ``id`` appears once in a batch, a
+reference names a thought of the batch or the space,
+``agent``/``contributor_id``/``contributor_name``/``accessed_by`` are the caller's own name and dates no
+later than now: 400 ``IMPORT_INVALID``): positive import cases that reference other thoughts, repeat an
+id, name another agent or date a thought in the future are discarded
 (tests/security/test_import_forgery.py tests the refusals). Likewise an ``Idempotency-Key`` names one
 request (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch, memory call or correction with the key,
 documented in the operations' 409 responses): positive import, memory and correction cases that send a
