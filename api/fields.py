@@ -1,7 +1,7 @@
 """Strict input fields for every API serializer: the one place where "a string means a string".
 
 DRF's ``CharField`` turns ``5`` into ``"5"`` and its ``UUIDField`` turns an integer into a UUID, so
-``{"prompt": 5}`` used to be accepted. These subclasses refuse any JSON value of the wrong type with
+it would accept ``{"prompt": 5}``. These subclasses refuse any JSON value of the wrong type with
 the field's ``invalid`` message (a 400 ``VALIDATION_ERROR`` naming the field); ``IntegerField`` takes
 a JSON integer in a body and a decimal string only in a query string. NUL characters are refused for
 every field, key and nested value by ``api.parsers.StrictJSONParser`` and ``api.middleware``.
@@ -43,7 +43,7 @@ _NOT_A_STRING = {"not_a_string": "Expected a string, got {type}."}
 
 class CharField(_StringOnly, serializers.CharField):
     """``max_length`` bounds the string as sent, as the schema's ``maxLength`` does: DRF checks it after
-    trimming whitespace, so 100 characters plus a leading ``\x1f`` used to pass a ``max_length=100``."""
+    trimming whitespace, so 100 characters plus a leading ``\x1f`` would pass DRF's ``max_length=100``."""
 
     default_error_messages = _NOT_A_STRING
 

@@ -2,9 +2,9 @@
 depth): a NUL character, or a lone surrogate; and no nesting deeper than MAX_JSON_DEPTH (a PARSE_ERROR).
 
 PostgreSQL can't store U+0000 in text or JSONB, and a lone surrogate (``"\\ud800"`` in JSON, half of a
-pair) is no Unicode text at all: psycopg can't encode it to UTF-8. Either used to reach the database and
-fail there (a 500: a task's DNA, a turn's tool calls). Here it is a 400 ``VALIDATION_ERROR`` naming where
-it is, before any view runs. DRF's CharField refuses both already; JSON fields and keys it does not look at.
+pair) is no Unicode text at all: psycopg can't encode it to UTF-8. Either would fail in the database (a
+500 on a task's DNA or a turn's tool calls); here it is a 400 ``VALIDATION_ERROR`` naming where it is,
+before any view runs. DRF's CharField refuses both already; JSON fields and keys it does not look at.
 """
 
 from __future__ import annotations

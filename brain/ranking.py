@@ -97,15 +97,14 @@ def quality_multiplier(effective_confidence: float | None) -> float:
     return max(0.0, effective_confidence)
 
 
-# --- fusion (issue 13; values chosen on the benchmark's dev split) ---------------------------------
-# Chosen on 2026-11-24 on the benchmark's 24 conversations (each with its haystack of the team's
-# other work, ~150 thoughts a space), by the rule fixed before any of their figures: highest
-# standard-dev recall@10 over the 31 settings of `make bench-retrieval-sweep` (12 dev conversations,
-# 435 questions), then standard-dev MRR. The weighted sum alone at lexical 0.4 has 91.7; six settings
-# have 91.5, the others 88.3-91.3 and RRF at k 60 84.1 (dense through the same path: 89.9), so this is
-# one question ahead, not a finding about RRF; RRF_K is kept for the rank part as a setting. The
-# earlier choices (0.25 / 1 / 0.6 before the haystack, 0.5 / 2 / 0.6 on its first twelve
-# conversations) and every figure: benchmarks/retrieval/README.md.
+# --- fusion (values chosen on the retrieval benchmark's dev split) --------------------------------
+# Chosen on the retrieval benchmark's dev split (12 conversations, each with its haystack of the
+# team's other work, ~150 thoughts a space; 435 questions) by the rule fixed before any of their
+# figures: highest recall@10 over the 31 settings of `make bench-retrieval-sweep`, then MRR. The
+# weighted sum alone at lexical 0.4 has 91.7; six settings have 91.5, the others 88.3-91.3 and RRF at
+# k 60 84.1 (dense through the same path: 89.9), so this is one question ahead, not a finding about
+# RRF; RRF_K is kept for the rank part as a setting. Every setting's figures:
+# benchmarks/retrieval/README.md.
 #: Share of reciprocal-rank fusion in relevance; the calibrated weighted sum gets the rest
 #: (1.0: pure RRF, 0.0: pure weighted sum).
 RRF_SHARE = 0.0
@@ -207,7 +206,7 @@ CONTRAST_SEEDS = 10
 #: relevance): among the :data:`DIVERSITY_WINDOW` best-scored candidates not yet placed, the next place
 #: goes to the highest ``DIVERSITY_LAMBDA · score − (1 − DIVERSITY_LAMBDA) · s``, where ``s`` is its
 #: highest cosine with a thought already placed; the candidates outside the window follow in score
-#: order. Ten rewordings of one topic ("who's on refunds today?", "any news on refunds?") no longer fill
+#: order. Ten rewordings of one topic ("who's on refunds today?", "any news on refunds?") don't fill
 #: the page while the turn that answers, worded differently, waits at place 14. Scores are not changed,
 #: so a later place can show a higher score; ``matching_reason`` says "placed for diversity".
 #: 1.0 turns it off.

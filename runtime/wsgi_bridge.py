@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 SPOOL_BYTES = 1 << 20
 #: After these requests a web worker's heap has settled (lazy imports, the embedding model, Django's
 #: URL resolver and caches): it is collected and frozen (``gc.freeze``), so that the cyclic collector's
-#: full collections no longer walk ~140,000 long-lived objects. Unfrozen, one of them paused a request
+#: full collections don't walk ~140,000 long-lived objects. Unfrozen, one of them pauses a request
 #: for 64-77 ms about every 400 memory calls (docs/performance.md, "Web server and workers"). Runs after the
 #: response is sent. config.asgi passes it; a bridge made without it never freezes.
 FREEZE_AFTER = (1, 100)
