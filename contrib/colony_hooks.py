@@ -279,12 +279,14 @@ def pre_compact(colony: Colony, event: dict) -> str:
             skipped.append(f"{task['slug']} (last moved by {other})")
             continue
         markers = task.get("last_markers") or []
-        last = markers[0]["marker"] if markers else "no marker yet"
-        dna_keys = ", ".join(sorted(task.get("dna") or {})) or "none"
+        # Title, marker and DNA keys are text any agent of the space may have written: quoted, so the
+        # snapshot stored under this agent's name never carries another's words as its own.
+        last = quoted(markers[0]["marker"]) if markers else "none yet"
+        dna_keys = ", ".join(quoted(key) for key in sorted(task.get("dna") or {})) or "none"
         content = (
             f"{task['slug']} state {today}: {task['status']} with role {task['role']}, {me['name']} working on it "
             f"when its context was compacted (session {session_of(event) or 'unknown'}). "
-            f"Title: {task.get('title', '')}. "
+            f"Title: {quoted(task.get('title', ''))}. "
             f"Last marker: {last}. DNA fields set: {dna_keys}. Next: continue from the last marker; "
             f"recover with GET /api/v1/agents/{me['role']}/in-flight."
         )

@@ -18,9 +18,10 @@ Input, first match wins:
 
 Explicit feedback: besides ``--used``/``--contradicted``, the agent may write
 ``colony:used <uuid>`` or ``colony:contradicted <uuid>`` (several ids separated by commas or
-spaces) anywhere in its response; those ids are sent as ``used_ids``/``contradicted_ids``. An id
-Colony refuses (unknown, or not returned by a memory call of this session) is dropped and the turn
-sent again without it.
+spaces) anywhere in its response; those ids are sent as ``used_ids``/``contradicted_ids`` (the first
+100 of each list). An id Colony refuses (unknown, or not returned by a memory call of this session) is
+dropped and the turn sent again without it, until Colony takes the turn: a response that quotes a
+source full of planted ids still logs the turn and the agent's own feedback.
 
 Environment: ``COLONY_URL`` (e.g. http://127.0.0.1:8000), ``COLONY_TOKEN`` (the agent's token),
 optional ``COLONY_SESSION_ID`` (the session id the agent passes to /api/v1/memory; default: the
@@ -46,6 +47,7 @@ DEFAULT_TIMEOUT = 3.0
 MAX_TRANSCRIPT_BYTES = 8 * 1024 * 1024  # only the tail of a huge transcript is read
 MAX_TOOL_INPUT_CHARS = 2000
 MAX_TOOL_CALLS = 1000  # the turns API's limit on tool_calls; more are refused (400) and the turn is lost
+MAX_FEEDBACK_IDS = 100  # the turns API's limit on each of used_ids, contradicted_ids, injected_ids
 #: Colony keeps TURN_TEXT_MAX_CHARS (default 8,000) of each text and of the tool calls' JSON; the hook sends
 #: a little more than that, so a long turn stays under the API's body limit (MAX_REQUEST_BODY_KB, 256 KB).
 MAX_TURN_TEXT_CHARS = 16_000
@@ -259,10 +261,10 @@ def build_turn(args: argparse.Namespace, stdin_text: str) -> dict | None:
     for key, given in (("used_ids", args.used), ("contradicted_ids", args.contradicted)):
         ids = list(hook_input.get(key) or []) + list(given or []) + marked[key.split("_")[0]]
         if ids:
-            turn[key] = list(dict.fromkeys(ids))
+            turn[key] = list(dict.fromkeys(ids))[:MAX_FEEDBACK_IDS]
     injected = args.injected or hook_input.get("injected_ids")
     if injected is not None:
-        turn["injected_ids"] = list(injected)
+        turn["injected_ids"] = list(injected)[:MAX_FEEDBACK_IDS]
     if isinstance(turn.get("tool_calls"), list):
         turn["tool_calls"] = tool_calls_capped(turn["tool_calls"])
     for key in ("user_prompt", "assistant_response"):  # after the feedback markers were read from the whole text
@@ -295,8 +297,10 @@ def refused_ids(error: urllib.error.HTTPError) -> tuple[set[str], str]:
         return set(), ""
 
 
-#: Sends of one turn at most: each retry drops the ids the last refusal named (it names up to ten).
-MAX_SENDS = 3
+#: Sends of one turn at most: each retry drops the ids the last refusal named, and a refusal names up to
+#: ten (the error envelope's bound), so three full lists of ids take at most 30 retries. The hook's
+#: deadline (COLONY_HOOK_TIMEOUT) bounds them in time.
+MAX_SENDS = 1 + 3 * MAX_FEEDBACK_IDS // 10
 
 
 def post(url: str, token: str, turn: dict, timeout: float) -> int:

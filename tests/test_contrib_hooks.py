@@ -106,7 +106,8 @@ def test_pre_compact_stores_then_refines_a_state_snapshot(asgi_server, active_ta
     assert done.stderr.strip() == f"Colony: state snapshot stored for fix-ci={first.id}."
     today = date.today().isoformat()
     assert first.content.startswith(f"fix-ci state {today}: active with role dev, claude-dev working on it")
-    assert "Last marker: TASK ready→active: DEV fix-ci (colony) — claiming the CI fix." in first.content
+    assert 'Last marker: "TASK ready→active: DEV fix-ci (colony) — claiming the CI fix".' in first.content
+    assert 'DNA fields set: "memory_query_session", "pdsa_ref".' in first.content
     assert first.topic == "fix-ci" and first.source_ref == {"type": "task", "value": "fix-ci", "project": "colony"}
     assert first.agent == dev.agent
     run("pre-compact", {"session_id": SESSION, "trigger": "manual"}, url=asgi_server.url, token=dev.token)

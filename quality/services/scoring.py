@@ -179,7 +179,9 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
     if turn is None or turn.status == TurnStatus.SCORED:
         return TurnScored(turn_log_id=str(turn_log_id), already_scored=True)
     items = list(
-        TurnItem.objects.filter(turn=turn).annotate(category=F("thought__thought_category")).order_by("position")
+        TurnItem.objects.filter(turn=turn)
+        .annotate(category=F("thought__thought_category"), author_id=F("thought__agent_id"))
+        .order_by("position")
     )
     if judge is None:
         judge_name = settings.QUALITY_JUDGE
@@ -210,7 +212,13 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
             item.judge_contradicted = details["contradicted"]["verdict"]
             item.on_topic, item.used, item.contradicted = outcome["on_topic"], outcome["used"], outcome["contradicted"]
             item.verdict_source = VerdictSource.JUDGE
-        item.fed_ema = (explicit or trusted) and item.category != ThoughtCategory.TRANSITION_MARKER
+        # An agent's own thought is not moved by its own turns: its "used" would be a vote for itself.
+        # The outcome stays in the metrics, and a contradiction still raises a suggestion.
+        item.fed_ema = (
+            (explicit or trusted)
+            and item.category != ThoughtCategory.TRANSITION_MARKER
+            and (item.author_id is None or item.author_id != turn.agent_id)
+        )
 
     with transaction.atomic():
         locked = TurnLog.objects.select_for_update().filter(pk=turn.pk, status=TurnStatus.PENDING).first()

@@ -180,40 +180,43 @@ def turn_log_create(
     query_log = _newest_query_log(space=space, agent=agent, session_id=session_id)
     scores = QueryLog.result_scores(query_log.results) if query_log is not None else {}
 
-    # Each memory call's sources belong to one turn, the first logged after it: an agent that
-    # queried once and then worked for twenty turns did not get the same items injected twenty
-    # times, and counting them so would bury the items' EMAs and the rates in repeats.
-    attributed = query_log is not None and TurnLog.objects.filter(query_log=query_log).exists()
-    if injected_ids is not None:
-        injected = _unique(list(injected_ids))
-        injected_from = InjectedFrom.EXPLICIT
-        source_log = None
-    elif query_log is not None and not attributed:
-        injected = list(scores)[:MAX_ITEMS]  # the best sources, if a call ever returned more
-        injected_from = InjectedFrom.QUERY_LOG
-        source_log = query_log
-    else:
-        injected = []
-        injected_from = InjectedFrom.NONE
-        source_log = None
-
-    extra = [i for i in _unique([*(used_ids or []), *(contradicted_ids or [])]) if i not in set(injected)]
-    wanted = [*injected, *extra]  # at most 3 x MAX_ITEMS: each list is capped by the API
-    thoughts = {t.id: t for t in Thought.objects.filter(space=space, pk__in=wanted).only("id", "content")}
-    # Ids from the query log that no longer resolve are dropped; ids the caller named must resolve.
-    named = set(extra) | (set(injected) if injected_from == InjectedFrom.EXPLICIT else set())
-    unknown = [str(i) for i in wanted if i in named and i not in thoughts]
-    if unknown:
-        raise NotFound(
-            f"No thought with id {', '.join(unknown)} in space {space.slug!r}.",
-            code="UNKNOWN_THOUGHT",
-            extra={"ids": unknown},
-        )
-    _shown_check(agent=agent, session_id=session_id, newest=query_log, ids=[i for i in wanted if i in named])
-
-    injected_set = set(injected)
     try:
         with transaction.atomic():
+            if query_log is not None:
+                # Locked, so that of turns posted at once exactly one finds the call's sources free.
+                QueryLog.objects.select_for_update().filter(pk=query_log.pk).values_list("pk").first()
+            # Each memory call's sources belong to one turn, the first logged after it: an agent that
+            # queried once and then worked for twenty turns did not get the same items injected twenty
+            # times, and counting them so would bury the items' EMAs and the rates in repeats.
+            attributed = query_log is not None and TurnLog.objects.filter(query_log=query_log).exists()
+            if injected_ids is not None:
+                injected = _unique(list(injected_ids))
+                injected_from = InjectedFrom.EXPLICIT
+                source_log = None
+            elif query_log is not None and not attributed:
+                injected = list(scores)[:MAX_ITEMS]  # the best sources, if a call ever returned more
+                injected_from = InjectedFrom.QUERY_LOG
+                source_log = query_log
+            else:
+                injected = []
+                injected_from = InjectedFrom.NONE
+                source_log = None
+
+            extra = [i for i in _unique([*(used_ids or []), *(contradicted_ids or [])]) if i not in set(injected)]
+            wanted = [*injected, *extra]  # at most 3 x MAX_ITEMS: each list is capped by the API
+            thoughts = {t.id: t for t in Thought.objects.filter(space=space, pk__in=wanted).only("id", "content")}
+            # Ids from the query log that no longer resolve are dropped; ids the caller named must resolve.
+            named = set(extra) | (set(injected) if injected_from == InjectedFrom.EXPLICIT else set())
+            unknown = [str(i) for i in wanted if i in named and i not in thoughts]
+            if unknown:
+                raise NotFound(
+                    f"No thought with id {', '.join(unknown)} in space {space.slug!r}.",
+                    code="UNKNOWN_THOUGHT",
+                    extra={"ids": unknown},
+                )
+            _shown_check(agent=agent, session_id=session_id, newest=query_log, ids=[i for i in wanted if i in named])
+
+            injected_set = set(injected)
             turn = TurnLog.objects.create(
                 space=space,
                 agent=agent,
