@@ -113,8 +113,17 @@ def json_lines(text: str) -> list[str]:
     return re.split(r"\r\n?|\n", text)
 
 
+class JSONNumberTooLong(json.JSONDecodeError):
+    """An integer of more digits than Python converts from text (``sys.get_int_max_str_digits()``, 4,300
+    by default): json raises a plain ValueError for it, which callers would not take for bad JSON."""
+
+    def __init__(self, text: str, detail: str):
+        super().__init__(f"a number too long to read ({detail})", text, 0)
+
+
 def json_loads_bounded(text: str):
-    """``json.loads``, with Python's RecursionError (past ~1,000 levels) as JSONTooDeep. The depth limit
+    """``json.loads``, with Python's RecursionError (past ~1,000 levels) as JSONTooDeep and an integer too
+    long to convert as JSONNumberTooLong (both JSONDecodeErrors). The depth limit
     itself is checked by the walk every caller makes next (``parsed_problems`` / ``unstorable_paths``): the
     import's readers leave it to each item's other fields, whose rows carry 384-float vectors that a walk
     of the whole row would cost ~50% of the parse for."""
@@ -122,6 +131,10 @@ def json_loads_bounded(text: str):
         return json.loads(text)
     except RecursionError:
         raise JSONTooDeep(text) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:
+        raise JSONNumberTooLong(text, str(exc)) from None
 
 
 def is_utf8(encoding: str | None) -> bool:

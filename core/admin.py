@@ -1,15 +1,36 @@
+import json
+
 from django import forms
 from django.contrib import admin
 from django.db import models
 
-from api.parsers import JSONTooDeep, unstorable_text
+from api.parsers import JSONNumberTooLong, JSONTooDeep, unstorable_text
 from core.models import Agent, AgentToken, Space
+
+
+class _Decoder(json.JSONDecoder):
+    """json's decoder, with an integer too long to convert as a JSONDecodeError (json raises a plain
+    ValueError), which Django's JSONField reads as invalid input wherever it parses."""
+
+    def decode(self, s, *args, **kwargs):
+        try:
+            return super().decode(s, *args, **kwargs)
+        except json.JSONDecodeError:
+            raise
+        except ValueError as exc:
+            raise JSONNumberTooLong(s, str(exc)) from None
 
 
 class StorableJSONFormField(forms.JSONField):
     """The admin's JSON field: "\\u0000" in the text is a NUL once parsed, which jsonb can't store,
     "\\ud800" a lone surrogate, which isn't text, and a nesting past MAX_JSON_DEPTH runs into Python's
-    recursion limit (each was a 500); a form error instead."""
+    recursion limit, and an integer of more than 4,300 digits is more than Python converts: each is a
+    form error, not a 500."""
+
+    def __init__(self, *args, **kwargs):
+        if kwargs.get("decoder") is None:
+            kwargs["decoder"] = _Decoder
+        super().__init__(*args, **kwargs)
 
     def to_python(self, value):
         too_deep = forms.ValidationError(f"Enter valid JSON: {JSONTooDeep().msg}.")

@@ -174,7 +174,11 @@ class TaskListCreateApi(APIView):
         )
         type = strict.ChoiceField(choices=TaskType.values, default=TaskType.TASK)
         role = strict.ChoiceField(choices=AgentRole.values, required=False, default="", synonyms=ROLE_SYNONYMS)
-        status = strict.ChoiceField(choices=[TaskStatus.BACKLOG, TaskStatus.PENDING], default=TaskStatus.BACKLOG)
+        status = strict.ChoiceField(
+            choices=[TaskStatus.BACKLOG, TaskStatus.PENDING],
+            default=TaskStatus.BACKLOG,
+            help_text="pending only for a role that may move a task backlog->pending (else 403 ACTOR_NOT_ALLOWED).",
+        )
         dna = DnaField(required=False, default=dict)
         parent_ids = serializers.ListField(
             child=strict.CharField(max_length=150), required=False, default=list, max_length=LINKS_MAX

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.models import HumanConfirmation, Task, TransitionLog
+from tasks.models import HumanConfirmation, Task, TransitionLog, dna_digest
 from tests import web_support
 from tests.tasks_helpers import make_project, make_task
 
@@ -156,7 +156,7 @@ def test_another_spaces_task_can_neither_be_seen_nor_moved(client, ada, other_sp
     assert client.get(f"/tasks/{foreign.id}/").status_code == 404
     response = client.post(f"/tasks/{foreign.id}/transition/", {"to": "approved"}, follow=True)
     assert "No task" in _body(response)
-    client.post(f"/tasks/{foreign.id}/confirm/", {"to_status": "approved"})
+    client.post(f"/tasks/{foreign.id}/confirm/", {"to_status": "approved", "dna_digest": dna_digest({})})
     client.post(f"/tasks/{foreign.id}/dna/", {"dna": '{"a": 1}', "original": "{}"})
     foreign.refresh_from_db()
     assert foreign.status == "approval" and foreign.dna == {}
@@ -171,7 +171,9 @@ def test_a_human_confirms_a_gate_and_who_and_when_are_recorded(client, ada, proj
         role="liaison",
         dna={"abstract_ref": "a.md", "test_pass_count": 3, "test_total_count": 3},
     )
-    response = client.post(f"/tasks/{task.slug}/confirm/", {"to_status": "complete"}, follow=True)
+    response = client.post(
+        f"/tasks/{task.slug}/confirm/", {"to_status": "complete", "dna_digest": dna_digest(task.dna)}, follow=True
+    )
     confirmation = HumanConfirmation.objects.get(task=task)
     assert confirmation.user == ada and confirmation.to_status == "complete"
     body = _body(response)
@@ -183,7 +185,9 @@ def test_a_human_confirms_a_gate_and_who_and_when_are_recorded(client, ada, proj
 
 def test_confirming_a_step_that_has_no_human_gate_is_refused(client, ada, project):
     task = make_task(project, slug="coding", status="active", role="dev")
-    response = client.post(f"/tasks/{task.slug}/confirm/", {"to_status": "review"}, follow=True)
+    response = client.post(
+        f"/tasks/{task.slug}/confirm/", {"to_status": "review", "dna_digest": dna_digest({})}, follow=True
+    )
     assert "confirmation refused" in _body(response)
     assert not HumanConfirmation.objects.exists()
 

@@ -67,6 +67,8 @@ class TransitionForm(forms.Form):
 
 class ConfirmForm(forms.Form):
     to_status = forms.CharField(max_length=20)
+    #: The digest of the DNA the page showed (tasks.models.dna_digest): what the human confirms.
+    dna_digest = forms.RegexField(regex=r"^[0-9a-f]{64}$", max_length=64)
     next = forms.CharField(required=False, max_length=2000)
 
 

@@ -6,7 +6,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from api.errors import Forbidden, ValidationFailed
+from api.errors import Conflict, Forbidden, ValidationFailed
 from tasks import workflow
 from tasks.choices import HUMAN
 from tasks.models import HumanConfirmation, Task, dna_digest
@@ -19,11 +19,16 @@ def confirmation_valid(*, task: Task, to_status: str) -> HumanConfirmation | Non
     return confirmation_list_open(task=task).filter(to_status=to_status).first()
 
 
-def task_confirm_human(*, task: Task, to_status: str, user: AbstractBaseUser) -> HumanConfirmation:
+def task_confirm_human(
+    *, task: Task, to_status: str, user: AbstractBaseUser, shown_dna_digest: str | None = None
+) -> HumanConfirmation:
     """Record a logged-in human's confirmation of ``task``'s next step to ``to_status``.
 
     Called by the board and the admin. The transition that needs it consumes it; a confirmation only
     counts for the state and the DNA the task has when it is given (tasks.selectors.confirmation_list_open).
+    ``shown_dna_digest`` is the digest of the DNA the human's page showed (the board's and the task
+    page's forms send it): when an agent changed the DNA since, nothing is confirmed (409
+    ``STALE_PAGE``), so a human never confirms DNA they have not seen.
     """
     if not human_may_act(user=user, space_id=task.space_id):
         raise Forbidden(
@@ -32,6 +37,12 @@ def task_confirm_human(*, task: Task, to_status: str, user: AbstractBaseUser) ->
         )
     with transaction.atomic():
         locked = Task.objects.select_for_update(of=("self",)).select_related("project").get(pk=task.pk)
+        if shown_dna_digest is not None and shown_dna_digest != dna_digest(locked.dna):
+            raise Conflict(
+                f"The DNA of {locked.slug} changed after this page was loaded; nothing was confirmed. Reload the "
+                "page, read the task again and confirm what it shows.",
+                code="STALE_PAGE",
+            )
         resolved = workflow.rule_lookup(
             task_type=locked.type, from_status=locked.status, to=to_status, role=locked.role, actor=HUMAN
         )

@@ -133,6 +133,18 @@ def task_create(
         )
     if role and role not in ROLE_ACTORS:
         raise ValidationFailed(f"Unknown role {role!r}.")
+    if status != TaskStatus.BACKLOG and created_by is not None:
+        # Created in pending, the task has made backlog->pending: only an actor of that rule may.
+        allowed = workflow.rule_lookup(
+            task_type=type, from_status=TaskStatus.BACKLOG, to=status, role=role, actor=created_by.role
+        )
+        if allowed is None or created_by.role not in allowed.rule.actors:
+            actors = ", ".join(allowed.rule.actors) if allowed else "nobody"
+            raise Forbidden(
+                f"A {created_by.role} agent creates tasks in backlog: backlog->{status} is for {actors}. Create "
+                "it in backlog, or ask one of them to move it.",
+                code="ACTOR_NOT_ALLOWED",
+            )
     if not slug or slugify(slug) != slug:
         raise ValidationFailed(f"Task slug {slug!r} must be a slug (lower-case letters, digits, hyphens).")
     if task_id_of(slug) is not None:

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from api.errors import ApplicationError, NotFound, ValidationFailed
 from tasks import workflow
 from tasks.choices import TaskType
+from tasks.models import dna_digest
 from tasks.selectors import confirmation_list_open, project_list, task_get, task_list
 from tasks.services.confirmations import task_confirm_human
 from tasks.services.tasks import task_update_dna
@@ -83,7 +84,7 @@ def _options_context(request, task) -> dict:
         for option in options
         if option["human_confirmation_needed"]
     ]
-    return {"task": task, "options": options, "gates": gates}
+    return {"task": task, "options": options, "gates": gates, "dna_digest": dna_digest(task.dna)}
 
 
 @require_GET
@@ -166,7 +167,12 @@ def task_confirm_post(request, ref: str):
     if refused is not None:
         return refused
     try:
-        confirmation = task_confirm_human(task=task, to_status=form.cleaned_data["to_status"], user=request.user)
+        confirmation = task_confirm_human(
+            task=task,
+            to_status=form.cleaned_data["to_status"],
+            user=request.user,
+            shown_dna_digest=form.cleaned_data["dna_digest"],
+        )
     except ApplicationError as exc:
         messages.error(request, f"{task.slug}: confirmation refused — {exc.message}")
     else:
