@@ -20,7 +20,7 @@ import binascii
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import reduce
 from operator import or_
 from typing import Any
@@ -30,6 +30,7 @@ from django.db.models import Q, QuerySet
 from rest_framework import serializers
 
 from api import fields as strict
+from api.parsers import text_problem
 
 #: A list's order: (field, descending, type) triples, most significant first; unique as a whole. The
 #: type (datetime, uuid.UUID or str) reads the field's value back from a cursor.
@@ -43,6 +44,8 @@ CURSOR_MESSAGE = (
     "This is not a cursor this list gave. Send the next_cursor of the previous page unchanged, or omit "
     "cursor to start from the first page."
 )
+#: The largest UTC offset PostgreSQL reads in a timestamp.
+MAX_UTC_OFFSET = timedelta(hours=15, minutes=59, seconds=59)
 #: What a cursor looks like: base64url (its padding optional).
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]+={0,2}$"
 BOTH_MESSAGE = "Send cursor or offset, not both: next_cursor already says where the next page starts."
@@ -53,15 +56,22 @@ def _text(value: Any) -> str:
 
 
 def _read(kind: type, text: str) -> Any:
+    """One value of a cursor, as the database can compare it: a time with an offset PostgreSQL takes
+    (Python reads offsets up to ±23:59:59.999999; PostgreSQL refuses one past ±15:59:59 or with a
+    fraction of a second), text it can store."""
     if kind is datetime:
         value = datetime.fromisoformat(text)
-        if value.tzinfo is None:
+        offset = value.utcoffset()
+        if offset is None:
             raise ValueError("a cursor's time carries its offset")
+        if offset.microseconds or abs(offset) > MAX_UTC_OFFSET:
+            raise ValueError("a cursor's offset is one PostgreSQL can't read")
         return value
     if kind is uuid.UUID:
         return uuid.UUID(text)
-    if "\x00" in text:
-        raise ValueError("NUL")
+    problem = text_problem(text)
+    if problem:
+        raise ValueError(problem)
     return text
 
 

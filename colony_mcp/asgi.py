@@ -168,6 +168,10 @@ class McpEndpoint:
                 ),
             )
             return
+        if sum(1 for key, _ in scope["headers"] if key.lower() == b"authorization") > 1:
+            # One identity per request: the check and the tool call must read the same header.
+            await asgi_json_send(send, 400, error_body("BAD_REQUEST", "Send one Authorization header, not several."))
+            return
         parts = headers.get("authorization", "").split()
         if len(parts) != 2 or parts[0].lower() != "bearer":
             await asgi_json_send(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -11,6 +9,7 @@ from rest_framework.views import APIView
 
 from api import fields as strict
 from api.errors import ValidationFailed
+from api.parsers import json_loads_bounded
 from api.responses import ResponseThenWork
 from api.schema import error_responses
 from brain.apis.idempotency import KEY_CONFLICT_RESPONSES, answered_once, idempotency_parameters, request_key
@@ -40,8 +39,8 @@ def memory_query_params(params) -> dict:
             continue
         if key == "source_ref":
             try:
-                value = json.loads(value)
-            except ValueError:
+                value = json_loads_bounded(value)
+            except ValueError:  # JSONDecodeError, JSONTooDeep
                 raise ValidationFailed(
                     'source_ref must be JSON, e.g. {"type": "task", "value": "my-task", "project": "colony"}.'
                 ) from None
