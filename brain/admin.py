@@ -1,12 +1,43 @@
 """Admin for the brain: thoughts with their lineage, the query log and correction suggestions."""
 
+from django import forms
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
+from brain.choices import ThoughtCategory
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.selectors.lineage import thought_lineage_of
 from brain.services.pipeline import thought_content_changed
 from core.admin import ColonyModelAdmin
+
+#: A thought's links, each to a thought of the same space (SPEC 6: no lineage walk crosses a space).
+LINK_FIELDS = ("refined_by", "superseded_by", "contradicted_by")
+
+
+class ThoughtForm(forms.ModelForm):
+    """A thought as the admin edits it (ThoughtAdmin gives the model and the fields): its links stay in its
+    space, and only a task transition writes a transition marker (SPEC 3.3), so the category can't be
+    changed to one."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        category = self.fields.get("thought_category")
+        if category is not None:
+            category.choices = [c for c in category.choices if c[0] != ThoughtCategory.TRANSITION_MARKER]
+
+    def clean(self):
+        data = super().clean()
+        space = data.get("space") or getattr(self.instance, "space", None)
+        if space is None:
+            return data
+        for name in LINK_FIELDS:
+            linked = data.get(name)
+            if linked is not None and linked.space_id != space.pk:
+                self.add_error(name, "A thought of another space: links stay within the thought's space.")
+        related = data.get("related_thoughts")
+        if related is not None and related.exclude(space=space).exists():
+            self.add_error("related_thoughts", "A thought of another space: links stay within the thought's space.")
+        return data
 
 
 @admin.register(Thought)
@@ -18,8 +49,24 @@ class ThoughtAdmin(ColonyModelAdmin):
     date_hierarchy = "created_at"
     exclude = ["embedding", "corrected_fact_embedding"]
     raw_id_fields = ["agent", "refined_by", "superseded_by", "contradicted_by", "related_thoughts"]
+    form = ThoughtForm
+    #: Reinforcement and the quality loop's numbers come from their formulas (SPEC 2.6, 4.4), not from a form.
     readonly_fields = ["id", "created_at", "embedding_model", "has_embedding", "lineage", "access_count",
-                       "last_accessed", "accessed_by", "co_retrieved_with"]  # fmt: skip
+                       "last_accessed", "accessed_by", "co_retrieved_with", "pheromone_weight", "usage_score",
+                       "contradiction_score", "effective_confidence"]  # fmt: skip
+
+    @staticmethod
+    def _is_marker(thought: Thought | None) -> bool:
+        return thought is not None and thought.thought_category == ThoughtCategory.TRANSITION_MARKER
+
+    def get_readonly_fields(self, request, obj=None):
+        """A transition marker is the audit trail (SPEC 6): every field of it is read-only."""
+        if self._is_marker(obj):
+            return [*self.readonly_fields, *(f.name for f in Thought._meta.get_fields() if f.concrete and f.editable)]
+        return self.readonly_fields
+
+    def has_delete_permission(self, request, obj=None):
+        return not self._is_marker(obj) and super().has_delete_permission(request, obj)
 
     @admin.display(description="content")
     def short_content(self, thought: Thought) -> str:

@@ -207,6 +207,7 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 AXES_FAILURE_LIMIT = env("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env("AXES_COOLOFF_TIME", 0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_CALLABLE = "core.auth.login_attempt_username"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 AXES_HTTP_RESPONSE_CODE = 429

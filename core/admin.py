@@ -2,6 +2,8 @@ import json
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
 from django.db import models
 
 from api.parsers import JSONNumberTooLong, JSONTooDeep, unstorable_text
@@ -44,10 +46,25 @@ class StorableJSONFormField(forms.JSONField):
         return parsed
 
 
+class _ChangeList(ChangeList):
+    """Django's list, with a date drill-down Python can't build (a year of 20 digits, the day after
+    9999-12-31) answered as any bad filter is (the list again, "?e=1"), not as a 500."""
+
+    def get_filters(self, request):
+        try:
+            return super().get_filters(request)
+        except (OverflowError, ValueError) as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+
 class ColonyModelAdmin(admin.ModelAdmin):
-    """Every Colony model's admin: JSON fields refuse what PostgreSQL can't store."""
+    """Every Colony model's admin: JSON fields refuse what PostgreSQL can't store, and a list's bad date
+    drill-down is a bad filter."""
 
     formfield_overrides = {models.JSONField: {"form_class": StorableJSONFormField}}
+
+    def get_changelist(self, request, **kwargs):
+        return _ChangeList
 
 
 @admin.register(Space)
@@ -57,8 +74,23 @@ class SpaceAdmin(ColonyModelAdmin):
     filter_horizontal = ["members"]
 
 
+class AgentTokenForm(forms.ModelForm):
+    class Meta:
+        model = AgentToken
+        fields = ["label", "revoked_at"]
+
+    def clean_revoked_at(self):
+        value = self.cleaned_data["revoked_at"]
+        if self.instance.revoked_at is not None and value != self.instance.revoked_at:
+            raise forms.ValidationError(
+                "A revoked token stays revoked: make a new one with manage.py agent token (or agent create)."
+            )
+        return value
+
+
 class AgentTokenInline(admin.TabularInline):
     model = AgentToken
+    form = AgentTokenForm
     fields = ["prefix", "label", "created_at", "last_used_at", "revoked_at"]
     readonly_fields = ["prefix", "created_at", "last_used_at"]
     extra = 0

@@ -98,3 +98,17 @@ class UrlTokenGuard:
 
             return JsonResponse(error_body("URL_TOKEN_NOT_ALLOWED", URL_TOKEN_REFUSED), status=403)
         return None
+
+
+#: The longest username a human can have (django.contrib.auth's User); django-axes keeps a failed
+#: login's username in a 255-character column.
+LOGIN_USERNAME_MAX = 150
+
+
+def login_attempt_username(request, credentials: dict | None = None) -> str | None:
+    """The username django-axes counts a login attempt under (``AXES_USERNAME_CALLABLE``): the one posted,
+    cut to LOGIN_USERNAME_MAX, so a longer one fits the column (uncut, the database refuses it: a 500 to
+    an anonymous visitor); no account has a longer name, so the cut locks out no one real."""
+    source = credentials or getattr(request, "data", None) or getattr(request, "POST", {})
+    username = source.get("username")
+    return username[:LOGIN_USERNAME_MAX] if isinstance(username, str) else username

@@ -5,6 +5,7 @@ the task actions "Confirm next step: ...", which call ``task_confirm_human`` —
 board will call. Status is read-only here: only ``task_transition`` changes it.
 """
 
+from django import forms
 from django.contrib import admin, messages
 
 from api.errors import ApplicationError
@@ -75,6 +76,26 @@ def _confirm_action(to_status: str):
     return action
 
 
+class TaskForm(forms.ModelForm):
+    """A task as the admin edits it (TaskAdmin gives the model and the fields): its project, parents and
+    dependencies are of its own space (SPEC 6: no transition crosses a space; the pending->ready gate
+    reads the dependencies' status)."""
+
+    def clean(self):
+        data = super().clean()
+        space = data.get("space") or getattr(self.instance, "space", None)
+        if space is None:
+            return data
+        project = data.get("project")
+        if project is not None and project.space_id != space.pk:
+            self.add_error("project", "A project of another space: a task stays within its space.")
+        for name in ("parents", "depends_on"):
+            linked = data.get(name)
+            if linked is not None and linked.exclude(space=space).exists():
+                self.add_error(name, "A task of another space: links stay within the task's space.")
+        return data
+
+
 @admin.register(Task)
 class TaskAdmin(ColonyModelAdmin):
     list_display = ["slug", "title", "project", "type", "status", "role", "updated_at"]
@@ -93,8 +114,21 @@ class TaskAdmin(ColonyModelAdmin):
         "created_at",
         "updated_at",
     ]
+    form = TaskForm
     filter_horizontal = ["parents", "depends_on"]
     inlines = [HumanConfirmationInline, TransitionLogInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        """A task's space (its markers are there) and its type (bugs have other gates) are set when it is
+        created."""
+        return [*self.readonly_fields, "space", "type"] if obj is not None else self.readonly_fields
+
+    def has_delete_permission(self, request, obj=None):
+        """A task that has moved has an audit trail (its transition log and markers): cancel it instead."""
+        if obj is not None and obj.transitions.exists():
+            return False
+        return super().has_delete_permission(request, obj)
+
     actions = [
         _confirm_action(TaskStatus.APPROVED),
         _confirm_action(TaskStatus.COMPLETE),
@@ -116,6 +150,9 @@ class TransitionLogAdmin(ColonyModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # the audit trail of the workflow (SPEC 6); it also protects the marker
+
 
 @admin.register(HumanConfirmation)
 class HumanConfirmationAdmin(ColonyModelAdmin):
@@ -127,3 +164,6 @@ class HumanConfirmationAdmin(ColonyModelAdmin):
 
     def has_add_permission(self, request):
         return False  # confirmations are given with the task actions, which check the gate
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a consumed one is part of a transition's record; an open one lapses by itself

@@ -91,6 +91,12 @@ def _browse(space, form: BrainSearchForm) -> dict:
     return {"recent": page, "older": older, "newest": newest, "filters": filters, "paged": paged}
 
 
+def _in_space(space, thought_id):
+    """The thought ``thought_id`` names when it is one of ``space``'s, else None."""
+    found = thought_list_by_ids(space=space, ids=[thought_id]) if thought_id else []
+    return found[0] if found else None
+
+
 @require_GET
 @space_required
 def thought_detail(request, thought_id):
@@ -111,7 +117,10 @@ def thought_detail(request, thought_id):
         "lineage_depth": LINEAGE_DEPTH,
         "corrected_by": thought_corrections_of(space=space, thought=thought),
         "corrects": thought_list_by_ids(space=space, ids=thought.supersedes),
-        "related": thought.related_thoughts.all().only("id", "content", "thought_category", "superseded"),
+        # Links are followed within the space only: a link to another space's thought shows nothing of it.
+        "related": thought.related_thoughts.filter(space=space).only("id", "content", "thought_category", "superseded"),
+        "superseded_by": _in_space(space, thought.superseded_by_id),
+        "refined_by": _in_space(space, thought.refined_by_id),
         "suggestions": suggestion_list_for_thought(thought=thought),
         "form": form,
     }
