@@ -7,7 +7,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.db import models
 
 from api.parsers import JSONNumberTooLong, JSONTooDeep, unstorable_text
-from core.models import Agent, AgentToken, Space
+from core.models import Agent, AgentToken, Space, UrlToken
 
 
 class _Decoder(json.JSONDecoder):
@@ -106,3 +106,24 @@ class AgentAdmin(ColonyModelAdmin):
     list_filter = ["role", "active", "space"]
     search_fields = ["name"]
     inlines = [AgentTokenInline]
+
+
+@admin.register(UrlToken)
+class UrlTokenAdmin(ColonyModelAdmin):
+    """Read-only URL tokens are made on the tokens page or with ``manage.py agent url-token``, so the token
+    is shown once; here they are listed and can be revoked (a revoked one stays revoked)."""
+
+    list_display = ["prefix", "agent", "label", "created_by", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["agent__space"]
+    search_fields = ["prefix", "label", "agent__name"]
+    list_select_related = ["agent"]
+    fields = ["prefix", "agent", "label", "created_by", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "agent", "created_by", "created_at", "expires_at", "last_used_at"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and obj.revoked_at is not None:
+            return [*self.readonly_fields, "revoked_at"]
+        return self.readonly_fields

@@ -318,3 +318,33 @@ def test_the_admin_keeps_a_moved_tasks_audit_trail_and_type(client, root, space)
     unmoved = make_task(project, slug="unmoved", status="backlog")
     client.post(f"/admin/tasks/task/{unmoved.pk}/delete/", {"post": "yes"})
     assert not Task.objects.filter(pk=unmoved.pk).exists()
+
+
+def test_url_tokens_are_in_the_admin_and_a_revoked_one_stays_revoked(client, root, space, agent_factory):
+    """SPEC 5: admin for every model; a URL token is listed and can be revoked there, and a revoked one
+    can't be brought back (as an agent token can't)."""
+    from core.models import UrlToken
+    from core.services import url_token_create
+
+    token, raw = url_token_create(agent=agent_factory("dev").agent, days=7, label="chat")
+    listing = client.get("/admin/core/urltoken/")
+    assert listing.status_code == 200 and token.prefix in listing.content.decode()
+    assert raw not in listing.content.decode()
+    UrlToken.objects.filter(pk=token.pk).update(revoked_at="2026-01-01T00:00:00Z")
+    url = f"/admin/core/urltoken/{token.pk}/change/"
+    data = admin_form(client, url)
+    assert not [name for name in data if "revoked_at" in name]  # read-only once revoked
+    client.post(url, {**data, "revoked_at_0": [""], "revoked_at_1": [""]})
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+def test_a_markers_page_offers_no_correction(client, space):
+    """A transition marker can't be corrected (SPEC 6); its page doesn't offer the form the service
+    would refuse."""
+    ada = make_human("ada", spaces=(space,))
+    client.force_login(ada)
+    marker = make_marker(space, "TASK active→review: DEV fix-ci (colony) — tests green")
+    body = client.get(f"/brain/thoughts/{marker.id}/").content.decode()
+    assert "tests green" in body
+    assert "Correct this thought" not in body
