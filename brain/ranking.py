@@ -82,6 +82,10 @@ QUALITY_FLAG_MULTIPLIERS: dict[str, float] = {
 }
 
 # --- quality loop --------------------------------------------------------------------------------
+#: The lowest factor one agent's reports can give a thought (SPEC 6): its effective confidence stops
+#: here while a single agent contradicted it (quality.formulas.SINGLE_AGENT_FLOOR is this value), and
+#: the ``unverified`` flag such a contradiction brings doesn't take it lower (:func:`_quality_factor`).
+REPORTS_FLOOR = 0.5
 
 
 def quality_multiplier(effective_confidence: float | None) -> float:
@@ -385,21 +389,34 @@ def _lineage_factor(candidate: Candidate, superseded_present: set[str]) -> float
 
 
 def _flag_factor(candidate: Candidate) -> float:
+    """Every flag's multiplier but ``unverified``'s, which :func:`_quality_factor` applies."""
     factor = 1.0
     for flag in dict.fromkeys(candidate.thought.quality_flags or []):
         multiplier = QUALITY_FLAG_MULTIPLIERS.get(flag)
-        if multiplier is not None:
+        if multiplier is not None and flag != QualityFlag.UNVERIFIED:
             factor *= multiplier
             candidate.reasons.append(f"{flag} ×{multiplier}")
     return factor
 
 
 def _quality_factor(candidate: Candidate) -> float:
-    """The quality loop's factor: :func:`quality_multiplier` is its one implementation
-    (switch included); ranking only records it in ``matching_reason`` when it changes the score."""
-    factor = quality_multiplier(candidate.thought.effective_confidence)
-    if factor != 1.0:
-        candidate.reasons.append(f"effective confidence ×{factor:.2f}")
+    """The quality loop's factor: :func:`quality_multiplier` (the one implementation of the switch)
+    times the ``unverified`` flag's multiplier, both the outcome of agents' reports. While confidence is
+    at :data:`REPORTS_FLOOR` or above (one agent's contradictions can't take it lower), the two together
+    don't go below it either: a contradiction one agent raised and nobody resolved can't bury a thought
+    by the flag it brings. Recorded in ``matching_reason`` when it changes the score."""
+    confidence = quality_multiplier(candidate.thought.effective_confidence)
+    factor = confidence
+    if confidence != 1.0:
+        candidate.reasons.append(f"effective confidence ×{confidence:.2f}")
+    if QualityFlag.UNVERIFIED in (candidate.thought.quality_flags or []):
+        multiplier = QUALITY_FLAG_MULTIPLIERS[QualityFlag.UNVERIFIED]
+        factor *= multiplier
+        if confidence >= REPORTS_FLOOR and factor < REPORTS_FLOOR:
+            factor = REPORTS_FLOOR
+            candidate.reasons.append(f"unverified ×{multiplier} (held at the floor ×{REPORTS_FLOOR})")
+        else:
+            candidate.reasons.append(f"unverified ×{multiplier}")
     return factor
 
 

@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import math
 
+from brain.ranking import REPORTS_FLOOR
+
 GAMMA = 0.3  # EMA smoothing factor
 ALPHA = 0.5  # reward per unit of usage EMA
 BETA = 2.0  # penalty per unit of contradiction EMA
-SINGLE_AGENT_FLOOR = 0.5  # lowest effective confidence one agent's contradictions can cause
+SINGLE_AGENT_FLOOR = REPORTS_FLOOR  # lowest effective confidence one agent's contradictions can cause
 FLOOR_BREAKING_AGENTS = 2  # distinct contradicting agents it takes to go below the floor
 
 # Targets of SPEC 4.3 / seeds/004 section 2, with the direction that meets them.

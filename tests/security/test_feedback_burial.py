@@ -231,3 +231,39 @@ def test_another_agents_memory_call_in_my_session_is_not_injected_into_my_turn(d
     assert response.status_code == 202, response.content
     logged = TurnLog.objects.get(session_id=session)
     assert [str(i.thought_id) for i in logged.items.all()] == [str(mine.id)]
+
+
+def test_an_unverified_flag_from_one_agents_contradictions_keeps_the_floor(dev, agent_factory, space):
+    """Attack: one agent contradicts a thought until its effective confidence sits at the floor (0.5),
+    then leaves the suggestion pending. Fourteen days later the thought is flagged ``unverified`` (×0.9),
+    and one agent's reports alone have it at 0.45 of its relevance, below the floor SPEC 6 promises.
+    Instead: while only one agent contradicted it, confidence and the flag together keep the floor; a
+    second agent's contradictions take it lower, flag included."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from brain import ranking
+    from quality.services.rollups import thoughts_flag_unverified
+
+    target = make_thought(space, FACT)
+    session = new_session()
+    for n in range(6):
+        make_query_log(space, session, [target], agent=dev.agent)
+        scored_turn(dev, session, f"t{n}", contradicted_ids=[str(target.id)])
+    assert thoughts_flag_unverified(now=timezone.now() + dt.timedelta(days=15)) == 1
+
+    def factor() -> float:
+        thought = Thought.objects.get(pk=target.pk)
+        assert "unverified" in thought.quality_flags and thought.effective_confidence is not None
+        (candidate,) = ranking.rank([ranking.Candidate(thought=thought, similarity=0.6)])
+        return candidate.score / candidate.relevance
+
+    assert factor() == pytest.approx(formulas.SINGLE_AGENT_FLOOR)
+    other = agent_factory("dev", name="dev-2")
+    theirs = new_session()
+    make_query_log(space, theirs, [target], agent=other.agent)
+    scored_turn(other, theirs, "t1", contradicted_ids=[str(target.id)])
+    confidence = Thought.objects.get(pk=target.pk).effective_confidence
+    assert confidence < formulas.SINGLE_AGENT_FLOOR
+    assert factor() == pytest.approx(confidence * ranking.QUALITY_FLAG_MULTIPLIERS["unverified"])
