@@ -50,3 +50,19 @@ def make_marker(space: Space, content: str, *, seed: int = 1):
         thought_category=ThoughtCategory.TRANSITION_MARKER,
         embedding=fake_vector(seed),
     )
+
+
+def admin_form_data(response) -> dict:
+    """What the admin page's form would post back unchanged: its fields and its inlines' management forms."""
+    form = response.context["adminform"].form
+    data = {}
+    for name, field in form.fields.items():
+        value = field.prepare_value(form[name].value())
+        if isinstance(value, (list, tuple)):
+            data[name] = [str(item) for item in value]
+        elif value is not None:
+            data[name] = value
+    for inline in response.context["inline_admin_formsets"]:
+        management = inline.formset.management_form
+        data.update({f"{management.prefix}-{key}": management[key].value() for key in management.fields})
+    return data

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 
 from tasks.models import HumanConfirmation, Task
 from tests.tasks_helpers import make_project, make_task
-from tests.web_support import ada  # noqa: F401 - fixture (pytest finds it by name)
+from tests.web_support import ada, admin_form_data  # noqa: F401 - ada: a fixture (pytest finds it by name)
 
 pytestmark = pytest.mark.django_db
 
@@ -48,18 +48,7 @@ def test_admin_task_dna_with_an_overlong_integer_is_a_form_error_not_a_500(clien
     client.force_login(boss)
     client.raise_request_exception = False
     url = f"/admin/tasks/task/{task.id}/change/"
-    page = client.get(url)
-    form = page.context["adminform"].form
-    data = {}
-    for name, field in form.fields.items():
-        value = field.prepare_value(form[name].value())
-        if isinstance(value, (list, tuple)):
-            data[name] = [str(item) for item in value]
-        elif value is not None:
-            data[name] = value
-    for inline in page.context["inline_admin_formsets"]:
-        management = inline.formset.management_form
-        data.update({f"{management.prefix}-{key}": management[key].value() for key in management.fields})
+    data = admin_form_data(client.get(url))
     data["dna"] = '{"note": ' + HUGE_INT + "}"
     response = client.post(url, data)
     assert response.status_code < 500, response.status_code

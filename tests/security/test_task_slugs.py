@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 
 from tasks.models import Task
 from tests.tasks_helpers import make_project, make_task
+from tests.web_support import admin_form_data
 
 
 @pytest.fixture
@@ -74,26 +75,10 @@ def test_a_uuid_parent_reference_resolves_by_id_only(liaison_client, victim):
     assert [p.id for p in bug.parents.all()] == [victim.id]
 
 
-def _admin_form_data(response) -> dict:
-    """What the admin page's form would post back unchanged: its fields and its inlines' management forms."""
-    form = response.context["adminform"].form
-    data = {}
-    for name, field in form.fields.items():
-        value = field.prepare_value(form[name].value())
-        if isinstance(value, (list, tuple)):
-            data[name] = [str(item) for item in value]
-        elif value is not None:
-            data[name] = value
-    for inline in response.context["inline_admin_formsets"]:
-        management = inline.formset.management_form
-        data.update({f"{management.prefix}-{key}": management[key].value() for key in management.fields})
-    return data
-
-
 def test_admin_cannot_rename_a_task_to_another_tasks_id(admin_client, victim):
     other = make_task(victim.project, slug="other", status="backlog")
     url = f"/admin/tasks/task/{other.id}/change/"
-    data = {**_admin_form_data(admin_client.get(url)), "slug": str(victim.id)}
+    data = {**admin_form_data(admin_client.get(url)), "slug": str(victim.id)}
     response = admin_client.post(url, data)
     assert response.status_code == 200  # the form again, with its error
     assert "slug" in response.context["adminform"].form.errors
@@ -105,7 +90,7 @@ def test_admin_renames_a_task_to_a_slug(admin_client, victim):
     """The same form post with an ordinary slug is saved: the refusal above is the slug's, not the form's."""
     other = make_task(victim.project, slug="other", status="backlog")
     url = f"/admin/tasks/task/{other.id}/change/"
-    response = admin_client.post(url, {**_admin_form_data(admin_client.get(url)), "slug": "renamed"})
+    response = admin_client.post(url, {**admin_form_data(admin_client.get(url)), "slug": "renamed"})
     assert response.status_code == 302, response.context["adminform"].form.errors
     other.refresh_from_db()
     assert other.slug == "renamed"
