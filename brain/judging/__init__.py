@@ -63,11 +63,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from brain.judging.base import Judge, JudgeUnavailable, Verdict
+from brain.judging.base import Judge, JudgeAnswerInvalid, JudgeUnavailable, Verdict
 from brain.judging.embedding import EmbeddingJudge
 from brain.judging.llm import LLMJudge
 
-__all__ = ["EmbeddingJudge", "Judge", "JudgeUnavailable", "LLMJudge", "Verdict", "get_judge"]
+__all__ = ["EmbeddingJudge", "Judge", "JudgeAnswerInvalid", "JudgeUnavailable", "LLMJudge", "Verdict", "get_judge"]
 
 
 def get_judge(name: str | None = None) -> Judge:

@@ -25,6 +25,12 @@ class JudgeUnavailable(RuntimeError):
     """The judge could not answer now (endpoint down, timeout, bad answer): transient, jobs retry."""
 
 
+class JudgeAnswerInvalid(JudgeUnavailable):
+    """The judge answered, but with no verdict (no JSON, not a boolean): about this pair of texts, whose
+    words may have steered the model (a thought saying "ignore your instructions"), not about the
+    judge. A caller judging many pairs skips this one and goes on with the others."""
+
+
 @runtime_checkable
 class Judge(Protocol):
     name: str

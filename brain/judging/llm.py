@@ -12,7 +12,7 @@ import httpx
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from brain.judging.base import JudgeUnavailable, Verdict
+from brain.judging.base import JudgeAnswerInvalid, JudgeUnavailable, Verdict
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_BASE_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
@@ -46,7 +46,7 @@ def parse_verdict(text: str) -> Verdict:
 
     Strict about meaning: ``verdict`` must be a boolean (or "true"/"false"), ``confidence`` a number
     (clamped to 0..1; missing = 0.5), ``reason`` a string (missing = ""). Anything else raises
-    JudgeUnavailable, so the job retries instead of storing a guess.
+    JudgeAnswerInvalid (a JudgeUnavailable) instead of storing a guess.
     """
     decoder = json.JSONDecoder()
     data = None
@@ -59,20 +59,20 @@ def parse_verdict(text: str) -> Verdict:
             data = candidate
             break
     if data is None:
-        raise JudgeUnavailable(f"The judge's answer holds no JSON verdict: {str(text)[:200]!r}")
+        raise JudgeAnswerInvalid(f"The judge's answer holds no JSON verdict: {str(text)[:200]!r}")
     raw_verdict = data["verdict"]
     if isinstance(raw_verdict, str) and raw_verdict.strip().lower() in {"true", "false"}:
         raw_verdict = raw_verdict.strip().lower() == "true"
     if not isinstance(raw_verdict, bool):
-        raise JudgeUnavailable(f"The judge's verdict is not a boolean: {raw_verdict!r}")
+        raise JudgeAnswerInvalid(f"The judge's verdict is not a boolean: {raw_verdict!r}")
     raw_confidence = data.get("confidence", 0.5)
     if isinstance(raw_confidence, bool) or not isinstance(raw_confidence, (int, float)):
         try:
             raw_confidence = float(raw_confidence)
         except (TypeError, ValueError):
-            raise JudgeUnavailable(f"The judge's confidence is not a number: {raw_confidence!r}")
+            raise JudgeAnswerInvalid(f"The judge's confidence is not a number: {raw_confidence!r}")
     if raw_confidence != raw_confidence:  # NaN
-        raise JudgeUnavailable("The judge's confidence is NaN")
+        raise JudgeAnswerInvalid("The judge's confidence is NaN")
     reason = data.get("reason", "")
     if not isinstance(reason, str):
         reason = json.dumps(reason)

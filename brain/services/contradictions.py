@@ -18,7 +18,7 @@ from django.db import transaction
 
 from brain import embedding
 from brain.choices import SuggestionOrigin, ThoughtCategory
-from brain.judging import Judge, get_judge
+from brain.judging import Judge, JudgeAnswerInvalid, get_judge
 from brain.judging.embedding import vectors_remember
 from brain.models import CorrectionSuggestion, Thought, vector_from_send
 from brain.selectors.hnsw import hnsw_filtered_scan_select_sql
@@ -145,7 +145,9 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
 
     Safe to run twice (a retry after a judge failure half-way): ``suggestion_create`` reuses the
     pending suggestion for the same old thought and statement. Raises :class:`EmbeddingPending` while
-    the thought has no vector, and lets ``JudgeUnavailable`` through: both are retried by the job.
+    the thought has no vector, and lets ``JudgeUnavailable`` through: both are retried by the job. A
+    pair the judge answered without a verdict (``JudgeAnswerInvalid``) is skipped: one thought whose
+    text steers an LLM judge can't stop the check of the others.
     """
     thought, session_id = _judged(thought_id)
     if thought is None:
@@ -164,7 +166,11 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
     known = [t for t in [thought, *candidates] if t.embedding is not None and t.embedding_model == label]
     vectors_remember((t.content, t.embedding) for t in known)
     for candidate in candidates:
-        verdict = judge.contradicts(candidate.content, thought.content)
+        try:
+            verdict = judge.contradicts(candidate.content, thought.content)
+        except JudgeAnswerInvalid as exc:  # this pair's words got no verdict; the other pairs still count
+            logger.warning("detect_contradictions: no verdict on %s vs %s: %s", candidate.pk, thought_id, exc)
+            continue
         if not verdict.verdict or verdict.confidence < CONTRADICTION_MIN_CONFIDENCE:
             continue
         suggestion, _created = suggestion_create(
@@ -177,5 +183,7 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
             session_id=session_id,
             contradicting_thought=thought,
         )
+        if suggestion is None:  # either thought moved while the judge ran
+            continue
         raised.append(suggestion)
     return raised

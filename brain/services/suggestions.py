@@ -52,8 +52,13 @@ def suggestion_create(
     agent: Agent | None = None,
     session_id: str = "",
     contradicting_thought: Thought | None = None,
-) -> tuple[CorrectionSuggestion, bool]:
-    """Raise a pending suggestion; returns (suggestion, created). An identical pending one is reused."""
+) -> tuple[CorrectionSuggestion | None, bool]:
+    """Raise a pending suggestion; returns (suggestion, created). An identical pending one is reused.
+
+    Producers judge off any transaction (an LLM judge takes seconds), so under the locks the thoughts
+    are read again: when ``thought`` or ``contradicting_thought`` was superseded, retracted or edited
+    meanwhile (a redaction erased its text), nothing is raised and this returns (None, False), so no
+    suggestion quotes a text that is gone or drafts a correction of a thought already replaced."""
     # Lock the thought row so two workers raising the same contradiction don't both insert. The
     # contradicting thought is locked with it, in id order: the insert's foreign-key check would
     # otherwise take its KEY SHARE lock afterwards, out of order, and deadlock with a memory call
@@ -61,6 +66,12 @@ def suggestion_create(
     # Prepared statements (the detector raises up to 30 per job; building the ORM's queries cost more
     # than running them). Separate, so the check's snapshot is taken after the lock.
     thoughts_lock(ids=[thought.pk, *([contradicting_thought.pk] if contradicting_thought is not None else [])])
+    read = {thought.pk: thought.content}
+    if contradicting_thought is not None:
+        read[contradicting_thought.pk] = contradicting_thought.content
+    for pk, superseded, content in Thought.objects.filter(pk__in=list(read)).values_list("pk", "superseded", "content"):
+        if superseded or content != read[pk]:
+            return None, False
     with prepared_cursor() as cursor:
         cursor.execute(
             _PENDING_SQL, {"thought": thought.pk, "statement": statement, "pending": SuggestionStatus.PENDING}

@@ -244,7 +244,9 @@ def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
 
     A correction's ``corrected_fact_embedding`` is recomputed in the same call: the re-contamination
     guard compares new contributions with it, so it must come from the same model as they do.
-    The model runs before the transaction opens; the writes are one bulk update.
+    The model runs before the transaction opens; the writes are one bulk update, of the rows whose
+    text is still the text embedded (checked under their row locks): a thought edited or redacted
+    while the model ran keeps the vector its own re-embedding job computes, never the old text's.
     """
     thoughts = list(
         Thought.objects.filter(pk__in=thought_ids).only("id", "content", "thought_category", "corrected_fact")
@@ -260,7 +262,17 @@ def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
     for thought, vector in zip(with_fact, vectors[len(thoughts) :], strict=True):
         thought.corrected_fact_embedding = vector
     with transaction.atomic():
-        Thought.objects.bulk_update(thoughts, ["embedding", "embedding_model"])
+        thoughts_lock(ids=[t.pk for t in thoughts])
+        now = {
+            pk: (content, fact)
+            for pk, content, fact in Thought.objects.filter(pk__in=[t.pk for t in thoughts]).values_list(
+                "pk", "content", "corrected_fact"
+            )
+        }
+        thoughts = [t for t in thoughts if now.get(t.pk, (None, None))[0] == t.content]
+        with_fact = [t for t in with_fact if now.get(t.pk, (None, None))[1] == t.corrected_fact]
+        if thoughts:
+            Thought.objects.bulk_update(thoughts, ["embedding", "embedding_model"])
         if with_fact:
             Thought.objects.bulk_update(with_fact, ["corrected_fact_embedding"])
     return len(thoughts)

@@ -225,6 +225,12 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
         if locked is None:
             return TurnScored(turn_log_id=str(turn.pk), already_scored=True)
         now = timezone.now()
+        # Excerpts read again under their locks: one a redaction erased while the judge ran keeps no
+        # judge's details (an LLM judge's reasons quote what it read).
+        excerpts = dict(TurnItem.objects.select_for_update().filter(turn=locked).values_list("pk", "excerpt"))
+        for item in items:
+            if excerpts.get(item.pk, item.excerpt) != item.excerpt:
+                item.judge_details = {}
         _once_per_showing(turn=locked, items=items)
         TurnItem.objects.bulk_update(
             items,

@@ -266,8 +266,9 @@ def turn_enqueue_scoring(*, turn_log_id: str) -> None:
 
 
 def turn_items_redact(thought_id) -> int:
-    """Erase the excerpts the turn log kept of a thought that was retracted with ``redact``
+    """Erase the excerpts (and the judge's details) the turn log kept of a thought that was retracted with ``redact``
     (``brain.services.retraction.REDACTION_HOOKS``, registered in ``quality.apps``); returns how many."""
     from brain.services.retraction import REDACTED_CONTENT
 
-    return TurnItem.objects.filter(thought_id=thought_id).update(excerpt=REDACTED_CONTENT)
+    # The judge's details go too: an LLM judge's reasons quote the excerpt it read.
+    return TurnItem.objects.filter(thought_id=thought_id).update(excerpt=REDACTED_CONTENT, judge_details={})
