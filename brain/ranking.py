@@ -453,15 +453,18 @@ def _sort_key(candidate: Candidate):
 
 
 def _newest_snapshots_first(candidates: list[Candidate], topic: str) -> None:
-    """Among the topic's state snapshots, hand the best-ranked slots to the newest temporal_scope.
+    """Among the topic's live state snapshots, hand the best-ranked slots to the newest temporal_scope.
 
-    Only the snapshots move, and only among the places snapshots already hold, so other thoughts
-    keep their rank and a stale snapshot can't sit above a newer one of the same topic.
+    Only the live snapshots move, and only among the places they already hold, so other thoughts keep
+    their rank, a stale snapshot can't sit above a newer one of the same topic, and a superseded one
+    stays below its replacement (step 8) whatever date it carries.
     """
     slots = [
         index
         for index, candidate in enumerate(candidates)
-        if candidate.thought.thought_category == ThoughtCategory.STATE_SNAPSHOT and candidate.thought.topic == topic
+        if candidate.thought.thought_category == ThoughtCategory.STATE_SNAPSHOT
+        and candidate.thought.topic == topic
+        and not candidate.thought.superseded
     ]
     if len(slots) < 2:
         return
@@ -581,10 +584,14 @@ def _score(candidates: list[Candidate]) -> None:
 def rank(candidates: list[Candidate], *, filter_topic: str | None = None, limit: int | None = None) -> list[Candidate]:
     """Score every candidate (see the module docstring for the order) and return them best first.
 
-    Candidates that are not matches (:func:`is_match`) are dropped first; ``limit`` cuts the result
-    after the replacement rule, so a superseded thought in the page has its replacement above it.
+    Candidates that are not matches (:func:`is_match`) are dropped first, except the live replacement of
+    a superseded match (a side may have found it, too dissimilar to be a match of its own: it comes
+    with what it replaces all the same); ``limit`` cuts the result after the replacement rule, so a
+    superseded thought in the page has its replacement above it.
     """
-    candidates = [candidate for candidate in candidates if is_match(candidate)]
+    matches = [candidate for candidate in candidates if is_match(candidate)]
+    replacing = {c.live_replacement_id for c in matches if c.thought.superseded and c.live_replacement_id}
+    candidates = [candidate for candidate in candidates if is_match(candidate) or candidate.id in replacing]
     superseded_present = {candidate.id for candidate in candidates if candidate.thought.superseded}
     recency = _recency_shares(candidates)
     for candidate in candidates:

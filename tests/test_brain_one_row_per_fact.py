@@ -229,9 +229,9 @@ def test_the_lookup_is_an_index_probe(thought_factory, space, plan_cache_mode):
     )
     plan, found = _prepared_plan_and_rows(
         thoughts._KNOWN_SQL,
-        ["space", "content", "categories", "flag"],
-        "bigint, text, text[], text",
-        "%s, 'FACT  number 7 about the deploy pipeline and its  workers', '{}', 'x'",
+        ["space", "content", "categories", "flag", "sources"],
+        "bigint, text, text[], text, uuid[]",
+        "%s, 'FACT  number 7 about the deploy pipeline and its  workers', '{}', 'x', NULL",
         [space.pk],
         plan_cache_mode,
     )

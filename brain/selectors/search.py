@@ -66,8 +66,10 @@ MAX_QUERY_LEXEMES = 64
 EF_SEARCH_FACTOR = 1
 EF_SEARCH_MIN = 40
 EF_SEARCH_MAX = 1000
-#: How many superseded_by / refined_by hops are followed to find a superseded thought's live replacement.
-REPLACEMENT_DEPTH = 5
+#: How many superseded_by / refined_by hops are followed to find a superseded thought's live replacement:
+#: a bound, not a design limit (a state snapshot refined at every compaction makes long chains; each
+#: hop is one index probe, and only superseded candidates start a walk).
+REPLACEMENT_DEPTH = 1000
 
 
 def ef_search_for(pool: int) -> int:

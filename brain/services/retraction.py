@@ -171,16 +171,35 @@ def _redact(thought: Thought, record: dict) -> None:
 
 
 def _texts_of(thought: Thought) -> list[str]:
-    """The texts of ``thought`` that others may quote, longest first (a text inside another is
+    """The texts of ``thought`` that others may quote, as stored and stripped (an imported text may begin
+    with a line break, which a source's preview keeps), longest first (a text inside another is
     replaced after it)."""
     fields = (thought.content, thought.corrected_fact, thought.correct_fact, thought.alternatives_considered)
-    texts = {text.strip() for text in fields if text and len(text.strip()) >= QUOTE_MIN_CHARS}
+    texts = {form for text in fields if text for form in (text, text.strip()) if len(form.strip()) >= QUOTE_MIN_CHARS}
     return sorted(texts, key=len, reverse=True)
 
 
 def _unquote(value: str, texts: list[str]) -> str:
+    """``value`` with every copy of ``texts`` erased: whole, or cut and ended with "…" (a correction's
+    default content keeps the start of a long wrong fact so, ``corrections.correction_default_content``)."""
     for text in texts:
-        value = value.replace(text, REDACTED_QUOTE)
+        value = _uncut(value.replace(text, REDACTED_QUOTE), text)
+    return value
+
+
+def _uncut(value: str, text: str) -> str:
+    """``value`` with each start of ``text`` (QUOTE_MIN_CHARS at least) that is followed by "…" erased."""
+    head = text[:QUOTE_MIN_CHARS]
+    start = value.find(head)
+    while start != -1:
+        end, matched = start + len(head), len(head)
+        while end < len(value) and matched < len(text) and value[end] == text[matched]:
+            end, matched = end + 1, matched + 1
+        if value.startswith("…", end):
+            value = value[:start] + REDACTED_QUOTE + value[end + 1 :]
+            start = value.find(head, start + len(REDACTED_QUOTE))
+        else:
+            start = value.find(head, start + 1)
     return value
 
 

@@ -136,14 +136,17 @@ WITH same AS MATERIALIZED (
           AND brain_content_key(t.content) = brain_content_key(%(content)s)
           AND NOT (t.thought_category = ANY(%(categories)s::text[]))
           AND NOT (%(flag)s = ANY(t.quality_flags))
+          AND (%(sources)s::uuid[] IS NULL OR t.source_ids @> %(sources)s::uuid[])
 )
 SELECT id FROM same ORDER BY created_at, id LIMIT 1
 """
 
 
-def thought_known(*, space: Space, content: str) -> uuid.UUID | None:
+def thought_known(*, space: Space, content: str, sources: list | None = None) -> uuid.UUID | None:
     """The id of the live thought of ``space`` that says what ``content`` says (the same text once case,
-    Unicode forms and whitespace are normalised), or None: then the caller stores ``content``.
+    Unicode forms and whitespace are normalised), or None: then the caller stores ``content``. For a
+    refinement or a consolidation (``sources``: the thoughts it supersedes), only a live thought that
+    already supersedes all of them with that text counts (the same refinement sent twice).
 
     Call it inside the transaction that stores the contribution: it locks the text's key in the space
     until that transaction ends (see ``_KNOWN_LOCK_SQL``), so concurrent identical contributions leave
@@ -156,6 +159,7 @@ def thought_known(*, space: Space, content: str) -> uuid.UUID | None:
         "content": content,
         "categories": [ThoughtCategory.CORRECTION.value, ThoughtCategory.TRANSITION_MARKER.value],
         "flag": QualityFlag.CONTRADICTS_CORRECTION.value,
+        "sources": [str(source) for source in sources] if sources else None,
     }
     with prepared_cursor() as lock_cursor, prepared_cursor() as cursor:
         with cursor.connection.pipeline():

@@ -283,7 +283,7 @@ def step_contribute(call: MemoryCall) -> None:
     defer = None if transaction.get_connection().in_atomic_block else call.after_response.append
     with transaction.atomic():
         if _one_row_per_fact(call):
-            call.known_id = thought_known(space=call.space, content=call.prompt)
+            call.known_id = thought_known(space=call.space, content=call.prompt, sources=list(call.lineage_ids))
             if call.known_id is not None:
                 call.guidance.append(
                     f"already known: {call.known_id} says the same (case and spacing aside), so nothing new was "
@@ -318,11 +318,12 @@ def step_contribute(call: MemoryCall) -> None:
 def _one_row_per_fact(call: MemoryCall) -> bool:
     """Whether a contribution that repeats a live thought of the space (the same text once case,
     Unicode forms and whitespace are normalised: ``thoughts.thought_known``) stores nothing and
-    reinforces that thought instead. Not a refinement or a consolidation (lineage keeps its own
-    rules) and not one that repeats a corrected fact: that one is stored, flagged
-    ``contradicts_correction``, with the warning (``step_flags``), and never reinforces what it
-    repeats. Corrections don't come here (``_contribute_correction``)."""
-    return not call.lineage_ids and call.contradicted_by is None
+    reinforces that thought instead; a refinement or a consolidation only when a live thought already
+    supersedes the same sources with that text (the same refinement sent twice). Not one that repeats
+    a corrected fact: that one is stored, flagged ``contradicts_correction``, with the warning
+    (``step_flags``), and never reinforces what it repeats. Corrections don't come here
+    (``_contribute_correction``)."""
+    return call.contradicted_by is None
 
 
 def _contribute_correction(call: MemoryCall) -> None:
