@@ -111,7 +111,7 @@ def _day_counts(day: dt.date, now: dt.datetime) -> dict[tuple, Counter]:
         items.filter(in_injection=True)
         .values("turn__space_id", "turn__agent_name")
         .annotate(
-            n=Count("id"),
+            n=Count("id", filter=Q(on_topic__isnull=False)),  # an item the judge gave no verdict is not counted
             on_topic=Count("id", filter=Q(on_topic=True)),
             used=Count("id", filter=Q(used=True)),
             contradicted=Count("id", filter=Q(contradicted=True)),

@@ -50,6 +50,7 @@ one from the quality loop on that thought.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -62,7 +63,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory
-from brain.judging import JudgeUnavailable, get_judge
+from brain.judging import JudgeAnswerInvalid, JudgeUnavailable, get_judge
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.thoughts import thoughts_lock
 from quality import formulas
@@ -80,6 +81,9 @@ class JudgeLike(Protocol):
     def on_topic(self, prompt: str, item: str) -> Any: ...
 
     def used(self, response: str, item: str) -> Any: ...
+
+
+logger = logging.getLogger("colony.quality")
 
 
 class JudgeRetry(Exception):
@@ -103,6 +107,8 @@ def judge_ask(method, *args: str) -> dict:
         verdict = method(*args)
     except JudgeRetry:
         raise
+    except JudgeAnswerInvalid:
+        raise  # about these texts, not the judge: the caller leaves the item unjudged
     except Exception as exc:
         if isinstance(exc, JudgeUnavailable):
             raise JudgeRetry(str(exc)) from exc
@@ -203,9 +209,20 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
             item.on_topic = True
             item.verdict_source = VerdictSource.EXPLICIT
         else:
-            details, outcome = item_judge(
-                judge=judge, prompt=turn.user_prompt, response_text=response_text, excerpt=item.excerpt
-            )
+            try:
+                details, outcome = item_judge(
+                    judge=judge, prompt=turn.user_prompt, response_text=response_text, excerpt=item.excerpt
+                )
+            except JudgeAnswerInvalid:
+                # The item's words got no verdict (they may have steered an LLM judge): it has no outcome,
+                # moves nothing and is left out of the rates; the turn's other items count.
+                logger.warning("turn %s: no verdict on item %s; left unjudged", turn.pk, item.thought_id)
+                item.judge_details = {"no_verdict": True}
+                item.judge_on_topic = item.judge_used = item.judge_contradicted = None
+                item.on_topic = item.used = item.contradicted = None
+                item.verdict_source = VerdictSource.JUDGE
+                item.fed_ema = False
+                continue
             item.judge_details = details
             item.judge_on_topic = details["on_topic"]["verdict"]
             item.judge_used = details["used"]["verdict"]
