@@ -58,11 +58,20 @@ UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 FEEDBACK = re.compile(rf"colony:(used|contradicted)\s+((?:{UUID}(?:\s*,\s*|\s+)?)+)", re.IGNORECASE)
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Colony answers its API where it is asked, never with a redirect: followed, one would carry the bearer
+    token to the host it names and relay that host's answer as Colony's. A 3xx is an error instead."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
 # urllib sends every http(s) URL through HTTP_PROXY / HTTPS_PROXY unless NO_PROXY names its host, and a
-# proxy (a company's, an agent sandbox's) cannot reach this machine's 127.0.0.1: with a proxy set and
-# no NO_PROXY, every call to a local Colony failed as "unreachable" while Colony ran. A loopback
-# Colony is called directly; any other through the environment's proxies, as before.
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# proxy (a company's, an agent sandbox's) can't reach this machine's 127.0.0.1: a loopback Colony is
+# called directly (with a proxy set and no NO_PROXY, every call to it would fail as "unreachable"), any
+# other through the environment's proxies.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+_PROXIED = urllib.request.build_opener(_NoRedirect())
 
 
 def urlopen(request: urllib.request.Request, timeout: float):
@@ -71,7 +80,7 @@ def urlopen(request: urllib.request.Request, timeout: float):
         loopback = host == "localhost" or host.endswith(".localhost") or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
-    return (_DIRECT.open if loopback else urllib.request.urlopen)(request, timeout=timeout)  # noqa: S310 - COLONY_URL, the operator's setting
+    return (_DIRECT if loopback else _PROXIED).open(request, timeout=timeout)
 
 
 def token_problem(token: str) -> str | None:

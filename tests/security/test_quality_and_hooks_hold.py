@@ -218,3 +218,37 @@ def test_concurrent_turns_attribute_one_memory_calls_sources_to_one_turn(agent_f
     taken = TurnLog.objects.filter(session_id=session, injected_from="query_log").count()
     assert taken == 1, f"{taken} turns took the sources of one memory call"
     assert TurnItem.objects.filter(turn__session_id=session).count() == len(thoughts)
+
+
+@pytest.mark.parametrize(
+    ("script", "argv"),
+    [
+        (STOP_HOOK, ["--prompt", "Fix the CI job", "--response", "Done."]),
+        (HOOKS, ["session-start"]),
+    ],
+    ids=["stop-hook", "session-start-hook"],
+)
+def test_a_hook_does_not_send_the_token_to_the_host_a_redirect_names(script, argv):
+    """Attack: COLONY_URL answers with ``302 Location: http://<another host>/...`` (a hijacked front
+    proxy). Followed, urllib copies ``Authorization: Bearer ...`` to that host (SPEC 6: the token is the
+    agent's identity). The hooks, like the stdio bridge, don't follow redirects: the call fails quietly."""
+    from tests.security.test_cli_and_stdio_hold import _serve
+
+    thief, stolen = _serve("127.0.0.2")
+    colony, _ = _serve("127.0.0.1", location=f"http://127.0.0.2:{thief.server_port}/api/v1/turns")
+    token = "col_" + "s3cr3tTokenValue" * 2
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), *argv],
+            input=json.dumps({"session_id": "s1", "prompt": "How do we deploy staging?"}),
+            capture_output=True,
+            text=True,
+            env={**_env(f"http://127.0.0.1:{colony.server_port}", token), "COLONY_HOOK_TIMEOUT": "5"},
+            timeout=60,
+        )
+    finally:
+        thief.shutdown()
+        colony.shutdown()
+    assert done.returncode == 0, done.stderr
+    assert [seen for seen in stolen.seen if token in json.dumps(seen["headers"])] == []
+    assert "from another host" not in done.stdout
