@@ -49,6 +49,9 @@ class SuggestionOrigin(models.TextChoices):
 
 
 DEFAULT_TOPIC = "general"
+#: The key of ``context_metadata`` an agent's import writes on every thought it stores ({"by", "at"}),
+#: whatever the item carried: an import restores notes, it is no contribution (the memory gates).
+IMPORTED_KEY = "imported"
 """The topic a correction gets when neither the caller nor the corrected thought names one."""
 
 

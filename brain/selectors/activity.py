@@ -109,9 +109,10 @@ def agent_session_query_times(*, space_id: int, agent: Agent, session_id: str) -
 
 
 def thought_contribution_get(*, space_id: int, thought_id: uuid.UUID) -> Thought | None:
-    """The few facts the memory gate checks about a claimed contribution (author, time, category, flags)."""
+    """The few facts the memory gate checks about a claimed contribution (author, time, category, flags,
+    whether an import stored it)."""
     return (
         Thought.objects.filter(pk=thought_id, space_id=space_id)
-        .only("id", "agent_id", "created_at", "thought_category", "quality_flags")
+        .only("id", "agent_id", "created_at", "thought_category", "quality_flags", "context_metadata")
         .first()
     )

@@ -462,13 +462,26 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
             raise serializers.ValidationError({"related_thoughts": "a thought can't be related to itself."})
         if self.checks_identity:
             self._check_identity(attrs)
+        self._check_dates(attrs)
         return attrs
+
+    def _check_dates(self, attrs: dict[str, Any]) -> None:
+        """Dates are no later than now (plus ``CLOCK_SKEW``, within which a date is stored as now): a
+        thought is never dated after it was stored, which the task gates rely on (an export is restored
+        by the operator as it is, but no file dates a thought in the future)."""
+        now = self.context.get("now") or timezone.now()
+        for field in ("created_at", "last_accessed", "superseded_at"):
+            if attrs[field] is not None and attrs[field] > now + CLOCK_SKEW:
+                raise serializers.ValidationError(
+                    {field: f"{attrs[field].isoformat()} is in the future; an import keeps times no later than now."}
+                )
+            if attrs[field] is not None:
+                attrs[field] = min(attrs[field], now)
 
     def _check_identity(self, attrs: dict[str, Any]) -> None:
         """``agent``, ``contributor_id``, ``contributor_name`` and ``accessed_by`` are left out or the
-        caller's own name; dates are no later than now (plus ``CLOCK_SKEW``, within which a date is
-        stored as now: a thought is never dated after it was stored, which the task gates rely on)."""
-        name, now = self.context["agent"].name, self.context["now"]
+        caller's own name."""
+        name = self.context["agent"].name
         for field in ("agent", "contributor_id", "contributor_name"):
             if attrs[field] not in ("", name):
                 raise serializers.ValidationError(
@@ -479,18 +492,11 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
                 )
         if attrs["accessed_by"] not in ([], [name]):
             raise serializers.ValidationError({"accessed_by": f"{_OWN_ACCESS_ONLY} Yours is {name!r}."})
-        for field in ("created_at", "last_accessed", "superseded_at"):
-            if attrs[field] is not None and attrs[field] > now + CLOCK_SKEW:
-                raise serializers.ValidationError(
-                    {field: f"{attrs[field].isoformat()} is in the future; an import keeps times no later than now."}
-                )
-            if attrs[field] is not None:
-                attrs[field] = min(attrs[field], now)
 
 
 class RestoreItemSerializer(ImportItemSerializer):
-    """The operator's restore (``manage.py brain import``): other agents' thoughts, any date, transition
-    markers, texts of any length and any value the columns hold."""
+    """The operator's restore (``manage.py brain import``): other agents' thoughts, any past date,
+    transition markers, texts of any length and any value the columns hold."""
 
     content = strict.CharField(
         trim_whitespace=False,
@@ -614,8 +620,20 @@ def querylog_clean(row: Any) -> dict[str, Any]:
         "query_text": _text_value(row.get("query_text"), "query_text"),
         "results": results,
         "stored_thought": _optional_uuid(row.get("stored_thought"), "stored_thought"),
-        "created_at": _datetime(row.get("created_at"), "created_at") or timezone.now(),
+        "created_at": _past(_datetime(row.get("created_at"), "created_at")) or timezone.now(),
     }
+
+
+def _past(value: dt.datetime | None) -> dt.datetime | None:
+    """A query-log time no later than now (a time within CLOCK_SKEW ahead is now): a memory gate counts a
+    session's queries after the task's phase began, so a row dated ahead would count in every later
+    phase."""
+    if value is None:
+        return None
+    now = timezone.now()
+    if value > now + CLOCK_SKEW:
+        raise _Bad("created_at", f"{value.isoformat()} is in the future; a query log keeps times no later than now.")
+    return min(value, now)
 
 
 def suggestion_clean(row: Any) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from django.utils import timezone
 
 from api.errors import ApplicationError, ServiceFailure
 from brain import embedding as embedder
-from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
+from brain.choices import IMPORTED_KEY, QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
 from brain.services import flags
 from brain.services.corrections import corrections_replaced
@@ -385,6 +385,11 @@ def thoughts_import(
         values["contributor_id"] = row["contributor_id"] or default_name
         values["contributor_name"] = row["contributor_name"] or row["contributor_id"] or default_name
         values["created_at"] = row["created_at"] or now
+        if agent_mode:
+            values["context_metadata"] = {
+                **(values["context_metadata"] or {}),
+                IMPORTED_KEY: {"by": agent.name, "at": now.isoformat()},
+            }
         rows.append(
             Thought(
                 id=thought_id,

@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Protocol
 
-from brain.choices import QualityFlag, ThoughtCategory
+from brain.choices import IMPORTED_KEY, QualityFlag, ThoughtCategory
 from brain.selectors.activity import agent_session_query_times, thought_contribution_get
 from tasks.models import Task
 from tasks.services.actors import Actor
@@ -72,6 +72,8 @@ def memory_contribution_check(ev: Refusals, *, task: Task, actor: Actor, value) 
         problem = f"{MCI} {value!r} was not contributed by {actor.name}."
     elif thought.thought_category == ThoughtCategory.TRANSITION_MARKER:
         problem = f"{MCI} {value!r} is a transition marker, not a contribution."
+    elif IMPORTED_KEY in (thought.context_metadata or {}):
+        problem = f"{MCI} {value!r} was imported: an import restores notes, it records nothing learned in this phase."
     elif QualityFlag.RETRACTED in thought.quality_flags:
         problem = f"{MCI} {value!r} was retracted: a withdrawn contribution records nothing learned."
     elif thought.created_at < since:
