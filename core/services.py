@@ -58,8 +58,16 @@ def space_create(*, slug: str, name: str = "") -> Space:
     return space
 
 
+def _within_column(model, field: str, value: str, what: str) -> None:
+    """Raise ValidationFailed when ``value`` is longer than the column ``model.field`` holds."""
+    limit = model._meta.get_field(field).max_length
+    if len(value) > limit:
+        raise ValidationFailed(f"{what} is at most {limit} characters; got {len(value)}.")
+
+
 def token_create(*, agent: Agent, label: str = "") -> str:
     """Create a token for ``agent`` and return it. This is the only time it is seen in clear."""
+    _within_column(AgentToken, "label", label, "A token label")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     AgentToken.objects.create(agent=agent, key_hash=_hash(raw), prefix=raw[:12], label=label)
     return raw
@@ -185,6 +193,8 @@ def agent_create(*, name: str, role: str, space: Space, label: str = "") -> tupl
     if role not in AgentRole.values:
         hint = did_you_mean(role, AgentRole.values, synonyms=ROLE_SYNONYMS)
         raise ValidationFailed(f"Unknown role {role!r}.{hint} Use one of {', '.join(AgentRole.values)}.")
+    _within_column(Agent, "name", name, "An agent name")
+    _within_column(AgentToken, "label", label, "A token label")
     if Agent.objects.filter(space=space, name=name).exists():
         raise ValidationFailed(
             f"Agent {name!r} already exists in space {space.slug!r}; use `agent token {name}` for another token."
@@ -215,6 +225,7 @@ def url_token_create(*, agent: Agent, days: int, label: str = "", created_by: st
     """A read-only URL token for ``agent`` valid ``days`` days; returns (row, token). Shown once."""
     if not 1 <= days <= URL_TOKEN_MAX_DAYS:
         raise ValidationFailed(f"A URL token lives 1 to {URL_TOKEN_MAX_DAYS} days; got {days}.")
+    _within_column(UrlToken, "label", label, "A URL token label")
     raw = URL_TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = UrlToken.objects.create(
         agent=agent,
@@ -239,8 +250,8 @@ def url_token_lookup(*, raw_token: str) -> UrlToken | None:
     return token
 
 
-def url_token_revoke(*, space: Space, prefix: str) -> int:
-    """Revoke the URL tokens of ``space`` whose prefix matches; returns how many."""
-    return UrlToken.objects.filter(agent__space=space, prefix__startswith=prefix[:12], revoked_at__isnull=True).update(
+def url_token_revoke(*, agent: Agent, prefix: str) -> int:
+    """Revoke the URL tokens of ``agent`` whose prefix matches; returns how many."""
+    return UrlToken.objects.filter(agent=agent, prefix__startswith=prefix[:12], revoked_at__isnull=True).update(
         revoked_at=timezone.now()
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -186,21 +187,25 @@ class Export:
     def run(self, command: BaseCommand, options: dict[str, Any]) -> dict[str, int]:
         path: Path = options["file"]
         # Written beside the file and renamed when complete: an export that stops half-way (an error,
-        # a kill) leaves no file that looks finished.
-        partial = path.with_name(f"{path.name}.partial")
+        # a kill) leaves no file that looks finished. The partial file is always created new under a
+        # random name (mkstemp: O_CREAT|O_EXCL, mode 0600), so a file or link planted beside the export
+        # is never written through.
+        try:
+            descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".partial")
+        except OSError as exc:
+            raise CommandError(f"Could not write {path}: {exc.strerror}.") from exc
+        partial = Path(name)
         outermost = not connection.in_atomic_block
         try:
-            with transaction.atomic():  # one snapshot: rows added meanwhile are not half in the file
+            # one snapshot: rows added meanwhile are not half in the file
+            with open(descriptor, "w", encoding="utf-8") as out, transaction.atomic():
                 if outermost:
                     with connection.cursor() as cursor:
                         cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 space = services.space_get(slug=options["space"])
                 counts = space_export_counts(space=space)
                 total = sum(counts.values())
-                with (
-                    partial.open("w", encoding="utf-8") as out,
-                    tqdm(total=total, unit="row", disable=options["no_progress"], desc="export") as bar,
-                ):
+                with tqdm(total=total, unit="row", disable=options["no_progress"], desc="export") as bar:
                     for row in space_export_rows(space=space, embeddings=not options["no_embeddings"]):
                         out.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
                         if row["kind"] != "header":

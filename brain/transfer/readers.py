@@ -224,9 +224,12 @@ def _seed_points(data: Any) -> Iterator[dict[str, Any]]:
         metadata = item.get("context_metadata")
         if isinstance(metadata, str):
             metadata = {"text": metadata}
-        metadata = dict(metadata or {})
-        if payload:  # access_log, knowledge_space_id, ...: kept for audit
-            metadata["seed"] = payload
+        metadata = metadata or {}
+        if isinstance(metadata, dict):
+            metadata = dict(metadata)
+            if payload:  # access_log, knowledge_space_id, ...: kept for audit
+                metadata["seed"] = payload
+        # any other value is left as it is: the item's validation refuses it ("must be an object")
         item["context_metadata"] = metadata
         # Seed-brain dumps set refined_by/superseded by reference; the importer derives lineage instead.
         for name in ("refined_by", "superseded_by", "contradicted_by"):
@@ -236,7 +239,8 @@ def _seed_points(data: Any) -> Iterator[dict[str, Any]]:
 
 def read_seed_query_log(path: Path) -> list[dict[str, Any]]:
     """Rows of the seed brain's SQLite ``query_log`` as Colony query-log rows (scores unknown: null)."""
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    # as_uri() percent-encodes the path: a "?" or "#" in a file name stays part of the name
+    connection = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
     connection.row_factory = sqlite3.Row
     try:
         rows = connection.execute("SELECT * FROM query_log ORDER BY timestamp").fetchall()

@@ -17,6 +17,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from api.errors import ApplicationError
+from api.parsers import json_loads_bounded
 from api.text import one_line
 from brain.choices import ThoughtCategory
 from brain.inputs import MemoryInputSerializer, SourceRefSerializer
@@ -27,6 +28,7 @@ from brain.services.memory import memory_run
 from brain.transfer.cli import Export, Import
 from core import selectors, services
 from core.choices import DEFAULT_SPACE_SLUG
+from core.management.arguments import arguments_refuse_unstorable
 
 
 def _validated(payload: dict[str, Any]) -> dict[str, Any]:
@@ -181,7 +183,7 @@ def _source_ref(raw: str) -> dict | None:
     if not raw:
         return None
     try:
-        value = json.loads(raw)
+        value = json_loads_bounded(raw)
     except ValueError:
         raise CommandError("--source-ref must be JSON.") from None
     serializer = SourceRefSerializer(data=value)
@@ -262,15 +264,20 @@ class History(Subcommand):
             out(f"(truncated at depth {options['max_depth']}; use --max-depth to see more)")
 
 
+HIGHWAYS_MAX_LIMIT = 1000
+
+
 class Highways(Subcommand):
     name = "highways"
     help = "list the busiest thoughts: accessed at least 3 times by at least 2 agents"
 
     def add_arguments(self, parser) -> None:
         super().add_arguments(parser)
-        parser.add_argument("--limit", type=int, default=20)
+        parser.add_argument("--limit", type=int, default=20, help=f"at most this many (1-{HIGHWAYS_MAX_LIMIT})")
 
     def run(self, command, options):
+        if not 1 <= options["limit"] <= HIGHWAYS_MAX_LIMIT:
+            raise CommandError(f"--limit must be between 1 and {HIGHWAYS_MAX_LIMIT}.")
         space = services.space_get(slug=options["space"])
         highways = thought_highways(space=space, limit=options["limit"])
         if not highways:
@@ -328,6 +335,7 @@ class Command(BaseCommand):
             cls().add_arguments(sub.add_parser(cls.name, help=cls.help))
 
     def handle(self, *args, subcommand: str, **options):
+        arguments_refuse_unstorable(options)
         handler = next(cls for cls in SUBCOMMANDS if cls.name == subcommand)()
         try:
             handler.run(self, options)

@@ -3,12 +3,16 @@
 ``--missing`` embeds thoughts without a vector or embedded by another model (after changing
 ``EMBEDDING_MODEL``); it resumes by nature, since finished thoughts leave the set. ``--all``
 re-embeds every thought in id order and keeps a checkpoint in ``$COLONY_DATA_DIR``, so a run that
-was interrupted continues where it stopped (``--restart`` ignores the checkpoint).
+was interrupted continues where it stopped (``--restart`` ignores the checkpoint). The checkpoint is
+replaced whole (a temporary file renamed over it); one that can't be read is ignored, with a warning.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+import uuid
 from pathlib import Path
 
 from django.conf import settings
@@ -23,6 +27,33 @@ from brain.services.thoughts import thoughts_embed_batch
 
 def checkpoint_path() -> Path:
     return Path(settings.COLONY_DATA_DIR) / "reembed-all.json"
+
+
+def _checkpoint_write(path: Path, state: dict) -> None:
+    """Write ``state`` to ``path`` whole: to a new file beside it, then renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".partial")
+    try:
+        with open(descriptor, "w", encoding="utf-8") as out:
+            out.write(json.dumps(state))
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+
+
+def _checkpoint_valid(state: dict) -> bool:
+    done = state.get("done", 0)
+    if not isinstance(done, int) or isinstance(done, bool) or done < 0:
+        return False
+    after = state.get("after")
+    if after is None:
+        return True
+    try:
+        uuid.UUID(after)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return True
 
 
 class Command(BaseCommand):
@@ -58,12 +89,24 @@ class Command(BaseCommand):
                 bar.update(written)
         return done
 
+    def _checkpoint_read(self, path: Path) -> dict:
+        """The checkpoint's state, or {} (start over, said on stderr) when it is not what this command
+        writes: an object with ``after`` (a thought id), ``model`` and ``done`` (a count)."""
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = None
+        if not (isinstance(state, dict) and _checkpoint_valid(state)):
+            self.stderr.write(f"The checkpoint {path} can't be read; starting over.")
+            return {}
+        return state
+
     def _all(self, batch_size: int, restart: bool) -> int:
         label = embedder.current_model_label()
         path = checkpoint_path()
         state = {}
         if path.exists() and not restart:
-            state = json.loads(path.read_text())
+            state = self._checkpoint_read(path)
             if state.get("model") != label:
                 state = {}
         after = state.get("after")
@@ -83,8 +126,7 @@ class Command(BaseCommand):
                 written = thoughts_embed_batch(thought_ids=ids)
                 done += written
                 after = ids[-1]
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps({"after": after, "model": label, "done": done_before + done}))
+                _checkpoint_write(path, {"after": after, "model": label, "done": done_before + done})
                 bar.update(written)
         path.unlink(missing_ok=True)
         return done

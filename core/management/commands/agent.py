@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from api.errors import ApplicationError
 from core import selectors, services
 from core.choices import DEFAULT_SPACE_SLUG, AgentRole
+from core.management.arguments import arguments_refuse_unstorable
 from core.models import Agent
 
 
@@ -37,6 +38,7 @@ class Command(BaseCommand):
         listing.add_argument("--space", default=None)
 
     def handle(self, *args, action, **options):
+        arguments_refuse_unstorable(options)
         try:
             getattr(self, f"_{action.replace('-', '_')}")(**options)
         except ApplicationError as exc:
@@ -62,13 +64,15 @@ class Command(BaseCommand):
         self.stdout.write(raw)
 
     def _revoke(self, name, space, token, **_):
-        if token and token.startswith(services.URL_TOKEN_PREFIX):
-            count = services.url_token_revoke(space=services.space_get(slug=space), prefix=token)
-            if count == 0:
-                raise CommandError(f"No active URL token starts with {token[:12]!r}; see `manage.py agent list`.")
-            self.stdout.write(f"Revoked {count} URL token(s).")
-            return
         agent = selectors.agent_get(space=services.space_get(slug=space), name=name)
+        if token and token.startswith(services.URL_TOKEN_PREFIX):
+            count = services.url_token_revoke(agent=agent, prefix=token)
+            if count == 0:
+                raise CommandError(
+                    f"No active URL token of {name} starts with {token[:12]!r}; see `manage.py agent list`."
+                )
+            self.stdout.write(f"Revoked {count} URL token(s) of {name}.")
+            return
         count = services.token_revoke(agent=agent, prefix=token)
         if token and count == 0:
             raise CommandError(f"No active token of {name} starts with {token[:12]!r}; see `manage.py agent list`.")

@@ -5,6 +5,7 @@ from django.db.models import Count
 
 from api.errors import ApplicationError
 from core import services
+from core.management.arguments import arguments_refuse_unstorable
 from core.models import Space
 
 
@@ -19,6 +20,7 @@ class Command(BaseCommand):
         sub.add_parser("list", help="list spaces with their agent counts")
 
     def handle(self, *args, action, **options):
+        arguments_refuse_unstorable(options)
         try:
             getattr(self, f"_{action}")(**options)
         except ApplicationError as exc:

@@ -12,6 +12,7 @@ from tqdm import tqdm
 from api.errors import ApplicationError
 from core import services as core_services
 from core.choices import DEFAULT_SPACE_SLUG
+from core.management.arguments import arguments_refuse_unstorable
 from quality.selectors import quality_metrics
 from quality.services import rollups
 
@@ -54,6 +55,7 @@ class Command(BaseCommand):
         sub.add_parser("flag-unverified", help="flag thoughts with a contradiction unresolved for 14 days")
 
     def handle(self, *args, action, **options):
+        arguments_refuse_unstorable(options)
         try:
             getattr(self, "_" + action.replace("-", "_"))(**options)
         except ApplicationError as exc:

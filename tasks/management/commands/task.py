@@ -13,9 +13,11 @@ from django.core.management.base import BaseCommand, CommandError
 from rest_framework.renderers import JSONRenderer
 
 from api.errors import ApplicationError
+from api.parsers import json_loads_bounded
 from core import selectors as core_selectors
 from core import services as core_services
 from core.choices import DEFAULT_SPACE_SLUG
+from core.management.arguments import arguments_refuse_unstorable
 from tasks import selectors
 from tasks.choices import TaskStatus, TaskType
 from tasks.outputs import task_detail_output, task_output, transition_output
@@ -25,7 +27,7 @@ from tasks.services import transitions as transition_services
 
 def _json_object(text: str) -> dict:
     try:
-        value = json.loads(text)
+        value = json_loads_bounded(text)
     except json.JSONDecodeError as exc:
         raise CommandError(f"Not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
@@ -80,6 +82,7 @@ class Command(BaseCommand):
         update.add_argument("dna", help="JSON object; null removes a key")
 
     def handle(self, *args, action, **options):
+        arguments_refuse_unstorable(options)
         try:
             space = core_services.space_get(slug=options.pop("space"))
             getattr(self, "_" + action.replace("-", "_"))(space=space, **options)
