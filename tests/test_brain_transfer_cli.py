@@ -23,6 +23,14 @@ from tests.conftest import fake_vector
 pytestmark = pytest.mark.django_db
 
 
+#: The seed brain's SQLite query_log table, as its dumps hold it.
+SEED_QUERY_LOG_TABLE = (
+    "CREATE TABLE query_log (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, query_text TEXT NOT NULL, "
+    "context_text TEXT, query_vector BLOB, returned_ids TEXT NOT NULL DEFAULT '[]', session_id TEXT NOT NULL, "
+    "timestamp TEXT NOT NULL, result_count INTEGER NOT NULL DEFAULT 0, knowledge_space_id TEXT)"
+)
+
+
 def export_rows(path) -> list[dict]:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert rows[0]["kind"] == "header"
@@ -190,11 +198,7 @@ def test_seed_brain_points_and_query_log(space, tmp_path, fake_embedder):
     path.write_text(json.dumps(points))
     db = tmp_path / "thought-tracing.db"
     connection = sqlite3.connect(db)
-    connection.execute(
-        "CREATE TABLE query_log (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, query_text TEXT NOT NULL, "
-        "context_text TEXT, query_vector BLOB, returned_ids TEXT NOT NULL DEFAULT '[]', session_id TEXT NOT NULL, "
-        "timestamp TEXT NOT NULL, result_count INTEGER NOT NULL DEFAULT 0, knowledge_space_id TEXT)"
-    )
+    connection.execute(SEED_QUERY_LOG_TABLE)
     connection.execute(
         "INSERT INTO query_log VALUES ('q1', 'dev-1', 'status monitoring?', NULL, NULL, ?, 's9', "
         "'2026-02-26 10:00:00', 2, 'ks-default')",

@@ -20,6 +20,7 @@ from django.core.management.base import CommandError
 from brain.models import QueryLog, Thought
 from core import services
 from core.models import Agent, AgentToken, UrlToken
+from tests.test_brain_transfer_cli import SEED_QUERY_LOG_TABLE
 
 BRIDGE = Path(settings.BASE_DIR) / "contrib" / "colony_mcp_stdio.py"
 LONG_STATEMENT = "The deploy pipeline runs database migrations before it restarts the workers."
@@ -224,11 +225,7 @@ def test_brain_export_does_not_write_through_a_planted_partial_symlink(space, th
 
 def _seed_query_log(db: Path) -> None:
     connection = sqlite3.connect(db)
-    connection.execute(
-        "CREATE TABLE query_log (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, query_text TEXT NOT NULL, "
-        "context_text TEXT, query_vector BLOB, returned_ids TEXT NOT NULL DEFAULT '[]', session_id TEXT NOT NULL, "
-        "timestamp TEXT NOT NULL, result_count INTEGER NOT NULL DEFAULT 0, knowledge_space_id TEXT)"
-    )
+    connection.execute(SEED_QUERY_LOG_TABLE)
     connection.execute(
         "INSERT INTO query_log VALUES "
         "('q1', 'dev-1', 'status?', NULL, NULL, '[]', 's9', '2026-02-26 10:00:00', 0, NULL)"
