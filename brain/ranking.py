@@ -32,7 +32,8 @@
    least the superseded thought's score, the superseded one sorts right below it, and both
    ``matching_reason`` say so;
 9. diversity (:data:`DIVERSITY_LAMBDA`): the page's places are filled by maximal marginal relevance
-   among the best :data:`DIVERSITY_WINDOW`, the replacement rule still holding;
+   among the best :data:`DIVERSITY_WINDOW`, the replacement rule still holding, and one contributor's
+   close rewordings of a statement take at most :data:`SAME_CONTRIBUTOR_PLACES` of them;
 10. with a topic filter: among that topic's state snapshots, the newest ``temporal_scope`` first.
 
 The fusion constants were chosen on the retrieval benchmark's dev split only (``make
@@ -223,6 +224,15 @@ CONTRAST_SEEDS = 10
 #: (benchmarks/longmem/README.md, "Ranking").
 DIVERSITY_LAMBDA = 0.85
 DIVERSITY_WINDOW = 30
+#: One contributor's rewordings of one statement don't fill the page (SPEC 6: no one agent buries shared
+#: knowledge): while another candidate can still be placed, a candidate waits when its contributor has
+#: :data:`SAME_CONTRIBUTOR_PLACES` thoughts placed already and one of them is at least this close to it
+#: (cosine) (12 paraphrases of one wrong claim took the whole top 5 and pushed three other agents'
+#: statements out of it). Two places, so a statement and its update (which is newer?) both
+#: stay. Other contributors' close statements are not held back: agreement between agents is what the
+#: page should show.
+SAME_CONTRIBUTOR_COSINE = 0.8
+SAME_CONTRIBUTOR_PLACES = 2
 
 SCORE_CAP = 1.0
 #: Multi-round retrieval (seeds/000 5c): below this best score a category-filtered search is
@@ -536,6 +546,13 @@ def contrast(candidates: list[Candidate]) -> bool:
     return True
 
 
+def _contributor(candidate: Candidate) -> str:
+    """Who wrote a candidate: its agent, else the contributor it names (a human, an operator's restore)."""
+    thought = candidate.thought
+    agent_id = getattr(thought, "agent_id", None)
+    return f"agent:{agent_id}" if agent_id is not None else f"name:{getattr(thought, 'contributor_id', '')}"
+
+
 def diversify(ranked: list[Candidate], places: int | None) -> list[Candidate]:
     """Maximal marginal relevance over the best :data:`DIVERSITY_WINDOW` (see DIVERSITY_LAMBDA);
     ``places``: how many places to fill that way (the page), the rest keep score order. A superseded
@@ -555,6 +572,11 @@ def diversify(ranked: list[Candidate], places: int | None) -> list[Candidate]:
     rows = _unit_rows(window)
     value = DIVERSITY_LAMBDA * np.array([c.score for c in window])
     nearest = rows @ rows[0]  # each one's highest cosine with a placed thought
+    authors = np.array([_contributor(c) for c in window], dtype=object)
+    # each one's highest cosine with a placed thought of its own contributor, and how many its contributor
+    # has placed (SAME_CONTRIBUTOR_COSINE, SAME_CONTRIBUTOR_PLACES)
+    own_nearest = np.where(authors == authors[0], nearest, -1.0)
+    own_placed = (authors == authors[0]).astype(int)
     open_ = np.ones(len(window), dtype=bool)
     open_[0] = False
     chosen = [0]
@@ -563,13 +585,20 @@ def diversify(ranked: list[Candidate], places: int | None) -> list[Candidate]:
         eligible = open_.copy()
         for waiting, replacement in waits_for.items():
             eligible[waiting] &= not open_[replacement]
+        unrepeated = eligible & ((own_nearest < SAME_CONTRIBUTOR_COSINE) | (own_placed < SAME_CONTRIBUTOR_PLACES))
+        if unrepeated.any():
+            eligible = unrepeated
         marginal = np.where(eligible, value - (1.0 - DIVERSITY_LAMBDA) * nearest, -np.inf)
         best = int(np.argmax(marginal))
         if best != int(np.argmax(open_)):  # not the best score still open
             window[best].reasons.append("placed for diversity")
         open_[best] = False
         chosen.append(best)
-        nearest = np.maximum(nearest, rows @ rows[best])
+        similar = rows @ rows[best]
+        nearest = np.maximum(nearest, similar)
+        same = authors == authors[best]
+        own_nearest = np.where(same, np.maximum(own_nearest, similar), own_nearest)
+        own_placed += same
     rest = [window[i] for i in range(len(window)) if open_[i]]
     return [window[i] for i in chosen] + rest + ranked[len(window) :]
 

@@ -55,10 +55,12 @@ def _highway(thought: Thought) -> dict:
 def highways_among(
     candidates: Iterable[Candidate], *, accessed_ids: set[str], agent_name: str, limit: int = HIGHWAYS_RETURNED
 ) -> list[dict]:
-    """Heavily travelled live thoughts (SPEC 2.6) among a search's candidates, most traffic first.
+    """Heavily travelled live thoughts (SPEC 2.6) among a search's candidates: the most agents first,
+    then the most traffic (one agent's many accesses don't outrank several agents' use).
 
     A superseded thought is never one: the traffic a fact earned before it was corrected, replaced or
-    retracted would send agents back to it.
+    retracted would send agents back to it. The agent asking (``agent_name``) is not counted towards
+    HIGHWAY_MIN_AGENTS: a highway shown to it is one at least that many other agents used.
 
     The candidates were read before this call's own reinforcement: those in ``accessed_ids`` (the
     results it returned, and so reinforced) count one more access, by ``agent_name``.
@@ -72,7 +74,9 @@ def highways_among(
         if candidate.id in accessed_ids:
             access_count += 1
             agents.add(agent_name)
-        if access_count < HIGHWAY_MIN_ACCESS or len(agents) < HIGHWAY_MIN_AGENTS:
+        # The agent being answered doesn't vouch for its own answer: other agents must have used it
+        # (one agent's traffic plus the reader's first look would otherwise make a highway).
+        if access_count < HIGHWAY_MIN_ACCESS or len(agents - {agent_name}) < HIGHWAY_MIN_AGENTS:
             continue
         highways.append(
             {
@@ -84,7 +88,7 @@ def highways_among(
                 "similarity": round(candidate.similarity, 4),
             }
         )
-    highways.sort(key=lambda h: (-h["traffic"], -h["similarity"]))
+    highways.sort(key=lambda h: (-h["agents"], -h["traffic"], -h["similarity"]))
     return highways[:limit]
 
 
