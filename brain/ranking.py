@@ -225,7 +225,8 @@ CONTRAST_SEEDS = 10
 DIVERSITY_LAMBDA = 0.85
 DIVERSITY_WINDOW = 30
 #: One contributor's rewordings of one statement don't fill the page (SPEC 6: no one agent buries shared
-#: knowledge): while another candidate can still be placed, a candidate waits when its contributor has
+#: knowledge): while candidates of several contributors can still be placed (a one-author space is
+#: ranked as it would be without this), a candidate waits when its contributor has
 #: :data:`SAME_CONTRIBUTOR_PLACES` thoughts placed already and one of them is at least this close to it
 #: (cosine) (12 paraphrases of one wrong claim took the whole top 5 and pushed three other agents'
 #: statements out of it). Two places, so a statement and its update (which is newer?) both
@@ -586,7 +587,7 @@ def diversify(ranked: list[Candidate], places: int | None) -> list[Candidate]:
         for waiting, replacement in waits_for.items():
             eligible[waiting] &= not open_[replacement]
         unrepeated = eligible & ((own_nearest < SAME_CONTRIBUTOR_COSINE) | (own_placed < SAME_CONTRIBUTOR_PLACES))
-        if unrepeated.any():
+        if unrepeated.any() and len(set(authors[eligible])) > 1:
             eligible = unrepeated
         marginal = np.where(eligible, value - (1.0 - DIVERSITY_LAMBDA) * nearest, -np.inf)
         best = int(np.argmax(marginal))
