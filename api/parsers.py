@@ -121,6 +121,19 @@ class JSONNumberTooLong(json.JSONDecodeError):
         super().__init__(f"a number too long to read ({detail})", text, 0)
 
 
+class NumberCheckedDecoder(json.JSONDecoder):
+    """json's decoder, with an integer too long to convert as JSONNumberTooLong (a JSONDecodeError, which
+    every caller already reads as bad JSON: this module's readers, Django's form JSONField)."""
+
+    def decode(self, s, *args, **kwargs):
+        try:
+            return super().decode(s, *args, **kwargs)
+        except json.JSONDecodeError:
+            raise
+        except ValueError as exc:
+            raise JSONNumberTooLong(s, str(exc)) from None
+
+
 def json_loads_bounded(text: str):
     """``json.loads``, with Python's RecursionError (past ~1,000 levels) as JSONTooDeep and an integer too
     long to convert as JSONNumberTooLong (both JSONDecodeErrors). The depth limit
@@ -128,13 +141,9 @@ def json_loads_bounded(text: str):
     import's readers leave it to each item's other fields, whose rows carry 384-float vectors that a walk
     of the whole row would cost ~50% of the parse for."""
     try:
-        return json.loads(text)
+        return json.loads(text, cls=NumberCheckedDecoder)
     except RecursionError:
         raise JSONTooDeep(text) from None
-    except json.JSONDecodeError:
-        raise
-    except ValueError as exc:
-        raise JSONNumberTooLong(text, str(exc)) from None
 
 
 def is_utf8(encoding: str | None) -> bool:

@@ -619,9 +619,11 @@ def rank(candidates: list[Candidate], *, filter_topic: str | None = None, limit:
     with what it replaces all the same); ``limit`` cuts the result after the replacement rule, so a
     superseded thought in the page has its replacement above it.
     """
-    matches = [candidate for candidate in candidates if is_match(candidate)]
-    replacing = {c.live_replacement_id for c in matches if c.thought.superseded and c.live_replacement_id}
-    candidates = [candidate for candidate in candidates if is_match(candidate) or candidate.id in replacing]
+    matches = {candidate.id for candidate in candidates if is_match(candidate)}
+    replacing = {
+        c.live_replacement_id for c in candidates if c.id in matches and c.thought.superseded and c.live_replacement_id
+    }
+    candidates = [candidate for candidate in candidates if candidate.id in matches or candidate.id in replacing]
     superseded_present = {candidate.id for candidate in candidates if candidate.thought.superseded}
     recency = _recency_shares(candidates)
     for candidate in candidates:

@@ -1,26 +1,11 @@
-import json
-
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.db import models
 
-from api.parsers import JSONNumberTooLong, JSONTooDeep, unstorable_text
+from api.parsers import JSONTooDeep, NumberCheckedDecoder, unstorable_text
 from core.models import Agent, AgentToken, Space, UrlToken
-
-
-class _Decoder(json.JSONDecoder):
-    """json's decoder, with an integer too long to convert as a JSONDecodeError (json raises a plain
-    ValueError), which Django's JSONField reads as invalid input wherever it parses."""
-
-    def decode(self, s, *args, **kwargs):
-        try:
-            return super().decode(s, *args, **kwargs)
-        except json.JSONDecodeError:
-            raise
-        except ValueError as exc:
-            raise JSONNumberTooLong(s, str(exc)) from None
 
 
 class StorableJSONFormField(forms.JSONField):
@@ -31,7 +16,7 @@ class StorableJSONFormField(forms.JSONField):
 
     def __init__(self, *args, **kwargs):
         if kwargs.get("decoder") is None:
-            kwargs["decoder"] = _Decoder
+            kwargs["decoder"] = NumberCheckedDecoder
         super().__init__(*args, **kwargs)
 
     def to_python(self, value):

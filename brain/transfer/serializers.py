@@ -471,12 +471,10 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
         by the operator as it is, but no file dates a thought in the future)."""
         now = self.context.get("now") or timezone.now()
         for field in ("created_at", "last_accessed", "superseded_at"):
-            if attrs[field] is not None and attrs[field] > now + CLOCK_SKEW:
-                raise serializers.ValidationError(
-                    {field: f"{attrs[field].isoformat()} is in the future; an import keeps times no later than now."}
-                )
-            if attrs[field] is not None:
-                attrs[field] = min(attrs[field], now)
+            try:
+                attrs[field] = not_after_now(attrs[field], now=now)
+            except ValueError as exc:
+                raise serializers.ValidationError({field: str(exc)}) from None
 
     def _check_identity(self, attrs: dict[str, Any]) -> None:
         """``agent``, ``contributor_id``, ``contributor_name`` and ``accessed_by`` are left out or the
@@ -624,16 +622,23 @@ def querylog_clean(row: Any) -> dict[str, Any]:
     }
 
 
-def _past(value: dt.datetime | None) -> dt.datetime | None:
-    """A query-log time no later than now (a time within CLOCK_SKEW ahead is now): a memory gate counts a
-    session's queries after the task's phase began, so a row dated ahead would count in every later
-    phase."""
+def not_after_now(value: dt.datetime | None, *, now: dt.datetime) -> dt.datetime | None:
+    """``value`` no later than ``now``: a time within CLOCK_SKEW ahead (another clock's skew) is ``now``, a
+    later one a ValueError. The memory gates count a thought or a query after the task's phase began, so
+    anything dated ahead would count in every later phase."""
     if value is None:
         return None
-    now = timezone.now()
     if value > now + CLOCK_SKEW:
-        raise _Bad("created_at", f"{value.isoformat()} is in the future; a query log keeps times no later than now.")
+        raise ValueError(f"{value.isoformat()} is in the future; an import keeps times no later than now.")
     return min(value, now)
+
+
+def _past(value: dt.datetime | None) -> dt.datetime | None:
+    """A query-log row's time, by :func:`not_after_now`."""
+    try:
+        return not_after_now(value, now=timezone.now())
+    except ValueError as exc:
+        raise _Bad("created_at", str(exc)) from None
 
 
 def suggestion_clean(row: Any) -> dict[str, Any]:

@@ -57,7 +57,7 @@ CORPUS = [
     "Full-text search uses PostgreSQL tsvector with English stemming.",
     "The retrieval benchmark lives in benchmarks/retrieval; run make bench-retrieval.",
     "Unit tests use a deterministic fake embedder; ranking tests use the real model.",
-    "Tests run against a real PostgreSQL with pgvector, with migrations, never --nomigrations.",
+    "Tests run against a real PostgreSQL with pgvector and apply every migration first.",
     "CI runs ruff, manage.py check, makemigrations --check and the test suite on every pull request.",
     "Pull requests need one approving review and green CI before merging to main.",
     "Branch names follow type/short-description, for example fix/login-throttle.",

@@ -124,7 +124,7 @@ def test_a_memory_get_source_ref_nested_past_the_recursion_limit_is_a_400(dev, f
 
 def test_a_url_tokens_memory_link_with_a_deeply_nested_source_ref_is_a_400(url_token, fake_embedder):
     """The same attack through a read-only URL token (seed 003 layer B: the one operation such a token may
-    call, by a client that can only fetch URLs, e.g. a chat app unfurling a pasted link): a 500 today.
+    call, by a client that can only fetch URLs, e.g. a chat app unfurling a pasted link).
     Expected: 400 VALIDATION_ERROR in the envelope, nothing logged."""
     from rest_framework.test import APIClient
 
