@@ -1,17 +1,23 @@
 """Admin for projects, tasks, their transition history and human confirmations.
 
-Humans give the confirmations of human-gated steps here (until the web board does it) through
-the task actions "Confirm next step: ...", which call ``task_confirm_human`` — the same service the
-board will call. Status is read-only here: only ``task_transition`` changes it.
+Humans confirm human-gated steps on the board and the task page, and here through the task actions
+"Confirm next step: ...": like the board, an action confirms only the DNA it showed. Choosing it
+shows each selected task's DNA; the "Yes" sends back each digest, and ``task_confirm_human`` confirms
+nothing for a task whose DNA changed since. Status is read-only here: only ``task_transition``
+changes it.
 """
+
+import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.template.response import TemplateResponse
 
 from api.errors import ApplicationError
 from core.admin import ColonyModelAdmin
 from tasks.choices import TaskStatus
-from tasks.models import HumanConfirmation, Project, Task, TransitionLog
+from tasks.models import HumanConfirmation, Project, Task, TransitionLog, dna_digest
 from tasks.services.confirmations import task_confirm_human
 
 
@@ -59,21 +65,63 @@ class HumanConfirmationInline(admin.TabularInline):
         return False
 
 
+CONFIRM_AT_ONCE_MAX = 50
+"""At most this many tasks per "Confirm next step" (each one's DNA is shown in full before the "Yes")."""
+
+
 def _confirm_action(to_status: str):
     def action(modeladmin, request, queryset):
+        tasks = list(queryset.select_related("project").order_by("slug")[: CONFIRM_AT_ONCE_MAX + 1])
+        if len(tasks) > CONFIRM_AT_ONCE_MAX:
+            modeladmin.message_user(
+                request,
+                f"Confirm at most {CONFIRM_AT_ONCE_MAX} tasks at a time: each one's DNA is shown before you "
+                "confirm it.",
+                level=messages.WARNING,
+            )
+            return None
+        if request.POST.get("post") != "yes":
+            return _confirm_page(modeladmin, request, tasks, to_status)
         done = 0
-        for task in queryset.select_related("project"):
+        for task in tasks:
+            shown = request.POST.get(f"dna_digest_{task.pk}", "")[:64]
+            if not shown:
+                modeladmin.message_user(
+                    request,
+                    f"{task.slug}: its DNA was not shown on the confirmation page; nothing was confirmed.",
+                    level=messages.WARNING,
+                )
+                continue
             try:
-                task_confirm_human(task=task, to_status=to_status, user=request.user)
+                task_confirm_human(task=task, to_status=to_status, user=request.user, shown_dna_digest=shown)
                 done += 1
             except ApplicationError as exc:
                 modeladmin.message_user(request, f"{task.slug}: {exc.message}", level=messages.WARNING)
         if done:
             modeladmin.message_user(request, f"Confirmed the step to '{to_status}' for {done} task(s).")
+        return None
 
     action.__name__ = f"confirm_{to_status}"
     action.short_description = f"Confirm next step: → {to_status}"
     return action
+
+
+def _confirm_page(modeladmin, request, tasks: list[Task], to_status: str) -> TemplateResponse:
+    """The page between choosing "Confirm next step" and the "Yes": every selected task with the DNA
+    the human confirms, and its digest in the form."""
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": f"Confirm the step to '{to_status}'",
+        "opts": modeladmin.model._meta,
+        "to_status": to_status,
+        "action_name": f"confirm_{to_status}",
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "rows": [
+            (task, dna_digest(task.dna), json.dumps(task.dna or {}, indent=2, sort_keys=True, ensure_ascii=False))
+            for task in tasks
+        ],
+    }
+    return TemplateResponse(request, "admin/tasks/task/confirm_step.html", context)
 
 
 class TaskForm(forms.ModelForm):

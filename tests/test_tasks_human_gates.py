@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
@@ -123,11 +125,12 @@ def test_admin_action_records_the_confirmation_of_the_logged_in_user(space, clie
     task = make_task(make_project(space), status="approval", role="liaison")
     not_gated = make_task(make_project(space), status="ready", role="dev")
     client.force_login(admin_user)
-    response = client.post(
-        reverse("admin:tasks_task_changelist"),
-        {"action": "confirm_approved", "_selected_action": [str(task.pk), str(not_gated.pk)]},
-        follow=True,
-    )
+    selected = {"action": "confirm_approved", "_selected_action": [str(task.pk), str(not_gated.pk)]}
+    shown = client.post(reverse("admin:tasks_task_changelist"), selected)
+    assert not HumanConfirmation.objects.exists()
+    digests = dict(re.findall(r'name="(dna_digest_[^"]+)" value="([0-9a-f]{64})"', shown.content.decode()))
+    assert len(digests) == 2
+    response = client.post(reverse("admin:tasks_task_changelist"), {**selected, "post": "yes", **digests}, follow=True)
     assert response.status_code == 200
     confirmation = HumanConfirmation.objects.get()
     assert (confirmation.task, confirmation.user, confirmation.from_status, confirmation.to_status) == (

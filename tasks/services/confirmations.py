@@ -27,8 +27,8 @@ def task_confirm_human(
     Called by the board and the admin. The transition that needs it consumes it; a confirmation only
     counts for the state and the DNA the task has when it is given (tasks.selectors.confirmation_list_open).
     ``shown_dna_digest`` is the digest of the DNA the human's page showed (the board's and the task
-    page's forms send it): when an agent changed the DNA since, nothing is confirmed (409
-    ``STALE_PAGE``), so a human never confirms DNA they have not seen.
+    page's forms and the admin's confirmation page send it): when an agent changed the DNA since,
+    nothing is confirmed (409 ``STALE_PAGE``), so a human never confirms DNA they have not seen.
     """
     if not human_may_act(user=user, space_id=task.space_id):
         raise Forbidden(

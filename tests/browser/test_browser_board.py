@@ -77,3 +77,39 @@ def test_give_a_human_confirmation_on_the_task_page(logged_in_page, human, space
     shot(page, "task-confirmed")
     confirmation = HumanConfirmation.objects.get(task__slug="ship-parser")
     assert confirmation.user == human and confirmation.to_status == "complete"
+
+
+def test_confirm_a_step_in_the_admin_after_reading_the_dna(page, space, live_server, client, shot):
+    """The admin's bulk action shows each task's DNA; the "Yes" confirms what was shown, and a task
+    whose DNA an agent changed while the page was open is not confirmed."""
+    from django.conf import settings
+
+    from tasks.services.tasks import task_update_dna
+    from tests.web_support import make_human
+
+    boss = make_human("boss", spaces=(space,), superuser=True)
+    client.force_login(boss)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+    page.context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server.url}])
+    project = make_project(space, "colony")
+    make_task(project, slug="kept", status="approval", role="liaison", dna={"abstract": "Ship the parser"})
+    make_task(project, slug="moved", status="approval", role="liaison", dna={"abstract": "Ship the lexer"})
+
+    page.goto("/admin/tasks/task/")
+    page.locator("#action-toggle").check()
+    page.locator("select[name=action]").select_option("confirm_approved")
+    page.locator("button[name=index]").click()
+    assert page.locator("pre.task-dna", has_text="Ship the parser").is_visible()
+    assert page.locator("pre.task-dna", has_text="Ship the lexer").is_visible()
+    assert not HumanConfirmation.objects.exists()
+    shot(page, "admin-confirm")
+
+    task_update_dna(task=Task.objects.get(slug="moved"), patch={"abstract": "Ship the lexer and drop the tests"})
+    page.locator("input[type=submit][value='Yes, confirm']").click()
+    page.wait_for_url("**/admin/tasks/task/")
+    assert page.locator(".messagelist", has_text="Confirmed the step to 'approved' for 1 task(s).").is_visible()
+    assert page.locator(
+        ".messagelist", has_text="moved: The DNA of moved changed after this page was loaded"
+    ).is_visible()
+    shot(page, "admin-confirmed")
+    assert list(HumanConfirmation.objects.values_list("task__slug", flat=True)) == ["kept"]
