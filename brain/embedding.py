@@ -39,6 +39,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from brain.confusables import embedding_text
+
 logger = logging.getLogger("colony.embedding")
 
 BACKENDS = ("onnx", "torch")
@@ -430,9 +432,10 @@ def embed_many(texts: list[str], *, batch_size: int = BATCH_SIZE) -> list[list[f
     """
     if not texts:
         return []
-    # The tokenizer reads "ｄｅｐｌｏｙ" and "𝐝𝐞𝐩𝐥𝐨𝐲" as unknown pieces, unlike "deploy": their vectors
-    # would miss the text they render as (and the correction guard would miss a corrected fact so written).
-    texts = [unicodedata.normalize("NFKC", text) for text in texts]
+    # The tokenizer reads "ｄｅｐｌｏｙ" and "𝐝𝐞𝐩𝐥𝐨𝐲" as unknown pieces, unlike "deploy", and "dерlоy" (Cyrillic
+    # look-alikes) as other pieces: their vectors would miss the text they render as (and the correction
+    # guard would miss a corrected fact so written). ASCII text is read as it is.
+    texts = [embedding_text(unicodedata.normalize("NFKC", text)) for text in texts]
     single = len(texts) == 1
     if single:
         cached = query_cache.get(texts[0])

@@ -35,11 +35,12 @@ def thought_defer_bulky(*relations: str) -> list[str]:
 
 
 def content_key(text) -> models.Func:
-    """The key of a text as one fact: ``brain_content_key(text)``, an SQL function (migration 0016) that
-    is the md5 of the text NFKC-normalised, its whitespace runs collapsed to one space, trimmed and
-    lower-cased (as the database's ctype folds case). Texts with one key say the same thing; the
-    memory call stores no second live thought with a key one already has (``brain.services.thoughts
-    .thought_known``), read through the index ``thought_space_content_key``."""
+    """The key of a text as one fact: ``brain_content_key(text)``, an SQL function (migrations 0016, 0018)
+    that is the md5 of the text NFKC-normalised, its look-alike letters of other scripts read as the
+    Latin letters they look like (``brain.confusables``), its whitespace runs collapsed to one space,
+    trimmed and lower-cased (as the database's ctype folds case). Texts with one key say the same
+    thing; the memory call stores no second live thought with a key one already has
+    (``brain.services.thoughts.thought_known``), read through the index ``thought_space_content_key``."""
     return models.Func(text, function="brain_content_key", output_field=models.CharField())
 
 

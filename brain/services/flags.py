@@ -165,9 +165,10 @@ def is_refine_candidate(top_similarity: float | None) -> bool:
 def correction_guard(*, space: Space, vector: list[float], text: str | None = None) -> Thought | None:
     """The correction of ``space`` whose corrected (wrong) fact a new contribution repeats, or None.
 
-    The correction that superseded a thought whose text ``text`` repeats (case, Unicode forms and
-    whitespace aside), else the most similar correction above CORRECTION_GUARD_MIN_SIMILARITY, found in
-    SQL by cosine distance on ``corrected_fact_embedding``; the returned thought carries ``id``, ``corrected_fact``,
+    The correction that superseded a thought whose text ``text`` repeats (case, Unicode forms,
+    whitespace and look-alike letters aside: ``brain.models.content_key``), else the most similar
+    correction above CORRECTION_GUARD_MIN_SIMILARITY, found in SQL by cosine distance on
+    ``corrected_fact_embedding``; the returned thought carries ``id``, ``corrected_fact``,
     ``correct_fact`` (other fields load on access) and ``guard_similarity``.
     A correction that a later correction superseded, or that was retracted, no longer guards: it is
     not the authority on that fact any more. A correction refined or consolidated into another thought

@@ -144,9 +144,10 @@ SELECT id FROM same ORDER BY created_at, id LIMIT 1
 
 def thought_known(*, space: Space, content: str, sources: list | None = None) -> uuid.UUID | None:
     """The id of the live thought of ``space`` that says what ``content`` says (the same text once case,
-    Unicode forms and whitespace are normalised), or None: then the caller stores ``content``. For a
-    refinement or a consolidation (``sources``: the thoughts it supersedes), only a live thought that
-    already supersedes all of them with that text counts (the same refinement sent twice).
+    Unicode forms, whitespace and look-alike letters are normalised: ``brain.models.content_key``), or
+    None: then the caller stores ``content``. For a refinement or a consolidation (``sources``: the
+    thoughts it supersedes), only a live thought that already supersedes all of them with that text
+    counts (the same refinement sent twice).
 
     Call it inside the transaction that stores the contribution: it locks the text's key in the space
     until that transaction ends (see ``_KNOWN_LOCK_SQL``), so concurrent identical contributions leave
