@@ -201,12 +201,23 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-# Failed logins (/login/ and /admin/login/, django-axes): after AXES_FAILURE_LIMIT failures for one
-# username from one address, that pair is refused (429, templates/registration/lockout.html) for
-# AXES_COOLOFF_TIME hours, the right password too; a successful login before then resets the count.
+# Failed logins (/login/ and /admin/login/, django-axes with core.login_lock's two limits): after
+# AXES_FAILURE_LIMIT failures for one username from one address that pair is refused, and after
+# AXES_ADDRESS_FAILURE_LIMIT failures from one address across usernames (a password sprayed over many
+# accounts) every login from that address is refused: 429, templates/registration/lockout.html, the
+# right password too, until AXES_COOLOFF_TIME hours after the last failure counted. A successful login
+# clears its own username's count from that address. A refused attempt checks no password and is not counted.
 AXES_FAILURE_LIMIT = env("AXES_FAILURE_LIMIT", 5)
+AXES_ADDRESS_FAILURE_LIMIT = env("AXES_ADDRESS_FAILURE_LIMIT", 20)
+if not 1 <= AXES_FAILURE_LIMIT <= AXES_ADDRESS_FAILURE_LIMIT:
+    raise ImproperSetting(
+        f"AXES_ADDRESS_FAILURE_LIMIT ({AXES_ADDRESS_FAILURE_LIMIT}) must be at least AXES_FAILURE_LIMIT "
+        f"({AXES_FAILURE_LIMIT}), which must be at least 1; unset them for 20 and 5."
+    )
 AXES_COOLOFF_TIME = env("AXES_COOLOFF_TIME", 0.25)
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "core.login_lock.LoginLockHandler"
+AXES_LOCKOUT_PARAMETERS = [["ip_address"]]  # the rows LoginLockHandler counts; it splits them by username
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_USERNAME_CALLABLE = "core.auth.login_attempt_username"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"

@@ -11,6 +11,8 @@ app current when Django loads ``config``), and apps above core add their own par
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -50,6 +52,38 @@ def health_pgvector() -> str | None:
 
 
 def health_broker() -> bool:
+    """Whether the broker answers, as last found within BROKER_PROBE_SECONDS.
+
+    The health check answers anyone, before authentication, and a probe of a broker that is down
+    waits out its 1 s timeout: one probe per call would let a few anonymous callers in a loop keep
+    every request thread waiting. So one probe serves every call for BROKER_PROBE_SECONDS; callers
+    that arrive while it runs wait for it (one timeout at most) and share its answer."""
+    url = current_app.conf.broker_url
+    known = _broker_known(url)
+    if known is not None:
+        return known
+    with _broker_lock:
+        known = _broker_known(url)  # another caller probed while this one waited
+        if known is None:
+            known = _broker_probe()
+            _broker_seen[url] = (time.monotonic(), known)
+        return known
+
+
+#: How long one broker probe answers the health check (seconds).
+BROKER_PROBE_SECONDS = 5.0
+_broker_lock = threading.Lock()
+_broker_seen: dict[str, tuple[float, bool]] = {}  # broker URL -> (when probed, monotonic; reachable)
+
+
+def _broker_known(url: str) -> bool | None:
+    seen = _broker_seen.get(url)
+    if seen is None or time.monotonic() - seen[0] >= BROKER_PROBE_SECONDS:
+        return None
+    return seen[1]
+
+
+def _broker_probe() -> bool:
     app = current_app
     try:
         with app.connection_for_write() as conn:

@@ -250,6 +250,9 @@ def test_a_value_the_schema_refuses_is_a_line_error(dev, space, fake_embedder, n
     assert not Thought.objects.filter(space=space).exists()
 
 
+PARTNER = "0b7c4d1e-8f5a-4c2b-9d3e-6a1f2b3c4d5e"
+
+
 def test_what_the_schema_documents_as_not_given_or_the_seed_form_is_accepted(dev, space, fake_embedder):
     item = {
         "content": "documented forms",
@@ -258,13 +261,13 @@ def test_what_the_schema_documents_as_not_given_or_the_seed_form_is_accepted(dev
         "temporal_scope": "",
         "superseded_by": None,
         "related_thoughts": None,
-        "co_retrieved_with": [{"thought_id": "a", "count": 3, "last": "2026-01-01"}],
+        "co_retrieved_with": [{"thought_id": PARTNER, "count": 3, "last": "2026-01-01"}],
         "embedding": [3.4e38] + [0.0] * 383,
     }
     response = post(dev, [item])
     assert response.status_code == 201, response.content[:300]
     stored = Thought.objects.get(space=space)
-    assert stored.co_retrieved_with == {"a": 3} and stored.temporal_scope is None
+    assert stored.co_retrieved_with == {PARTNER: 3} and stored.temporal_scope is None
 
 
 def test_a_large_import_refreshes_the_planner_statistics(dev, space, fake_embedder, monkeypatch):

@@ -165,7 +165,7 @@ class Import:
                 f"query-log rows, {plan.skipped['correction_suggestions']} correction suggestions."
             )
         for link in dangling:
-            command.stderr.write(f"Reference to a thought that is not in the space, left out: {link}")
+            command.stderr.write(f"Reference left out: {link}")
         return {
             "thoughts": imported,
             "query_logs": logs,

@@ -11,6 +11,7 @@ services report per line as ``{line, field, message}``.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 import uuid
@@ -63,6 +64,10 @@ EFFECTIVE_CONFIDENCE_MAX = 1.5
 COUNTER_MAX = pheromones.COUNTER_MAX
 #: What a PostgreSQL integer column holds.
 INT_MAX = 2**31 - 1
+#: The most ``context_metadata`` an import over the API takes, in characters of compact JSON (its nesting
+#: is bounded by the API's parser, api.parsers.MAX_JSON_DEPTH). What Colony writes there itself is a few
+#: thousand: a memory call's session, context (2,000) and names, a retraction's reasons (2 x 2,000).
+CONTEXT_METADATA_MAX_CHARS = 20_000
 
 #: Other dumps' names for an import item's fields: a Mem0 get_all() item's "memory", a hand-written "text".
 #: The API takes Colony's own fields; ``manage.py brain import FILE`` reads Mem0 and seed-brain dumps as they are.
@@ -265,7 +270,8 @@ def _not_blank(value: str) -> None:
 
 @extend_schema_field(
     {
-        "description": "An object; a string is kept as {'text': ...}.",
+        "description": f"An object; a string is kept as {{'text': ...}}. At most {CONTEXT_METADATA_MAX_CHARS} "
+        "characters of JSON.",
         "anyOf": [
             {"type": "null"},
             {"type": "string", "pattern": NO_NUL_PATTERN},
@@ -274,14 +280,23 @@ def _not_blank(value: str) -> None:
     }
 )
 class _Metadata(serializers.JSONField):
-    def __init__(self):
+    """An object; ``max_chars`` bounds its compact JSON (None: only what the column holds)."""
+
+    def __init__(self, *, max_chars: int | None = CONTEXT_METADATA_MAX_CHARS):
+        self.max_chars = max_chars
         super().__init__(default=dict)
 
     def to_internal_value(self, data):
         if isinstance(data, str):
-            return {"text": data}
+            data = {"text": data}
         if not isinstance(data, dict):
             raise serializers.ValidationError("must be an object (a string is kept as {'text': ...}).")
+        if self.max_chars is not None:
+            size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+            if size > self.max_chars:
+                raise serializers.ValidationError(
+                    f"at most {self.max_chars} characters of JSON (got {size}); an import over the API refuses more."
+                )
         return data
 
 
@@ -296,7 +311,7 @@ _COUNT = {"type": "integer", "minimum": 0, "maximum": COUNTER_MAX}
             {"type": "null"},
             {
                 "type": "object",
-                "propertyNames": {"pattern": NO_NUL_PATTERN},
+                "propertyNames": {"format": "uuid"},
                 "additionalProperties": _COUNT,
                 "maxProperties": pheromones.CO_RETRIEVAL_PARTNERS_MAX,
             },
@@ -306,7 +321,7 @@ _COUNT = {"type": "integer", "minimum": 0, "maximum": COUNTER_MAX}
                 "items": {
                     "type": "object",
                     "required": ["thought_id", "count"],
-                    "properties": {"thought_id": {"type": "string", "pattern": NO_NUL_PATTERN}, "count": _COUNT},
+                    "properties": {"thought_id": {"type": "string", "format": "uuid"}, "count": _COUNT},
                     "additionalProperties": JSON_VALUE_REF,  # other keys of a seed entry are ignored
                 },
             },
@@ -315,12 +330,14 @@ _COUNT = {"type": "integer", "minimum": 0, "maximum": COUNTER_MAX}
 )
 class _CoRetrieved(serializers.JSONField):
     """{thought id: count}, or the seed brain's [{thought_id, count}]; ``max_partners`` and
-    ``max_count`` bound it (None: only what the column holds)."""
+    ``max_count`` bound it (None: only what the column holds). With ``ids_only`` every partner is a
+    thought id (a UUID, stored in its canonical form), as the reinforcement writes them; the operator's
+    restore also keeps a seed dump's own partner keys."""
 
     SHAPE = "must be {id: count} or [{thought_id, count}]."
 
-    def __init__(self, *, max_partners: int | None, max_count: int):
-        self.max_partners, self.max_count = max_partners, max_count
+    def __init__(self, *, max_partners: int | None, max_count: int, ids_only: bool = True):
+        self.max_partners, self.max_count, self.ids_only = max_partners, max_count, ids_only
         super().__init__(default=dict)
 
     def to_internal_value(self, data):
@@ -340,6 +357,14 @@ class _CoRetrieved(serializers.JSONField):
             raise serializers.ValidationError(f"at most {self.max_partners} partners (got {len(data)}).")
         if any(v > self.max_count for v in data.values()):
             raise serializers.ValidationError(f"each count at most {self.max_count}.")
+        if self.ids_only:
+            wrong = next((k for k in data if not _CANONICAL_UUID.fullmatch(k)), None)
+            if wrong is not None:
+                shown = wrong if len(wrong) <= 40 else f"{wrong[:40]}..."
+                raise serializers.ValidationError(
+                    f"each partner is a thought id (a UUID, 8-4-4-4-12 hex digits); {shown!r} is not."
+                )
+            data = {str(uuid.UUID(k)): v for k, v in data.items()}
         return data
 
 
@@ -378,7 +403,8 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
     same ``id`` before, is a 409 ``IMPORT_CONFLICT``); every reference (``source_ids``,
     ``supersedes``, ``refined_by``, ``superseded_by``, ``contradicted_by``, ``related_thoughts``)
     names a thought of the batch or of the space, and a thought is not related to itself; a
-    refinement, consolidation or correction does not supersede a transition marker; ``refined_by``
+    ``contradicted_by`` names a correction; a refinement, consolidation or correction does not
+    supersede a transition marker; ``refined_by``
     and ``superseded_by`` name only an item of the batch that supersedes this one (retrieval serves
     the thought they point to as this one's replacement)."""
 
@@ -428,7 +454,9 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
         "when left out.",
         default=None,
     )
-    contradicted_by = _OptionalUuid(default=None)
+    contradicted_by = _OptionalUuid(
+        help_text="A correction of the batch or the space whose corrected_fact this item repeats.", default=None
+    )
     related_thoughts = _Ids()
     embedding = _Vector()
     corrected_fact_embedding = _Vector()
@@ -514,7 +542,8 @@ class RestoreItemSerializer(ImportItemSerializer):
     accessed_by = _texts(100)
     pheromone_weight = _Number(min_value=0, default=1.0)
     access_count = _Integer(min_value=0, max_value=INT_MAX, default=0)
-    co_retrieved_with = _CoRetrieved(max_partners=None, max_count=INT_MAX)
+    context_metadata = _Metadata(max_chars=None)
+    co_retrieved_with = _CoRetrieved(max_partners=None, max_count=INT_MAX, ids_only=False)
     usage_score = _Number(default=None)
     contradiction_score = _Number(default=None)
     effective_confidence = _Number(min_value=0, default=1.0)

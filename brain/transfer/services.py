@@ -191,6 +191,31 @@ def _pointer_errors(cleaned: list[tuple[int, dict[str, Any]]], known: set[uuid.U
     ]
 
 
+def _not_a_correction(ref: Any) -> str:
+    return f"{ref} is not a correction: contradicted_by names the correction whose corrected_fact this thought repeats."
+
+
+def _contradicted_by_errors(cleaned: list[tuple[int, dict[str, Any]]], known: set[uuid.UUID]) -> list[LineError]:
+    """A ``contradicted_by`` names a correction (of the batch or of the space, ``known``): the flag it goes
+    with says the thought repeats that correction's corrected fact, and retracting the correction clears
+    both (``flags.correction_unflag``). Pointed at a marker or an ordinary thought it would tie the thought
+    to something that corrects nothing. A reference to no known thought is reported as unknown already."""
+    named = {row["contradicted_by"] for _, row in cleaned if row["contradicted_by"] in known}
+    if not named:
+        return []
+    corrections = {row["id"] for _, row in cleaned if row["thought_category"] == ThoughtCategory.CORRECTION}
+    corrections |= set(
+        Thought.objects.filter(pk__in=named - corrections, thought_category=ThoughtCategory.CORRECTION).values_list(
+            "pk", flat=True
+        )
+    )
+    return [
+        LineError(line, _not_a_correction(row["contradicted_by"]), "contradicted_by")
+        for line, row in cleaned
+        if row["contradicted_by"] in named and row["contradicted_by"] not in corrections
+    ]
+
+
 def _guard_corrections(*, space: Space, rows: list[dict[str, Any]], vectors: dict[int, Any]) -> None:
     """Flag ``contradicts_correction`` (and ``contradicted_by``) on the rows that repeat a correction's
     corrected fact, by the re-contamination guard of a memory contribution (``flags.correction_guard``).
@@ -320,6 +345,7 @@ def thoughts_import(
                 errors.append(LineError(line, f"no thought {ref} in this import or in this space.", name))
     if agent_mode:
         errors += _pointer_errors(cleaned, known=set(batch_ids) | in_space)
+    errors += _contradicted_by_errors(cleaned, known=set(batch_ids) | in_space)
     if errors or conflicts:
         # Only taken ids: a conflict with what is stored (409); anything else wrong: 400, every line listed.
         error_class = ImportInvalid if errors else ImportConflict
@@ -592,16 +618,28 @@ def _space_has_corrections(space: Space) -> bool:
 
 def thoughts_import_links(*, space: Space, links: list[tuple[str, str, str]]) -> list[str]:
     """Apply the references deferred by multi-batch imports; returns the ones that named no thought
-    of ``space`` (reported, not applied)."""
+    of ``space``, or a ``contradicted_by`` that names no correction (reported, not applied)."""
     if not links:
         return []
     targets = {uuid.UUID(ref) for _, _, ref in links}
-    existing = {str(pk) for pk in Thought.objects.filter(space=space, pk__in=targets).values_list("pk", flat=True)}
-    dangling = [f"{thought} {name} -> {ref}" for thought, name, ref in links if ref not in existing]
+    found = Thought.objects.filter(space=space, pk__in=targets).values_list("pk", "thought_category")
+    existing = {str(pk) for pk, _ in found}
+    corrections = {str(pk) for pk, category in found if category == ThoughtCategory.CORRECTION}
+    wrong = {
+        (thought, name, ref)
+        for thought, name, ref in links
+        if ref in existing and name == "contradicted_by" and ref not in corrections
+    }
+    dangling = [
+        f"{thought} {name} -> {ref}: "
+        + (_not_a_correction(ref) if (thought, name, ref) in wrong else "no such thought in the space.")
+        for thought, name, ref in links
+        if ref not in existing or (thought, name, ref) in wrong
+    ]
     with transaction.atomic():
         pairs = []
         for thought, name, ref in links:
-            if ref not in existing:
+            if ref not in existing or (thought, name, ref) in wrong:
                 continue
             if name == "related_thoughts":
                 pairs.append((uuid.UUID(thought), uuid.UUID(ref)))
