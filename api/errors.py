@@ -72,6 +72,14 @@ DATABASE_BUSY_MESSAGE = (
     "Every database connection of this server process is busy; nothing was changed by this request. "
     "Retry in a second (DATABASE_POOL_SIZE sets how many connections a web process keeps)."
 )
+#: PostgreSQL failed the request's transaction because of concurrent ones (a deadlock's victim, a
+#: serialization failure) after the retries its service allows: nothing of it happened, and sent again it
+#: will most likely pass. Not an outage: the database is up.
+DATABASE_CONFLICT_RETRY_AFTER = 1
+DATABASE_CONFLICT_MESSAGE = (
+    "This request collided with concurrent changes to the same rows (a database deadlock) and was rolled "
+    "back; nothing was changed by it. Send it again in a second (with the same Idempotency-Key, if it had one)."
+)
 # SQLSTATEs meaning "the server is not there or is going away": connection exceptions (08xxx),
 # admin/crash shutdown and "the database system is starting up / shutting down" (57P01-57P03).
 _UNAVAILABLE_SQLSTATES = {"57P01", "57P02", "57P03"}
@@ -97,6 +105,15 @@ def is_database_unavailable(exc: BaseException) -> bool:
         return state.startswith("08") or state in _UNAVAILABLE_SQLSTATES
     # Django's own "connection already closed" (InterfaceError) has no psycopg cause.
     return isinstance(exc, db_utils.InterfaceError)
+
+
+def is_transaction_conflict(exc: BaseException) -> bool:
+    """True when ``exc`` is PostgreSQL failing the transaction because of concurrent ones: a deadlock's
+    victim (40P01) or a serialization failure (40001). Nothing of the transaction happened; run again from
+    its start (never from inside a caller's transaction, which the failure has spoilt) it most likely passes."""
+    import psycopg
+
+    return isinstance(exc.__cause__, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure))
 
 
 def is_database_busy(exc: BaseException) -> bool:
@@ -129,11 +146,31 @@ def database_busy_response(request) -> HttpResponse:
     return response
 
 
+def database_conflict_response(request) -> HttpResponse:
+    """503 DATABASE_CONFLICT with a short Retry-After: the envelope for the API, a short page for humans."""
+    if request is None or request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", ""):
+        response = JsonResponse(error_body("DATABASE_CONFLICT", DATABASE_CONFLICT_MESSAGE), status=503)
+    else:
+        response = HttpResponse(
+            "<!doctype html><html><head><title>Colony: try again</title></head><body>"
+            "<h1>Someone else was changing the same thing</h1>"
+            "<p>Nothing was changed. Reload or send the form again in a second.</p></body></html>",
+            status=503,
+            content_type="text/html; charset=utf-8",
+        )
+    response["Retry-After"] = str(DATABASE_CONFLICT_RETRY_AFTER)
+    return response
+
+
 def database_outage_response(request, exc: BaseException) -> HttpResponse | None:
-    """The 503 for a database that is busy (pool exhausted) or unreachable, logged; None for any other
+    """The 503 for a database that is busy (pool exhausted) or unreachable, or that failed the request's
+    transaction because of concurrent ones (deadlock, serialization failure), logged; None for any other
     error. The one place that decides it: the middleware, DRF's exception handler and the 500 handler
     all call it."""
     where = f"{request.method} {request.path}" if request is not None else "an API view"
+    if is_transaction_conflict(exc):
+        logger.warning("transaction conflict on %s: %s", where, exc)
+        return database_conflict_response(request)
     if is_database_busy(exc):
         logger.warning("database pool exhausted on %s: %s", where, exc)
         return database_busy_response(request)

@@ -38,7 +38,8 @@ ERROR_DESCRIPTIONS = {
     415: "The body's Content-Type is not one this operation reads, or the body is compressed "
     "(`Content-Encoding`); the message says what to send (`UNSUPPORTED_MEDIA_TYPE`).",
     429: "Too many requests from this token (`THROTTLED`); retry after the `Retry-After` seconds.",
-    503: "A part Colony depends on is unavailable (database, broker); retry later.",
+    503: "A part Colony depends on is unavailable (database, broker), or the request collided with concurrent "
+    "changes to the same rows (`DATABASE_CONFLICT`); nothing was changed: retry after the `Retry-After` seconds.",
 }
 
 

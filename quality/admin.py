@@ -1,7 +1,15 @@
 from django.contrib import admin
 
 from core.admin import ColonyModelAdmin
-from quality.models import TURN_ITEM_VERDICT_FIELDS, ConfidenceChange, JudgeValidation, QualityRollup, TurnItem, TurnLog
+from quality.models import (
+    TURN_ITEM_VERDICT_FIELDS,
+    ConfidenceChange,
+    JudgeValidation,
+    QualityRollup,
+    SessionOwner,
+    TurnItem,
+    TurnLog,
+)
 
 
 class TurnItemInline(admin.TabularInline):
@@ -33,6 +41,15 @@ class TurnLogAdmin(ColonyModelAdmin):
     raw_id_fields = ["agent"]
     inlines = [TurnItemInline]
     date_hierarchy = "created_at"
+
+
+@admin.register(SessionOwner)
+class SessionOwnerAdmin(ColonyModelAdmin):
+    list_display = ["claimed_at", "space", "session_id", "agent"]
+    list_filter = ["space"]
+    search_fields = ["session_id", "agent__name"]
+    readonly_fields = ["claimed_at"]
+    raw_id_fields = ["agent"]
 
 
 @admin.register(TurnItem)

@@ -2,6 +2,8 @@
 
 - ``TurnLog`` / ``TurnItem``: one agent turn and the brain items injected into it, with the
   judge's and the agent's verdicts per item. Expire after ``TURN_LOG_RETENTION_DAYS``.
+- ``SessionOwner``: the one agent whose turns a session id takes, fixed by the unique constraint
+  when the session's first turn is logged. Expires once the session has no turn or query log left.
 - ``ConfidenceChange``: every change of a thought's effective confidence made by scoring, so
   demotions and their reversal (``false_demotion_rate``) can be counted. Expires with turn logs.
 - ``QualityRollup``: daily counts per (day, space, agent name; "" = the whole space). Kept forever;
@@ -59,6 +61,24 @@ class TurnLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}/{self.turn_id}"
+
+
+class SessionOwner(models.Model):
+    """The agent a session belongs to (quality.services.turns): one row per session id of a space, so
+    of two agents reporting a new session's first turn at once exactly one gets it."""
+
+    space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="+")
+    session_id = models.CharField(max_length=100)
+    agent = models.ForeignKey("core.Agent", on_delete=models.CASCADE, related_name="+")
+    claimed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["space", "session_id"], name="sessionowner_unique_session"),
+        ]
+
+    def __str__(self) -> str:
+        return self.session_id
 
 
 TURN_ITEM_VERDICT_FIELDS = (

@@ -32,14 +32,17 @@ def answered_once(
 ) -> ResponseThenWork:
     """``run()`` (status, body) once per key of the calling agent, or the answer kept for the key, marked
     ``Idempotent-Replayed: true``; without a key, ``run()`` as it is. The body is kept as the wire carries
-    it (UUIDs and dates as strings). ``after``: work for after the answer (none on a replay)."""
+    it (UUIDs and dates as strings). ``after``: work for after the answer (none on a replay), which ``run``
+    fills; ``run`` may be called again after a deadlock (``answer_once``), so each call starts it empty."""
+    after = after if after is not None else []
 
     def wire() -> tuple[int, Any]:
+        after.clear()  # what a rolled-back attempt left to do is not to be done
         status, body = run()
         return status, json.loads(JSONRenderer().render(body))
 
     status, body, replayed = answer_once(agent=request.user, key=key, fingerprint=fingerprint, run=wire)
-    response = ResponseThenWork(body, after=after if after is not None else [], status=status)
+    response = ResponseThenWork(body, after=after, status=status)
     if replayed:
         response[REPLAYED_HEADER] = "true"
     return response

@@ -310,7 +310,7 @@ def reinforcement_fold_due() -> Fold | None:
 #: A memory call's writes are each one statement in its own transaction: when PostgreSQL picks one as a
 #: deadlock's victim (another transaction locking some of the same thoughts in another order), nothing
 #: of it happened, so it is simply run again, at most this many more times (a correction's transaction
-#: too: brain.services.corrections.thought_correct).
+#: too, brain.services.corrections.thought_correct, and a keyed call's, brain.services.receipts).
 DEADLOCK_RETRIES = 2
 
 

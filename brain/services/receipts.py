@@ -17,6 +17,11 @@ stored again (flagged ``near_duplicate``, but a second thought all the same). A 
 - Two requests with one key at the same time: the second waits for the first (the receipt row is
   locked until the first commits) and is then answered from its receipt. A request that fails leaves
   no receipt (its transaction rolls back), so sending it again with the same key runs it.
+- A keyed request runs in one transaction, the receipt's, so its writes hold their row locks until it
+  commits, and PostgreSQL may fail it as a deadlock's victim (or a serialization failure) when other
+  requests lock some of the same rows in another order. Nothing of it happened, receipt included, so it
+  is run again from the start, at most ``DEADLOCK_RETRIES`` more times; after that the error goes up and
+  the API answers 503 ``DATABASE_CONFLICT`` with ``Retry-After`` (``api.errors``), the key still free.
 
 Keys are per agent (two agents, of one space or two, may use the same key, and each gets its own
 answer: one agent's key never replays another's response); an expired receipt is replaced by the next
@@ -32,13 +37,14 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from api.errors import Conflict, ValidationFailed
+from api.errors import Conflict, ValidationFailed, is_transaction_conflict
 from brain.models import ImportReceipt
+from brain.services.pheromones import DEADLOCK_RETRIES
 from core.models import Agent
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -109,10 +115,25 @@ def answer_once(
     """(status, body, replayed): ``run()`` once per key, its answer kept; see the module docstring.
 
     Without a key ``run()`` is simply called. ``run`` returns (status, body) for a success and raises
-    an ``ApplicationError`` for a refusal, which rolls the receipt back with the batch."""
+    an ``ApplicationError`` for a refusal, which rolls the receipt back with the batch. ``run`` may be
+    called again after a deadlock (see the module docstring): each call starts from the request as sent.
+    Inside a caller's transaction nothing is run again (the failure spoilt that transaction)."""
     if key is None:
         status, body = run()
         return status, body, False
+    outer = connection.in_atomic_block
+    for attempt in range(DEADLOCK_RETRIES + 1):
+        try:
+            return _answer_in_one_transaction(agent=agent, key=key, fingerprint=fingerprint, run=run)
+        except OperationalError as exc:
+            if outer or attempt == DEADLOCK_RETRIES or not is_transaction_conflict(exc):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _answer_in_one_transaction(
+    *, agent: Agent, key: str, fingerprint: str, run: Callable[[], tuple[int, dict]]
+) -> tuple[int, dict, bool]:
     with transaction.atomic():
         if _claim(agent, key, fingerprint):
             status, body = run()

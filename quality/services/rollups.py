@@ -37,11 +37,11 @@ from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.utils import timezone
 
 from brain.choices import SuggestionStatus
-from brain.models import CorrectionSuggestion, Thought
+from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services import flags
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
-from quality.models import ConfidenceChange, QualityRollup, TurnItem, TurnLog
+from quality.models import ConfidenceChange, QualityRollup, SessionOwner, TurnItem, TurnLog
 
 ROLLUP_RECOMPUTE_DAYS = formulas.DISCOVERY_DAYS + 1
 COUNT_FIELDS = (
@@ -193,7 +193,8 @@ def rollup_recompute_days(*, now: dt.datetime | None = None) -> list[dt.date]:
 
 
 def turn_logs_expire(*, now: dt.datetime | None = None, batch_size: int = 5000) -> int:
-    """Delete turn logs (and confidence changes) older than the retention; returns turns deleted.
+    """Delete turn logs (and confidence changes) older than the retention, and the owners of sessions with
+    no turn or query-log row left; returns turns deleted.
 
     Days about to lose their turns and never rolled up (the rollup job was down) are rolled up
     first, so expiry never loses a day's numbers.
@@ -219,6 +220,12 @@ def turn_logs_expire(*, now: dt.datetime | None = None, batch_size: int = 5000) 
         if not ids:
             break
         ConfidenceChange.objects.filter(pk__in=ids).delete()
+    # A session's written owner goes with the last of its turns and query-log rows (until then they, or it,
+    # say who used the session first).
+    same_session = {"space_id": OuterRef("space_id"), "session_id": OuterRef("session_id")}
+    SessionOwner.objects.filter(claimed_at__lt=cutoff).exclude(Exists(TurnLog.objects.filter(**same_session))).exclude(
+        Exists(QueryLog.objects.filter(**same_session))
+    ).delete()
     return deleted
 
 

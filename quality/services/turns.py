@@ -20,7 +20,12 @@ trusted judge's verdicts move its thought's EMAs and may raise a correction sugg
 thought as injected is feedback too.) A session belongs to the agent that
 first used it (its first query-log row or turn): another agent's turn naming it is refused, 403
 ``SESSION_NOT_YOURS``, before anything is read or stored (not 400: the request is well formed, the
-caller just may not act in that session).
+caller just may not act in that session). The owner is written down (``SessionOwner``, unique per
+session id of a space) in the transaction of the session's first turn, and read from there afterwards:
+of two agents whose first turns of a new session are logged at once, the second one's insert waits for
+the first to commit, finds its row and is refused, so exactly one agent ever acts in the session. (A
+memory call writes no owner: one still running when another agent's first turn of the session is
+logged doesn't count as a use.)
 
 Idempotency: ``(space, session_id, turn_id)`` is unique. A repeated post returns the turn logged
 first, unchanged, and enqueues nothing (a Stop hook firing twice must not count a turn twice).
@@ -42,7 +47,7 @@ from api.errors import Forbidden, NotFound, ValidationFailed
 from brain.models import QueryLog, Thought
 from core.models import Agent
 from quality.choices import InjectedFrom
-from quality.models import TurnItem, TurnLog
+from quality.models import SessionOwner, TurnItem, TurnLog
 
 EXCERPT_CHARS = 500
 MAX_ITEMS = 100  # per list: injected (explicit or from the query log), used, contradicted
@@ -112,8 +117,14 @@ def _newest_query_log(*, space, agent: Agent, session_id: str) -> QueryLog | Non
     return query_log
 
 
-def _session_owner_check(*, agent: Agent, session_id: str) -> None:
-    """403 SESSION_NOT_YOURS when another agent used ``session_id`` first (query log or turn log)."""
+def _session_owner(*, agent: Agent, session_id: str) -> tuple[uuid.UUID | None, bool]:
+    """The id of the agent ``session_id`` belongs to: its ``SessionOwner``'s, else the agent that used it
+    first (its earliest query-log row or turn), else None (nobody has); and whether that is a written owner."""
+    owner = (
+        SessionOwner.objects.filter(space=agent.space, session_id=session_id).values_list("agent_id", flat=True).first()
+    )
+    if owner is not None:
+        return owner, True
     firsts = [
         QueryLog.objects.filter(space=agent.space, session_id=session_id, agent__isnull=False)
         .order_by("created_at", "id")
@@ -125,12 +136,36 @@ def _session_owner_check(*, agent: Agent, session_id: str) -> None:
         .first(),
     ]
     firsts = [first for first in firsts if first is not None]
-    if firsts and min(firsts)[1] != agent.pk:
-        raise Forbidden(
-            f"Session {session_id!r} belongs to another agent (the one that used it first); report turns of "
-            "your own sessions (trace.session_id of your memory calls).",
-            code="SESSION_NOT_YOURS",
-        )
+    return (min(firsts)[1] if firsts else None), False
+
+
+def _not_yours(session_id: str) -> Forbidden:
+    return Forbidden(
+        f"Session {session_id!r} belongs to another agent (the one that used it first); report turns of "
+        "your own sessions (trace.session_id of your memory calls).",
+        code="SESSION_NOT_YOURS",
+    )
+
+
+def _session_owner_check(*, agent: Agent, session_id: str) -> bool:
+    """403 SESSION_NOT_YOURS when another agent used ``session_id`` first; whether the caller is its
+    written owner already (otherwise :func:`_session_claim` writes it with the turn)."""
+    owner, written = _session_owner(agent=agent, session_id=session_id)
+    if owner is not None and owner != agent.pk:
+        raise _not_yours(session_id)
+    return written
+
+
+def _session_claim(*, agent: Agent, session_id: str) -> None:
+    """Write the caller down as the session's owner unless someone is (inside the turn's transaction), then
+    403 unless the owner is the caller. The unique constraint decides a race: an insert behind another
+    transaction's uncommitted one waits for it, and then inserts nothing if it committed."""
+    SessionOwner.objects.bulk_create(
+        [SessionOwner(space=agent.space, session_id=session_id, agent=agent)], ignore_conflicts=True
+    )
+    owner = SessionOwner.objects.filter(space=agent.space, session_id=session_id).values_list("agent_id", flat=True)
+    if owner.get() != agent.pk:
+        raise _not_yours(session_id)
 
 
 def _shown_check(*, agent: Agent, session_id: str, newest: QueryLog | None, ids: list[uuid.UUID]) -> None:
@@ -156,6 +191,14 @@ def _shown_check(*, agent: Agent, session_id: str, newest: QueryLog | None, ids:
         )
 
 
+def _logged_before(turn: TurnLog, *, agent: Agent) -> TurnLogged:
+    """The turn already logged with this id, as the answer to its repeated post; 403 when another agent
+    logged it (its first turn of the session committed after this post's owner check: the race is theirs)."""
+    if turn.agent_id != agent.pk:
+        raise _not_yours(turn.session_id)
+    return TurnLogged(turn=turn, created=False, items=turn.items.count())
+
+
 def turn_log_create(
     *,
     agent: Agent,
@@ -170,10 +213,10 @@ def turn_log_create(
 ) -> TurnLogged:
     """Store one turn and its injected items; enqueue scoring. Idempotent on (session_id, turn_id)."""
     space = agent.space
-    _session_owner_check(agent=agent, session_id=session_id)
+    owner_written = _session_owner_check(agent=agent, session_id=session_id)
     existing = TurnLog.objects.filter(space=space, session_id=session_id, turn_id=turn_id).first()
     if existing is not None:
-        return TurnLogged(turn=existing, created=False, items=existing.items.count())
+        return _logged_before(existing, agent=agent)
 
     used = set(used_ids or [])
     contradicted = set(contradicted_ids or [])
@@ -182,6 +225,8 @@ def turn_log_create(
 
     try:
         with transaction.atomic():
+            if not owner_written:
+                _session_claim(agent=agent, session_id=session_id)
             if query_log is not None:
                 # Locked, so that of turns posted at once exactly one finds the call's sources free.
                 QueryLog.objects.select_for_update().filter(pk=query_log.pk).values_list("pk").first()
@@ -255,7 +300,7 @@ def turn_log_create(
         existing = TurnLog.objects.filter(space=space, session_id=session_id, turn_id=turn_id).first()
         if existing is None:
             raise
-        return TurnLogged(turn=existing, created=False, items=existing.items.count())
+        return _logged_before(existing, agent=agent)
     return TurnLogged(turn=turn, created=True, items=len(items))
 
 
