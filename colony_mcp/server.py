@@ -341,11 +341,18 @@ async def memory_contribute(
         str | None, Field(description="For a decision_record: what else was considered.", max_length=5000)
     ] = None,
     refines: Annotated[
-        str | None, Field(description="Id of a thought this one updates; the old one becomes superseded.")
+        str | None,
+        Field(
+            description="Id of a thought this one updates; the old one becomes superseded. Not a correction "
+            "(409 CORRECTION_NEEDS_CORRECTION): a correction is replaced by another, with memory_correct."
+        ),
     ] = None,
     consolidates: Annotated[
         list[str] | None,
-        Field(description="Ids (2 or more) of fragments this one merges into one map; they become superseded."),
+        Field(
+            description="Ids (2 or more) of fragments this one merges into one map; they become superseded. "
+            "No correction among them (409 CORRECTION_NEEDS_CORRECTION)."
+        ),
     ] = None,
     related_thoughts: Annotated[list[str] | None, Field(description="Ids of thoughts to link both ways.")] = None,
     tags: Annotated[list[str] | None, Field(description="Free tags.", max_length=20)] = None,

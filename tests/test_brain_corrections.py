@@ -326,7 +326,9 @@ def test_a_refined_or_consolidated_correction_still_guards_a_retracted_one_does_
     assert correction_guard(space=space, vector=vector, text=paraphrase) is None
 
 
-def test_a_refined_correction_still_flags_a_contribution_that_repeats_the_wrong_fact(space, dev):
+def test_a_correction_is_not_refined_and_still_flags_a_contribution_that_repeats_the_wrong_fact(space, dev):
+    # Only a correction supersedes a correction: the API refuses a plain refinement of one (an import
+    # can still hold one: the test above covers its guard).
     wrong = wrong_copies(space, 1)[0]
     body = {"correct_fact": RIGHT, "source_ref": {"type": "url", "value": "contract"}}
     correction = dev.post(f"/api/v1/thoughts/{wrong.id}/correct", body, format="json").json()["correction"]
@@ -335,7 +337,9 @@ def test_a_refined_correction_still_flags_a_contribution_that_repeats_the_wrong_
         {"prompt": "Reworded: NI coaching runs as a JV with Gerhard Quiring.", "refines": correction["thought_id"]},
         format="json",
     )
-    assert reworded.status_code == 200, reworded.json()
+    assert reworded.status_code == 409, reworded.json()
+    assert reworded.json()["error"]["code"] == "CORRECTION_NEEDS_CORRECTION"
+    assert not Thought.objects.get(pk=correction["thought_id"]).superseded
     again = dev.post(
         "/api/v1/memory",
         {"prompt": "Thomas is Zertifizierter Neuroimaginations-Coach and offers NI coaching to teams."},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -11,7 +13,7 @@ from api import fields as strict
 from api.errors import ValidationFailed
 from api.parsers import json_loads_bounded
 from api.responses import ResponseThenWork
-from api.schema import error_responses
+from api.schema import ERROR_DESCRIPTIONS, error_response, error_responses
 from brain.apis.idempotency import KEY_CONFLICT_RESPONSES, answered_once, idempotency_parameters, request_key
 from brain.inputs import MemoryInputSerializer
 from brain.services.memory import memory_run
@@ -57,6 +59,13 @@ URL_TOKEN_PARAMETER = OpenApiParameter(
 )
 
 
+#: The memory call's own 409: only a correction supersedes a correction (``lineage.corrections_refuse``).
+CORRECTION_CONFLICT = (
+    "`CORRECTION_NEEDS_CORRECTION`: refines or consolidates (or supersedes on a thought that is not a correction) "
+    "names a correction, listed in `corrections`; only a correction supersedes a correction (send one whose "
+    "supersedes names it)."
+)
+
 MEMORY_ERRORS = error_responses(
     400,
     404,
@@ -68,9 +77,13 @@ MEMORY_ERRORS = error_responses(
     "`MIN_CONSOLIDATION` (fewer than two distinct ids in consolidates); GET: a token parameter together with "
     "the Authorization header.",
     e404="An id in refines/consolidates/supersedes/related_thoughts is unknown (`THOUGHT_NOT_FOUND`).",
+    e409=f"{ERROR_DESCRIPTIONS[409]} {CORRECTION_CONFLICT}",
 )
 
-MEMORY_POST_ERRORS = {**MEMORY_ERRORS, **KEY_CONFLICT_RESPONSES}
+MEMORY_POST_ERRORS = {
+    **MEMORY_ERRORS,
+    409: error_response(409, f"{KEY_CONFLICT_RESPONSES[409].description} {CORRECTION_CONFLICT}"),
+}
 
 
 class SourceOutputSerializer(serializers.Serializer):
@@ -191,7 +204,9 @@ class MemoryApi(APIView):
             request,
             key=key,
             fingerprint=fields_fingerprint("POST /api/v1/memory", request.data),
-            run=lambda: (200, memory_run(agent=request.user, request=validated, defer=after.append)),
+            # A copy each run: the call rewrites its request (``supersedes`` as ``refines``), and after a
+            # deadlock it is run again from the fields as sent.
+            run=lambda: (200, memory_run(agent=request.user, request=copy.deepcopy(validated), defer=after.append)),
             after=after,
         )
 

@@ -2,18 +2,21 @@
 
 A refinement says "here is a better version of that thought"; a consolidation merges several into
 one. Either way the sources stay (never deleted) but are marked ``superseded`` with ``refined_by``
-pointing at the newest thought built on them, so ranking can prefer the newer version.
+pointing at the newest thought built on them, so ranking can prefer the newer version. Neither may
+name a transition marker (:func:`markers_refuse`) or a correction (:func:`corrections_refuse`: only
+a correction supersedes a correction).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable
 
 from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
 
-from api.errors import Forbidden, NotFound, ValidationFailed
+from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import Thought
 from brain.services.suggestions import suggestions_close_superseded
@@ -61,12 +64,53 @@ def markers_refuse(thoughts: Iterable[Thought], *, action: str) -> None:
         )
 
 
+def corrections_refuse(thoughts: Iterable[Thought], *, field: str | None = None) -> None:
+    """409 CORRECTION_NEEDS_CORRECTION when one of ``thoughts``, the sources of a refinement or a
+    consolidation (``field``: the request field that named them), is a correction.
+
+    Only a correction supersedes a correction (SPEC 6: "corrections, not votes, supersede"). A
+    refinement of a correction needs no ``corrected_fact`` or ``correct_fact`` and can say anything,
+    the wrong fact included, yet it would become the correction's live replacement, ranked above it:
+    one agent, or a prompt injection steering it, would bury the correction. What the refusal says to
+    send instead is a correction that supersedes it (:func:`correction_replacement_hint`).
+    """
+    thoughts = list(thoughts)
+    ids = [str(t.pk) for t in thoughts if t.thought_category == ThoughtCategory.CORRECTION]
+    if not ids:
+        return
+    one = len(ids) == 1
+    named = f"'{field}' names" if field else "A refinement or consolidation names"
+    message = (
+        f"{named} {'a correction' if one else 'corrections'} ({', '.join(ids)}), and only a correction "
+        f"supersedes a correction. {correction_replacement_hint(ids)}"
+    )
+    if len(ids) < len(thoughts):
+        message += f" To build on the other thoughts, leave {'it' if one else 'them'} out."
+    raise Conflict(message + " Nothing was stored.", code="CORRECTION_NEEDS_CORRECTION", extra={"corrections": ids})
+
+
+def correction_replacement_hint(ids: list[str]) -> str:
+    """How to replace the corrections ``ids``: a correction that supersedes them (the memory call's
+    fields, the correct endpoint, the MCP tool and the CLI command)."""
+    one = len(ids) == 1
+    path = f"POST /api/v1/thoughts/{ids[0] if one else '<id>'}/correct"
+    return (
+        f"If what {'it says' if one else 'they say'} is wrong or out of date, send a correction instead: a memory "
+        'call (POST /api/v1/memory) with "thought_category": "correction", "topic", "corrected_fact" (what is '
+        f'wrong), "correct_fact" and "supersedes": {json.dumps(ids)}, or {path} with "correct_fact" (MCP '
+        "memory_correct, CLI brain correct)."
+    )
+
+
 def thoughts_require(*, space: Space, ids: Iterable[uuid.UUID], field: str) -> list[Thought]:
     """The thoughts of ``space`` with these ids, in the given order; THOUGHT_NOT_FOUND names the missing."""
     wanted = list(dict.fromkeys(ids))
     if not wanted:
         return []
-    found = {t.id: t for t in Thought.objects.filter(space=space, id__in=wanted).only("id", "pheromone_weight")}
+    found = {
+        t.id: t
+        for t in Thought.objects.filter(space=space, id__in=wanted).only("id", "pheromone_weight", "thought_category")
+    }
     missing = [str(i) for i in wanted if i not in found]
     if missing:
         raise NotFound(
@@ -89,7 +133,8 @@ def lineage_lock_sources(*, space: Space, source_ids: list[uuid.UUID]) -> list[T
 
     Must run inside the transaction that stores the new thought: the weight it inherits and the
     superseding it writes then see the same, current rows. A transition marker among them is refused
-    (:func:`markers_refuse`) before anything is stored.
+    (:func:`markers_refuse`), and so is a correction (:func:`corrections_refuse`), before anything is
+    stored.
     """
     if not source_ids:  # a plain contribution: nothing to lock (and no query to build)
         return []
@@ -104,6 +149,7 @@ def lineage_lock_sources(*, space: Space, source_ids: list[uuid.UUID]) -> list[T
     if missing:
         raise NotFound(f"Thoughts no longer exist in this space: {', '.join(missing)}.", code="THOUGHT_NOT_FOUND")
     markers_refuse(rows.values(), action="refined or consolidated")
+    corrections_refuse(rows[i] for i in source_ids)
     return [rows[i] for i in source_ids]
 
 

@@ -67,6 +67,7 @@ def step_validate(call: MemoryCall) -> None:
             f"'contribute: false' stores nothing, but {', '.join(writes)} asks to store; drop one of them.",
             code="MUTUAL_EXCLUSION",
         )
+    as_lineage = bool(request.get("supersedes")) and not call.is_correction  # read as refines/consolidates
     _supersedes_as_lineage(call)
     call.lineage_ids = lineage.lineage_validate(
         refines=request.get("refines"), consolidates=request.get("consolidates")
@@ -77,7 +78,10 @@ def step_validate(call: MemoryCall) -> None:
             code="MUTUAL_EXCLUSION",
         )
     lineage_field = "refines" if request.get("refines") is not None else "consolidates"
-    lineage.thoughts_require(space=call.space, ids=call.lineage_ids, field=lineage_field)
+    sources = lineage.thoughts_require(space=call.space, ids=call.lineage_ids, field=lineage_field)
+    # Only a correction supersedes a correction: refused here, before the prompt is embedded
+    # (lineage_lock_sources refuses it again under the rows' locks).
+    lineage.corrections_refuse(sources, field="supersedes" if as_lineage else lineage_field)
     lineage.thoughts_require(space=call.space, ids=request.get("related_thoughts") or [], field="related_thoughts")
     lineage.thoughts_require(space=call.space, ids=request.get("supersedes") or [], field="supersedes")
     call.operations.append("validate")
@@ -494,18 +498,30 @@ def step_onboarding(call: MemoryCall) -> None:
 
 def step_near_duplicate(call: MemoryCall) -> None:
     """A new thought very close to an existing one: suggest refining it, or (flagged near_duplicate
-    in ``step_flags``) suggest merging them."""
+    in ``step_flags``) suggest merging them; a correction is neither refined nor merged
+    (``lineage.corrections_refuse``), so near one the guidance says how a correction is replaced."""
     if call.thought is None or call.nearest is None:
         return
     other, similarity = call.nearest
-    if flags.is_near_duplicate(similarity):
+    near_duplicate = flags.is_near_duplicate(similarity)
+    if not near_duplicate and not flags.is_refine_candidate(similarity):
+        return
+    if other.thought_category == ThoughtCategory.CORRECTION:
+        flagged = " Yours is flagged near_duplicate." if near_duplicate else ""
+        call.guidance.append(
+            f"Correction {other.id} says almost the same (similarity {similarity:.2f}): "
+            f'"{other.content[:PREVIEW_CHARS]}".{flagged} Only a correction supersedes a correction. '
+            + lineage.correction_replacement_hint([str(other.id)])
+        )
+        call.operations.append("near_duplicate:correction")
+    elif near_duplicate:
         call.guidance.append(
             f"Near-duplicate: thought {other.id} says almost the same (similarity {similarity:.2f}): "
             f'"{other.content[:PREVIEW_CHARS]}". Yours is flagged near_duplicate; merge them with '
             f'"consolidates": ["{other.id}", "{call.thought.id}"].'
         )
         call.operations.append("near_duplicate:consolidate")
-    elif flags.is_refine_candidate(similarity):
+    else:
         call.guidance.append(
             f"A similar thought exists: {other.id} (similarity {similarity:.2f}): "
             f'"{other.content[:PREVIEW_CHARS]}". If yours updates it, send it with "refines": "{other.id}".'
