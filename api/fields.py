@@ -124,8 +124,8 @@ _OFFSET_AS_SPACE = re.compile(r"^(\d{4}-\d{2}-\d{2}T[\d:.]+) (\d{2}(?::?\d{2})?)
 
 class DateTimeField(_StringOnly, serializers.DateTimeField):
     """In a query string, an offset whose "+" arrived as a space (``?since=2026-11-29T10:00:00+01:00``
-    written without ``%2B``) is read as the "+" it was: DRF refused it with "Use one of these formats
-    instead: ...[+HH:MM|-HH:MM|Z]", the very format the caller had used."""
+    written without ``%2B``) is read as the "+" it was: DRF's own field refuses it with "Use one of these
+    formats instead: ...[+HH:MM|-HH:MM|Z]", the very format the caller used."""
 
     default_error_messages = _NOT_A_STRING
 
@@ -180,8 +180,8 @@ class Serializer(serializers.Serializer):
 
     An optional field sent as ``null`` counts as not given (its default applies), unless the field
     gives ``null`` a meaning of its own (``allow_null``). Tool-calling clients send every parameter and
-    ``null`` for those the model left out (OpenAI's strict function calling requires it): each such call
-    was a 400 "This field may not be null." A required field's ``null`` is still refused. The schema says
+    ``null`` for those the model left out (OpenAI's strict function calling requires it): otherwise each
+    such call would be a 400 "This field may not be null." A required field's ``null`` is still refused. The schema says
     so (``api.schema.truthful_requests``)."""
 
     default_error_messages = {"unknown_field": "Unknown field.{hint} Allowed: {allowed}."}

@@ -22,7 +22,7 @@ SURROGATE_MESSAGE = "Lone surrogate characters (\\ud800-\\udfff, half of a pair)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: Python's json reads 1e400 as infinity (and NaN / Infinity literals where it is not told otherwise);
-#: jsonb can't hold either, so a DNA or metadata value of 1e400 was a 500 ("invalid input syntax for type json").
+#: jsonb can't hold either: a DNA or metadata value of 1e400 would be a 500 ("invalid input syntax for type json").
 NOT_FINITE_MESSAGE = (
     "Not a finite number: JSON numbers must lie within about ±1.8e308 (1e400 overflows to infinity), "
     "and NaN and Infinity are not JSON."

@@ -463,11 +463,6 @@ def embed(text: str) -> list[float]:
     return embed_many([text])[0]
 
 
-def warm_up() -> None:
-    """Load (and on first use export) the model now instead of on the first request."""
-    embed_many(["warm up"])
-
-
 # --- stored vectors vs. the current embedder ------------------------------------------------------
 def stored_vectors_notice() -> dict:
     """Whether stored vectors were computed by another embedder than this process's.

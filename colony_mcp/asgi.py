@@ -200,8 +200,8 @@ class McpEndpoint:
             return
         await self._ensure_running()
         if "accept" not in headers:
-            # No Accept header means any media type (RFC 9110 12.5.1); the SDK read it as refusing JSON and
-            # answered 406 "Client must accept application/json" to a hand-written client (Python's urllib
+            # No Accept header means any media type (RFC 9110 12.5.1); the SDK reads it as refusing JSON and
+            # answers 406 "Client must accept application/json" to a hand-written client (Python's urllib
             # sends none). Stated as the transport asks clients to state it.
             scope = {**scope, "headers": [*scope["headers"], (b"accept", b"application/json, text/event-stream")]}
         await self.app({**scope, "colony.agent": agent, "colony.executor": self.executor}, receive, send)

@@ -148,13 +148,14 @@ def down_line(reason: str) -> str:
 def emit_context(event_name: str, text: str) -> None:
     out = {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}
     # ASCII (\uXXXX escapes): Python on Windows writes a pipe in the ANSI code page (cp1252), where a
-    # source in Cyrillic or CJK was a UnicodeEncodeError and the hook died with a traceback.
+    # source in Cyrillic or CJK would be a UnicodeEncodeError and the hook would die with a traceback.
     sys.stdout.write(json.dumps(out) + "\n")
 
 
 def read_event() -> dict:
-    """The event Claude Code sends: JSON in UTF-8 on stdin, read as bytes. Read as text it was decoded in
-    the ANSI code page on Windows (cp1252): a non-ASCII prompt was searched mangled, or not at all."""
+    """The event Claude Code sends: JSON in UTF-8 on stdin, read as bytes. Read as text it would be
+    decoded in the ANSI code page on Windows (cp1252): a non-ASCII prompt would be searched mangled, or
+    not at all."""
     try:
         stream = getattr(sys.stdin, "buffer", None)  # None: no stdin, or one replaced by text (in-process use)
         raw = stream.read() if stream is not None else (sys.stdin.read() if sys.stdin else "").encode()

@@ -105,7 +105,7 @@ def error_reply(request_id, message: str) -> dict:
 def parse_sse(text: str) -> list[dict]:
     """The JSON messages of an SSE body (``data:`` lines, events separated by blank lines)."""
     messages, data = [], []
-    # SSE ends lines at CRLF, LF or CR only; str.splitlines() also broke a data line at a U+2028 in a thought.
+    # SSE ends lines at CRLF, LF or CR only; str.splitlines() also breaks a data line at a U+2028 in a thought.
     for line in re.split(r"\r\n?|\n", text) + [""]:
         if line.startswith("data:"):
             data.append(line[5:].lstrip())

@@ -157,7 +157,7 @@ def turn_from_transcript(path: str) -> dict | None:
     entries = []
     # "\n" only: str.splitlines() also breaks at U+2028, U+2029 and U+0085, which Claude Code (Node's
     # JSON.stringify) writes as they are inside a message; that entry, a prompt with a pasted line separator,
-    # was dropped and the turn started at the prompt before it.
+    # would be dropped and the turn would start at the prompt before it.
     for line in raw.split("\n"):
         try:
             entry = json.loads(line)

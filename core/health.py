@@ -35,7 +35,7 @@ def health_register(name: str, part: Callable[[], dict], *, needs_database: bool
 
     A part that ``needs_database`` is not asked while the database is down: the body says
     ``name: null`` at once instead of waiting out another connection timeout (each failed wait is
-    ``DATABASE_CONNECT_TIMEOUT``; the health check answered 503 after two of them, ~6 s)."""
+    ``DATABASE_CONNECT_TIMEOUT``; waiting, the health check would answer 503 only after two of them, ~6 s)."""
     _EXTRA_PARTS[name] = (part, needs_database)
 
 

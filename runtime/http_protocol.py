@@ -3,8 +3,8 @@
 uvicorn answers a request it cannot parse itself, before Colony sees it, with a plain-text ``400
 Invalid HTTP request received.`` The one an agent meets is a URL over 65,535 bytes: httptools parses
 the request target with 16-bit offsets, so a ``GET /api/v1/memory?prompt=...`` of 10,000 non-ASCII
-characters (about 90 KB percent-encoded, within the field's 10,000-character limit) was refused with
-that line, and a client that reads the envelope found none. This protocol answers those refusals
+characters (about 90 KB percent-encoded, within the field's 10,000-character limit) is refused with
+that line, and a client that reads the envelope finds none. This protocol answers those refusals
 as Colony answers everything else: a URL too long is ``414 URL_TOO_LONG`` with what to do instead
 (the same fields in a POST body), anything else unparsable ``400 BAD_REQUEST``; a browser (``Accept:
 text/html``, e.g. a very long search in the brain explorer) gets the same message as a small page.

@@ -13,13 +13,13 @@ A SIGTERM to the whole group would reach Celery's pool processes too, which die 
 
 A process that dies on its own (the OOM killer's SIGKILL, say) can leave its children behind:
 uvicorn's workers go on serving on the port without a master, so the restarted master could not bind
-it ("Address already in use") and make run never recovered, and the workers outlived make run itself.
+it ("Address already in use"), make run would never recover, and the workers would outlive make run.
 What a dead process leaves behind gets SIGTERM when the death is noticed and SIGKILL before the
 restart (which waits up to ``LEFTOVER_WAIT`` seconds for it to be gone) or at the stop.
 
-A ``Watch`` keeps up a service that is not a child: make run's embedded PostgreSQL, killed, came back
-only with the next make run (the web answered 503 until then); now it is restarted with the same
-back-off.
+A ``Watch`` keeps up a service that is not a child: make run's embedded PostgreSQL, if killed, is
+restarted with the same back-off instead of staying down (and the web answering 503) until the next
+make run.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ class WsgiBridge:
         if size and "CONTENT_LENGTH" not in environ:
             # A chunked body (Transfer-Encoding: chunked: a streamed upload, Node's fetch with a stream, a
             # proxy) has no Content-Length, and Django reads CONTENT_LENGTH bytes of wsgi.input: without
-            # it the body was dropped and the API answered "prompt: This field is required." It has been
+            # it the body would be dropped and the API would answer "prompt: This field is required." It has been
             # read whole above, so its length is known.
             environ["CONTENT_LENGTH"] = str(size)
         loop = asyncio.get_running_loop()

@@ -10,7 +10,7 @@ import pytest
 from brain import embedding
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.flags import correction_guard
-from brain.services.suggestions import suggestion_create, suggestions_pending_for, suggestions_pending_items
+from brain.services.suggestions import suggestion_create, suggestions_pending_items
 from brain.services.thoughts import thought_create
 
 pytestmark = pytest.mark.django_db
@@ -380,38 +380,32 @@ def test_pending_for_an_agent_or_its_session(space, other_space, agent_factory):
     old = store(space, WRONG)
     by_agent = suggest(old, "one", agent=dev.agent)
     by_session = suggest(old, "two", session_id="sess-1")
-    suggest(old, "three", agent=qa.agent, session_id="sess-2")
+    by_other = suggest(old, "three", agent=qa.agent, session_id="sess-2")
     closed = suggest(old, "four", agent=dev.agent)
     CorrectionSuggestion.objects.filter(pk=closed.pk).update(status="accepted")
     suggest(store(other_space, WRONG), "five", session_id="sess-1")
 
-    assert [s.id for s in suggestions_pending_for(space=space, agent=dev.agent)] == [by_agent.id]
-    assert [s.id for s in suggestions_pending_for(space=space, agent=dev.agent, session_id="sess-1")] == [
-        by_session.id,
-        by_agent.id,
-    ]
-    assert [s.id for s in suggestions_pending_for(space=space, session_id="sess-1")] == [by_session.id]
-    assert suggestions_pending_for(space=space).count() == 3
+    def pending(agent=None, session_id=None, limit=20) -> list[str]:
+        items = suggestions_pending_items(space=space, agent=agent, session_id=session_id, limit=limit)
+        return [item["suggestion_id"] for item in items]
+
+    assert pending(dev.agent) == [str(by_agent.id)]
+    assert pending(dev.agent, "sess-1") == [str(by_session.id), str(by_agent.id)]
+    assert pending(None, "sess-1") == [str(by_session.id)]
+    assert pending() == [str(by_other.id), str(by_session.id), str(by_agent.id)]
+    assert pending(dev.agent, "sess-1", limit=1) == [str(by_session.id)]
     (item,) = suggestions_pending_items(space=space, agent=dev.agent, limit=20)
     assert item["suggestion_id"] == str(by_agent.id) and item["thought_preview"] == old.content[:80]
     assert item["thought_id"] == str(old.id) and item["accept"] == f"/api/v1/corrections/{by_agent.id}/accept"
-    # A memory call names its agent and session: one prepared statement, the same items as the queryset.
+    # Each item is the suggestion's row as the ORM reads it, in the memory response's shape.
     from django.db.models.functions import Left
 
     from brain.services.suggestions import PENDING_FIELDS, suggestion_as_pending
 
-    both = suggestions_pending_for(space=space, agent=dev.agent, session_id="sess-1")
-    expected = [
-        suggestion_as_pending(row) for row in both.values(*PENDING_FIELDS, thought_preview=Left("thought__content", 80))
-    ]
     items = suggestions_pending_items(space=space, agent=dev.agent, session_id="sess-1", limit=20)
-    assert items == expected
-    assert [i["suggestion_id"] for i in items] == [str(by_session.id), str(by_agent.id)]
+    for item, suggestion in zip(items, (by_session, by_agent), strict=True):
+        (row,) = CorrectionSuggestion.objects.filter(pk=suggestion.pk).values(
+            *PENDING_FIELDS, thought_preview=Left("thought__content", 80)
+        )
+        assert item == suggestion_as_pending(row)
     assert items[0]["draft"]["supersedes"] == [str(old.id)]
-    assert suggestions_pending_items(space=space, agent=dev.agent, session_id="sess-1", limit=1) == expected[:1]
-    for agent, session_id in ((dev.agent, None), (None, "sess-1"), (None, None)):  # every case of the queryset
-        chosen = suggestions_pending_for(space=space, agent=agent, session_id=session_id)
-        rows = chosen.values(*PENDING_FIELDS, thought_preview=Left("thought__content", 80))
-        assert suggestions_pending_items(space=space, agent=agent, session_id=session_id, limit=20) == [
-            suggestion_as_pending(row) for row in rows
-        ]

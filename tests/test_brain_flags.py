@@ -17,7 +17,6 @@ from brain.services.flags import (
     is_near_duplicate,
     is_orphaned_reference,
     is_stale,
-    querylog_recent_queries,
     thoughts_flag_stale,
 )
 from brain.services.thoughts import thought_create
@@ -28,6 +27,11 @@ WORDS10 = "alpha bravo charlie delta echo foxtrot golf hotel india juliet"
 
 
 # --- keyword_echo ---------------------------------------------------------------------------------
+
+
+def _recent_queries(*, space, agent=None, agent_ref=None) -> list[str]:
+    """The recent queries a contribution's keyword-echo rule reads (its half of contribution_checks)."""
+    return flags.contribution_checks(space=space, agent=agent, agent_ref=agent_ref, guard=False)[0]
 
 
 def test_keyword_echo_seed_example():
@@ -172,10 +176,10 @@ def test_recent_queries_are_the_agents_own_newest_first_within_24h(space, other_
     QueryLog.objects.filter(pk=old.pk).update(created_at=timezone.now() - dt.timedelta(hours=25))
     QueryLog.objects.filter(pk=mine[0].pk).update(created_at=timezone.now() - dt.timedelta(hours=1))
 
-    assert querylog_recent_queries(space=space, agent=dev.agent) == ["q2", "q1", "q0"]
-    assert querylog_recent_queries(space=space, agent_ref="dev-1") == ["q2", "q1", "q0"]
-    assert querylog_recent_queries(space=other_space, agent_ref="dev-1") == ["elsewhere"]
-    assert querylog_recent_queries(space=space) == []
+    assert _recent_queries(space=space, agent=dev.agent) == ["q2", "q1", "q0"]
+    assert _recent_queries(space=space, agent_ref="dev-1") == ["q2", "q1", "q0"]
+    assert _recent_queries(space=other_space, agent_ref="dev-1") == ["elsewhere"]
+    assert _recent_queries(space=space) == []
 
 
 @pytest.mark.django_db
@@ -190,7 +194,7 @@ def test_recent_queries_leave_out_calls_that_stored_a_thought(space, dev, though
         query_text=stored.content,
         stored_thought=stored,
     )
-    assert querylog_recent_queries(space=space, agent=dev.agent) == ["a search"]
+    assert _recent_queries(space=space, agent=dev.agent) == ["a search"]
 
 
 @pytest.mark.django_db
@@ -198,7 +202,7 @@ def test_recent_queries_keep_only_the_last_n(space, dev, monkeypatch):
     monkeypatch.setattr(flags, "RECENT_QUERIES_LIMIT", 2)
     for i in range(4):
         QueryLog.objects.create(space=space, agent=dev.agent, agent_ref="dev-1", session_id="s", query_text=f"q{i}")
-    assert querylog_recent_queries(space=space, agent=dev.agent) == ["q3", "q2"]
+    assert _recent_queries(space=space, agent=dev.agent) == ["q3", "q2"]
 
 
 # --- stale job ------------------------------------------------------------------------------------
@@ -253,4 +257,4 @@ def test_flag_stale_job_uses_today_and_the_setting(space):
 def test_recent_queries_of_a_deactivated_identity_do_not_leak_between_agents(space, dev):
     other, _ = core_services.agent_create(name="dev-2", role="dev", space=space)
     QueryLog.objects.create(space=space, agent=dev.agent, agent_ref="shared-wire-id", session_id="s", query_text="a")
-    assert querylog_recent_queries(space=space, agent=other) == []
+    assert _recent_queries(space=space, agent=other) == []

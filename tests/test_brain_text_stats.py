@@ -25,6 +25,17 @@ def _documents(space) -> int:
     return sum(SpaceTextStats.objects.filter(space=space).values_list("documents", flat=True))
 
 
+def _query_terms(cursor, *, space_id: int, query_text: str, ef_search: int) -> search.QueryTerms:
+    """Statements 1 and 2 of a search as thought_search sends and reads them, without lexical
+    candidates: the query's lexemes, their IDF and which ones the lexical side matches on."""
+    params = search._terms_params(
+        space_id=space_id, query_text=query_text, ef_search=ef_search, filtered=False, pending_text=None
+    )
+    params.update(pool=0, rescore=0)
+    search._send_terms_and_lexical(cursor, params, "")
+    return search._read_terms_and_lexical(cursor, params)[0]
+
+
 def test_single_and_bulk_inserts_count_each_document_once(thought_factory, space):
     thought_factory("The webhook retries failed deliveries three times; webhook retries back off.")
     Thought.objects.bulk_create(
@@ -122,7 +133,7 @@ def test_the_search_reads_them(thought_factory, space):
         thought_factory(f"Routine note {i}: the deploy pipeline restarts workers.")
     thought_factory("The pgbouncer pool size is twenty.")
     with connection.cursor() as cursor:
-        terms = search.query_terms(cursor, space_id=space.pk, query_text="deploy pgbouncer pool", ef_search=40)
+        terms = _query_terms(cursor, space_id=space.pk, query_text="deploy pgbouncer pool", ef_search=40)
     idf = dict(zip(terms.lexemes, terms.idf, strict=True))
     assert idf["pgbouncer"] > idf["deploy"] > 0  # rarer is worth more
     assert terms.avgdl > 0 and set(terms.match) == {"deploy", "pgbouncer", "pool"}
@@ -140,7 +151,7 @@ def test_every_candidates_bm25_is_the_exact_bm25_of_its_row(thought_factory, spa
     query = "deploy pgbouncer pool restarts"
     found = search.thought_search(space=space, vector=fake_vector(query), query_text=query, limit=20).fetched
     with connection.cursor() as cursor:
-        terms = search.query_terms(cursor, space_id=space.pk, query_text=query, ef_search=40)
+        terms = _query_terms(cursor, space_id=space.pk, query_text=query, ef_search=40)
         idf = dict(zip(terms.lexemes, terms.idf, strict=True))
         assert {c.via_fulltext for c in found} == {True, False}  # both kinds are checked
         for candidate in found:
@@ -172,7 +183,7 @@ def test_the_search_terms_statement_sets_the_scan_settings_for_its_transaction_o
     with connection.cursor() as cursor:
         outside = _settings(cursor)
         with transaction.atomic():
-            terms = search.query_terms(cursor, space_id=space.pk, query_text="pgbouncer pool", ef_search=77)
+            terms = _query_terms(cursor, space_id=space.pk, query_text="pgbouncer pool", ef_search=77)
             assert _settings(cursor) == ["77", "relaxed_order", "off", "1"]
         assert terms.lexemes == ["pgbouncer", "pool"]
         assert _settings(cursor) == outside != ["77", "relaxed_order", "off", "1"]

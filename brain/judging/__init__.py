@@ -28,11 +28,10 @@ used           92.0%                       82.2%                       87.2%
 contradicted   97.3% (found 5 of 7)        82.2% (found 2 of 10)       89.9% (7 of 17)
 =============  =========================  ==========================  =================
 
-Before this version (whole-response similarity, whole-text cues): 70.9% / 81.8% / 86.5% with 0 of
-17 contradictions found. The held-out column is the honest estimate for unseen turns: below 85% on
-every metric, and its contradiction agreement is *below* answering "no" always (86.3% there). The
-whole-file figure is lifted by the half the thresholds were tuned on, so trust is decided on held-out
-turns only (``quality.services.validation.trust_decide``). With the 200 held-out turns of
+The held-out column is the honest estimate for unseen turns: below 85% on every metric, and its
+contradiction agreement is *below* answering "no" always (86.3% there). The whole-file figure is
+lifted by the half the thresholds were tuned on, so trust is decided on held-out turns only
+(``quality.services.validation.trust_decide``). With the 200 held-out turns of
 ``quality/fixtures/judge_heldout.jsonl`` added (570 held-out items): on_topic 91.8%, used 77.2%,
 contradicted 84.4% (28 of 77 found): the offline judge is not trusted.
 

@@ -6,8 +6,8 @@ similarity (:mod:`brain.judging.embedding`), and the brain's correction guard us
 
 The per-text steps (tokens, stems, numbers, sentences) are memoized per process (``TEXT_CACHE_SIZE``
 texts): the detector compares one new thought with up to 30 others, each a few cues that tokenize
-both sides again, and a turn's response is compared with every injected item (a profile of the
-worker under the soak's contributions: re-tokenizing was a quarter of a contradiction job).
+both sides again, and a turn's response is compared with every injected item (profiled under the
+soak's contributions, re-tokenizing each time is a quarter of a contradiction job).
 """
 
 from __future__ import annotations

@@ -280,10 +280,10 @@ def _send_terms_and_lexical(cursor, params: dict, filters: str) -> None:
     """Statements 1 and 2 (in pipeline mode: sent, not waited for).
 
     In pipeline mode a flush request follows them: PostgreSQL keeps a pipeline's results in its own
-    output buffer until it gets a Flush or a Sync, so without it their row left the server only when
-    the read after the embedding asked for it, one more round trip on the critical path (0.6-1.2 ms of
-    waiting for that read in process, 0.2 ms less with the flush: docs/performance.md, forty-seventh
-    session). With it the row is already in this process's socket when the embedding is done."""
+    output buffer until it gets a Flush or a Sync: without one their row would leave the server only
+    when the read after the embedding asks for it, one more round trip on the critical path (0.6-1.2 ms
+    of waiting for that read in process; the flush saves 0.2 ms of it, docs/performance.md). With it the
+    row is already in this process's socket when the embedding is done."""
     generic = params["generic_allowed"] and params["space"] in GENERIC_TERMS_SPACES
     cursor.execute(
         _SETTINGS_SQL,
@@ -315,28 +315,6 @@ def _read_terms_and_lexical(cursor, params: dict) -> tuple[QueryTerms, list, lis
         generic_plan=bool(generic_plan),
     )
     return terms, list(lexical_ids), [float(value) for value in lexical_bm25]
-
-
-def query_terms(
-    cursor,
-    *,
-    space_id: int,
-    query_text: str,
-    ef_search: int,
-    filtered: bool = False,
-    pending_text: str | None = None,
-) -> QueryTerms:
-    """The query's lexemes, their IDF in the space and which of them the lexical side matches on (with
-    ``pending_text`` counted as a stored thought, see ``_TERMS_LEXICAL_SQL``): statements 1 and 2 of a
-    search, without lexical candidates. They also set the search's scan settings and plan mode for the
-    rest of the caller's transaction (``_SCAN_SETTINGS``; the generic plan when the space is big enough
-    and the search not ``filtered`` by topic or category, :data:`GENERIC_PLAN_MIN_THOUGHTS`)."""
-    params = _terms_params(
-        space_id=space_id, query_text=query_text, ef_search=ef_search, filtered=filtered, pending_text=pending_text
-    )
-    params.update(pool=0, rescore=0)
-    _send_terms_and_lexical(cursor, params, "")
-    return _read_terms_and_lexical(cursor, params)[0]
 
 
 #: Everything else, given the vector and the lexical side's rows (``lexical_ids`` / ``lexical_bm25``,

@@ -311,33 +311,12 @@ def contribution_flags(
     return flags
 
 
-def querylog_recent_queries(
-    *,
-    space: Space,
-    agent: Agent | None = None,
-    agent_ref: str | None = None,
-    now: dt.datetime | None = None,
-) -> list[str]:
-    """The texts of this agent's latest queries in ``space``, newest first, for the keyword-echo rule.
-
-    "Recent" = the last RECENT_QUERIES_LIMIT queries that are also within RECENT_QUERIES_WINDOW.
-    Memory calls that stored a thought don't count: their text was knowledge, not search terms, and
-    an agent restating its own earlier contribution is a near-duplicate, not a keyword echo.
-    The agent is the authenticated one (``agent``) when known, else the wire ``agent_id``
-    (``agent_ref``); with neither there is no "same agent" and the result is empty. Call it BEFORE
-    this request's own query is logged, or every contribution would echo itself.
-    """
-    return contribution_checks(space=space, agent=agent, agent_ref=agent_ref, guard=False, now=now)[0]
-
-
-def _recent_queries_statement(
-    *, space: Space, agent: Agent | None, agent_ref: str | None, now: dt.datetime | None = None
-) -> tuple[str, dict] | None:
+def _recent_queries_statement(*, space: Space, agent: Agent | None, agent_ref: str | None) -> tuple[str, dict] | None:
     if agent is None and not agent_ref:
         return None
     params = {
         "space": space.pk,
-        "since": (now or timezone.now()) - RECENT_QUERIES_WINDOW,
+        "since": timezone.now() - RECENT_QUERIES_WINDOW,
         "agent": agent.pk if agent is not None else agent_ref,
         "limit": RECENT_QUERIES_LIMIT,
     }
@@ -352,16 +331,22 @@ def contribution_checks(
     guard: bool,
     vector: list[float] | None = None,
     text: str | None = None,
-    now: dt.datetime | None = None,
 ) -> tuple[list[str], Thought | None]:
-    """What a contribution's flags read, in one round trip: the agent's recent queries
-    (:func:`querylog_recent_queries`) and, with ``guard``, the correction its ``vector`` and ``text``
-    repeat (:func:`correction_guard`). Both statements are sent before either result is read (psycopg's
-    pipeline mode), instead of waiting for one and then the other (~0.4 ms each), and both are read
-    after the pipeline's Sync, with which they come back: read inside the pipeline, the first read
-    asked for a flush and waited, and the Sync waited again. Each of the two functions is this one
-    asked for its half."""
-    recent_statement = _recent_queries_statement(space=space, agent=agent, agent_ref=agent_ref, now=now)
+    """What a contribution's flags read, in one round trip: the agent's recent queries, for the
+    keyword-echo rule, and, with ``guard``, the correction its ``vector`` and ``text`` repeat
+    (:func:`correction_guard`, which is this function asked for that half).
+
+    The recent queries are the texts of the agent's last RECENT_QUERIES_LIMIT queries in ``space``
+    within RECENT_QUERIES_WINDOW, newest first. Memory calls that stored a thought don't count: their
+    text was knowledge, not search terms, and an agent restating its own earlier contribution is a
+    near-duplicate, not a keyword echo. The agent is the authenticated one (``agent``) when known,
+    else the wire ``agent_id`` (``agent_ref``); with neither there is no "same agent" and the list is
+    empty. Call it BEFORE this request's own query is logged, or every contribution would echo itself.
+
+    Both statements are sent before either result is read (psycopg's pipeline mode) rather than one
+    after the other (~0.4 ms each), and both are read after the pipeline's Sync, with which they come
+    back: a read inside the pipeline would ask for a flush and wait, and the Sync would wait again."""
+    recent_statement = _recent_queries_statement(space=space, agent=agent, agent_ref=agent_ref)
     if recent_statement is None and not guard:
         return [], None
     with prepared_cursor() as recent_cursor, prepared_cursor() as guard_cursor:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import connection, transaction
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.utils import timezone
 
 from api.errors import Conflict, Forbidden, NotFound
@@ -198,29 +198,6 @@ def suggestion_get(*, space: Space, suggestion_id: uuid.UUID | str) -> Correctio
     return suggestion
 
 
-def suggestions_pending_for(
-    *, space: Space, agent: Agent | None = None, session_id: str | None = None
-) -> QuerySet[CorrectionSuggestion]:
-    """Pending suggestions addressed to this agent, or to this session and no other agent (newest first).
-
-    With neither, every pending suggestion of the space. This is what the memory response lists as
-    ``result.pending_corrections`` (SPEC 4.5: "for that agent or session").
-    """
-    pending = (
-        CorrectionSuggestion.objects.filter(space=space, status=SuggestionStatus.PENDING)
-        .select_related("thought")
-        .defer(*thought_defer_bulky("thought"))
-    )
-    if agent is None and not session_id:
-        return pending.order_by("-created_at")
-    addressed = Q()
-    if agent is not None:
-        addressed |= Q(agent=agent)
-    if session_id:  # a session's suggestions raised by another agent stay that agent's
-        addressed |= Q(session_id=session_id) & (Q(agent__isnull=True) | Q(agent=agent))
-    return pending.filter(addressed).order_by("-created_at")
-
-
 def suggestions_list(
     *, space: Space, status: str | None = SuggestionStatus.PENDING, agent: Agent | None = None, mine: bool = False
 ) -> QuerySet[CorrectionSuggestion]:
@@ -251,9 +228,10 @@ PENDING_PREVIEW_CHARS = 80
 def suggestions_pending_items(
     *, space: Space, agent: Agent | None = None, session_id: str | None = None, limit: int
 ) -> list[dict]:
-    """``result.pending_corrections`` of a memory response: the newest ``limit`` pending suggestions for
-    this agent or session, as :func:`suggestions_pending_for` selects them (with neither, every pending
-    one of the space), read as plain values in one prepared statement (this runs on memory calls:
+    """``result.pending_corrections`` of a memory response (SPEC 4.5: "for that agent or session"): the
+    newest ``limit`` pending suggestions addressed to this agent, or to this session and no other agent
+    (a session's suggestions raised by another agent stay that agent's); with neither, every pending
+    one of the space. Read as plain values in one prepared statement (this runs on memory calls:
     building model instances of suggestions and their thoughts cost more than the query)."""
     params = {
         "space": space.pk,
@@ -275,7 +253,7 @@ def suggestions_pending_items(
     return items
 
 
-#: suggestions_pending_for as values, newest first: addressed to the agent, or to the session and no
+#: Pending suggestions as values, newest first: addressed to the agent, or to the session and no
 #: other agent, or, with neither given, every pending suggestion of the space.
 _PENDING_ITEMS_SQL = f"""
 SELECT {", ".join(f"s.{name}" for name in PENDING_FIELDS)}, left(t.content, %(preview)s)

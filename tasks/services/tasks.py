@@ -42,7 +42,7 @@ def project_create(
 
 
 #: A DNA key that is the DNA wrapped once more ({"dna": {...}}, as a task create body carries it): refused,
-#: unless null (which removes one stored before this rule).
+#: unless null, which removes the key from a task that carries one.
 WRAPPED_DNA_KEY = "dna"
 
 
