@@ -27,6 +27,12 @@ thought has received all come from one agent, its effective confidence stays at 
 SINGLE_AGENT_FLOOR = 0.5 (it still ranks, at half weight); going lower takes contradictions reported
 by at least FLOOR_BREAKING_AGENTS = 2 distinct agents. Votes only demote: replacing a thought is a
 correction's work (SPEC 4.5), which supersedes it.
+
+Its mirror, the single-agent ceiling: while the uses a thought has received all come from one agent,
+its effective confidence stays at or below SINGLE_AGENT_CEILING = 1.25 (half the formula's largest
+lift); going higher takes uses reported by at least CEILING_BREAKING_AGENTS = 2 distinct agents. One
+agent steered by what it read can't lift a thought it favours to 1.5 in every agent's ranking, while
+one agent's honest use still counts.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ ALPHA = 0.5  # reward per unit of usage EMA
 BETA = 2.0  # penalty per unit of contradiction EMA
 SINGLE_AGENT_FLOOR = REPORTS_FLOOR  # lowest effective confidence one agent's contradictions can cause
 FLOOR_BREAKING_AGENTS = 2  # distinct contradicting agents it takes to go below the floor
+SINGLE_AGENT_CEILING = 1.0 + ALPHA / 2  # highest effective confidence one agent's uses can cause
+CEILING_BREAKING_AGENTS = 2  # distinct using agents it takes to go above the ceiling
 
 # Targets of SPEC 4.3 / seeds/004 section 2, with the direction that meets them.
 TARGETS: dict[str, tuple[str, float]] = {
@@ -85,13 +93,16 @@ def confidence_formula(usage_score: float | None, contradiction_score: float | N
 
 
 def effective_confidence(
-    usage_score: float | None, contradiction_score: float | None, contradicting_agents: int
+    usage_score: float | None, contradiction_score: float | None, contradicting_agents: int, using_agents: int
 ) -> float:
     """The ranking multiplier: :func:`confidence_formula`, kept at SINGLE_AGENT_FLOOR or above while
-    fewer than FLOOR_BREAKING_AGENTS distinct agents ever reported the thought contradicted."""
+    fewer than FLOOR_BREAKING_AGENTS distinct agents ever reported the thought contradicted, and at
+    SINGLE_AGENT_CEILING or below while fewer than CEILING_BREAKING_AGENTS ever reported it used."""
     value = confidence_formula(usage_score, contradiction_score)
     if contradicting_agents < FLOOR_BREAKING_AGENTS:
         value = max(value, SINGLE_AGENT_FLOOR)
+    if using_agents < CEILING_BREAKING_AGENTS:
+        value = min(value, SINGLE_AGENT_CEILING)
     return value
 
 

@@ -77,5 +77,15 @@ def test_quality_multiplier_is_the_confidence_only_while_the_switch_is_on(settin
     [(0, 0.5), (1, 0.5), (2, 0.0), (3, 0.0)],
 )
 def test_one_agents_contradictions_stop_at_the_single_agent_floor(agents, expected):
-    assert formulas.effective_confidence(0.0, 0.9, agents) == expected
-    assert formulas.effective_confidence(0.5, 0.1, agents) == pytest.approx(1.05)  # above the floor: untouched
+    assert formulas.effective_confidence(0.0, 0.9, agents, 0) == expected
+    assert formulas.effective_confidence(0.5, 0.1, agents, 0) == pytest.approx(1.05)  # above the floor: untouched
+
+
+@pytest.mark.parametrize(
+    ("agents", "expected"),
+    [(0, 1.25), (1, 1.25), (2, 1.45), (3, 1.45)],
+)
+def test_one_agents_uses_stop_at_the_single_agent_ceiling(agents, expected):
+    assert formulas.SINGLE_AGENT_CEILING == 1.25  # half the formula's largest lift (1.5)
+    assert formulas.effective_confidence(0.9, 0.0, 0, agents) == pytest.approx(expected)
+    assert formulas.effective_confidence(0.4, 0.0, 0, agents) == pytest.approx(1.2)  # below the ceiling: untouched

@@ -35,7 +35,9 @@ What feeds the EMAs (``usage_score``, ``contradiction_score``, ``effective_confi
   the metrics but don't move it.
 - One agent can't bury a thought: until contradictions from ``formulas.FLOOR_BREAKING_AGENTS``
   distinct agents are recorded (``ConfidenceChange`` rows, this turn's included), effective confidence
-  stays at or above ``formulas.SINGLE_AGENT_FLOOR``.
+  stays at or above ``formulas.SINGLE_AGENT_FLOOR``; nor lift one: until uses from
+  ``formulas.CEILING_BREAKING_AGENTS`` distinct agents are recorded, it stays at or below
+  ``formulas.SINGLE_AGENT_CEILING``.
 
 The update runs in one transaction with the thoughts' rows locked (in id order, so two workers
 scoring overlapping turns can't deadlock or lose an update), writes one ``ConfidenceChange`` per
@@ -58,7 +60,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -319,13 +321,19 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
         .order_by("pk")
         .values_list("pk", "usage_score", "contradiction_score", "effective_confidence")
     )
+    # The distinct agents that ever reported each thought contradicted / used (the floor and the ceiling).
     contradictors: dict = {thought_id: set() for thought_id in by_thought}
-    for thought_id, agent_name in (
-        ConfidenceChange.objects.filter(thought_id__in=list(by_thought), contradicted=True)
-        .values_list("thought_id", "agent_name")
+    users: dict = {thought_id: set() for thought_id in by_thought}
+    for thought_id, agent_name, used, contradicted in (
+        ConfidenceChange.objects.filter(thought_id__in=list(by_thought))
+        .filter(Q(contradicted=True) | Q(used=True))
+        .values_list("thought_id", "agent_name", "used", "contradicted")
         .distinct()
     ):
-        contradictors[thought_id].add(agent_name)
+        if contradicted:
+            contradictors[thought_id].add(agent_name)
+        if used:
+            users[thought_id].add(agent_name)
     changes, stepped = [], []
     for thought_id, usage_score, contradiction_score, old_confidence in rows:
         item = by_thought[thought_id]
@@ -333,7 +341,11 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
         contradiction = formulas.ema(contradiction_score, 1.0 if item.contradicted else 0.0)
         if item.contradicted:
             contradictors[thought_id].add(turn.agent_name)
-        confidence = formulas.effective_confidence(usage, contradiction, len(contradictors[thought_id]))
+        if item.used:
+            users[thought_id].add(turn.agent_name)
+        confidence = formulas.effective_confidence(
+            usage, contradiction, len(contradictors[thought_id]), len(users[thought_id])
+        )
         stepped.append(
             Thought(
                 pk=thought_id, usage_score=usage, contradiction_score=contradiction, effective_confidence=confidence

@@ -1,7 +1,8 @@
 """No one agent can bury shared knowledge (SPEC 6, 4.4, 4.5): ``POST /api/v1/turns`` feedback counts
 only for what a memory call of the caller's own session returned, a session belongs to the agent that
-used it first, and one agent's contradictions can't take a thought below ``SINGLE_AGENT_FLOOR``; a
-contradiction still raises a pending correction, and accepting it supersedes."""
+used it first, one agent's contradictions can't take a thought below ``SINGLE_AGENT_FLOOR`` and its uses
+can't lift it above ``SINGLE_AGENT_CEILING``; a contradiction still raises a pending correction, and
+accepting it supersedes."""
 
 from __future__ import annotations
 
@@ -161,6 +162,28 @@ def test_one_agent_cannot_contradict_a_thought_below_the_floor(dev, agent_factor
     scored_turn(other, theirs, "t1", contradicted_ids=[str(target.id)])
     target.refresh_from_db()
     assert target.effective_confidence < formulas.SINGLE_AGENT_FLOOR
+
+
+def test_one_agent_cannot_lift_a_thought_above_the_ceiling(dev, agent_factory, space):
+    """Attack: an agent steered by a prompt injection reports another agent's (poisoned) thought
+    "used" turn after turn, to lift it to the formula's 1.5 in every agent's ranking.
+
+    Rule, the floor's mirror: while the uses come from one agent, effective confidence stays at or
+    below SINGLE_AGENT_CEILING; a second agent's use, from what its own session was shown, lifts it."""
+    target = make_thought(space, FACT)
+    session = new_session()
+    for n in range(8):
+        make_query_log(space, session, [target], agent=dev.agent)
+        scored_turn(dev, session, f"t{n}", used_ids=[str(target.id)])
+    target.refresh_from_db()
+    assert formulas.confidence_formula(target.usage_score, None) > formulas.SINGLE_AGENT_CEILING
+    assert target.effective_confidence == formulas.SINGLE_AGENT_CEILING
+    other = agent_factory("qa", name="qa-2")
+    theirs = new_session()
+    make_query_log(space, theirs, [target], agent=other.agent)
+    scored_turn(other, theirs, "t1", used_ids=[str(target.id)])
+    target.refresh_from_db()
+    assert target.effective_confidence > formulas.SINGLE_AGENT_CEILING
 
 
 def test_a_contradiction_still_raises_a_correction_and_accepting_it_supersedes(dev, space):
