@@ -207,7 +207,7 @@ class Serializer(serializers.Serializer):
         """The error for keys this serializer does not know: one key gets "Unknown field. Allowed: ...";
         more get the count and the allowed names once, and each of the first UNKNOWN_NAMED (sorted) by
         name. A body of 20,000 unknown keys is one short error, not one message per key."""
-        allowed = ", ".join(sorted(known))
+        allowed = ", ".join(sorted(known)) or "none"
 
         def hint(name: str) -> str:
             return errors.name_hint(name, known, self.unknown_field_hints)
@@ -223,6 +223,21 @@ class Serializer(serializers.Serializer):
 
 #: How many unknown keys an error names (the first, sorted); it counts the others.
 UNKNOWN_NAMED = 5
+
+
+class NoQuerySerializer(Serializer):
+    """The query string of an operation that defines no query parameter: every key is unknown."""
+
+    default_error_messages = {
+        "unknown_field": "Unknown field.{hint} This operation takes no query parameters: send it without them."
+    }
+
+
+def query_none(request) -> None:
+    """A GET that takes no query parameters refuses any (400 ``VALIDATION_ERROR`` naming them), as every
+    other operation refuses one it does not define: a misspelt ``limit`` is never silently ignored."""
+    if request.query_params:
+        NoQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
 
 
 class FieldsReusedPerThread:

@@ -33,7 +33,8 @@ from api import fields as strict
 from api.parsers import text_problem
 
 #: A list's order: (field, descending, type) triples, most significant first; unique as a whole. The
-#: type (datetime, uuid.UUID or str) reads the field's value back from a cursor.
+#: type (datetime, uuid.UUID, bool or str) reads the field's value back from a cursor. A field may be
+#: an annotation of the list's queryset (a bool that ranks some rows first).
 Order = Sequence[tuple[str, bool, type]]
 
 CURSOR_HELP = (
@@ -52,6 +53,8 @@ BOTH_MESSAGE = "Send cursor or offset, not both: next_cursor already says where 
 
 
 def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
@@ -69,6 +72,10 @@ def _read(kind: type, text: str) -> Any:
         return value
     if kind is uuid.UUID:
         return uuid.UUID(text)
+    if kind is bool:
+        if text not in ("true", "false"):
+            raise ValueError("a cursor's flag is true or false")
+        return text == "true"
     problem = text_problem(text)
     if problem:
         raise ValueError(problem)

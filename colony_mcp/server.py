@@ -638,12 +638,18 @@ async def in_flight(
     ctx: Context,
     role: Annotated[Role | None, Field(description="Default: your own role.")] = None,
     markers: Annotated[int | None, Field(description="Markers per task (1-20, default 3).", ge=1, le=20)] = None,
+    limit: Annotated[int | None, Field(description="Tasks per page (1-500, default 100).", ge=1, le=500)] = None,
+    cursor: Annotated[str | None, Field(description=CURSOR_DESCRIPTION, max_length=1000)] = None,
 ) -> CallToolResult:
     """Recovery after a crash, a compaction or a new session: the active and blocked tasks of your
-    role with their last brain markers. Call it first thing in a new session; then search the brain
-    for the task and continue where the markers say you stopped."""
+    role with their last brain markers, yours first (you moved them last), then the role's active
+    ones, then blocked ({role, count, next_cursor, tasks}; pass next_cursor back as cursor for the
+    next page). Call it first thing in a new session; then search the brain for the task and
+    continue where the markers say you stopped."""
     role = role or _agent_of(ctx)["role"]
-    return await _call(ctx, "GET", f"agents/{segment(role)}/in-flight", query=_given(markers=markers))
+    return await _call(
+        ctx, "GET", f"agents/{segment(role)}/in-flight", query=_given(markers=markers, limit=limit, cursor=cursor)
+    )
 
 
 @mcp.tool(annotations=WRITES)

@@ -44,6 +44,12 @@ MIN_PROMPT_CHARS = 3
 PROMPT_MAX_CHARS = 10000  # the memory API's limit on a prompt
 #: Sources injected per prompt at most, unless COLONY_HOOK_SOURCES says otherwise (1 to 10).
 SOURCES_DEFAULT = 5
+#: In-flight tasks a hook reads at most (SessionStart injects them, PreCompact snapshots yours among
+#: them): any agent may block tasks for another role, so a role's list can be long. The server lists
+#: the caller's own tasks first; the hook says how many more there are and how to list them.
+HOOK_TASKS = 10
+#: Tasks of others PreCompact names in its line at most; it counts the rest.
+NAMED_OTHERS = 5
 #: A read or connect that timed out (socket.timeout is TimeoutError only from Python 3.10).
 TIMEOUTS = (TimeoutError, socket.timeout)
 
@@ -214,11 +220,24 @@ def memory_search(colony: Colony, prompt: str, *, session_id: str, limit: int, i
     return colony.call("POST", "memory", body=body)
 
 
+def in_flight(colony: Colony, role: str, *, markers: int) -> tuple[list, int]:
+    """The first HOOK_TASKS in-flight tasks of ``role`` (the caller's own first) and how many there are."""
+    flight = colony.call("GET", f"agents/{role}/in-flight", query={"markers": markers, "limit": HOOK_TASKS})
+    tasks = (flight.get("tasks") or [])[:HOOK_TASKS]
+    return tasks, max(len(tasks), int(flight.get("count") or 0))
+
+
+def more_line(role: str, more: int) -> str:
+    return (
+        f"  ... and {more} more in-flight tasks of role {role} not shown: list them with "
+        f"GET /api/v1/agents/{role}/in-flight (MCP: in_flight), passing next_cursor back as cursor."
+    )
+
+
 def session_start(colony: Colony, event: dict) -> str:
     me = colony.call("GET", "agents/me")
-    flight = colony.call("GET", f"agents/{me['role']}/in-flight", query={"markers": 2})
+    tasks, count = in_flight(colony, me["role"], markers=2)
     lines = [f"Colony: you are {me['name']} (role {me['role']}, space {me['space']})."]
-    tasks = flight.get("tasks") or []
     if tasks:
         lines.append(f"In-flight tasks of role {me['role']} (recover these first):")
         for task in tasks:
@@ -229,6 +248,8 @@ def session_start(colony: Colony, event: dict) -> str:
                 f"(project {task['project']}{whose})"
             )
             lines.extend(_marker_lines(task, 2))
+        if count > len(tasks):
+            lines.append(more_line(me["role"], count - len(tasks)))
     else:
         lines.append(f"No in-flight tasks for role {me['role']}.")
     brain = memory_search(
@@ -280,10 +301,10 @@ def prompt_submit(colony: Colony, event: dict) -> str | None:
 
 def pre_compact(colony: Colony, event: dict) -> str:
     me = colony.call("GET", "agents/me")
-    flight = colony.call("GET", f"agents/{me['role']}/in-flight", query={"markers": 1})
+    tasks, count = in_flight(colony, me["role"], markers=1)
     stored, skipped = [], []
     today = date.today().isoformat()
-    for task in flight.get("tasks") or []:
+    for task in tasks:
         other = moved_by_another_agent(task, me)
         if other:  # a colleague's task: its snapshot is theirs to write; this agent's compaction says nothing of it
             skipped.append(f"{task['slug']} (last moved by {other})")
@@ -317,11 +338,19 @@ def pre_compact(colony: Colony, event: dict) -> str:
             body["refines"] = previous["results"][0]["thought_id"]
         response = colony.call("POST", "memory", body={k: v for k, v in body.items() if v is not None})
         stored.append(f"{task['slug']}={(response.get('trace') or {}).get('thought_id')}")
+    unread = count - len(tasks)  # past the first page: the server lists the caller's own tasks first
     if stored:
         line = f"Colony: state snapshot stored for {', '.join(stored)}."
     else:
-        line = "Colony: no in-flight task of yours." if skipped else "Colony: no in-flight task."
-    return f"{line} Not yours, left alone: {', '.join(skipped)}." if skipped else line
+        line = "Colony: no in-flight task of yours." if skipped or unread else "Colony: no in-flight task."
+    if not (skipped or unread):
+        return line
+    named = ", ".join(skipped[:NAMED_OTHERS])
+    more = len(skipped) - len(skipped[:NAMED_OTHERS]) + unread
+    if more:
+        others = f"{more} {'more ' if named else ''}in-flight tasks of role {me['role']}"
+        named = f"{named} and {others}" if named else others
+    return f"{line} Not yours, left alone: {named}."
 
 
 HOOKS = {

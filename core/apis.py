@@ -5,6 +5,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api import fields as strict
 from api.errors import envelope_response
 from core.choices import AgentRole
 from core.health import health_summary
@@ -32,6 +33,7 @@ class HealthApi(APIView):
         }
     )
     def get(self, request):
+        strict.query_none(request)
         body = health_summary()
         return Response(body, status=200 if body["status"] == "ok" else 503)
 
@@ -48,6 +50,7 @@ class MeApi(APIView):
 
     @extend_schema(responses={200: MeOutputSerializer})
     def get(self, request):
+        strict.query_none(request)
         agent = request.user
         return Response({"agent_id": str(agent.id), "name": agent.name, "role": agent.role, "space": agent.space.slug})
 

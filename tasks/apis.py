@@ -103,10 +103,22 @@ class InFlightTaskOutputSerializer(TaskOutputSerializer):
 
 class InFlightOutputSerializer(serializers.Serializer):
     role = strict.CharField()
-    tasks = InFlightTaskOutputSerializer(many=True)
+    count = strict.IntegerField(help_text="All in-flight tasks of the role (tasks is one page).")
+    next_cursor = strict.CharField(
+        allow_null=True,
+        help_text="Send it as cursor for the next page (null on the last). A task that changes meanwhile moves "
+        "before the cursor: start again without cursor to see the latest changes.",
+    )
+    tasks = InFlightTaskOutputSerializer(
+        many=True,
+        help_text="Your own tasks first (you moved them last), then the role's active tasks, then its blocked "
+        "ones; the newest change first within each.",
+    )
 
 
 class ProjectListOutputSerializer(serializers.Serializer):
+    count = strict.IntegerField(help_text="All projects of the space (results is one page).")
+    next_cursor = strict.CharField(allow_null=True, help_text="Send it as cursor for the next page (null on the last).")
     results = ProjectOutputSerializer(many=True)
 
 
@@ -131,15 +143,33 @@ class TransitionResultOutputSerializer(serializers.Serializer):
 
 
 class ProjectListCreateApi(APIView):
+    class ProjectListQuerySerializer(strict.Serializer):
+        limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
+        cursor = paging.CursorField(order=selectors.PROJECT_LIST_ORDER)
+
     class ProjectCreateInputSerializer(strict.Serializer):
         slug = strict.SlugField(max_length=100)
         name = strict.CharField(max_length=200, required=False, default="")
         approval_mode = strict.ChoiceField(choices=ApprovalMode.values, default=ApprovalMode.MANUAL)
 
-    @extend_schema(operation_id="v1_projects_list", responses={200: ProjectListOutputSerializer})
+    @extend_schema(
+        operation_id="v1_projects_list",
+        parameters=[ProjectListQuerySerializer],
+        responses={200: ProjectListOutputSerializer},
+    )
     def get(self, request):
+        """The space's projects by slug, one page at a time."""
+        query = self.ProjectListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        qs = selectors.project_list(space=request.user.space)
+        page, next_cursor = paging.page_after(
+            qs,
+            order=selectors.PROJECT_LIST_ORDER,
+            cursor=query.validated_data.get("cursor"),
+            limit=query.validated_data["limit"],
+        )
         return Response(
-            {"results": ProjectOutputSerializer(selectors.project_list(space=request.user.space), many=True).data}
+            {"count": qs.count(), "next_cursor": next_cursor, "results": ProjectOutputSerializer(page, many=True).data}
         )
 
     @extend_schema(
@@ -226,6 +256,7 @@ class TaskDetailApi(APIView):
 
     @extend_schema(responses={200: TaskDetailOutputSerializer})
     def get(self, request, id_or_slug: str):
+        strict.query_none(request)
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         return Response(task_detail_output(task))
 
@@ -306,6 +337,7 @@ class TaskTransitionsApi(APIView):
 
     @extend_schema(responses=TransitionOptionsOutputSerializer)
     def get(self, request, id_or_slug: str):
+        strict.query_none(request)
         task = selectors.task_get(space=request.user.space, id_or_slug=id_or_slug)
         options = transition_services.task_transition_options(task=task, agent=request.user)
         return Response(
@@ -341,36 +373,51 @@ class WorkflowApi(APIView):
 
     @extend_schema(responses={200: WorkflowOutputSerializer})
     def get(self, request):
+        strict.query_none(request)
         return Response(workflow.workflow_as_data())
 
 
 class InFlightApi(APIView):
-    """Recovery: the active and blocked tasks of a role in the caller's space, with their last markers."""
+    """Recovery: the active and blocked tasks of a role in the caller's space, with their last markers,
+    one page at a time (any agent may block a task for another role, so the list is bounded)."""
 
     class InFlightQuerySerializer(strict.Serializer):
         markers = strict.IntegerField(min_value=1, max_value=20, default=3, help_text="markers per task")
+        limit = strict.IntegerField(
+            min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT, help_text="tasks per page"
+        )
+        cursor = paging.CursorField(order=selectors.IN_FLIGHT_ORDER)
 
     @extend_schema(
         parameters=[
             InFlightQuerySerializer,
             OpenApiParameter("role", str, OpenApiParameter.PATH, enum=list(AgentRole.values)),
         ],
-        responses={200: InFlightOutputSerializer, **error_responses(400, e400="Unknown role or bad markers.")},
+        responses={
+            200: InFlightOutputSerializer,
+            **error_responses(400, e400="Unknown role, bad markers, limit or cursor, or an unknown parameter."),
+        },
     )
     def get(self, request, role: str):
         query = self.InFlightQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        per_task = query.validated_data["markers"]
-        rows = selectors.task_in_flight(space=request.user.space, role=role, markers_per_task=per_task)
+        params = query.validated_data
+        qs = selectors.task_in_flight(space=request.user.space, role=role, agent=request.user)
+        page, next_cursor = paging.page_after(
+            qs, order=selectors.IN_FLIGHT_ORDER, cursor=params.get("cursor"), limit=params["limit"]
+        )
+        recent = selectors.transitions_recent(task_ids=[task.id for task in page], per_task=params["markers"])
         return Response(
             {
                 "role": role,
+                "count": qs.count(),
+                "next_cursor": next_cursor,
                 "tasks": [
                     {
                         **TaskOutputSerializer(task).data,
-                        "last_markers": TransitionOutputSerializer(logs, many=True).data,
+                        "last_markers": TransitionOutputSerializer(recent.get(task.id, []), many=True).data,
                     }
-                    for task, logs in rows
+                    for task in page
                 ],
             }
         )

@@ -6,14 +6,27 @@ import uuid
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Window
+from django.db.models import (
+    BooleanField,
+    Case,
+    Exists,
+    F,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+    Window,
+)
 from django.db.models.functions import RowNumber
 
 from api.errors import NotFound, ValidationFailed, did_you_mean
 from api.paging import order_by
 from core.choices import ROLE_SYNONYMS
 from core.db import prepared_cursor
-from core.models import Space
+from core.models import Agent, Space
 from tasks.choices import ROLE_ACTORS, TaskStatus, TaskType
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog, dna_digest, task_id_of
 from tasks.workflow import MQS
@@ -21,8 +34,12 @@ from tasks.workflow import MQS
 IN_FLIGHT_STATUSES = (TaskStatus.ACTIVE, TaskStatus.BLOCKED)
 
 
+#: The project list's order (api.paging): by slug, which is unique within a space, so it is the cursor's key.
+PROJECT_LIST_ORDER = (("slug", False, str),)
+
+
 def project_list(*, space: Space) -> QuerySet[Project]:
-    return Project.objects.filter(space=space).order_by("slug")
+    return Project.objects.filter(space=space).order_by(*order_by(PROJECT_LIST_ORDER))
 
 
 def _with_links(qs: QuerySet[Task]) -> QuerySet[Task]:
@@ -173,18 +190,37 @@ def _slug_hint(space: Space, ref: str) -> str:
     return " GET /api/v1/tasks lists the tasks of this space."
 
 
-def task_in_flight(*, space: Space, role: str, markers_per_task: int = 3) -> list[tuple[Task, list[TransitionLog]]]:
-    """The recovery question (SPEC 3.3): tasks active or blocked for ``role``, each with its last markers."""
+#: The recovery list's order (api.paging), what an agent back from a crash needs first: the tasks it
+#: moved last itself (its claims, its blocks: ``mine``), then the role's active tasks before its blocked
+#: ones (a claim is made only by an agent of the task's role; any role may block a task for another),
+#: then the newest change first. Slug and id make it unique.
+IN_FLIGHT_ORDER = (
+    ("mine", True, bool),
+    ("active", True, bool),
+    ("updated_at", True, datetime),
+    ("slug", False, str),
+    ("id", False, uuid.UUID),
+)
+
+
+def task_in_flight(*, space: Space, role: str, agent: Agent) -> QuerySet[Task]:
+    """The recovery question (SPEC 3.3): tasks active or blocked for ``role``, in :data:`IN_FLIGHT_ORDER`
+    for ``agent`` (the caller), with project and links loaded. Their markers: :func:`transitions_recent`."""
     if role not in ROLE_ACTORS:
         hint = did_you_mean(role, ROLE_ACTORS, synonyms=ROLE_SYNONYMS)
         raise ValidationFailed(f"Unknown role {role!r}.{hint} Use one of {', '.join(ROLE_ACTORS)}.")
-    tasks = list(
-        _with_links(Task.objects.filter(space=space, role=role, status__in=IN_FLIGHT_STATUSES)).order_by(
-            "-updated_at", "slug"
+    last_mover = TransitionLog.objects.filter(task=OuterRef("pk")).order_by("-created_at", "-id").values("agent_id")
+    qs = (
+        Task.objects.filter(space=space, role=role, status__in=IN_FLIGHT_STATUSES)
+        .alias(last_mover=Subquery(last_mover[:1]))
+        .annotate(
+            mine=Case(When(last_mover=agent.pk, then=Value(True)), default=Value(False), output_field=BooleanField()),
+            active=Case(
+                When(status=TaskStatus.ACTIVE, then=Value(True)), default=Value(False), output_field=BooleanField()
+            ),
         )
     )
-    recent = transitions_recent(task_ids=[t.id for t in tasks], per_task=markers_per_task)
-    return [(task, recent.get(task.id, [])) for task in tasks]
+    return _with_links(qs).order_by(*order_by(IN_FLIGHT_ORDER))
 
 
 def confirmation_list_open(*, task: Task) -> QuerySet[HumanConfirmation]:

@@ -31,8 +31,8 @@ documented in the operations' 409 responses): positive import, memory and correc
 key already sent with another request are discarded (tests/test_brain_import_idempotency.py and
 tests/test_brain_memory_idempotency.py test the refusal). And a list's ``cursor`` is the ``next_cursor``
 of an earlier page: the schema gives its alphabet, not which strings of it a list gave, so positive list
-cases that send one are discarded (400 for any other; tests/test_brain_list_retract.py and
-tests/test_tasks_api.py test both).
+cases that send one are discarded (400 for any other; tests/test_brain_list_retract.py,
+tests/test_tasks_api.py and tests/security/test_lists_bounded.py test both).
 
 And one generator limit: free-form values (task DNA, tool calls, import metadata) are the recursive
 ``JsonValue`` component, "no NUL at any depth". Schemathesis stops following a recursive reference
@@ -137,6 +137,8 @@ def key_names_one_request(case) -> bool:
 CROSS_FIELD_RULES = {
     "GET /api/v1/thoughts": lambda case: not (case.query or {}).get("cursor"),
     "GET /api/v1/tasks": lambda case: not (case.query or {}).get("cursor"),
+    "GET /api/v1/projects": lambda case: not (case.query or {}).get("cursor"),
+    "GET /api/v1/agents/{role}/in-flight": lambda case: not (case.query or {}).get("cursor"),
     "POST /api/v1/memory": lambda case: memory_rules_hold(case.body) and key_names_one_request(case),
     "GET /api/v1/memory": lambda case: memory_rules_hold(case.query),
     "POST /api/v1/thoughts/import": lambda case: import_rules_hold(case.body) and key_names_one_request(case),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, F, Max, QuerySet, Sum
 from django.utils import timezone
 
 from brain.choices import SuggestionStatus, ThoughtCategory
@@ -15,7 +15,7 @@ from quality import formulas
 from quality.models import QualityRollup, TurnItem
 from quality.selectors import metric_values
 from quality.services.rollups import COUNT_FIELDS
-from tasks.models import Task, TransitionLog
+from tasks.models import Project, Task, TransitionLog
 from tasks.selectors import IN_FLIGHT_STATUSES
 
 # Columns a list of thoughts shows; the 384-float embedding and the search vector stay in the database.
@@ -31,6 +31,23 @@ THOUGHT_LIST_FIELDS = (
     "quality_flags",
     "superseded",
 )
+
+
+def project_list_for_filter(*, space: Space, limit: int, selected: str = "") -> tuple[list[Project], int]:
+    """The projects a filter offers, by slug: at most ``limit`` of ``space``'s, those with the latest task
+    change first (any agent may create projects, so there can be thousands), plus the one ``selected``
+    names when it exists (a filter the URL chose); and how many projects the space has."""
+    projects = Project.objects.filter(space=space)
+    offered = list(
+        projects.annotate(last_change=Max("tasks__updated_at")).order_by(
+            F("last_change").desc(nulls_last=True), "slug"
+        )[:limit]
+    )
+    if len(offered) < limit:  # all of them: no other project to count or to look up
+        return sorted(offered, key=lambda project: project.slug), len(offered)
+    if selected and all(project.slug != selected for project in offered):
+        offered += list(projects.filter(slug=selected))
+    return sorted(offered, key=lambda project: project.slug), projects.count()
 
 
 def marker_list_recent(*, space: Space, limit: int = 10) -> QuerySet[Thought]:

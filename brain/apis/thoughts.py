@@ -68,6 +68,7 @@ class ThoughtDetailApi(APIView):
 
     @extend_schema(responses={200: ThoughtOutputSerializer})
     def get(self, request, thought_id: str):
+        strict.query_none(request)
         thought = thought_detail(space=request.user.space, thought_id=thought_id)
         return Response(ThoughtOutputSerializer(thought).data)
 

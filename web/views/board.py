@@ -20,16 +20,19 @@ from api.errors import ApplicationError, NotFound, ValidationFailed
 from tasks import workflow
 from tasks.choices import TaskType
 from tasks.models import dna_digest
-from tasks.selectors import confirmation_list_open, project_list, task_get, task_list
+from tasks.selectors import confirmation_list_open, task_get, task_list
 from tasks.services.confirmations import task_confirm_human
 from tasks.services.tasks import task_update_dna
 from tasks.services.transitions import task_transition, task_transition_options
 from web.board import board_columns, confirmations_by_target, dna_split
 from web.forms import BoardFilterForm, ConfirmForm, DnaForm, TransitionForm, form_error_text
-from web.selectors import transition_history
+from web.selectors import project_list_for_filter, transition_history
 from web.views.common import is_htmx, space_required
 
 BOARD_REFRESH_SECONDS = 5
+#: Projects the board's filter offers at most (those with the latest task changes); any other is
+#: still a filter when the URL names it.
+BOARD_PROJECTS = 50
 
 
 def dna_is_gate_key(key: str) -> bool:
@@ -48,7 +51,9 @@ def _safe_next(request, value: str | None, default: str) -> str:
 @space_required
 def board(request):
     space = request.colony_space
-    projects = list(project_list(space=space))
+    selected = str(request.GET.get("project") or "")
+    selected = selected if selected.isprintable() and len(selected) <= 100 else ""  # else refused by the form
+    projects, project_count = project_list_for_filter(space=space, limit=BOARD_PROJECTS, selected=selected)
     form = BoardFilterForm(request.GET or None, projects=projects, types=TaskType.choices)
     filters: dict = {}
     if form.is_bound:
@@ -61,6 +66,7 @@ def board(request):
         "nav": "board",
         "form": form,
         "filters": filters,
+        "projects_not_offered": project_count - len(projects),
         "columns": board_columns(tasks),
         "refresh_seconds": BOARD_REFRESH_SECONDS,
     }
