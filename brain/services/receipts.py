@@ -151,41 +151,63 @@ def _answer_in_one_transaction(
     return receipt.status_code, receipt.response, True
 
 
-def receipts_erase(*, space_id, replacements: dict[str, str]) -> int:
+def receipts_erase(*, space_id, replacements: dict[str, str], about: set[str] | None = None, author_id=None) -> int:
     """Replace each quote (key) of ``replacements`` with its value, longest quote first, in the answers
     kept for the space's keys; how many receipts changed (a retraction with ``redact`` erases a text
-    the answers quoted). The receipts are found in SQL by the JSON-escaped text of each quote; a
-    receipt a request is still running for is locked by it, and this waits for it."""
+    the answers quoted).
+
+    ``about`` (ids of thoughts and suggestions) narrows where: only inside the parts of an answer about
+    one of them (an object naming one of those ids, such as a source, a correction or a pending
+    suggestion, and a memory answer's sentence quoting its best source when that source is one), and
+    anywhere in the answers of the agent ``author_id``. Without it (None) every answer of the space is
+    searched. The receipts are found in SQL by the JSON-escaped text of each quote; a receipt a request
+    is still running for is locked by it, and this waits for it."""
     if not replacements:
         return 0
     ordered = sorted(replacements.items(), key=lambda pair: len(pair[0]), reverse=True)
     found = Q()
     for quote, _ in ordered:
         found |= Q(raw__contains=json.dumps(quote, ensure_ascii=False)[1:-1])
-    rows = (
-        ImportReceipt.objects.select_for_update()
-        .annotate(raw=Cast("response", TextField()))
-        .filter(found, space_id=space_id)
-        .order_by("pk")
-    )
+    rows = ImportReceipt.objects.annotate(raw=Cast("response", TextField())).filter(found, space_id=space_id)
+    if about is not None:
+        named = Q(agent_id=author_id) if author_id is not None else Q()
+        for pk in about:
+            named |= Q(raw__contains=pk)
+        rows = rows.filter(named) if named else rows.none()
     changed = 0
-    for receipt in rows:
-        erased = _json_replace(receipt.response, ordered)
+    for receipt in rows.select_for_update().order_by("pk"):
+        whole = about is None or (author_id is not None and receipt.agent_id == author_id)
+        erased = _json_replace(receipt.response, ordered, about=about or set(), inside=whole)
         if erased != receipt.response:
             ImportReceipt.objects.filter(pk=receipt.pk).update(response=erased)
             changed += 1
     return changed
 
 
-def _json_replace(value: Any, ordered: list[tuple[str, str]]) -> Any:
+def _json_replace(value: Any, ordered: list[tuple[str, str]], *, about: set[str], inside: bool) -> Any:
+    """``value`` with the quotes replaced in its strings that are ``inside`` (or in an object naming an id
+    of ``about``)."""
     if isinstance(value, str):
-        for quote, replacement in ordered:
-            value = value.replace(quote, replacement)
+        if inside:
+            for quote, replacement in ordered:
+                value = value.replace(quote, replacement)
         return value
     if isinstance(value, list):
-        return [_json_replace(item, ordered) for item in value]
+        return [_json_replace(item, ordered, about=about, inside=inside) for item in value]
     if isinstance(value, dict):
-        return {key: _json_replace(item, ordered) for key, item in value.items()}
+        inside = inside or any(isinstance(item, str) and item in about for item in value.values())
+        erased = {key: _json_replace(item, ordered, about=about, inside=inside) for key, item in value.items()}
+        sources = value.get("sources")
+        if (
+            not inside
+            and isinstance(erased.get("response"), str)
+            and isinstance(sources, list)
+            and sources
+            and isinstance(sources[0], dict)
+            and sources[0].get("thought_id") in about
+        ):  # a memory answer's sentence quotes its best source
+            erased["response"] = _json_replace(erased["response"], ordered, about=about, inside=True)
+        return erased
     return value
 
 

@@ -9,6 +9,7 @@ had never been contributed (its own ``source_ids`` / ``supersedes`` keep the his
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Callable
 
@@ -19,7 +20,7 @@ from django.utils import timezone
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from api.parsers import text_problem
-from brain.choices import QualityFlag, ThoughtCategory
+from brain.choices import IMPORTED_KEY, QualityFlag, ThoughtCategory
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.selectors.lineage import PREVIEW_CHARS
 from brain.services.flags import thoughts_unflag_contradicting
@@ -37,6 +38,11 @@ REDACTED_CONTENT = "[redacted: this thought's text was erased when it was retrac
 
 #: What a copy of a redacted thought's text becomes inside another text (a correction quoting it).
 REDACTED_QUOTE = "[redacted]"
+
+#: The key of ``context_metadata`` that holds a retraction's record ({reason, by, by_kind, at} and, once
+#: its text is erased, redacted, redacted_by, redacted_reason). Colony writes it, never a caller: an
+#: agent's import writes it from the token and the clock (``brain.transfer``).
+RETRACTION_KEY = "retraction"
 
 #: Texts shorter than this are not searched for elsewhere: a thought of a few characters ("yes") would
 #: blank those characters in every text of the space.
@@ -72,12 +78,16 @@ def thought_retract(
 
     ``redact`` (a leaked secret, personal data) also erases its text where Colony keeps it: the content
     becomes REDACTED_CONTENT (full text follows; the vector is dropped and computed again from it), its
-    wrong/right facts, alternatives and metadata go (the retraction record stays), the query-log row of
-    the call that stored it and the correction suggestions quoting it lose their text,
+    wrong/right facts, alternatives and metadata go (the retraction and import records stay), the
+    query-log row of the call that stored it and the correction suggestions quoting it lose their text,
     REDACTION_HOOKS erase other apps' copies (turn items' excerpts), and the copies Colony made
-    elsewhere go too (``_erase_copies``: corrections of it, prompts, kept answers). Without it the text stays for
-    audit and is still served, ranked last. A thought retracted before without it can be retracted
-    again with it (only the text is erased then); otherwise retracting twice is a 409.
+    elsewhere go too (``_erase_copies``: corrections of it, kept answers quoting it). An agent's
+    redaction stops there; a human's also replaces the text in every query-log prompt, suggestion
+    statement and kept answer of the space. Without it the text stays for audit and is still served,
+    ranked last. A thought retracted before without it can be retracted again with it (only the text
+    is erased then); otherwise retracting twice is a 409. Whether it is retracted, and whether its text
+    is erased, is read from what a retraction leaves (``thought_is_retracted``, ``thought_is_erased``),
+    never from a flag or a record alone.
     """
     reason = (reason or "").strip()
     if not reason:
@@ -111,14 +121,23 @@ def thought_retract(
             f"(POST /api/v1/thoughts/{thought.id}/correct) if it is wrong.",
             code="NOT_CONTRIBUTOR",
         )
-    if QualityFlag.RETRACTED in thought.quality_flags:
-        record = (thought.context_metadata or {}).get("retraction") or {}
-        if not redact or record.get("redacted"):
-            raise Conflict("This thought is already retracted.", code="ALREADY_RETRACTED")
+    broad = agent is None  # a human's redaction also sweeps the space's prompts and statements (_erase_copies)
+    if thought_is_retracted(thought):
+        if thought_is_erased(thought):
+            raise Conflict(
+                "This thought is already retracted and its text erased; nothing changed.", code="ALREADY_RETRACTED"
+            )
+        if not redact:
+            raise Conflict(
+                "This thought is already retracted; nothing changed. To erase its text too, send redact: true.",
+                code="ALREADY_RETRACTED",
+            )
         # Retracted before, its text kept; now it is to be erased too (a secret noticed later).
+        record = thought.context_metadata[RETRACTION_KEY]
         _redact(
             thought,
             {**record, "redacted_by": agent.name if agent is not None else user_name, "redacted_reason": reason},
+            broad=broad,
         )
         thought.live_again = []
         return thought
@@ -128,17 +147,18 @@ def thought_retract(
     now = timezone.now()
     thought.superseded = True
     thought.superseded_at = thought.superseded_at or now
-    thought.quality_flags = [*thought.quality_flags, QualityFlag.RETRACTED]
-    record = {
-        "reason": reason,
-        "by": agent.name if agent is not None else user_name,
-        "by_kind": "agent" if agent is not None else "human",
-        "at": now.isoformat(),
-    }
-    thought.context_metadata = {**(thought.context_metadata or {}), "retraction": record}
+    if QualityFlag.RETRACTED not in thought.quality_flags:
+        thought.quality_flags = [*thought.quality_flags, QualityFlag.RETRACTED]
+    record = retraction_record(
+        reason=reason,
+        by=agent.name if agent is not None else user_name,
+        by_kind="agent" if agent is not None else "human",
+        at=now,
+    )
+    thought.context_metadata = {**(thought.context_metadata or {}), RETRACTION_KEY: record}
     thought.save(update_fields=["superseded", "superseded_at", "quality_flags", "context_metadata"])
     if redact:
-        _redact(thought, record)
+        _redact(thought, record, broad=broad)
     suggestions_close_superseded(thought_ids=[thought.pk], by=None)
     suggestions_close_withdrawn(statement_id=thought.pk)
     if thought.thought_category == ThoughtCategory.CORRECTION:
@@ -148,13 +168,37 @@ def thought_retract(
     return thought
 
 
-def _redact(thought: Thought, record: dict) -> None:
-    """Erase ``thought``'s text where Colony keeps it (see thought_retract's ``redact``)."""
+def retraction_record(*, reason: str, by: str, by_kind: str, at: dt.datetime) -> dict:
+    """The record of a retraction, as Colony writes it in ``context_metadata[RETRACTION_KEY]``."""
+    return {"reason": reason, "by": by, "by_kind": by_kind, "at": at.isoformat()}
+
+
+def thought_is_retracted(thought: Thought) -> bool:
+    """Whether ``thought`` is retracted: what a retraction leaves, all of it (superseded, the ``retracted``
+    flag and the record). A flag alone on a live thought retracts nothing, and blocks no retraction."""
+    record = (thought.context_metadata or {}).get(RETRACTION_KEY)
+    return thought.superseded and QualityFlag.RETRACTED in thought.quality_flags and isinstance(record, dict)
+
+
+def thought_is_erased(thought: Thought) -> bool:
+    """Whether ``thought``'s text is erased, judged by what is stored, never by a record's word: its content
+    is REDACTED_CONTENT, its facts and alternatives are empty and its metadata is the retraction record only."""
+    return (
+        thought.content == REDACTED_CONTENT
+        and not (thought.corrected_fact or thought.correct_fact or thought.alternatives_considered)
+        and set(thought.context_metadata or {}) <= {RETRACTION_KEY, IMPORTED_KEY}
+    )
+
+
+def _redact(thought: Thought, record: dict, *, broad: bool) -> None:
+    """Erase ``thought``'s text where Colony keeps it (see thought_retract's ``redact``); ``broad`` (a
+    human's redaction) also where others quote it (``_erase_copies``)."""
     texts = _texts_of(thought)
     thought.content = REDACTED_CONTENT
     thought.corrected_fact = thought.correct_fact = thought.alternatives_considered = ""
     thought.corrected_fact_embedding = None
-    thought.context_metadata = {"retraction": {**record, "redacted": True}}
+    kept = {key: value for key, value in (thought.context_metadata or {}).items() if key == IMPORTED_KEY}  # {by, at}
+    thought.context_metadata = {**kept, RETRACTION_KEY: {**record, "redacted": True}}
     thought.save(
         update_fields=[
             "content", "corrected_fact", "correct_fact", "alternatives_considered", "corrected_fact_embedding",
@@ -167,7 +211,7 @@ def _redact(thought: Thought, record: dict) -> None:
     CorrectionSuggestion.objects.filter(contradicting_thought=thought).update(statement=REDACTED_CONTENT, draft={})
     for hook in REDACTION_HOOKS:
         hook(thought.pk)
-    _erase_copies(thought, texts)
+    _erase_copies(thought, texts, broad=broad)
 
 
 def _texts_of(thought: Thought) -> list[str]:
@@ -203,7 +247,7 @@ def _uncut(value: str, text: str) -> str:
     return value
 
 
-def _erase_copies(thought: Thought, texts: list[str]) -> None:
+def _erase_copies(thought: Thought, texts: list[str], *, broad: bool) -> None:
     """Erase the copies of ``thought``'s texts that Colony itself made elsewhere.
 
     - Corrections that superseded it: made without a ``corrected_fact`` (``POST .../correct`` with only
@@ -211,11 +255,18 @@ def _erase_copies(thought: Thought, texts: list[str]) -> None:
       default content. The quoted text becomes REDACTED_QUOTE; a ``corrected_fact`` that was only the
       copy is emptied (the re-contamination guard then has no wrong fact to compare with: the wrong fact
       is the erased text), its vector goes, the content's vector is computed again, and their turn
-      excerpts, query-log prompts and suggestion drafts are erased as the thought's are.
-    - Query-log prompts and suggestion statements of the space quoting a text.
-    - Idempotency receipts of the space whose stored answer quotes a text or its start (a source's
-      preview), or a changed correction's: a request sent again with that key is answered with the
-      erased answer.
+      excerpts, query-log prompts, suggestion drafts and the statements of suggestions they raised are
+      erased as the thought's are.
+    - Idempotency receipts (answers kept for a replay) quoting a text or its start (a source's preview,
+      the best source's sentence), or a changed correction's: within the part of an answer about one of
+      these thoughts or their suggestions (an entry naming its id), and anywhere in the author's own
+      answers. A request sent again with that key is answered with the erased answer.
+
+    Text other agents wrote themselves (their prompts, the statements of suggestions they raised against
+    some other thought, their own answers' other parts) is not searched for: an agent's redaction of a
+    few common words must not rewrite others' records. ``broad`` (a human's redaction: staff removing a
+    leaked secret) also replaces each text in every query-log prompt, suggestion statement and kept
+    answer of the space.
     """
     if not texts:
         return
@@ -223,6 +274,7 @@ def _erase_copies(thought: Thought, texts: list[str]) -> None:
     # What the kept answers (receipts) quote, and what each quote becomes: a text whole or its start
     # (a source's preview, the best source's sentence), and a changed correction's old text or start.
     quoted = {quote: REDACTED_QUOTE for text in texts for quote in _starts(text)}
+    about = {thought.pk}
     corrections = Thought.objects.filter(
         space_id=space_id, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.pk]
     )
@@ -232,6 +284,7 @@ def _erase_copies(thought: Thought, texts: list[str]) -> None:
         right = _unquote(correction.correct_fact, texts)
         if (content, fact, right) == (correction.content, correction.corrected_fact, correction.correct_fact):
             continue
+        about.add(correction.pk)
         quoted.update(zip(_starts(correction.content), _starts(content), strict=True))
         Thought.objects.filter(pk=correction.pk).update(
             content=content, corrected_fact=fact, correct_fact=right, corrected_fact_embedding=None
@@ -241,16 +294,26 @@ def _erase_copies(thought: Thought, texts: list[str]) -> None:
         CorrectionSuggestion.objects.filter(thought=correction).update(draft={})
         for hook in REDACTION_HOOKS:
             hook(correction.pk)
+    # Suggestions a changed correction raised against others quote its content as their statement.
+    raised = CorrectionSuggestion.objects.filter(space_id=space_id, contradicting_thought_id__in=about - {thought.pk})
+    if broad:
+        raised = CorrectionSuggestion.objects.filter(space_id=space_id)
+        for text in texts:
+            QueryLog.objects.filter(space_id=space_id, query_text__contains=text).update(
+                query_text=Replace("query_text", Value(text), Value(REDACTED_QUOTE))
+            )
     for text in texts:
-        QueryLog.objects.filter(space_id=space_id, query_text__contains=text).update(
-            query_text=Replace("query_text", Value(text), Value(REDACTED_QUOTE))
-        )
-        CorrectionSuggestion.objects.filter(space_id=space_id, statement__contains=text).update(
+        raised.filter(statement__contains=text).update(
             statement=Replace("statement", Value(text), Value(REDACTED_QUOTE))
         )
+    suggestions = CorrectionSuggestion.objects.filter(
+        Q(thought_id__in=about) | Q(contradicting_thought_id__in=about), space_id=space_id
+    ).values_list("pk", flat=True)
     receipts_erase(
         space_id=space_id,
         replacements={old: new for old, new in quoted.items() if old != new and len(old) >= QUOTE_MIN_CHARS},
+        about=None if broad else {str(pk) for pk in (*about, *suggestions)},
+        author_id=thought.agent_id,
     )
 
 

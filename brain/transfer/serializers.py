@@ -40,6 +40,7 @@ from brain.inputs import FACT_MAX_CHARS, MAX_TAGS, PROMPT_MAX_CHARS, SourceRefSe
 from brain.models import EMBEDDING_DIMENSIONS, Thought
 from brain.ranking import PHEROMONE_MAX
 from brain.services import pheromones
+from brain.services.retraction import RETRACTION_KEY
 
 #: Array references (stored as arrays of ids) and foreign-key references.
 ARRAY_REFS = ("source_ids", "supersedes")
@@ -406,7 +407,12 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
     ``contradicted_by`` names a correction; a refinement, consolidation or correction does not
     supersede a transition marker; ``refined_by``
     and ``superseded_by`` name only an item of the batch that supersedes this one (retrieval serves
-    the thought they point to as this one's replacement)."""
+    the thought they point to as this one's replacement).
+
+    Per item: ``retracted`` in ``quality_flags`` goes with ``superseded`` true, and a
+    ``context_metadata.retraction`` record only with that flag (``_check_retraction``); the keys of
+    ``context_metadata`` Colony owns (``imported``, ``retraction``) are written by the import from the
+    token and the clock (``brain.transfer.services._server_owned_written``)."""
 
     id = _OptionalUuid(
         help_text="Names the item within the batch (references may use it); the thought is stored under a new id, "
@@ -490,6 +496,7 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
             raise serializers.ValidationError({"related_thoughts": "a thought can't be related to itself."})
         if self.checks_identity:
             self._check_identity(attrs)
+            self._check_retraction(attrs)
         self._check_dates(attrs)
         return attrs
 
@@ -503,6 +510,30 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
                 attrs[field] = not_after_now(attrs[field], now=now)
             except ValueError as exc:
                 raise serializers.ValidationError({field: str(exc)}) from None
+
+    def _check_retraction(self, attrs: dict[str, Any]) -> None:
+        """A retracted item is in the state a retraction leaves: the ``retracted`` flag goes with
+        ``superseded`` true, and a ``context_metadata.retraction`` record only with that flag. The record
+        itself is Colony's: the import writes it again from the token and the clock (who, when, whether
+        the text is erased), keeping only the reason an export gave."""
+        retracted = QualityFlag.RETRACTED in attrs["quality_flags"]
+        if retracted and not attrs["superseded"]:
+            raise serializers.ValidationError(
+                {
+                    "quality_flags": "'retracted' goes with superseded true: a retracted thought is superseded "
+                    "without a replacement. Leave 'retracted' out to import a live thought (POST "
+                    "/api/v1/thoughts/{id}/retract retracts it afterwards), or send superseded true."
+                }
+            )
+        if RETRACTION_KEY in attrs["context_metadata"] and not retracted:
+            raise serializers.ValidationError(
+                {
+                    f"context_metadata.{RETRACTION_KEY}": f"{RETRACTION_KEY!r} is the record Colony writes when a "
+                    "thought is retracted: leave it out of a live thought's context_metadata, or send the thought "
+                    "retracted (quality_flags 'retracted', superseded true) and the import writes the record as "
+                    "your retraction, now."
+                }
+            )
 
     def _check_identity(self, attrs: dict[str, Any]) -> None:
         """``agent``, ``contributor_id``, ``contributor_name`` and ``accessed_by`` are left out or the

@@ -25,6 +25,7 @@ value checked by :class:`~brain.transfer.serializers.ImportItemSerializer` and s
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import logging
 import uuid
@@ -45,6 +46,7 @@ from brain.choices import IMPORTED_KEY, QualityFlag, ThoughtCategory, ThoughtTyp
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
 from brain.services import flags
 from brain.services.corrections import corrections_replaced
+from brain.services.retraction import REASON_MAX_CHARS, REDACTED_CONTENT, RETRACTION_KEY, retraction_record
 from brain.services.suggestions import suggestions_close_superseded
 from brain.services.thoughts import thought_columns, thoughts_lock_in_space
 from brain.transfer.serializers import (
@@ -231,6 +233,34 @@ def _guard_corrections(*, space: Space, rows: list[dict[str, Any]], vectors: dic
             row["quality_flags"] = [*row["quality_flags"], QualityFlag.CONTRADICTS_CORRECTION.value]
 
 
+#: The reason of an imported retracted thought's record when the item gave none.
+IMPORTED_RETRACTION_REASON = "retracted before it was exported; restored by an import"
+
+
+def _server_owned_written(values: dict[str, Any], *, agent: Agent, now: dt.datetime) -> dict[str, Any]:
+    """An agent's imported thought's ``context_metadata`` with the keys Colony owns written from the token
+    and the clock, whatever the item carried (SPEC 6): ``imported`` ({by, at}) on every thought, and on a
+    retracted one (``ImportItemSerializer`` lets ``retracted`` through only with ``superseded``) the
+    retraction record, as the caller's own retraction now. The reason an export's record gave is kept
+    as the caller's words; who, when and whether the text is erased are not taken from it: ``redacted``
+    is written only when the content is Colony's erased text and nothing else holds any."""
+    metadata = {**(values["context_metadata"] or {}), IMPORTED_KEY: {"by": agent.name, "at": now.isoformat()}}
+    given = metadata.pop(RETRACTION_KEY, None)
+    if QualityFlag.RETRACTED not in values["quality_flags"]:
+        return metadata
+    reason = given.get("reason") if isinstance(given, dict) else None
+    if not isinstance(reason, str) or not reason.strip():
+        reason = IMPORTED_RETRACTION_REASON
+    record = retraction_record(reason=reason[:REASON_MAX_CHARS], by=agent.name, by_kind="agent", at=now)
+    erased = values["content"] == REDACTED_CONTENT and not (
+        values["corrected_fact"] or values["correct_fact"] or values["alternatives_considered"]
+    )
+    if erased and set(metadata) <= {IMPORTED_KEY}:
+        record["redacted"] = True
+    metadata[RETRACTION_KEY] = record
+    return metadata
+
+
 # --- import -----------------------------------------------------------------------------------------
 def import_batch_max() -> int:
     return settings.IMPORT_BATCH_MAX_ITEMS
@@ -412,10 +442,7 @@ def thoughts_import(
         values["contributor_name"] = row["contributor_name"] or row["contributor_id"] or default_name
         values["created_at"] = row["created_at"] or now
         if agent_mode:
-            values["context_metadata"] = {
-                **(values["context_metadata"] or {}),
-                IMPORTED_KEY: {"by": agent.name, "at": now.isoformat()},
-            }
+            values["context_metadata"] = _server_owned_written(values, agent=agent, now=now)
         rows.append(
             Thought(
                 id=thought_id,
