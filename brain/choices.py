@@ -1,5 +1,7 @@
 from django.db import models
 
+from api.text import without_invisible_controls
+
 
 class ThoughtType(models.TextChoices):
     ORIGINAL = "original"
@@ -61,10 +63,11 @@ TOPIC_MAX_CHARS = 200
 
 def topic_normal(topic: str | None) -> str:
     """How a topic is stored and matched: trimmed and lower-cased, so "Deploys " and "deploys" are one
-    topic (agents and people spell a topic's case as it comes; a filter that silently matched nothing
-    was the result). Applied where topics come in: thought_create, imports, and every topic filter.
+    topic (agents and people spell a topic's case as it comes; a filter would silently match nothing),
+    without invisible controls ("deploys" and "deploys" + a zero-width space look alike, so they are
+    one topic). Applied where topics come in: thought_create, imports, and every topic filter.
 
     Lower-casing can lengthen a text ("İ" becomes two characters), so the result is cut to
     TOPIC_MAX_CHARS: a topic the inputs accept always fits its column, and a filter spelled like it
     is cut the same way and still matches."""
-    return (topic or "").strip().lower()[:TOPIC_MAX_CHARS].rstrip()
+    return without_invisible_controls(topic or "").strip().lower()[:TOPIC_MAX_CHARS].rstrip()

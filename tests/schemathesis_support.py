@@ -23,12 +23,14 @@ Negative mode keeps every case. The refusals themselves are tested in tests/test
 The same holds for the import's rules across items and the space (an ``id`` appears once in a batch, a
 reference names a thought of the batch or the space,
 ``agent``/``contributor_id``/``contributor_name``/``accessed_by`` are the caller's own name and dates no
-later than now: 400 ``IMPORT_INVALID``): positive import cases that reference other thoughts, repeat an
-id, name another agent or date a thought in the future are discarded
-(tests/security/test_import_forgery.py tests the refusals). Likewise an ``Idempotency-Key`` names one
-request (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch, memory call or correction with the key,
-documented in the operations' 409 responses): positive import, memory and correction cases that send a
-key already sent with another request are discarded (tests/test_brain_import_idempotency.py and
+later than now, a ``retracted`` flag only on a superseded item and a retraction record only with the
+flag: 400 ``IMPORT_INVALID``): positive import cases that reference other thoughts, repeat an id, name
+another agent, date a thought in the future or are retracted but live are discarded
+(tests/security/test_import_forgery.py and test_retraction_holds.py test the refusals). Likewise an
+``Idempotency-Key`` names one request (409 ``IDEMPOTENCY_KEY_REUSED`` for another batch, memory call
+or correction with the key, documented in the operations' 409 responses): positive import, memory and
+correction cases that send a key already sent with another request are discarded
+(tests/test_brain_import_idempotency.py and
 tests/test_brain_memory_idempotency.py test the refusal). And a list's ``cursor`` is the ``next_cursor``
 of an earlier page: the schema gives its alphabet, not which strings of it a list gave, so positive list
 cases that send one are discarded (400 for any other; tests/test_brain_list_retract.py,
@@ -98,7 +100,18 @@ def import_rules_hold(items) -> bool:
         return False
     if any(_in_the_future(item.get(name)) for item in items for name in IMPORT_DATES):
         return False
+    if any(_retracted_but_live(item) for item in items):
+        return False
     return not any(any(item.get(name) for name in IMPORT_REFERENCES) for item in items)
+
+
+def _retracted_but_live(item: dict) -> bool:
+    """A ``retracted`` flag on an item that is not superseded, or a retraction record without the flag."""
+    flags = item.get("quality_flags") or []
+    retracted = isinstance(flags, list) and "retracted" in flags
+    metadata = item.get("context_metadata")
+    recorded = isinstance(metadata, dict) and "retraction" in metadata
+    return (retracted and not item.get("superseded")) or (recorded and not retracted)
 
 
 def _in_the_future(value) -> bool:

@@ -113,3 +113,23 @@ def test_confirm_a_step_in_the_admin_after_reading_the_dna(page, space, live_ser
     ).is_visible()
     shot(page, "admin-confirmed")
     assert list(HumanConfirmation.objects.values_list("task__slug", flat=True)) == ["kept"]
+
+
+def test_a_task_title_cannot_reverse_the_slug_in_the_task_pages_heading(logged_in_page, agent_factory):
+    """Attack: a title ending with U+202E (right-to-left override) made the browser draw the heading's
+    slug ``1-ksat`` backwards, as ``task-1``, another task's name. The API drops the override."""
+    agent = agent_factory("dev")
+    agent.post("/api/v1/projects", {"slug": "proj"}, format="json")
+    created = agent.post(
+        "/api/v1/tasks", {"project": "proj", "slug": "1-ksat", "title": "Ship it \u202e", "type": "task"}, format="json"
+    )
+    assert created.status_code == 201
+    logged_in_page.goto("/tasks/1-ksat/")
+    first, last = logged_in_page.evaluate(
+        """() => {
+          const t = document.querySelector('h1 small').firstChild; const r = document.createRange();
+          const x = i => { r.setStart(t, i); r.setEnd(t, i + 1); return r.getBoundingClientRect().left; };
+          return [x(0), x(t.length - 1)];
+        }"""
+    )
+    assert first < last, f"the slug is drawn right to left: first character at x={first}, last at x={last}"
