@@ -114,7 +114,7 @@ def test_accept_can_reword_the_correct_fact(space, dev):
     response = dev.post(f"/api/v1/corrections/{suggestion.id}/accept", {"correct_fact": RIGHT}, format="json")
     assert response.status_code == 201
     assert response.json()["correction"]["correct_fact"] == RIGHT
-    assert response.json()["correction"]["content"] == f"CORRECTION: {RIGHT}"
+    assert response.json()["correction"]["content"] == f"CORRECTION: It is wrong that {WRONG} Correct: {RIGHT}"
 
 
 def test_double_accept_is_409_and_creates_one_correction(space, dev):

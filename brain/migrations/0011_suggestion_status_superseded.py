@@ -6,7 +6,7 @@ from django.utils import timezone
 
 
 def close_suggestions_of_superseded_thoughts(apps, schema_editor):
-    """What brain.services.suggestions.suggestions_close_superseded (and _withdrawn) do from now on, done
+    """What brain.services.suggestions.suggestions_close_superseded does from now on, done
     once for the suggestions left pending on thoughts superseded before, or raised by a statement that
     was retracted: status superseded, resolved by Colony, the correction that replaced the thought when
     one did."""

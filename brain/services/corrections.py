@@ -18,13 +18,13 @@ from django.db.models import F
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
-from api.errors import ServiceFailure
+from api.errors import Conflict, ServiceFailure
 from brain import embedding as embedder
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
-from brain.inputs import PROMPT_MAX_CHARS
 from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
+from brain.services.correction_text import correction_default_content, correction_replaced_fact
 from brain.services.flags import thoughts_flag_repeating
 from brain.services.lineage import markers_refuse
 from brain.services.pheromones import DEADLOCK_RETRIES
@@ -32,24 +32,6 @@ from brain.services.suggestions import suggestion_lock_pending, suggestions_clos
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
 from core.db import is_deadlock
 from core.models import Agent, Space
-
-
-def correction_default_content(*, corrected_fact: str, correct_fact: str) -> str:
-    """The text of a correction when the caller gives none (seeds/000 2a example).
-
-    At most PROMPT_MAX_CHARS, the longest text a thought takes: when the two facts don't fit, each keeps
-    at least half of the room (a longer one takes what the other leaves) and is cut with "…". Both stay
-    whole in their own fields."""
-    wrong, right = corrected_fact.strip(), correct_fact.strip()
-    room = PROMPT_MAX_CHARS - len("CORRECTION: It is wrong that  Correct: ")
-    if len(wrong) + len(right) > room:
-        wrong = _cut(wrong, max(room // 2, room - len(right)))
-        right = _cut(right, room - len(wrong))
-    return f"CORRECTION: It is wrong that {wrong} Correct: {right}"
-
-
-def _cut(text: str, chars: int) -> str:
-    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def thought_correct(
@@ -202,13 +184,12 @@ def thought_correct_by_id(
 ) -> tuple[Thought, int]:
     """Correct one thought (``POST /thoughts/{id}/correct``, ``brain correct``): returns (correction, count).
 
-    Defaults come from the thought: the wrong fact is its content (for a correction, the fact it
-    said was correct: its whole text would guard against repeating the wrong and the right fact
-    alike), the topic its topic ("general" when it has none). ``extra_supersedes`` adds more wrong
-    copies of the same fact.
+    Defaults come from the thought: the wrong fact is :func:`correction_replaced_fact` (its content, or
+    for a correction the fact it said was correct), the topic its topic ("general" when it has none).
+    ``extra_supersedes`` adds more wrong copies of the same fact.
     """
     target = thought_get(space=space, thought_id=thought_id)  # unknown, malformed, other space: 404
-    wrong = (target.thought_category == ThoughtCategory.CORRECTION and target.correct_fact) or target.content
+    wrong = correction_replaced_fact(target)
     return thought_correct(
         space=space,
         agent=agent,
@@ -265,19 +246,23 @@ def suggestion_accept(
     One transaction: the suggestion row is locked, the correction goes through ``thought_correct``
     (which supersedes the draft's ``supersedes``), and the suggestion is marked accepted with a link
     to the correction. ``correct_fact``/``content`` let the accepting agent word the correct fact
-    better than the contradicting statement did. A suggestion that is no longer pending: 409.
+    better than the contradicting statement did. The correction is what ``POST /thoughts/{id}/correct``
+    of the thought would store: its wrong fact is :func:`correction_replaced_fact` of the thought (read
+    under the lock), its text, when none is given, :func:`correction_default_content` (within
+    PROMPT_MAX_CHARS). 409 when the suggestion is no longer pending, or when its contradicting thought
+    was superseded or retracted since (its statement no longer stands: superseding it closes the
+    suggestion, and this holds for one left pending from before that rule).
     """
     locked = suggestion_lock_pending(suggestion=suggestion, action="accepted")
+    statement_refuse_replaced(locked)
     draft = locked.draft or {}
     fact = (correct_fact or "").strip() or draft.get("correct_fact") or locked.statement
-    corrected = draft.get("corrected_fact") or locked.thought.content
-    text = (content or "").strip() or (f"CORRECTION: {fact}" if correct_fact else draft.get("prompt", ""))
     correction, _count = thought_correct(
         space=locked.space,
         agent=agent,
-        content=text,
+        content=(content or "").strip(),  # none: thought_correct words it as /correct does
         topic=draft.get("topic") or locked.thought.topic or DEFAULT_TOPIC,
-        corrected_fact=corrected,
+        corrected_fact=correction_replaced_fact(locked.thought),
         correct_fact=fact,
         supersedes=draft.get("supersedes") or [str(locked.thought_id)],
         contributor_id=resolved_by if agent is None else None,
@@ -291,3 +276,19 @@ def suggestion_accept(
         correction=correction,
     )
     return correction
+
+
+def statement_refuse_replaced(suggestion: CorrectionSuggestion) -> None:
+    """409 CONFLICT when the suggestion's contradicting thought (its statement) was superseded or
+    retracted: accepting it would store as the correct fact a statement Colony no longer holds. Call it
+    with the suggestion's thoughts locked (``suggestion_lock_pending``)."""
+    statement_id = suggestion.contradicting_thought_id
+    if statement_id is None or not Thought.objects.filter(pk=statement_id, superseded=True).exists():
+        return
+    raise Conflict(
+        f"Correction suggestion {suggestion.id} rests on thought {statement_id}, which was corrected, refined, "
+        "consolidated or retracted since; its statement is no longer what Colony holds. Nothing was changed. "
+        f"If thought {suggestion.thought_id} is still wrong, correct it: "
+        f"POST /api/v1/thoughts/{suggestion.thought_id}/correct with the correct_fact.",
+        code="CONFLICT",
+    )

@@ -28,7 +28,7 @@ from brain.services.lineage import lineage_release, markers_refuse
 from brain.services.memory.response import BEST_QUOTE_CHARS
 from brain.services.pipeline import thought_content_changed
 from brain.services.receipts import receipts_erase
-from brain.services.suggestions import suggestions_close_superseded, suggestions_close_withdrawn
+from brain.services.suggestions import suggestions_close_superseded
 from core.models import Agent, Space
 
 REASON_MAX_CHARS = 2000
@@ -159,8 +159,7 @@ def thought_retract(
     thought.save(update_fields=["superseded", "superseded_at", "quality_flags", "context_metadata"])
     if redact:
         _redact(thought, record, broad=broad)
-    suggestions_close_superseded(thought_ids=[thought.pk], by=None)
-    suggestions_close_withdrawn(statement_id=thought.pk)
+    suggestions_close_superseded(thought_ids=[thought.pk], by=None)  # its own and those it raised
     if thought.thought_category == ThoughtCategory.CORRECTION:
         thoughts_unflag_contradicting(correction=thought)
     superseded = [row for row in rows if row.pk != key and key in (row.refined_by_id, row.superseded_by_id)]
@@ -225,7 +224,7 @@ def _texts_of(thought: Thought) -> list[str]:
 
 def _unquote(value: str, texts: list[str]) -> str:
     """``value`` with every copy of ``texts`` erased: whole, or cut and ended with "…" (a correction's
-    default content keeps the start of a long wrong fact so, ``corrections.correction_default_content``)."""
+    default content keeps the start of a long wrong fact so, ``correction_text.correction_default_content``)."""
     for text in texts:
         value = _uncut(value.replace(text, REDACTED_QUOTE), text)
     return value

@@ -17,6 +17,7 @@ from django.utils import timezone
 from api.errors import Conflict, Forbidden, NotFound
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
+from brain.services.correction_text import correction_default_content, correction_replaced_fact
 from brain.services.flags import thought_unflag_unverified
 from brain.services.thoughts import thoughts_lock
 from core.db import prepared_cursor
@@ -24,12 +25,14 @@ from core.models import Agent, Space
 
 
 def suggestion_draft(*, thought: Thought, statement: str) -> dict:
-    """The memory-endpoint payload of the correction that accepting the suggestion would create."""
+    """The memory-endpoint payload of the correction that accepting the suggestion would create: the
+    wrong fact and the text as ``POST /thoughts/{id}/correct`` of the thought would have them."""
+    wrong = correction_replaced_fact(thought)
     return {
-        "prompt": f"CORRECTION: {statement}",
+        "prompt": correction_default_content(corrected_fact=wrong, correct_fact=statement),
         "thought_category": ThoughtCategory.CORRECTION.value,
         "topic": thought.topic or DEFAULT_TOPIC,
-        "corrected_fact": thought.content,
+        "corrected_fact": wrong,
         "correct_fact": statement,
         "supersedes": [str(thought.id)],
     }
@@ -147,26 +150,23 @@ def suggestion_dismiss(
 
 
 def suggestions_close_superseded(*, thought_ids: list[uuid.UUID], by: Thought | None) -> int:
-    """Close the pending suggestions of thoughts that were just superseded; returns how many.
+    """Close the pending suggestions on thoughts that were just superseded, and those they raised;
+    returns how many.
 
     A suggestion says "this thought is contradicted; correct it". Once a correction, refinement or
     consolidation replaced the thought (or it was retracted: ``by`` None), accepting one would
     correct a thought nobody is served any more, over the correction that replaced it, and memory
-    answers would keep asking agents to. Status ``superseded``, resolved by Colony, and the
-    correction that replaced the thought when it was one. Run it in the transaction that supersedes.
+    answers would keep asking agents to. A suggestion the thought raised against another (it is the
+    contradicting statement) no longer stands either: accepting it would store as the correct fact a
+    statement that was corrected, replaced or withdrawn (after a redaction, not even its text).
+    Status ``superseded``, resolved by Colony, and, on the thought's own suggestions, the correction
+    that replaced it when it was one. Run it in the transaction that supersedes.
     """
     if not thought_ids:
         return 0
     correction = by if by is not None and by.thought_category == ThoughtCategory.CORRECTION else None
-    return _close_pending(CorrectionSuggestion.objects.filter(thought_id__in=thought_ids), correction=correction)
-
-
-def suggestions_close_withdrawn(*, statement_id: uuid.UUID) -> int:
-    """Close the pending suggestions that the retracted thought ``statement_id`` raised against others
-    (it was their contradicting statement); returns how many. Accepting one would store as the correct
-    fact a statement its author withdrew (after a redaction, not even its text). Status superseded,
-    resolved by Colony, as :func:`suggestions_close_superseded`."""
-    return _close_pending(CorrectionSuggestion.objects.filter(contradicting_thought_id=statement_id))
+    closed = _close_pending(CorrectionSuggestion.objects.filter(thought_id__in=thought_ids), correction=correction)
+    return closed + _close_pending(CorrectionSuggestion.objects.filter(contradicting_thought_id__in=thought_ids))
 
 
 def _close_pending(suggestions: QuerySet[CorrectionSuggestion], *, correction: Thought | None = None) -> int:
