@@ -148,18 +148,15 @@ def database_busy_response(request) -> HttpResponse:
 
 def database_conflict_response(request) -> HttpResponse:
     """503 DATABASE_CONFLICT with a short Retry-After: the envelope for the API, a short page for humans."""
-    if request is None or request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", ""):
-        response = JsonResponse(error_body("DATABASE_CONFLICT", DATABASE_CONFLICT_MESSAGE), status=503)
-    else:
-        response = HttpResponse(
-            "<!doctype html><html><head><title>Colony: try again</title></head><body>"
-            "<h1>Someone else was changing the same thing</h1>"
-            "<p>Nothing was changed. Reload or send the form again in a second.</p></body></html>",
-            status=503,
-            content_type="text/html; charset=utf-8",
-        )
-    response["Retry-After"] = str(DATABASE_CONFLICT_RETRY_AFTER)
-    return response
+    return _unavailable(
+        request,
+        code="DATABASE_CONFLICT",
+        message=DATABASE_CONFLICT_MESSAGE,
+        retry_after=DATABASE_CONFLICT_RETRY_AFTER,
+        title="try again",
+        page="<h1>Someone else was changing the same thing</h1>"
+        "<p>Nothing was changed. Reload or send the form again in a second.</p>",
+    )
 
 
 def database_outage_response(request, exc: BaseException) -> HttpResponse | None:
@@ -182,19 +179,29 @@ def database_outage_response(request, exc: BaseException) -> HttpResponse | None
 
 def database_unavailable_response(request) -> HttpResponse:
     """503 with Retry-After: the envelope for the API, a short readable page for humans."""
+    return _unavailable(
+        request,
+        code="DATABASE_UNAVAILABLE",
+        message=DATABASE_UNAVAILABLE_MESSAGE,
+        retry_after=DATABASE_RETRY_AFTER,
+        title="database unavailable",
+        page="<h1>The database is unavailable right now</h1>"
+        "<p>Colony can't reach its PostgreSQL server (it is restarting or down). Nothing was changed. "
+        f"This page will work again once the database is back: reload in {DATABASE_RETRY_AFTER} seconds.</p>",
+    )
+
+
+def _unavailable(request, *, code: str, message: str, retry_after: int, title: str, page: str) -> HttpResponse:
+    """A 503 with Retry-After: the envelope for the API (and JSON clients), ``page`` for a browser."""
     if request is None or request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", ""):
-        response = JsonResponse(error_body("DATABASE_UNAVAILABLE", DATABASE_UNAVAILABLE_MESSAGE), status=503)
+        response = JsonResponse(error_body(code, message), status=503)
     else:
         response = HttpResponse(
-            "<!doctype html><html><head><title>Colony: database unavailable</title></head><body>"
-            "<h1>The database is unavailable right now</h1>"
-            "<p>Colony can't reach its PostgreSQL server (it is restarting or down). Nothing was changed. "
-            f"This page will work again once the database is back: reload in {DATABASE_RETRY_AFTER} seconds.</p>"
-            "</body></html>",
+            f"<!doctype html><html><head><title>Colony: {title}</title></head><body>{page}</body></html>",
             status=503,
             content_type="text/html; charset=utf-8",
         )
-    response["Retry-After"] = str(DATABASE_RETRY_AFTER)
+    response["Retry-After"] = str(retry_after)
     return response
 
 
