@@ -78,3 +78,39 @@ def test_0012_lower_cases_the_topics_stored_before(executor, space):
     executor.migrate([("brain", "0012_topics_lower_cased")])
 
     assert sorted(thought.objects.values_list("topic", flat=True)) == ["", "backups", "deploys", "ärger-log"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0019_closes_the_suggestions_left_pending_on_superseded_statements(executor, space):
+    # A suggestion raised by a statement that was corrected or refined later stays pending in a brain
+    # written before suggestions_close_superseded closed them; accepting it would store the statement.
+    before, after = (
+        ("brain", "0018_content_key_confusables"),
+        ("brain", "0019_close_suggestions_of_superseded_statements"),
+    )
+    executor.migrate([before])
+    apps = executor.loader.project_state([before]).apps
+    thought, suggestion = apps.get_model("brain", "Thought"), apps.get_model("brain", "CorrectionSuggestion")
+
+    def stored(content, **fields):
+        return thought.objects.create(
+            space_id=space.pk, content=content, contributor_id="t", contributor_name="t", **fields
+        )
+
+    fact = stored("Staging deploys run migrations first.")
+    corrected_statement = stored("Staging deploys never run migrations.", superseded=True)
+    live_statement = stored("Staging deploys run migrations after the restart.")
+    for name, statement in (("by a corrected statement", corrected_statement), ("by a live one", live_statement)):
+        suggestion.objects.create(
+            space_id=space.pk,
+            thought=fact,
+            statement=name,
+            origin="contradiction_detector",
+            contradicting_thought=statement,
+        )
+
+    executor.loader.build_graph()
+    executor.migrate([after])
+
+    status = {s.statement: (s.status, s.resolved_by) for s in suggestion.objects.all()}
+    assert status == {"by a corrected statement": ("superseded", "colony"), "by a live one": ("pending", "")}
