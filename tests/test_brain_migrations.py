@@ -82,8 +82,8 @@ def test_0012_lower_cases_the_topics_stored_before(executor, space):
 
 @pytest.mark.django_db(transaction=True)
 def test_0019_closes_the_suggestions_left_pending_on_superseded_statements(executor, space):
-    # A suggestion raised by a statement that was corrected or refined later stays pending in a brain
-    # written before suggestions_close_superseded closed them; accepting it would store the statement.
+    # A pending suggestion whose statement is already superseded is closed: accepting it would store a
+    # statement that no longer stands as the correct fact.
     before, after = (
         ("brain", "0018_content_key_confusables"),
         ("brain", "0019_close_suggestions_of_superseded_statements"),

@@ -6,10 +6,9 @@ from django.utils import timezone
 
 
 def close_suggestions_of_superseded_thoughts(apps, schema_editor):
-    """What brain.services.suggestions.suggestions_close_superseded does from now on, done
-    once for the suggestions left pending on thoughts superseded before, or raised by a statement that
-    was retracted: status superseded, resolved by Colony, the correction that replaced the thought when
-    one did."""
+    """What brain.services.suggestions.suggestions_close_superseded does, applied to the suggestions
+    pending on thoughts already superseded, or raised by a statement already retracted: status
+    superseded, resolved by Colony, the correction that replaced the thought when one did."""
     suggestion = apps.get_model("brain", "CorrectionSuggestion")
     thought = apps.get_model("brain", "Thought")
     replaced_by_correction = thought.objects.filter(

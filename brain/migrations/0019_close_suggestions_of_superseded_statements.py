@@ -3,10 +3,10 @@ from django.utils import timezone
 
 
 def close_suggestions_of_superseded_statements(apps, schema_editor):
-    """What brain.services.suggestions.suggestions_close_superseded does for a superseded statement, done
-    once for the suggestions left pending on a statement that a correction, refinement, consolidation
-    or import superseded: status superseded, resolved by Colony (accepting one would store a statement
-    that no longer stands as the correct fact)."""
+    """What brain.services.suggestions.suggestions_close_superseded does for a superseded statement,
+    applied to the suggestions pending on a statement already superseded (by a correction, refinement,
+    consolidation or import): status superseded, resolved by Colony (accepting one would store a
+    statement that no longer stands as the correct fact)."""
     suggestion = apps.get_model("brain", "CorrectionSuggestion")
     suggestion.objects.filter(status="pending", contradicting_thought__superseded=True).update(
         status="superseded", resolved_at=timezone.now(), resolved_by="colony"
