@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
+from csp.constants import NONCE, NONE, SELF
+
 from config.env import ImproperSetting, check_redis_url, ensure_writable_dir, env, secret_key_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -44,6 +46,24 @@ if env("SECURE_PROXY_SSL_HEADER", False):
 # Accepted deploy-check warnings: security.W021 (HSTS preload) is a submission to the browsers' list,
 # for the owner of the domain to decide; SECURE_HSTS_PRELOAD=true turns it on.
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
+# Content-Security-Policy on every response (django-csp): the pages show text agents wrote, and if a
+# template ever let markup through, no script of it runs. Scripts come from Colony's own static files,
+# or inline with the response's nonce (``<script nonce="{{ request.csp_nonce }}">``); no inline handler
+# (onclick=...), no eval (htmx runs with allowEval off). Styles may be inline (the admin's and the API
+# docs' pages have some); ReDoc builds a worker from a blob.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, "'unsafe-inline'"],
+        "img-src": [SELF, "data:"],
+        "worker-src": [SELF, "blob:"],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -77,6 +97,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # A read-only URL token (?token=) works on GET /api/v1/memory only; refused everywhere else.
     "core.auth.UrlTokenGuard",
     # Innermost: sees a view's "database unreachable" first and answers 503 + Retry-After.

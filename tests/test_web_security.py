@@ -7,6 +7,7 @@ import re
 import pytest
 from django.test import Client
 
+from core.models import Space
 from tests.web_support import PASSWORD, make_human
 from web.spaces import SESSION_KEY
 
@@ -92,3 +93,32 @@ def test_a_nul_in_a_pages_address_is_the_sites_400_page(client, space, method, u
     assert response.status_code == 400
     assert "<h1>Bad request</h1>" in response.content.decode()
     assert Task.objects.get(pk=task.pk).status == "active" and task.dna == Task.objects.get(pk=task.pk).dna
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/", "/board/", "/brain/", "/login/", "/admin/login/", "/api/docs/", "/api/v1/health"])
+def test_every_response_carries_a_script_policy_with_a_fresh_nonce(client, space, url):
+    """The pages' Content-Security-Policy: scripts from Colony itself or stamped with this response's
+    nonce (a response with no inline script has none); no inline handler, no eval, no plugin, no framing,
+    no other <base>, forms post to Colony."""
+    client.force_login(make_human("ada", spaces=(space,)))
+    policies = [client.get(url).headers["Content-Security-Policy"] for _ in range(2)]
+    directives = {part.split()[0]: part.split()[1:] for part in policies[0].split("; ")}
+    assert directives["script-src"][0] == "'self'" and len(directives["script-src"]) <= 2
+    nonces = [value for value in directives["script-src"][1:] if value.startswith("'nonce-")]
+    assert nonces == directives["script-src"][1:]
+    assert all(nonce not in policies[1] for nonce in nonces)  # one per response
+    assert directives["object-src"] == ["'none'"] and directives["base-uri"] == ["'none'"]
+    assert directives["frame-ancestors"] == ["'none'"] and directives["form-action"] == ["'self'"]
+
+
+@pytest.mark.django_db
+def test_the_pages_inline_scripts_carry_the_responses_nonce(client, space):
+    client.force_login(make_human("ada", spaces=(space, Space.objects.create(slug="b", name="B"))))
+    response = client.get("/board/")
+    nonce = re.search(r"'nonce-([^']+)'", response.headers["Content-Security-Policy"]).group(1)
+    scripts = re.findall(r"<script([^>]*)>", response.content.decode())
+    inline = [attributes for attributes in scripts if "src=" not in attributes]
+    assert len(inline) == 2  # base.html's and the board's
+    assert all(f'nonce="{nonce}"' in attributes for attributes in inline)
+    assert re.findall(r"<[^>]*\son[a-z]+=", response.content.decode()) == []  # no inline handler either

@@ -60,16 +60,28 @@ def chromium():
 
 
 @pytest.fixture
-def page(chromium, live_server):
-    """A fresh browser page (own cookies) that fails the test on any JavaScript error."""
+def csp_violations() -> list[str]:
+    """What the browser reported blocking under the pages' Content-Security-Policy (``page`` fills it)."""
+    return []
+
+
+@pytest.fixture
+def page(chromium, live_server, csp_violations):
+    """A fresh browser page (own cookies) that fails the test on any JavaScript error, and on anything
+    the pages' Content-Security-Policy blocked (a page of Colony's that needs what its policy forbids)."""
     context = chromium.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 900})
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda message: csp_violations.append(message.text) if "Content Security Policy" in message.text else None,
+    )
     yield page
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+    assert not csp_violations, f"Blocked by the Content-Security-Policy: {csp_violations}"
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import pytest
 
 from tasks.models import HumanConfirmation, Task, TransitionLog
 from tests.tasks_helpers import make_project, make_task
+from web.views.board import BOARD_REFRESH_SECONDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -52,6 +53,25 @@ def test_board_refreshes_itself_when_an_agent_moves_a_task(logged_in_page, space
     Task.objects.filter(slug="quiet").update(status="active")  # as if an agent moved it meanwhile
     page.locator('.column[data-status="active"] .task-card[data-slug="quiet"]').wait_for(timeout=12_000)
     assert page.evaluate("window.__noReload") is True
+
+
+def test_the_refresh_waits_while_a_humans_moves_are_open(logged_in_page, space):
+    """A human reading a card's moves keeps them: the periodic refresh (which would fold them away)
+    waits until the moves are closed, then catches up."""
+    page = logged_in_page
+    project = make_project(space, "colony")
+    make_task(project, slug="reading", status="ready", role="dev")
+    make_task(project, slug="quiet", status="ready", role="dev")
+    page.goto("/board/")
+    reading = page.locator('.column[data-status="ready"] .task-card[data-slug="reading"]')
+    reading.locator("summary", has_text="Move").click()
+    reading.locator(".moves-body form, .moves-body .refusal").first.wait_for()
+    Task.objects.filter(slug="quiet").update(status="active")  # as if an agent moved it meanwhile
+    page.wait_for_timeout(BOARD_REFRESH_SECONDS * 1000 + 1500)
+    assert reading.locator("details.moves").get_attribute("open") is not None
+    assert page.locator('.column[data-status="ready"] .task-card[data-slug="quiet"]').is_visible()
+    reading.locator("summary", has_text="Move").click()  # closed: the next refresh shows the move
+    page.locator('.column[data-status="active"] .task-card[data-slug="quiet"]').wait_for(timeout=12_000)
 
 
 def test_give_a_human_confirmation_on_the_task_page(logged_in_page, human, space, shot):
