@@ -222,12 +222,15 @@ def thoughts_flag_repeating(*, correction: Thought, fact_vector: list[float]) ->
     return repeating
 
 
-def thoughts_unflag_contradicting(*, correction: Thought) -> int:
-    """Take ``contradicts_correction`` off the thoughts whose flag ``correction`` set (``contradicted_by``),
-    when it is retracted: the authority that flagged them is withdrawn. Returns how many."""
-    return Thought.objects.filter(contradicted_by=correction).update(
-        quality_flags=flag_removed(QualityFlag.CONTRADICTS_CORRECTION), contradicted_by=None
-    )
+def thoughts_unflag_contradicting(*, correction: Thought, heir: Thought | None = None) -> int:
+    """When ``correction`` is retracted: the thoughts whose flag it set (``contradicted_by``) are flagged
+    by ``heir`` instead, the live correction that now stands for the same thought (the one that replaced
+    ``correction``, or the earlier one handed back), else the flag comes off: the authority that
+    flagged them is withdrawn. Returns how many changed."""
+    flagged = Thought.objects.filter(contradicted_by=correction)
+    if heir is not None:
+        return flagged.update(contradicted_by=heir)
+    return flagged.update(quality_flags=flag_removed(QualityFlag.CONTRADICTS_CORRECTION), contradicted_by=None)
 
 
 #: Live thoughts of a space nearest to a corrected (wrong) fact, within the guard's distance.

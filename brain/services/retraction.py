@@ -72,8 +72,10 @@ def thought_retract(
     What the thought superseded (the sources of a refinement or consolidation, the thoughts a
     correction superseded) is handed back (``lineage.lineage_release``): live again unless something
     else still supersedes it, or the thought was itself refined or corrected (its successor carries
-    the line on). The returned thought's ``live_again`` lists the ids that are live again. A retracted
-    correction's ``contradicts_correction`` flags on others (``contradicted_by`` it) come off. Pending
+    the line on). The returned thought's ``live_again`` lists the ids that are live again. The
+    ``contradicts_correction`` flags a retracted correction set on others (``contradicted_by`` it) pass
+    to the correction that stands for the same thought after it (``_standing_correction``), or come off
+    when none does. Pending
     suggestions on it, and those it raised against others as their contradicting statement, are closed.
 
     ``redact`` (a leaked secret, personal data) also erases its text where Colony keeps it: the content
@@ -160,11 +162,49 @@ def thought_retract(
     if redact:
         _redact(thought, record, broad=broad)
     suggestions_close_superseded(thought_ids=[thought.pk], by=None)  # its own and those it raised
-    if thought.thought_category == ThoughtCategory.CORRECTION:
-        thoughts_unflag_contradicting(correction=thought)
     superseded = [row for row in rows if row.pk != key and key in (row.refined_by_id, row.superseded_by_id)]
     thought.live_again = [] if replaced else lineage_release(withdrawn=thought, locked=superseded)
+    if thought.thought_category == ThoughtCategory.CORRECTION:
+        thoughts_unflag_contradicting(correction=thought, heir=_standing_correction(thought, superseded))
     return thought
+
+
+#: How many replacements deep the correction that replaced a retracted one is looked for.
+_CORRECTION_CHAIN_MAX = 50
+
+
+def _standing_correction(withdrawn: Thought, handed_back: list[Thought]) -> Thought | None:
+    """The live correction that stands, after ``withdrawn`` (a correction) is retracted, for the thought it
+    corrected: the live correction that replaced it (only a correction supersedes a correction), else the
+    newest live correction among those it had replaced and handed back (``handed_back``, just released)
+    and those that supersede what it handed back; None when no correction stands any more."""
+    if withdrawn.superseded_by_id is not None:
+        pk = withdrawn.superseded_by_id
+        for _ in range(_CORRECTION_CHAIN_MAX):
+            row = (
+                Thought.objects.filter(pk=pk, space_id=withdrawn.space_id, thought_category=ThoughtCategory.CORRECTION)
+                .only("id", "superseded", "superseded_by_id")
+                .first()
+            )
+            if row is None or not row.superseded:
+                return row
+            if row.superseded_by_id is None:
+                return None  # retracted: the correction that replaced it was withdrawn too
+            pk = row.superseded_by_id
+        return None
+    candidates = {row.superseded_by_id for row in handed_back if row.superseded_by_id is not None}
+    candidates |= {row.pk for row in handed_back if row.thought_category == ThoughtCategory.CORRECTION}
+    return (
+        Thought.objects.filter(
+            pk__in=candidates,
+            space_id=withdrawn.space_id,
+            thought_category=ThoughtCategory.CORRECTION,
+            superseded=False,
+        )
+        .order_by("-created_at", "-pk")
+        .only("id")
+        .first()
+    )
 
 
 def retraction_record(*, reason: str, by: str, by_kind: str, at: dt.datetime) -> dict:

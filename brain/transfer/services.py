@@ -149,6 +149,13 @@ def _as_uuid(value: str) -> uuid.UUID | str:
 _MARKER_REFUSED = "is a transition marker: markers are the workflow's audit trail and nothing supersedes them."
 
 
+#: What a refinement or consolidation may not name in its source_ids (``lineage.corrections_refuse``).
+_CORRECTION_REFUSED = (
+    "is a correction, and only a correction supersedes a correction: import a correction whose supersedes "
+    "names it (with corrected_fact and correct_fact), or leave it out of source_ids."
+)
+
+
 def _superseding_refs(row: dict[str, Any]) -> list[tuple[str, uuid.UUID]]:
     """(field, id) of each thought an imported row supersedes when lineage is derived (:func:`_derive_lineage`)."""
     refs = []
@@ -343,12 +350,14 @@ def thoughts_import(
     in_space = set(Thought.objects.filter(space=space, pk__in=taken).values_list("pk", flat=True)) if taken else set()
     superseding = {line: _superseding_refs(row) for line, row in cleaned} if derive_lineage else {}
     markers = {row["id"] for _, row in cleaned if row["thought_category"] == ThoughtCategory.TRANSITION_MARKER}
+    corrections = {row["id"] for _, row in cleaned if row["thought_category"] == ThoughtCategory.CORRECTION}
     if any(superseding.values()):
-        markers |= set(
-            Thought.objects.filter(pk__in=in_space, thought_category=ThoughtCategory.TRANSITION_MARKER).values_list(
-                "pk", flat=True
-            )
-        )
+        named = {ref for refs in superseding.values() for _, ref in refs} & in_space
+        for category, pk in Thought.objects.filter(
+            pk__in=named,
+            thought_category__in=[ThoughtCategory.TRANSITION_MARKER, ThoughtCategory.CORRECTION],
+        ).values_list("thought_category", "pk"):
+            (markers if category == ThoughtCategory.TRANSITION_MARKER else corrections).add(pk)
     deferred: list[tuple[str, str, str]] = []
     conflicts: list[LineError] = []
     for line, row in cleaned:
@@ -362,6 +371,8 @@ def thoughts_import(
         for name, ref in superseding.get(line, []):
             if ref in markers:
                 errors.append(LineError(line, f"{ref} {_MARKER_REFUSED}", name))
+            elif name == "source_ids" and ref in corrections:
+                errors.append(LineError(line, f"{ref} {_CORRECTION_REFUSED}", name))
         for name in (*ARRAY_REFS, "related_thoughts", *FK_REFS):
             values = row[name] if isinstance(row[name], list) else ([row[name]] if row[name] else [])
             for ref in values:
@@ -392,6 +403,10 @@ def thoughts_import(
     for _, row in cleaned:
         if row["embedding"] is None:
             to_embed.append((row, "embedding", row["content"]))
+        if row["thought_category"] == ThoughtCategory.CORRECTION and agent_mode:
+            # The guard's vector is the server's vector of the corrected fact the correction shows, never
+            # one the caller chose (which could guard a fact the correction does not name).
+            row["corrected_fact_embedding"] = None
         if (
             row["corrected_fact_embedding"] is None
             and row["thought_category"] == ThoughtCategory.CORRECTION
@@ -601,7 +616,8 @@ def _derive_lineage(*, space: Space, rows: list[Thought], server_clock: bool) ->
     correction become superseded and their pending suggestions are closed. A correction also
     supersedes the live corrections it replaces and lists them in its ``supersedes``, locked as
     ``thought_correct`` locks them, so one correction per fact stays live; a correction of the batch
-    not handled yet is not replaced by an older one. (Only thoughts stored before the batch can have
+    not handled yet is not replaced by an older one. A retracted row supersedes nothing, as a live
+    retraction hands back what it superseded. (Only thoughts stored before the batch can have
     suggestions to close.)
 
     ``superseded_at`` keeps the first time: with ``server_clock`` (an agent's import: the rows may be
@@ -611,6 +627,8 @@ def _derive_lineage(*, space: Space, rows: list[Thought], server_clock: bool) ->
     pending = set(batch)
     for row in sorted(rows, key=lambda r: r.created_at):
         pending.discard(row.pk)
+        if QualityFlag.RETRACTED in row.quality_flags:
+            continue  # withdrawn: it buries nothing, as a live retraction hands back what it superseded
         at = Coalesce(F("superseded_at"), Now() if server_clock else row.created_at)
         if row.thought_type in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION) and row.source_ids:
             ids = [pk for pk in row.source_ids if pk != row.pk]
