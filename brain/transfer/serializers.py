@@ -62,6 +62,10 @@ CLOCK_SKEW = dt.timedelta(minutes=5)
 #: The largest effective confidence SPEC 4.4's formula gives: ``1 + ALPHA·usage − BETA·contradiction``
 #: with usage 1 and contradiction 0 (quality.formulas: ALPHA = 0.5). brain can't import quality.
 EFFECTIVE_CONFIDENCE_MAX = 1.5
+#: The largest effective confidence an agent's import may give its own thought: the single-agent
+#: ceiling (quality.formulas.SINGLE_AGENT_CEILING, 1 + ALPHA/2). One agent's uses lift a thought no
+#: higher, so one agent's import doesn't either; the operator's restore keeps any value of the formula.
+AGENT_IMPORT_CONFIDENCE_MAX = 1.25
 COUNTER_MAX = pheromones.COUNTER_MAX
 #: What a PostgreSQL integer column holds.
 INT_MAX = 2**31 - 1
@@ -479,7 +483,7 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
     co_retrieved_with = _CoRetrieved(max_partners=pheromones.CO_RETRIEVAL_PARTNERS_MAX, max_count=COUNTER_MAX)
     usage_score = _Number(min_value=0, max_value=1, default=None)
     contradiction_score = _Number(min_value=0, max_value=1, default=None)
-    effective_confidence = _Number(min_value=0, max_value=EFFECTIVE_CONFIDENCE_MAX, default=1.0)
+    effective_confidence = _Number(min_value=0, max_value=AGENT_IMPORT_CONFIDENCE_MAX, default=1.0)
 
     #: Who and when come from the token and the clock (``context``: ``agent``, ``now``).
     checks_identity = True

@@ -100,7 +100,7 @@ def test_import_cannot_inflate_scores_weights_or_counters(dev, space, fake_embed
 def test_import_accepts_every_value_at_the_edges_of_its_range(dev, space, fake_embedder):
     item = {
         "content": "edges",
-        "effective_confidence": transfer.EFFECTIVE_CONFIDENCE_MAX,
+        "effective_confidence": transfer.AGENT_IMPORT_CONFIDENCE_MAX,
         "pheromone_weight": pheromones.DECAY_FLOOR,
         "usage_score": 1.0,
         "contradiction_score": 0.0,
@@ -113,6 +113,21 @@ def test_import_accepts_every_value_at_the_edges_of_its_range(dev, space, fake_e
 
 def test_the_effective_confidence_bound_is_the_formulas_largest_value():
     assert transfer.EFFECTIVE_CONFIDENCE_MAX == formulas.confidence_formula(1.0, 0.0)
+    assert transfer.AGENT_IMPORT_CONFIDENCE_MAX == formulas.SINGLE_AGENT_CEILING
+
+
+def test_an_agents_import_lifts_its_own_thought_no_higher_than_its_own_uses_could(dev, space, fake_embedder):
+    """Attack: an agent (or a prompt injection steering it) imports its own thought with
+    ``effective_confidence`` 1.5, the formula's largest value, which takes uses reported by two agents
+    at least: one request lifts the thought x1.5 in every agent's ranking.
+
+    Rule (quality.formulas, the single-agent ceiling): one agent's word lifts a thought to 1.25 at most;
+    an import above is refused, and nothing is stored."""
+    message = refused(
+        post(dev, [{"content": "trust me above all", "effective_confidence": 1.5}]), "effective_confidence"
+    )
+    assert "1.25" in message
+    assert not Thought.objects.filter(space=space).exists()
 
 
 def test_import_cannot_forge_a_transition_marker(dev, space, fake_embedder):
