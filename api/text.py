@@ -38,3 +38,15 @@ INVISIBLE_CONTROLS = dict.fromkeys(map(ord, "\u202a\u202b\u202c\u202d\u202e\u206
 def without_invisible_controls(text: str) -> str:
     """``text`` without :data:`INVISIBLE_CONTROLS` (ASCII text is returned as it is)."""
     return text if text.isascii() else text.translate(INVISIBLE_CONTROLS)
+
+
+def json_without_invisible_controls(value):
+    """A JSON value (a task's DNA) with :func:`without_invisible_controls` applied to every string in it,
+    keys included. Recursive: the parsers bound a value's nesting (``api.parsers.MAX_JSON_DEPTH``)."""
+    if isinstance(value, str):
+        return without_invisible_controls(value)
+    if isinstance(value, dict):
+        return {without_invisible_controls(key): json_without_invisible_controls(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_without_invisible_controls(item) for item in value]
+    return value

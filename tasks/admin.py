@@ -15,6 +15,7 @@ from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
 from api.errors import ApplicationError
+from api.text import json_without_invisible_controls
 from core.admin import ColonyModelAdmin
 from tasks.choices import TaskStatus
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog, dna_digest
@@ -127,10 +128,51 @@ def _confirm_page(modeladmin, request, tasks: list[Task], to_status: str) -> Tem
 class TaskForm(forms.ModelForm):
     """A task as the admin edits it (TaskAdmin gives the model and the fields): its project, parents and
     dependencies are of its own space (SPEC 6: no transition crosses a space; the pending->ready gate
-    reads the dependencies' status)."""
+    reads the dependencies' status). Its DNA is a JSON object, stored without invisible controls as
+    every door stores it.
+
+    ``dna_loaded`` is the digest of the DNA the page showed. Agents write DNA while the page is open
+    (their gate evidence, notes): a save that leaves the DNA as it was loaded keeps what the agents
+    wrote since, and a save that changes a DNA an agent changed since is refused (reload and edit
+    again), never a silent overwrite of their keys."""
+
+    dna_loaded = forms.RegexField(regex=r"^[0-9a-f]{64}$", max_length=64, required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.fields["dna_loaded"].initial = dna_digest(self.instance.dna)
+
+    def clean_dna(self):
+        dna = self.cleaned_data.get("dna")
+        if dna is None and self.fields["dna"].widget.value_omitted_from_data(self.data, self.files, "dna"):
+            return self.instance.dna  # a post without the field (a script's) leaves it as it is
+        if not isinstance(dna, dict):
+            raise forms.ValidationError("DNA must be a JSON object ({...}); {} for none.")
+        return json_without_invisible_controls(dna)
+
+    def _dna_as_stored_now(self, data: dict) -> None:
+        """Under the task's row lock (the admin saves in one transaction): keep the DNA agents wrote since
+        the page was loaded, or refuse to overwrite it."""
+        loaded = data.get("dna_loaded")
+        if self.instance.pk is None or not loaded or "dna" not in data:
+            return
+        current = Task.objects.select_for_update().filter(pk=self.instance.pk).values_list("dna", flat=True).first()
+        if current is None or dna_digest(current) == loaded:
+            return
+        if dna_digest(data["dna"]) == loaded:  # not edited here: what the agents wrote since stays
+            data["dna"] = current
+            self.instance.dna = current
+            return
+        self.add_error(
+            "dna",
+            "An agent changed this task's DNA after the page was loaded; nothing was saved. Reload the page "
+            "and make your change again on the DNA it shows.",
+        )
 
     def clean(self):
         data = super().clean()
+        self._dna_as_stored_now(data)
         space = data.get("space") or getattr(self.instance, "space", None)
         if space is None:
             return data

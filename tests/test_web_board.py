@@ -115,7 +115,11 @@ def test_task_page_shows_description_dna_history_and_moves(client, ada, project)
 
 def test_a_human_moves_a_task_with_a_button_and_the_marker_is_linked(client, ada, project):
     task = make_task(project, slug="design", status="approval", role="liaison")
-    response = client.post(f"/tasks/{task.slug}/transition/", {"to": "approved", "summary": "looks right"}, follow=True)
+    response = client.post(
+        f"/tasks/{task.slug}/transition/",
+        {"dna_digest": dna_digest(task.dna), "to": "approved", "summary": "looks right"},
+        follow=True,
+    )
     body = _body(response)
     task.refresh_from_db()
     assert task.status == "approved" and task.role == "qa"
@@ -129,7 +133,11 @@ def test_a_human_moves_a_task_with_a_button_and_the_marker_is_linked(client, ada
 
 def test_a_move_from_the_board_answers_with_messages_and_refreshes_the_board(client, ada, project):
     task = make_task(project, slug="design", status="approval", role="liaison")
-    response = client.post(f"/tasks/{task.slug}/transition/", {"to": "approved"}, headers={"HX-Request": "true"})
+    response = client.post(
+        f"/tasks/{task.slug}/transition/",
+        {"dna_digest": dna_digest(task.dna), "to": "approved"},
+        headers={"HX-Request": "true"},
+    )
     assert response.status_code == 200
     assert response["HX-Trigger"] == "board-changed"
     assert 'hx-swap-oob="true"' in _body(response) and "design moved approval → approved" in _body(response)
@@ -144,7 +152,9 @@ def test_card_move_panel_lists_what_the_human_may_do(client, ada, project):
 
 def test_a_transition_the_workflow_does_not_allow_is_refused_and_changes_nothing(client, ada, project):
     task = make_task(project, slug="coding", status="active", role="dev")
-    response = client.post(f"/tasks/{task.slug}/transition/", {"to": "complete"}, follow=True)
+    response = client.post(
+        f"/tasks/{task.slug}/transition/", {"dna_digest": dna_digest(task.dna), "to": "complete"}, follow=True
+    )
     task.refresh_from_db()
     assert task.status == "active" and not TransitionLog.objects.exists()
     assert "transition to “complete” refused" in _body(response)
@@ -154,7 +164,9 @@ def test_another_spaces_task_can_neither_be_seen_nor_moved(client, ada, other_sp
     foreign = make_task(make_project(other_space, "rival"), slug="theirs", status="approval", role="liaison")
     assert client.get(f"/tasks/{foreign.slug}/").status_code == 404
     assert client.get(f"/tasks/{foreign.id}/").status_code == 404
-    response = client.post(f"/tasks/{foreign.id}/transition/", {"to": "approved"}, follow=True)
+    response = client.post(
+        f"/tasks/{foreign.id}/transition/", {"dna_digest": dna_digest(foreign.dna), "to": "approved"}, follow=True
+    )
     assert "No task" in _body(response)
     client.post(f"/tasks/{foreign.id}/confirm/", {"to_status": "approved", "dna_digest": dna_digest({})})
     client.post(f"/tasks/{foreign.id}/dna/", {"dna": '{"a": 1}', "original": "{}"})
@@ -242,7 +254,7 @@ def test_board_query_count_does_not_grow_with_tasks(client, ada, project, django
 
 def test_task_page_query_count_is_fixed(client, ada, project, django_assert_max_num_queries):
     task = make_task(project, slug="design", status="approval", role="liaison")
-    client.post(f"/tasks/{task.slug}/transition/", {"to": "rework"})
+    client.post(f"/tasks/{task.slug}/transition/", {"dna_digest": dna_digest(task.dna), "to": "rework"})
     # session, user, spaces, task, parents, depends_on, membership, open confirmations, history
     with django_assert_max_num_queries(9):
         assert client.get(f"/tasks/{task.slug}/").status_code == 200

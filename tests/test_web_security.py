@@ -51,19 +51,23 @@ def test_login_form_is_csrf_protected(csrf_client, space):
 
 @pytest.mark.django_db
 def test_a_transition_post_without_csrf_token_is_refused_and_the_task_does_not_move(csrf_client, space):
-    from tasks.models import TransitionLog
+    from tasks.models import TransitionLog, dna_digest
     from tests.tasks_helpers import make_project, make_task
 
     task = make_task(make_project(space, "colony"), slug="design", status="approval", role="liaison")
     csrf_client.force_login(make_human("ada", spaces=(space,)))
-    response = csrf_client.post(f"/tasks/{task.slug}/transition/", {"to": "approved"})
+    response = csrf_client.post(
+        f"/tasks/{task.slug}/transition/", {"dna_digest": dna_digest(task.dna), "to": "approved"}
+    )
     assert response.status_code == 403
     task.refresh_from_db()
     assert task.status == "approval" and not TransitionLog.objects.exists()
     # the htmx board sends the page's token in a header (hx-headers on <body>)
     token = _token(csrf_client, "/board/")
     response = csrf_client.post(
-        f"/tasks/{task.slug}/transition/", {"to": "approved"}, headers={"X-CSRFToken": token, "HX-Request": "true"}
+        f"/tasks/{task.slug}/transition/",
+        {"dna_digest": dna_digest(task.dna), "to": "approved"},
+        headers={"X-CSRFToken": token, "HX-Request": "true"},
     )
     assert response.status_code == 200
     task.refresh_from_db()

@@ -56,8 +56,8 @@ def admin_form_data(response) -> dict:
     """What the admin page's form would post back unchanged: its fields and its inlines' management forms."""
     form = response.context["adminform"].form
     data = {}
-    for name, field in form.fields.items():
-        value = field.prepare_value(form[name].value())
+    for name in form.fields:
+        value = form[name].value()  # already prepared for the widget (a JSON field: its text)
         if isinstance(value, (list, tuple)):
             data[name] = [str(item) for item in value]
         elif value is not None:

@@ -62,6 +62,8 @@ class BoardFilterForm(forms.Form):
 class TransitionForm(forms.Form):
     to = forms.CharField(max_length=20)
     summary = forms.CharField(required=False, max_length=1000)
+    #: The digest of the DNA the page showed: a human's move is made on the task as they saw it.
+    dna_digest = forms.RegexField(regex=r"^[0-9a-f]{64}$", max_length=64)
     next = forms.CharField(required=False, max_length=2000)
 
 

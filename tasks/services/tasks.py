@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils.text import slugify
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from api.text import json_without_invisible_controls
 from core.models import Agent, Space
 from tasks import workflow
 from tasks.choices import ROLE_ACTORS, ApprovalMode, TaskStatus, TaskType
@@ -54,9 +55,13 @@ def dna_size_check(dna: dict, *, hint: str) -> None:
 
 def dna_validate(*, patch: dict) -> dict:
     """Refuse DNA an agent may not write and values the engine would misread; returns the patch with
-    the engine's counts as ints (JSON's 3.0 is the integer 3, as everywhere in the API)."""
+    the engine's counts as ints (JSON's 3.0 is the integer 3, as everywhere in the API) and its texts
+    without invisible controls."""
     if not isinstance(patch, dict):
         raise ValidationFailed("DNA must be a JSON object.", code="INVALID_DNA")
+    # DNA is what a human's gate is given on: stored without what only reorders or hides what a reader
+    # sees, as every other text is (a right-to-left override made "dm.desiver" read "revised.md").
+    patch = json_without_invisible_controls(patch)
     protected = sorted(key for key in patch if workflow.is_protected_dna_key(key))
     if protected:
         raise ValidationFailed(

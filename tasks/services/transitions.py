@@ -23,7 +23,7 @@ from api.errors import ApplicationError, Conflict, ValidationFailed, did_you_mea
 from core.models import Agent
 from tasks import workflow
 from tasks.choices import RESTORE, TaskStatus
-from tasks.models import HumanConfirmation, Task, TransitionLog
+from tasks.models import HumanConfirmation, Task, TransitionLog, dna_digest
 from tasks.services.actors import actor_resolve
 from tasks.services.evaluation import task_transition_evaluate
 from tasks.services.markers import marker_content, marker_write
@@ -80,11 +80,15 @@ def task_transition(
     agent: Agent | None = None,
     actor_user: AbstractBaseUser | None = None,
     as_system: bool = False,
+    shown_dna_digest: str | None = None,
 ) -> TransitionLog:
     """Move ``task`` to ``to`` (a status, or ``restore``) as one agent, human or the system.
 
     Everything — status, role, DNA, the log row, the consumed human confirmation and the brain
     marker — commits together or not at all. A concurrent change of the same task gets 409 CONFLICT.
+    ``shown_dna_digest`` (a human's move from a page: the digest of the DNA the page showed) must still
+    be the task's, else nothing moves (409 ``STALE_PAGE``): a human's move through a human gate is their
+    confirmation, given for the task as they saw it (``task_confirm_human`` holds the same rule).
     """
     if to != RESTORE and to not in TaskStatus.values:
         hint = did_you_mean(to, [*TaskStatus.values, RESTORE], synonyms=STATUS_SYNONYMS)
@@ -97,6 +101,12 @@ def task_transition(
 
     with transaction.atomic():
         locked = _lock(task.pk)
+        if shown_dna_digest is not None and shown_dna_digest != dna_digest(locked.dna):
+            raise Conflict(
+                f"The DNA of {locked.slug} changed after this page was loaded; nothing moved. Reload the page, "
+                "read the task again and make the move on what it shows.",
+                code="STALE_PAGE",
+            )
         ev = task_transition_evaluate(task=locked, to=to, actor=actor)
         if not ev.allowed:
             raise ev.as_error()

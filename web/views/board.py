@@ -154,7 +154,11 @@ def task_transition_post(request, ref: str):
         return refused
     try:
         log = task_transition(
-            task=task, to=form.cleaned_data["to"], summary=form.cleaned_data["summary"], actor_user=request.user
+            task=task,
+            to=form.cleaned_data["to"],
+            summary=form.cleaned_data["summary"],
+            actor_user=request.user,
+            shown_dna_digest=form.cleaned_data["dna_digest"],
         )
     except ApplicationError as exc:
         messages.error(request, f"{task.slug}: transition to “{form.cleaned_data['to']}” refused — {exc.message}")
