@@ -25,6 +25,7 @@ from brain.choices import TOPIC_MAX_CHARS
 from brain.inputs import PROMPT_MAX_CHARS
 from brain.services.receipts import KEY_MAX_LENGTH
 from colony_mcp.rest import RestResult, rest_call, segment
+from tasks.models import SUMMARY_MAX_CHARS
 
 INSTRUCTIONS = """\
 Colony is the shared brain and task workflow of your team of agents. Your token fixes who you are
@@ -605,7 +606,8 @@ async def task_transition(
         str, Field(description="Target status (e.g. 'active', 'review'), or 'restore' to leave blocked.", max_length=20)
     ],
     summary: Annotated[
-        str | None, Field(description="One sentence: the outcome; it goes into the brain marker.", max_length=1000)
+        str | None,
+        Field(description="One sentence: the outcome; it goes into the brain marker.", max_length=SUMMARY_MAX_CHARS),
     ] = None,
 ) -> CallToolResult:
     """Move a task (claim it with to='active', hand off with 'review'/'approval', block it with

@@ -204,11 +204,16 @@ def agent_create(*, name: str, role: str, space: Space, label: str = "") -> tupl
 
 
 def token_revoke(*, agent: Agent, prefix: str | None = None) -> int:
-    """Revoke one token of ``agent`` (by its prefix) or all of them; returns how many."""
+    """Revoke one API token of ``agent`` (by its prefix) or all of its tokens, its read-only URL tokens
+    included (each answers as the agent); returns how many."""
+    now = timezone.now()
     tokens = AgentToken.objects.filter(agent=agent, revoked_at__isnull=True)
     if prefix:
         tokens = tokens.filter(prefix__startswith=prefix[:12])
-    revoked = tokens.update(revoked_at=timezone.now())
+    with transaction.atomic():
+        revoked = tokens.update(revoked_at=now)
+        if not prefix:
+            revoked += UrlToken.objects.filter(agent=agent, revoked_at__isnull=True).update(revoked_at=now)
     token_rows.clear()
     return revoked
 

@@ -16,7 +16,7 @@ from api.schema import JSON_VALUE_REF, NO_NUL_PATTERN, error_responses
 from core.choices import ROLE_SYNONYMS, AgentRole
 from tasks import selectors, workflow
 from tasks.choices import RESTORE, ApprovalMode, TaskStatus, TaskType
-from tasks.models import DESCRIPTION_MAX_CHARS, LINKS_MAX
+from tasks.models import DESCRIPTION_MAX_CHARS, LINKS_MAX, SUMMARY_MAX_CHARS
 from tasks.outputs import ProjectOutputSerializer, TaskOutputSerializer, TransitionOutputSerializer, task_detail_output
 from tasks.services import tasks as task_services
 from tasks.services import transitions as transition_services
@@ -289,7 +289,7 @@ class TaskTransitionApi(APIView):
         }
 
         to = TransitionTargetField(max_length=20)
-        summary = strict.CharField(max_length=1000, required=False, default="", allow_blank=True)
+        summary = strict.CharField(max_length=SUMMARY_MAX_CHARS, required=False, default="", allow_blank=True)
         agent_id = strict.CharField(
             max_length=100, required=False, allow_blank=True, help_text="Wire compatibility only: ignored."
         )

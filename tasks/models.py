@@ -20,6 +20,8 @@ from tasks.choices import ApprovalMode, TaskStatus, TaskType
 
 #: A task's description, at most (its title: 300). Every task list page and board card carries it.
 DESCRIPTION_MAX_CHARS = 20_000
+#: A transition's summary, at most: one sentence, and the brain marker quotes it.
+SUMMARY_MAX_CHARS = 1000
 #: Tasks one task may name as parents, and as dependencies, at most.
 LINKS_MAX = 100
 

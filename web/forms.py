@@ -12,6 +12,7 @@ from brain.choices import TOPIC_MAX_CHARS, topic_normal
 from brain.inputs import PROMPT_MAX_CHARS
 from brain.selectors.listing import THOUGHT_LIST_ORDER
 from core.choices import AgentRole
+from tasks.models import SUMMARY_MAX_CHARS
 
 
 class SpaceSwitchForm(forms.Form):
@@ -61,7 +62,7 @@ class BoardFilterForm(forms.Form):
 
 class TransitionForm(forms.Form):
     to = forms.CharField(max_length=20)
-    summary = forms.CharField(required=False, max_length=1000)
+    summary = forms.CharField(required=False, max_length=SUMMARY_MAX_CHARS)
     #: The digest of the DNA the page showed: a human's move is made on the task as they saw it.
     dna_digest = forms.RegexField(regex=r"^[0-9a-f]{64}$", max_length=64)
     next = forms.CharField(required=False, max_length=2000)

@@ -18,9 +18,10 @@ from django.db.models import F
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
-from api.errors import Conflict, ServiceFailure
+from api.errors import Conflict, ServiceFailure, ValidationFailed
 from brain import embedding as embedder
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
+from brain.inputs import PROMPT_MAX_CHARS
 from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
@@ -74,6 +75,16 @@ def thought_correct(
     ``corrected_fact`` embedding is stored with the correction so that ``flags.correction_guard``
     catches the wrong fact from the very next contribution on.
     """
+    too_long = {
+        name: [f"At most {PROMPT_MAX_CHARS} characters."]
+        for name, value in (("content", content), ("corrected_fact", corrected_fact), ("correct_fact", correct_fact))
+        if len(value or "") > PROMPT_MAX_CHARS
+    }
+    if too_long:  # the API's serializers hold these first; the CLI and other callers reach here
+        raise ValidationFailed(
+            f"{', '.join(too_long)}: at most {PROMPT_MAX_CHARS} characters each. Nothing was stored.",
+            extra={"fields": too_long},
+        )
     supersede_ids = parse_thought_ids(supersedes, field="supersedes")
     related_ids = parse_thought_ids(related_thoughts, field="related_thoughts")
     category_validate(

@@ -161,6 +161,9 @@ def task_create(
     for name, refs in (("parent_ids", parent_ids), ("depends_on", depends_on)):
         if len(refs) > LINKS_MAX:
             raise ValidationFailed(f"{name} names {len(refs)} tasks; at most {LINKS_MAX}.")
+    title_max = Task._meta.get_field("title").max_length
+    if len(title) > title_max:
+        raise ValidationFailed(f"title has {len(title)} characters; at most {title_max}.")
     if len(description) > DESCRIPTION_MAX_CHARS:
         raise ValidationFailed(f"description has {len(description)} characters; at most {DESCRIPTION_MAX_CHARS}.")
     if type == TaskType.BUG and not parent_ids:

@@ -23,7 +23,7 @@ from api.errors import ApplicationError, Conflict, ValidationFailed, did_you_mea
 from core.models import Agent
 from tasks import workflow
 from tasks.choices import RESTORE, TaskStatus
-from tasks.models import HumanConfirmation, Task, TransitionLog, dna_digest
+from tasks.models import SUMMARY_MAX_CHARS, HumanConfirmation, Task, TransitionLog, dna_digest
 from tasks.services.actors import actor_resolve
 from tasks.services.evaluation import task_transition_evaluate
 from tasks.services.markers import marker_content, marker_write
@@ -97,6 +97,11 @@ def task_transition(
             code="UNKNOWN_STATUS",
         )
     summary = (summary or "").strip()
+    if len(summary) > SUMMARY_MAX_CHARS:
+        raise ValidationFailed(
+            f"summary has {len(summary)} characters; at most {SUMMARY_MAX_CHARS} (one sentence: the marker quotes it).",
+            extra={"fields": {"summary": [f"At most {SUMMARY_MAX_CHARS} characters."]}},
+        )
     actor = actor_resolve(space_id=task.space_id, agent=agent, actor_user=actor_user, as_system=as_system)
 
     with transaction.atomic():

@@ -23,7 +23,9 @@ class Command(BaseCommand):
         token.add_argument("name")
         token.add_argument("--space", default=DEFAULT_SPACE_SLUG)
         token.add_argument("--label", default="")
-        revoke = sub.add_parser("revoke", help="revoke one token (--token PREFIX) or all tokens of an agent")
+        revoke = sub.add_parser(
+            "revoke", help="revoke one token (--token PREFIX) or all tokens of an agent, its URL tokens included"
+        )
         revoke.add_argument("name")
         revoke.add_argument("--space", default=DEFAULT_SPACE_SLUG)
         revoke.add_argument("--token", default=None, help="the token or its first characters (col_ or colr_)")

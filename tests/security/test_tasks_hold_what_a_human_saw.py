@@ -1,5 +1,6 @@
-"""Round 3 of the pen tests of the task workflow, its admin and the humans' pages. Each test is an
-attack and what Colony should do instead, with the rule it rests on."""
+"""Attacks on what a human sees of a task before acting on it: the DNA shown on the task page, the board
+and the admin (SPEC 3.4: a human confirms the task as they saw it). Each test is an attack and the
+rule that holds instead."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Round 3 of the pen tests of the brain's write paths and the quality loop (SPEC 6: every write path
-holds whatever the caller sends). Each test is an attack and what Colony should do instead."""
+"""Attacks on corrections through retraction and the agent's import (SPEC 2.5, 6: only a correction
+supersedes a correction, and a repeat of a corrected fact stays flagged). Each test is an attack and
+the rule that holds instead."""
 
 from __future__ import annotations
 
