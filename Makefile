@@ -83,7 +83,7 @@ bench-retrieval: $(STAMP)
 bench-retrieval-sweep: $(STAMP)
 	$(BIN)/python -m benchmarks.retrieval.run --sweep
 
-# Colony vs Mem0 OSS on the same notes, model and PostgreSQL (issue 14). Mem0 lives only in its own
+# Colony vs Mem0 OSS on the same notes, model and PostgreSQL. Mem0 lives only in its own
 # benchmark venv, never in Colony's. `make bench-compare NOTES=100000` for the 100k run.
 BENCH_VENV := var/bench-venv
 NOTES ?= 10000

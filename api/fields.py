@@ -248,8 +248,8 @@ class FieldsReusedPerThread:
     """Mix into a hot serializer (before ``Serializer``): its fields are built once per thread.
 
     DRF deep-copies every declared field for each serializer instance (``Serializer.get_fields``): for
-    the memory endpoint's 24 fields (lists and a nested serializer among them) that was ~11% of a memory
-    GET's CPU in the web process (py-spy under ``benchmarks/op_costs.py``). Here the copies bound by the
+    the memory endpoint's 24 fields (lists and a nested serializer among them) that would be ~11% of a
+    memory GET's CPU in the web process (py-spy on the web worker). Here the copies bound by the
     first instance of a class in a thread are kept and handed to the next instance in that thread,
     re-parented to it (``field.parent``: context and ``root`` follow; name, source and validators are
     the same). Only for a serializer used one instance at a time per thread — built, validated or

@@ -24,8 +24,8 @@
    server's answer, not the client library's own work (httpx, which sends the import, spends about
    0.8 ms more CPU per call and measured p50 1.2 ms higher on the same server and queries).
 4. Prints one table: p50/p95/p99 ms, notes/s, hit@10 and MRR (target note in the top 10 / mean
-   reciprocal rank), and Colony/Mem0 ratios; then the issue 14 targets, met or not. ``--samples FILE``
-   also keeps every call's time, in the order asked (:func:`write_samples`).
+   reciprocal rank), and Colony/Mem0 ratios; then the speed targets (docs/performance.md), met or
+   not. ``--samples FILE`` also keeps every call's time, in the order asked (:func:`write_samples`).
 
 Everything runs on this machine; figures on a loaded machine are noisy (say so when quoting them).
 """
@@ -448,8 +448,10 @@ def print_table(n_notes: int, qs: list[dict], colony: dict, mem0: dict | None) -
             f"{k[4] / m[4]:9.2f} {k[5] - m[5]:+7.1%} {k[6] - m[6]:+6.3f}"
         )
     print()
-    print("issue 14 targets:")
-    checks = issue14_checks(n_notes, colony_row=rows[-1], mem0_row=rows[0] if len(rows) == 2 else None, contribute_ms=c)
+    print("speed targets (docs/performance.md):")
+    checks = speed_target_checks(
+        n_notes, colony_row=rows[-1], mem0_row=rows[0] if len(rows) == 2 else None, contribute_ms=c
+    )
     for label, ok in checks:
         verdict = "not measured (--reuse)" if ok is None else "met    " if ok else "NOT met"
         print(f"  {verdict}  {label}")
@@ -467,13 +469,13 @@ def write_samples(path: Path, qs: list[dict], colony: dict, mem0: dict | None) -
     path.write_text(json.dumps(samples))
 
 
-def issue14_checks(
+def speed_target_checks(
     n_notes: int, *, colony_row: tuple, mem0_row: tuple | None, contribute_ms: list[float]
 ) -> list[tuple[str, bool | None]]:
-    """Issue 14's targets for a run of ``n_notes``: (label, met; None = not measured, --reuse). A row is
-    (name, p50, p95, p99, notes/s, hit@10, MRR). At 10,000 notes: retrieve p50 <= 8 ms and p95 <= 20 ms,
-    contribute+retrieve p50 <= 20 ms; at 100,000 the issue sets only p50 <= 12 ms; the import and Mem0
-    ratios at any size."""
+    """The speed targets for a run of ``n_notes`` (docs/performance.md): (label, met; None = not
+    measured, --reuse). A row is (name, p50, p95, p99, notes/s, hit@10, MRR). At 10,000 notes: retrieve
+    p50 <= 8 ms and p95 <= 20 ms, contribute+retrieve p50 <= 20 ms; at 100,000 only p50 <= 12 ms; the
+    import and Mem0 ratios at any size."""
     at_10k = n_notes <= 10_000
     rates = not math.isnan(colony_row[4])  # --reuse: nothing was imported, no rate to judge
     checks: list[tuple[str, bool | None]] = [

@@ -1,4 +1,4 @@
-"""Bulk import rate through ``POST /api/v1/thoughts/import`` (issue 14 target: >= 300 notes/s; Mem0 45/s).
+"""Bulk import rate through ``POST /api/v1/thoughts/import`` (speed target: >= 300 notes/s; Mem0 45/s).
 
     python -m benchmarks.import_rate [--notes 5000] [--batch 1000]              # in-process API, colony_bench
     python -m benchmarks.import_rate --url http://127.0.0.1:8000 --token col_... # a live server over HTTP

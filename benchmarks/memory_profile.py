@@ -1,5 +1,5 @@
-"""Where a retrieve-only memory call's time goes (issue 14: "where a target can't be met, say what the
-time is spent on"). Prints three views of the same call:
+"""Where a retrieve-only memory call's time goes, so a speed target that isn't met (docs/performance.md)
+comes with what the time is spent on. Prints three views of the same call:
 
     python -m benchmarks.memory_profile [--database bench_colony] [--calls 300] [--servers] [--contribute]
 
@@ -9,8 +9,9 @@ time is spent on"). Prints three views of the same call:
 2. Wall time of every SQL statement the call runs (a Django execute wrapper): database work plus the
    round trip, as the web process waits for it.
 3. ``--servers``: the CPU the web server's processes spend per request over HTTP, for the production
-   server (``python -m runtime.serve``: uvicorn, ASGI) and, as a reference, gunicorn serving the same
-   Django app over WSGI (one worker each, one client in sequence, keep-alive).
+   server (``python -m runtime.serve``: uvicorn, ASGI) and, as references, gunicorn serving the same
+   Django app over WSGI and granian over WSGI and ASGI (one worker each, one client in sequence,
+   keep-alive).
 
 The database must hold the benchmark notes: run ``python -m benchmarks.compare --notes 10000
 --skip-mem0`` first (it leaves ``bench_colony``; add ``--reuse`` to later runs). Loopback only,

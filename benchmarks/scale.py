@@ -1,4 +1,4 @@
-"""``make bench-scale``: the memory endpoint at a million thoughts (issue 14 item 6; not in CI).
+"""``make bench-scale``: the memory endpoint at a million thoughts (not in CI).
 
     python -m benchmarks.scale [--thoughts 1000000] [--real 2000] [--queries 300] [--reuse]
         [--build-memory 4GB] [--nice 5] [--port 8260] [--workers 2] [--database bench_scale]

@@ -60,7 +60,7 @@ QUESTIONS = [
 ]
 
 
-#: Issue 16 item 1: p95 under this for every operation, at the asked rate of at least TARGET_RATE.
+#: The soak's target: p95 under this for every operation, at the asked rate of at least TARGET_RATE.
 TARGET_P95_MS = 100.0
 TARGET_RATE = 50.0
 #: The whole machine above this share of its cores: the latencies are mostly queueing.
@@ -98,7 +98,7 @@ def targets_report(
         (fivexx == 0, f"zero 5xx outside the faults ({fivexx})"),
         (unexpected == 0, f"zero unexpected errors ({unexpected})"),
     ]
-    lines.append("issue 16 item 1 targets:")
+    lines.append("mixed-load targets (docs/performance.md):")
     verdicts = {True: "met    ", False: "NOT met", None: "not judged (faults injected)"}
     lines += [f"  {verdicts[ok]}  {text}" for ok, text in checks]
     saturated = machine_percent is not None and machine_percent >= SATURATED_SHARE * 100 * cores

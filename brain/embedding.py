@@ -50,10 +50,8 @@ MODEL_LABEL = "all-MiniLM-L6-v2"
 #: (re-embedding, imports) on all cores, where the parallel matrix work pays off.
 SMALL_BATCH = 8
 #: Texts per model run when a call embeds many (imports, re-embedding, the worker). Smaller runs keep
-#: the activations in the core's cache: on one thread (a production web worker's import), 1,000 of
-#: bench-compare's notes (28 tokens on average) embedded at 322-471 notes/s in runs of 8-32 texts,
-#: 248-273 in runs of 128 and 228-245 in runs of 256; on two threads 425-601 against 388-466
-#: (docs/performance.md, "Embedding").
+#: the activations in the core's cache, so runs of 32 import faster than runs of 128 or 256, on one
+#: thread (a production web worker's import) and on several (docs/performance.md, "Embedding").
 BATCH_SIZE = 32
 #: ONNX export format version: bump when the exported graph changes, so caches are rebuilt.
 EXPORT_VERSION = 1

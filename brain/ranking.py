@@ -1,40 +1,31 @@
-"""How retrieval candidates are scored (SPEC 2.3, issue 13). Every constant is named here.
+"""How retrieval candidates are scored (SPEC 2.3). Every constant is named here.
 
 :func:`rank` is the only place a score is computed. It applies, in this order:
 
-1. relevance — the fusion of the two retrieval sides (``brain.selectors.search`` brings both in one
-   SQL statement), over the candidates of this query: ``RRF_SHARE · rrf + (1 − RRF_SHARE) · weighted``.
-   ``rrf`` is reciprocal-rank fusion ``1/(RRF_K + dense rank) + 1/(RRF_K + lexical rank)`` where the
-   ranks are the candidate's places among this query's candidates by cosine and by BM25 (no lexical
-   term without a lexical match), scaled so that first on both sides is 1; ``weighted`` is
-   ``(1 − LEXICAL_WEIGHT)·cosine + LEXICAL_WEIGHT·lexical``, where ``lexical`` is the candidate's
-   BM25 divided by the summed IDF of the query's lexemes (the IDF-weighted share of the query it
-   contains, ≤ 1). The rank part keeps a weak lexical side from dragging a strong cosine down (a
-   paraphrase shares few words with its answer: a distractor sharing one word weighs less against
-   the dense side's first places than in the weighted sum alone); the weighted part keeps an
-   absolute measure, so a lone weak candidate does not score like an exact match and close calls
-   are decided by how close. A thought whose embedding is still pending has no cosine: its stand-in
-   is ``FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN · lexical``. Once steps 1–7 have scored every
-   candidate, contrast (:data:`CONTRAST_BETA`) replaces each cosine by its cosine against what the
-   best hits have in common taken out, and steps 1–7 score again;
+1. relevance — the weighted sum of the two retrieval sides (``brain.selectors.search`` brings both in
+   one SQL statement): ``(1 − LEXICAL_WEIGHT)·cosine + LEXICAL_WEIGHT·lexical``, where ``lexical`` is
+   the candidate's BM25 divided by the summed IDF of the query's lexemes (the IDF-weighted share of
+   the query it contains, ≤ 1). Both sides are absolute measures, so a lone weak candidate does not
+   score like an exact match and close calls are decided by how close. A thought whose embedding is
+   still pending has no cosine: its stand-in is ``FULLTEXT_ONLY_BASE + FULLTEXT_ONLY_SPAN · lexical``.
+   Once steps 1–6 have scored every candidate, contrast (:data:`CONTRAST_BETA`) replaces each cosine
+   by its cosine against what the best hits have in common taken out, and steps 1–6 score again;
 2. lineage — superseded thoughts lose, corrections and refinements of what they supersede win;
 3. quality flags — each flag multiplies by its own constant (several flags multiply);
 4. the quality loop's ``effective_confidence`` (only while ``settings.QUALITY_RANKING_ENABLED``), through
    :func:`quality_multiplier` below (the EMA formula that feeds it: ``quality/formulas.py``);
-5. recency: the newest candidate ×(1 + RECENCY_BOOST_MAX), the oldest ×1, linear in creation order
-   between them (never for a superseded thought);
-6. reinforcement as a bounded tie-break: the pheromone weight multiplies by at most
+5. reinforcement as a bounded tie-break: the pheromone weight multiplies by at most
    ``1 + PHEROMONE_BOOST_MAX`` (never for a superseded thought), so traffic can only reorder
    thoughts whose scores are within that share of each other; co-retrieval counts are not used;
-7. cap at 1.0, sort (ties: not superseded first, then newest);
-8. replacement rule (issue 12): a superseded thought never ranks above its live replacement. The
+6. cap at 1.0, sort (ties: not superseded first, then newest);
+7. replacement rule: a superseded thought never ranks above its live replacement. The
    search fetches the replacement by id when neither side found it; here the replacement takes at
    least the superseded thought's score, the superseded one sorts right below it, and both
    ``matching_reason`` say so;
-9. diversity (:data:`DIVERSITY_LAMBDA`): the page's places are filled by maximal marginal relevance
+8. diversity (:data:`DIVERSITY_LAMBDA`): the page's places are filled by maximal marginal relevance
    among the best :data:`DIVERSITY_WINDOW`, the replacement rule still holding, and one contributor's
    close rewordings of a statement take at most :data:`SAME_CONTRIBUTOR_PLACES` of them;
-10. with a topic filter: among that topic's state snapshots, the newest ``temporal_scope`` first.
+9. with a topic filter: among that topic's state snapshots, the newest ``temporal_scope`` first.
 
 The fusion constants were chosen on the retrieval benchmark's dev split only (``make
 bench-retrieval-sweep``, standard and ``--pooled``; the rule and the sweep are in
@@ -102,27 +93,11 @@ def quality_multiplier(effective_confidence: float | None) -> float:
     return max(0.0, effective_confidence)
 
 
-# --- fusion (values chosen on the retrieval benchmark's dev split) --------------------------------
-# Chosen on the retrieval benchmark's dev split (12 conversations, each with its haystack of the
-# team's other work, ~150 thoughts a space; 435 questions) by the rule fixed before any of their
-# figures: highest recall@10 over the 31 settings of `make bench-retrieval-sweep`, then MRR. The
-# weighted sum alone at lexical 0.4 has 91.7; six settings have 91.5, the others 88.3-91.3 and RRF at
-# k 60 84.1 (dense through the same path: 89.9), so this is one question ahead, not a finding about
-# RRF; RRF_K is kept for the rank part as a setting. Every setting's figures:
-# benchmarks/retrieval/README.md.
-#: Share of reciprocal-rank fusion in relevance; the calibrated weighted sum gets the rest
-#: (1.0: pure RRF, 0.0: pure weighted sum).
-RRF_SHARE = 0.0
-#: RRF's rank offset. Small, because the candidate set of one query is small (a few dozen): with the
-#: customary 60 the first places would barely differ from the thirtieth.
-RRF_K = 2
-#: Share of the lexical side in the weighted sum; the dense (cosine) side gets the rest.
+# --- relevance (chosen on the retrieval benchmark's dev split) -------------------------------------
+#: Share of the lexical side in the weighted sum; the dense (cosine) side gets the rest. Chosen on the
+#: retrieval benchmark's dev split by the rule of benchmarks/retrieval/README.md ("Dev sweep"), which
+#: gives every setting's figures, reciprocal-rank fusion's among them.
 LEXICAL_WEIGHT = 0.4
-
-#: Newer knowledge first among near-equals: the candidates' creation order (newest 1, oldest 0)
-#: multiplies by ``1 + RECENCY_BOOST_MAX · share`` (never for a superseded thought). It makes "which
-#: is newer" questions find the later statement when nobody marked the older one superseded.
-RECENCY_BOOST_MAX = 0.0
 
 # --- BM25 (computed in SQL from the space's own term statistics) ------------------------------------
 #: Okapi BM25's term-frequency saturation and length normalisation (the textbook values).
@@ -138,7 +113,7 @@ BM25_B = 0.75
 #: in every candidate's BM25 but don't bring candidates of their own. A thought that contains only
 #: frequent query words scores little BM25 anyway, and the dense side still finds it by meaning. In a
 #: space of a few hundred thoughts every lexeme is matched on; in a large one the statement stays
-#: bounded (issue 14).
+#: bounded (docs/performance.md).
 LEXICAL_MATCH_BUDGET = 1000
 #: Matched thoughts are first ordered by BM25 as if each query word occurred once (no unnesting of
 #: the tsvector); the exact BM25 is computed for this many of them.
@@ -258,8 +233,8 @@ class Candidate:
     fetched_as_replacement: bool = False  # neither side found it; it came as a replacement
     vector: Any = None  # the stored embedding (numpy float32), for diversity; None while pending
     contrasted: float | None = None  # the cosine after contrast (see CONTRAST_BETA), when it applies
-    factor: float = 1.0  # steps 2-6: the product of the multipliers
-    relevance: float = 0.0  # step 1's fused value
+    factor: float = 1.0  # steps 2-5: the product of the multipliers
+    relevance: float = 0.0  # step 1's value
     score: float = 0.0
     probability: float = 0.0  # the calibrated relevance the answer shows (see RELEVANCE_WEIGHTS)
     reasons: list[str] = field(default_factory=list)
@@ -302,41 +277,14 @@ def _similarity(candidate: Candidate, *, contrasted: bool = True) -> float:
     return max(0.0, candidate.similarity)
 
 
-def _places(values: list[float]) -> list[int]:
-    """1-based places, best (highest) first; equal values share the better place."""
-    place: dict[float, int] = {}
-    for index, value in enumerate(sorted(values, reverse=True), start=1):
-        place.setdefault(value, index)
-    return [place[value] for value in values]
-
-
 def weighted(similarity: float, lexical: float) -> float:
-    """The calibrated weighted sum of the two sides (both 0…1)."""
+    """Step 1 for one candidate: the weighted sum of the two sides (both 0…1)."""
     return (1.0 - LEXICAL_WEIGHT) * similarity + LEXICAL_WEIGHT * lexical
 
 
-def _rrf(dense_place: int, lexical_place: int | None) -> float:
-    """Reciprocal-rank fusion of the two places, scaled so that first on both sides is 1."""
-    total = 1.0 / (RRF_K + dense_place) + (1.0 / (RRF_K + lexical_place) if lexical_place else 0.0)
-    return total * (RRF_K + 1) / 2.0
-
-
-def fuse(similarity: float, lexical: float, dense_place: int, lexical_place: int | None) -> float:
-    """Step 1 for one candidate, given its places among the query's candidates (see RRF_SHARE)."""
-    return RRF_SHARE * _rrf(dense_place, lexical_place) + (1.0 - RRF_SHARE) * weighted(similarity, lexical)
-
-
 def relevances(candidates: list[Candidate]) -> list[float]:
-    """Step 1: the fused relevance of each candidate among this query's candidates."""
-    similarities = [_similarity(candidate) for candidate in candidates]
-    dense_places = _places(similarities)
-    lexical_places = _places([candidate.bm25 for candidate in candidates])
-    return [
-        fuse(similarity, candidate.lexical, dense_place, lexical_place if candidate.bm25 > 0.0 else None)
-        for candidate, similarity, dense_place, lexical_place in zip(
-            candidates, similarities, dense_places, lexical_places, strict=True
-        )
-    ]
+    """Step 1: the relevance of each candidate."""
+    return [weighted(_similarity(candidate), candidate.lexical) for candidate in candidates]
 
 
 def relevance_features(*, score: float, similarity: float, top_score: float, position: int) -> list[float]:
@@ -440,23 +388,6 @@ def _pheromone_factor(candidate: Candidate) -> float:
     return boost
 
 
-def _recency_shares(candidates: list[Candidate]) -> dict[str, float]:
-    """Each candidate's place in creation order: the newest 1.0, the oldest 0.0."""
-    if RECENCY_BOOST_MAX == 0.0 or len(candidates) < 2:
-        return {}
-    ordered = sorted(candidates, key=lambda c: (c.thought.created_at, c.id))
-    return {c.id: index / (len(ordered) - 1) for index, c in enumerate(ordered)}
-
-
-def _recency_factor(candidate: Candidate, shares: dict[str, float]) -> float:
-    if candidate.thought.superseded or candidate.id not in shares:
-        return 1.0
-    factor = 1.0 + RECENCY_BOOST_MAX * shares[candidate.id]
-    if factor > 1.0:
-        candidate.reasons.append(f"recency ×{factor:.3f}")
-    return factor
-
-
 def _sort_key(candidate: Candidate):
     created: datetime | None = candidate.thought.created_at
     # The id last: the order never depends on the order the statement's rows came in (its join order).
@@ -468,7 +399,7 @@ def _newest_snapshots_first(candidates: list[Candidate], topic: str) -> None:
 
     Only the live snapshots move, and only among the places they already hold, so other thoughts keep
     their rank, a stale snapshot can't sit above a newer one of the same topic, and a superseded one
-    stays below its replacement (step 8) whatever date it carries.
+    stays below its replacement (step 7) whatever date it carries.
     """
     slots = [
         index
@@ -488,7 +419,7 @@ def _newest_snapshots_first(candidates: list[Candidate], topic: str) -> None:
 
 
 def _replacements_above(ranked: list[Candidate]) -> bool:
-    """Step 8: lift each present live replacement to at least its superseded thought's score."""
+    """Step 7: lift each present live replacement to at least its superseded thought's score."""
     by_id = {candidate.id: candidate for candidate in ranked}
     moved = False
     for candidate in ranked:
@@ -557,7 +488,7 @@ def _contributor(candidate: Candidate) -> str:
 def diversify(ranked: list[Candidate], places: int | None) -> list[Candidate]:
     """Maximal marginal relevance over the best :data:`DIVERSITY_WINDOW` (see DIVERSITY_LAMBDA);
     ``places``: how many places to fill that way (the page), the rest keep score order. A superseded
-    thought can't be placed while its live replacement waits, so step 8 holds (after step 8's sort the
+    thought can't be placed while its live replacement waits, so step 7 holds (after step 7's sort the
     replacement, scored at least as high, is in the window whenever the superseded thought is)."""
     import numpy as np
 
@@ -605,7 +536,7 @@ def diversify(ranked: list[Candidate], places: int | None) -> list[Candidate]:
 
 
 def _score(candidates: list[Candidate]) -> None:
-    """Steps 1-7's score of every candidate: its fused relevance times its multipliers, capped."""
+    """Steps 1-6's score of every candidate: its relevance times its multipliers, capped."""
     for candidate, relevance in zip(candidates, relevances(candidates), strict=True):
         candidate.relevance = relevance
         candidate.score = min(SCORE_CAP, relevance * candidate.factor)
@@ -625,13 +556,11 @@ def rank(candidates: list[Candidate], *, filter_topic: str | None = None, limit:
     }
     candidates = [candidate for candidate in candidates if candidate.id in matches or candidate.id in replacing]
     superseded_present = {candidate.id for candidate in candidates if candidate.thought.superseded}
-    recency = _recency_shares(candidates)
     for candidate in candidates:
         candidate.factor = (
             _lineage_factor(candidate, superseded_present)
             * _flag_factor(candidate)
             * _quality_factor(candidate)
-            * _recency_factor(candidate, recency)
             * _pheromone_factor(candidate)
         )
     _score(candidates)

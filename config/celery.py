@@ -62,12 +62,11 @@ def broker_settings(*, choice: str, redis_url: str, data_dir: Path) -> dict:
 
 
 #: How often BM25's statistics deltas are folded (``brain.services.text_stats.text_stats_compact``).
-#: A search reads every delta row of its query's lexemes. It ran every ten minutes: a space taking
-#: five writes a second (the soak) gains ~300 rows per common lexeme a minute; after 150 s of soak a
-#: contribution's terms statement took 7.3 ms and its whole search 34.0 ms, against 2.0 and 23.5 ms
-#: once folded (``python -m benchmarks.soak_search``, docs/performance.md), growing until the next
-#: run. At 15 s a common lexeme has at most ~75 rows; a run with nothing to fold is one statement
-#: over the small space table.
+#: A search reads every delta row of its query's lexemes, so the rows left between folds slow every
+#: search: a space taking five writes a second (the soak) gains ~300 rows per common lexeme a minute,
+#: and after 150 s unfolded a contribution's search takes ~34 ms against ~23.5 ms folded. At 15 s a
+#: common lexeme has at most ~75 rows; a run with nothing to fold is one statement over the small
+#: space table (docs/performance.md, "PostgreSQL").
 TEXT_STATS_COMPACT_SECONDS = 15.0
 
 PERIODIC_JOBS = {
@@ -158,8 +157,8 @@ def make_app() -> Celery:
         result_serializer="json",
         accept_content=["json"],
         # Nothing reads a job's return value (the jobs write what they did to the database): storing
-        # each one in the result backend cost the worker a Redis write and publish per job, ~6% of a
-        # contradiction job (py-spy under benchmarks/op_costs.py). A caller that wants one asks for it
+        # each one in the result backend would cost the worker a Redis write and publish per job, ~6% of
+        # a contradiction job's CPU (py-spy on the worker). A caller that wants one asks for it
         # (``send_task(..., ignore_result=False)``, as the integration tests do).
         task_ignore_result=True,
         task_acks_late=True,
@@ -185,13 +184,13 @@ def make_app() -> Celery:
     )
     if os.environ.get("COLONY_WEB_PROCESS"):
         # The web only sends jobs and never reads their results: without a result backend a send
-        # doesn't also subscribe to the result channel, which hung requests while Redis was down.
+        # doesn't also subscribe to the result channel, which would hang requests while Redis is down.
         app.conf.result_backend = None
     # Celery's Django fixup closes the database connection before and after every job unless
-    # CELERY_DB_REUSE_MAX is set: a new PostgreSQL backend (fork + authentication) per job, measured by
-    # benchmarks/op_costs.py. Jobs keep their connection instead and, like Django's requests, drop it
-    # only when it is broken or older than CONN_MAX_AGE (``close_old_connections`` around each job;
-    # CONN_HEALTH_CHECKS then checks it before the next use, so a restarted database costs no job).
+    # CELERY_DB_REUSE_MAX is set: a new PostgreSQL backend (fork + authentication) per job. Jobs keep
+    # their connection instead and, like Django's requests, drop it only when it is broken or older
+    # than CONN_MAX_AGE (``close_old_connections`` around each job; CONN_HEALTH_CHECKS then checks it
+    # before the next use, so a restarted database costs no job).
     app.conf.CELERY_DB_REUSE_MAX = DB_REUSE_JOBS
     app.colony_broker_description = chosen["colony_broker_description"]
     app.steps["worker"].add(HeartbeatStep)

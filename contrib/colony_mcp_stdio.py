@@ -65,8 +65,8 @@ def urlopen(request: urllib.request.Request, timeout: float):
 
 
 def token_problem(token: str) -> str | None:
-    """Why COLONY_TOKEN can't go into an Authorization header, or None. http.client refused it and its error
-    quoted the whole header, token included, into what the agent reads."""
+    """Why COLONY_TOKEN can't go into an Authorization header, or None. http.client would refuse it with an
+    error quoting the whole header, token included, into what the agent reads."""
     if token.isascii() and token.isprintable() and " " not in token:
         return None
     return (
@@ -77,7 +77,7 @@ def token_problem(token: str) -> str | None:
 
 def base_url(raw: str) -> str:
     """COLONY_URL without a trailing slash, and with ``http://`` in front when it names no scheme
-    (``localhost:8000``, as curl reads it): urllib refused it as an "unknown url type" on every call."""
+    (``localhost:8000``, as curl reads it): urllib would refuse it as an "unknown url type" on every call."""
     raw = raw.strip().rstrip("/")
     return raw if "://" in raw or not raw else "http://" + raw
 

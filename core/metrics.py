@@ -1,4 +1,4 @@
-"""Prometheus metrics at ``/metrics`` (issue 16 item 6), correct with several web and worker processes.
+"""Prometheus metrics at ``/metrics``, correct with several web and worker processes.
 
 prometheus_client runs in multiprocess mode: every process writes its samples to files in
 ``PROMETHEUS_MULTIPROC_DIR`` (``$COLONY_DATA_DIR/metrics``, set by ``config.settings`` before

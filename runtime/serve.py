@@ -14,11 +14,12 @@ The access log goes through Python logging (logger ``uvicorn.access``, propagati
 handler Django's ``LOGGING`` configures in each worker), so the same filters apply to it as to
 every other log line (e.g. the masking of ``token=`` query values).
 
-Why uvicorn (``benchmarks/web_server.py`` prints the comparison): Django's views are synchronous,
-and under both ASGI servers measured (uvicorn with uvloop + httptools, and granian) a memory GET
-costs the same within noise, because the time is spent in Django and the embedding, not in the
-server. uvicorn is already installed with the MCP SDK, logs through Python logging without an
-extra bridge, and its worker supervisor restarts a killed worker.
+Why uvicorn (``python -m benchmarks.memory_profile --servers`` prints the comparison;
+docs/performance.md, "Web server and workers"): Django's views are synchronous, and under both ASGI
+servers measured (uvicorn with uvloop + httptools, and granian) a memory GET costs the same within
+noise, because the time is spent in Django and the embedding, not in the server. uvicorn is already
+installed with the MCP SDK, logs through Python logging without an extra bridge, and its worker
+supervisor restarts a killed worker.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def default_workers() -> int:
 def batch_threads(workers: int) -> int:
     """Embedding threads per batch in a web worker: the cores shared out among the workers.
 
-    A bulk client sends one import batch per worker at once; each batch on all cores ran 2x as many
-    ONNX threads as cores beside PostgreSQL's inserts (10,000 notes over HTTP, 2 cores, 2 workers:
-    211-234 notes/s on all cores, 258-268 on one thread each; docs/performance.md, "Web server and workers")."""
+    A bulk client sends one import batch per worker at once; each batch on all cores would run twice as
+    many ONNX threads as there are cores, beside PostgreSQL's inserts, and import fewer notes a second
+    (docs/performance.md, "Embedding")."""
     return max(1, (os.cpu_count() or 1) // workers)
 
 

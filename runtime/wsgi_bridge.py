@@ -6,7 +6,7 @@ request starts a new executor thread). This bridge does what a WSGI server does,
 server that also serves ``/mcp``: it reads the request body (spooled to disk past 1 MiB), runs the
 WSGI application in one of ``threads`` long-lived threads, and sends the response back as the
 application yields it (a streamed export or a static file is not held in memory). Measured in
-``docs/performance.md`` ("The web server's share").
+``docs/performance.md`` ("Web server and workers").
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 SPOOL_BYTES = 1 << 20
 #: After these requests a web worker's heap has settled (lazy imports, the embedding model, Django's
 #: URL resolver and caches): it is collected and frozen (``gc.freeze``), so that the cyclic collector's
-#: full collections don't walk ~140,000 long-lived objects. Unfrozen, one of them pauses a request
-#: for 64-77 ms about every 400 memory calls (docs/performance.md, "Web server and workers"). Runs after the
-#: response is sent. config.asgi passes it; a bridge made without it never freezes.
+#: full collections don't walk its long-lived objects, a pause of tens of milliseconds for the request
+#: that triggers one (docs/performance.md, "Web server and workers"). Runs after the response is
+#: sent. config.asgi passes it; a bridge made without it never freezes.
 FREEZE_AFTER = (1, 100)
 
 

@@ -66,7 +66,7 @@ _PROJECT_FIELDS = Project._meta.concrete_fields
 _LINKS = ("parents", "depends_on")
 #: What ``_with_links(...).first()`` reads in three queries (the task with its project, then each
 #: link), in one prepared statement: task_get runs on every task request, and building those three
-#: querysets cost a quarter of a transition's CPU in the web process (py-spy, benchmarks/op_costs.py).
+#: querysets would cost a quarter of a transition's CPU in the web process (py-spy on the web worker).
 _TASK_GET_SQL = f"""
 SELECT {", ".join(f"t.{f.column}" for f in _TASK_FIELDS)}, {", ".join(f"p.{f.column}" for f in _PROJECT_FIELDS)},
        {", ".join(_links_sql(name) for name in _LINKS)}

@@ -1,4 +1,4 @@
-"""bench-compare's issue 14 verdicts: the targets the issue sets for the run's size, judged on its figures;
+"""bench-compare's verdicts: the speed targets for the run's size, judged on its figures;
 and its ``--samples`` file."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import math
 
-from benchmarks.compare import issue14_checks, write_samples
+from benchmarks.compare import speed_target_checks, write_samples
 
 NAN = float("nan")
 
 
 def verdicts(n_notes, colony, mem0=None, contribute=(15.0,)):
-    return dict(issue14_checks(n_notes, colony_row=colony, mem0_row=mem0, contribute_ms=list(contribute)))
+    return dict(speed_target_checks(n_notes, colony_row=colony, mem0_row=mem0, contribute_ms=list(contribute)))
 
 
 def test_at_10k_every_latency_target_is_judged():

@@ -1,4 +1,4 @@
-"""benchmarks/soak.py's verdict on issue 16 item 1's targets (a pure function over the run's figures)."""
+"""benchmarks/soak.py's verdict on its targets (a pure function over the run's figures)."""
 
 from __future__ import annotations
 

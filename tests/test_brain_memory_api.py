@@ -758,7 +758,7 @@ def test_full_text_brings_in_an_exact_match_beyond_the_vector_pool(dev, monkeypa
     assert sources[0]["thought_id"] == str(exact.id)
     assert sources[0]["matching_reason"].startswith("similarity 0.75, full-text match (bm25 ")
     # the fillers share the first place by cosine (brain.ranking's fusion), ×0.8 for keyword_echo
-    assert sources[1]["score"] == pytest.approx(ranking.fuse(0.9, 0.0, 1, None) * 0.8, abs=1e-3)
+    assert sources[1]["score"] == pytest.approx(ranking.weighted(0.9, 0.0) * 0.8, abs=1e-3)
     assert sources[0]["score"] > sources[1]["score"]
 
 
@@ -789,4 +789,4 @@ def test_a_correction_beyond_the_vector_pool_is_found_exactly(dev, monkeypatch, 
     assert found.dense_rank is None and found.lexical_rank is None and found.via_vector  # the exact scan
     (ranked,) = [c for c in ranking.rank(fetched) if c.id == str(correction.id)]
     assert ranked.matching_reason == "correction boost ×1.3"
-    assert ranked.score == pytest.approx(ranking.fuse(0.75, 0.0, 31, None) * 1.3, abs=1e-3)
+    assert ranked.score == pytest.approx(ranking.weighted(0.75, 0.0) * 1.3, abs=1e-3)

@@ -40,11 +40,10 @@ def fake_thought(**overrides) -> SimpleNamespace:
 
 @pytest.fixture(autouse=True)
 def _multipliers_alone(request, monkeypatch):
-    """The multiplier tests see relevance = similarity (no lexical side, no rank fusion), the
-    real-model and fusion tests the shipped fusion."""
-    if "real_model" not in request.node.name and "fusion" not in request.node.name:
+    """The multiplier tests see relevance = similarity (no lexical side), the real-model and relevance
+    tests the shipped weighted sum."""
+    if "real_model" not in request.node.name and "relevance" not in request.node.name:
         monkeypatch.setattr(ranking, "LEXICAL_WEIGHT", 0.0)
-        monkeypatch.setattr(ranking, "RRF_SHARE", 0.0)
 
 
 def score_of(similarity: float, **overrides) -> float:
@@ -314,74 +313,48 @@ def test_candidate_datetime_tiebreak_handles_missing_created_at():
     assert ranking.rank([ranking.Candidate(thought, 0.5)])[0].score == pytest.approx(0.5)
 
 
-# --- fusion (issue 13): reciprocal-rank fusion blended with the weighted sum -------------------------
-def _fused(similarity, bm25=0.0, idf_total=5.0, **overrides):
+# --- relevance: the weighted sum of the dense and lexical sides ---------------------------------------
+def _candidate(similarity, bm25=0.0, idf_total=5.0, **overrides):
     return ranking.Candidate(fake_thought(**overrides), similarity, bm25=bm25, idf_total=idf_total)
 
 
-def test_fusion_first_on_both_sides_scores_the_rrf_share_plus_the_weighted_sum():
-    best, other = _fused(0.8, bm25=4.0), _fused(0.5, bm25=1.0)
+def test_relevance_is_the_weighted_sum_of_cosine_and_the_lexical_share():
+    best, other = _candidate(0.8, bm25=4.0), _candidate(0.5, bm25=1.0)
     ranked = ranking.rank([other, best])
     assert ranked[0] is best
-    weighted = (1 - ranking.LEXICAL_WEIGHT) * 0.8 + ranking.LEXICAL_WEIGHT * 4.0 / 5.0
-    assert best.score == pytest.approx(ranking.RRF_SHARE * 1.0 + (1 - ranking.RRF_SHARE) * weighted)
-    # second on both sides
-    rrf = (2 / (ranking.RRF_K + 2)) * (ranking.RRF_K + 1) / 2
-    weighted = (1 - ranking.LEXICAL_WEIGHT) * 0.5 + ranking.LEXICAL_WEIGHT * 1.0 / 5.0
-    assert other.score == pytest.approx(ranking.RRF_SHARE * rrf + (1 - ranking.RRF_SHARE) * weighted)
-    assert best.score == pytest.approx(ranking.fuse(0.8, 0.8, 1, 1))
-
-
-def test_fusion_places_are_among_the_query_candidates_and_ties_share_a_place(monkeypatch):
-    # The rank part is a setting (RRF_SHARE; 0 since the choice on the 24-conversation dev split):
-    # with it on, places count.
-    monkeypatch.setattr(ranking, "RRF_SHARE", 0.5)
-    a, b, c = _fused(0.7), _fused(0.7), _fused(0.4)
-    ranking.rank([a, b, c])
-    assert a.relevance == pytest.approx(b.relevance) == pytest.approx(ranking.fuse(0.7, 0.0, 1, None))
-    assert c.relevance == pytest.approx(ranking.fuse(0.4, 0.0, 3, None))
-    # no lexical match, no lexical term: a lone candidate is worth half a first place on both sides
-    assert ranking.fuse(0.7, 0.0, 1, None) < ranking.fuse(0.7, 0.0, 1, 1)
+    assert best.score == pytest.approx((1 - ranking.LEXICAL_WEIGHT) * 0.8 + ranking.LEXICAL_WEIGHT * 4.0 / 5.0)
+    assert other.score == pytest.approx((1 - ranking.LEXICAL_WEIGHT) * 0.5 + ranking.LEXICAL_WEIGHT * 1.0 / 5.0)
+    assert best.score == pytest.approx(ranking.weighted(0.8, 0.8))
 
 
 def _paraphrase_case():
     """The answer shares no word with the question but is the closest by cosine; twelve distractors
     each share a word (their BM25 in the reverse order of their cosine)."""
-    answer = _fused(0.45)
-    distractors = [_fused(0.30 - 0.01 * i, bm25=1.0 + 0.2 * i, idf_total=10.0) for i in range(1, 13)]
+    answer = _candidate(0.45)
+    distractors = [_candidate(0.30 - 0.01 * i, bm25=1.0 + 0.2 * i, idf_total=10.0) for i in range(1, 13)]
     return answer, distractors
 
 
-def test_fusion_keeps_the_dense_sides_first_place_above_one_word_lexical_distractors():
-    """The paraphrase case with the shipped fusion (the weighted sum, lexical weight 0.4, chosen on the
-    24-conversation dev split): the answer stays first, above distractors that are both far by cosine
-    and weak on the lexical side."""
+def test_relevance_keeps_the_dense_sides_first_place_above_one_word_lexical_distractors():
+    """The paraphrase case with the shipped lexical weight (0.4, chosen on the retrieval benchmark's dev
+    split): the answer stays first, above distractors that are both far by cosine and weak on the
+    lexical side."""
     answer, distractors = _paraphrase_case()
     ranked = ranking.rank([answer, *distractors], limit=10)
     assert ranked[0] is answer
 
 
-@pytest.mark.parametrize(
-    ("constants", "place"),
-    [
-        ({"RRF_SHARE": 0.0, "LEXICAL_WEIGHT": 0.6}, None),  # the weighted sum before issue 13's fusion
-        ({"RRF_SHARE": 0.5, "RRF_K": 2, "LEXICAL_WEIGHT": 0.6}, 3),  # the rank part keeps it in the top 10
-    ],
-)
-def test_fusion_a_heavier_lexical_side_loses_that_answer_unless_ranks_count(monkeypatch, constants, place):
-    """Why the lexical weight matters for paraphrases: at 0.6 the weighted sum alone lets the shared
-    words win and the answer drops out of the top 10; reciprocal-rank fusion (the 12-conversation
-    choice) keeps it third (benchmarks/retrieval/README.md)."""
-    for name, value in constants.items():
-        monkeypatch.setattr(ranking, name, value)
+def test_relevance_a_heavier_lexical_side_loses_that_answer(monkeypatch):
+    """Why the lexical weight matters for paraphrases: at 0.6 the shared words win and the answer drops
+    out of the top 10 (benchmarks/retrieval/README.md, "Dev sweep")."""
+    monkeypatch.setattr(ranking, "LEXICAL_WEIGHT", 0.6)
     answer, distractors = _paraphrase_case()
-    ranked = ranking.rank([answer, *distractors], limit=10)
-    assert (ranked.index(answer) + 1 if answer in ranked else None) == place
+    assert answer not in ranking.rank([answer, *distractors], limit=10)
 
 
-def test_fusion_a_pending_embedding_ranks_on_the_dense_side_by_its_stand_in():
+def test_relevance_of_a_pending_embedding_uses_its_stand_in_on_the_dense_side():
     pending = ranking.Candidate(fake_thought(), None, bm25=5.0, idf_total=5.0, embedding_pending=True)
-    weak = _fused(0.3)
+    weak = _candidate(0.3)
     ranked = ranking.rank([weak, pending])
-    assert ranked[0] is pending  # stand-in 0.8 > 0.3, and first on the lexical side
-    assert pending.relevance == pytest.approx(ranking.fuse(0.8, 1.0, 1, 1))
+    assert ranked[0] is pending  # stand-in 0.8 > 0.3, and a full lexical match
+    assert pending.relevance == pytest.approx(ranking.weighted(0.8, 1.0))

@@ -27,7 +27,6 @@ def candidate(query: np.ndarray, vector: np.ndarray, **overrides) -> ranking.Can
 def dense_only(monkeypatch):
     """Relevance = similarity, so the expected orders are read off the cosines."""
     monkeypatch.setattr(ranking, "LEXICAL_WEIGHT", 0.0)
-    monkeypatch.setattr(ranking, "RRF_SHARE", 0.0)
 
 
 # --- contrast ---------------------------------------------------------------------------------------

@@ -344,8 +344,8 @@ def test_a_memory_write_chosen_as_deadlock_victim_is_run_again(monkeypatch):
 def test_a_contradiction_suggestion_locks_its_two_thoughts_in_id_order(thought_factory):
     """The detector's suggestion references the old thought and the contradicting one; it locks both
     in id order, as the memory write does, before its insert's foreign-key check would take a lock on
-    the contradicting thought out of order (a 500 DeadlockDetected seen in op_costs: a worker raising
-    suggestions while the next memory call reinforced the same two thoughts)."""
+    the contradicting thought out of order (otherwise a 500 DeadlockDetected when a worker raises
+    suggestions while the next memory call reinforces the same two thoughts)."""
     from django.db import connections, transaction
 
     from brain.models import CorrectionSuggestion

@@ -22,7 +22,7 @@ ORDINAL = (
     r"\d+(?:st|nd|rd|th))"
 )
 NARRATION = re.compile(
-    rf"\b{ORDINAL}(?: to (?:the )?{ORDINAL})?(?:'s)? sessions?\b"
+    rf"\b{ORDINAL}(?:\s+to\s+(?:the\s+)?{ORDINAL})?(?:'s)?\s+sessions?\b"
     r"|\b(?:this|earlier|previous|last|an earlier|a later|later) (?:work )?sessions?(?:'s)? "
     r"(?:run|runs|figures?|measured|measurement|printed|tried|built|found|fixed|changed|added|notes?|closing)\b"
     r"|\b(?:since|until|before) (?:this|an earlier|the previous|the last|earlier) sessions?\b"
@@ -49,6 +49,7 @@ def narration_in(text: str) -> list[tuple[int, str]]:
 def test_the_pattern_tells_work_sessions_from_agent_sessions():
     assert narration_in("measured in the twenty-first session")
     assert narration_in("the 3rd session's figures")
+    assert narration_in('("Forty-sixth\n    session")')
     assert narration_in("since this session the harness embeds each question alone")
     assert narration_in("this session's run printed the same rows")
     assert narration_in("an earlier session found it")

@@ -275,7 +275,7 @@ def test_ranking_switch_applies_effective_confidence_only_while_enabled(dev, spa
     assert quality_multiplier(a.effective_confidence) == quality_multiplier(b.effective_confidence) == 1.0
     off = ranking.rank([ranking.Candidate(thought=t, similarity=similarity) for t in (a, b)])
     # Relevance is the fused one (brain.ranking: both first by cosine, sharing the place; no lexical match).
-    fused = ranking.fuse(similarity, 0.0, 1, None)
+    fused = ranking.weighted(similarity, 0.0)
     assert [candidate.score for candidate in off] == pytest.approx([fused, fused])
     # scoring goes on while ranking ignores it
     turn = log_turn(dev.agent, [a], contradicted=[a], turn_id="t-off")

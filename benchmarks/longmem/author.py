@@ -235,7 +235,6 @@ DECISIONS = [
     ),
 ]
 ORDINALS = ["the first one", "the second one", "the third", "option 2", "the last one", "#1"]
-ORDINAL_INDEX = {"the first one": 0, "the second one": 1, "the third": 2, "option 2": 1, "the last one": 2, "#1": 0}
 
 # Events: (as announced, how a "when" question refers to it).
 EVENTS = [

@@ -19,22 +19,12 @@ import itertools
 
 from benchmarks.retrieval.score import KS, LIMIT, Score
 
-WEIGHTED = {"RRF_SHARE": 0.0}
-#: The setting brain/ranking.py ships (the recency rows are tried on top of it).
-CHOSEN = {"RRF_SHARE": 0.0, "RRF_K": 2, "LEXICAL_WEIGHT": 0.4}
+#: The setting brain/ranking.py ships (contrast and diversity are tried on top of it).
+CHOSEN = {"LEXICAL_WEIGHT": 0.4}
 SETTINGS = [
-    # the calibrated weighted sum alone
-    *({**WEIGHTED, "LEXICAL_WEIGHT": w} for w in (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)),
-    # reciprocal-rank fusion alone, over the ranks among the query's candidates
-    *({"RRF_SHARE": 1.0, "RRF_K": k} for k in (1, 2, 3, 5, 10, 60)),
-    # the blend of both
-    *(
-        {"RRF_SHARE": share, "RRF_K": k, "LEXICAL_WEIGHT": w}
-        for share, k, w in itertools.product((0.25, 0.5, 0.75), (1, 2, 3), (0.4, 0.6))
-    ),
-    # newer first among near-equals, on top of the chosen blend
-    *({**CHOSEN, "RECENCY_BOOST_MAX": r} for r in (0.05, 0.1)),
-    # diversity (maximal marginal relevance) on top of the chosen blend; lambda 1.0 is off
+    # the lexical side's weight in the weighted sum
+    *({"LEXICAL_WEIGHT": w} for w in (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)),
+    # diversity (maximal marginal relevance) on top of the chosen weight; lambda 1.0 is off
     *(
         {**CHOSEN, "DIVERSITY_LAMBDA": lam, "DIVERSITY_WINDOW": window}
         for lam, window in itertools.product((1.0, 0.9, 0.85, 0.8, 0.75, 0.7), (15, 20, 30))
@@ -46,10 +36,7 @@ SETTINGS = [
     ),
 ]
 SWEPT = (
-    "RRF_SHARE",
-    "RRF_K",
     "LEXICAL_WEIGHT",
-    "RECENCY_BOOST_MAX",
     "PHEROMONE_BOOST_MAX",
     "DIVERSITY_LAMBDA",
     "DIVERSITY_WINDOW",

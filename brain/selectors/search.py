@@ -30,9 +30,9 @@ The three run in one pipeline (:func:`_fetch`): outside a caller's transaction t
 the pipeline's Sync are one implicit transaction (the settings last until it ends), so the search
 needs no BEGIN and no COMMIT of its own, and the search statement's rows come back with that Sync.
 
-Why live corrections are compared exactly: a correction must win at once (issue 4), so its
-retrieval can't depend on index recall; pgvector 0.8's filtered scan was seen missing a freshly
-inserted correction even at ef_search 1000. Corrections are few, and ``distance + 0`` keeps the
+Why live corrections are compared exactly: a correction must win at once (SPEC 2.5), so its
+retrieval can't depend on index recall; pgvector 0.8's filtered scan can miss a freshly inserted
+correction even at ef_search 1000. Corrections are few, and ``distance + 0`` keeps the
 planner off HNSW for that part.
 """
 

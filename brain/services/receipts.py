@@ -2,9 +2,9 @@
 /api/v1/thoughts/{id}/correct``: a request sent again is answered again, not stored twice.
 
 A write whose response is lost (a timeout, a dropped connection, a killed client) leaves the client
-unsure whether it was stored. Import items that carry no ``id`` (most Mem0 and hand-written dumps) got
-new ids each time, so sending the batch again stored every item twice; a contribution sent again was
-stored again (flagged ``near_duplicate``, but a second thought all the same). A client that sends
+unsure whether it was stored. Import items that carry no ``id`` (most Mem0 and hand-written dumps) get
+new ids each time, so sending the batch again would store every item twice; a contribution sent again
+would be stored again (flagged ``near_duplicate``, but a second thought all the same). A client that sends
 ``Idempotency-Key: <its own unique string>`` can retry safely:
 
 - The first request with a key runs and, in the same transaction, stores a receipt (the key, a

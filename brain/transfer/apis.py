@@ -1,4 +1,4 @@
-"""``POST /api/v1/thoughts/import``: a batch of thoughts in one request (issue 14 item 4).
+"""``POST /api/v1/thoughts/import``: a batch of thoughts in one request.
 
 The body is a JSON array of thought objects (``Content-Type: application/json``) or one object per
 line (``application/x-ndjson`` or ``application/jsonl``); the items carry the thought fields of
@@ -53,7 +53,7 @@ class ImportJsonlParser(RawBodyParser):
 def decode_body(body: bytes, charset: str | None = None) -> str:
     """The body as text: UTF-8 (a leading byte-order mark is not part of the JSON), or the charset its
     Content-Type names. Bytes that don't decode are a PARSE_ERROR naming the line: replaced by U+FFFD,
-    a file saved as Windows-1252 was stored with every accented letter lost, and nobody was told."""
+    a file saved as Windows-1252 would be stored with every accented letter lost, and nobody told."""
     encoding = "utf-8-sig" if is_utf8(charset) else charset
     try:
         return body.decode(encoding)

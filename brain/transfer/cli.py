@@ -1,4 +1,4 @@
-"""``manage.py brain import FILE`` and ``brain export FILE`` (issue 14 item 4), with progress bars.
+"""``manage.py brain import FILE`` and ``brain export FILE``, with progress bars.
 
 They run the services behind ``POST /api/v1/thoughts/import`` in-process, batch by batch; see
 ``brain.transfer.readers`` for the formats and ``brain.transfer.services`` for what an import keeps.

@@ -500,8 +500,7 @@ def thoughts_import(
 #: After an import, brain_thought's planner statistics are refreshed when more than this share of
 #: its rows changed since the last ANALYZE (and at least ANALYZE_AFTER_MIN rows): autovacuum gets to it
 #: only on its next round, and until then the planner's estimates for a table that just grew by a bulk
-#: load made retrieve-only memory calls ~2.5x slower (bench-compare at 10,000 notes: p50 73 ms right
-#: after the import, 29 ms once analysed).
+#: load make retrieve-only memory calls about twice as slow (docs/performance.md, "PostgreSQL").
 ANALYZE_AFTER_SHARE = 0.1
 ANALYZE_AFTER_MIN = 1000
 

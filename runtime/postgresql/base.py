@@ -4,12 +4,13 @@ The web process serves Django with a psycopg connection pool per worker (``DATAB
 config/settings.py). psycopg_pool's pool is first in, first out: a returned connection goes to the
 back of the line and the one idle longest is taken next. A worker's calls overlap by what a call does
 after its response (the query log's results, api.responses), so its pool holds two or three
-connections and each call got another one than the call before: another PostgreSQL backend process,
-woken after sitting idle, its caches gone cold. Taken most recent first, consecutive calls stay on
-the backend that just served one. A pool that kept connections idle for its whole ``max_idle``
-still closes one of them (now the one returned last, where first in, first out closed the one idle
-longest). Two production servers on bench-compare's 10,000 notes, calls interleaved:
-docs/performance.md, "PostgreSQL". Everything else is Django's backend.
+connections and, first in, first out, each call would get another one than the call before: another
+PostgreSQL backend process, woken after sitting idle, its caches gone cold. Taken most recent first,
+consecutive calls stay on the backend that just served one. A pool that keeps connections idle for
+its whole ``max_idle`` still closes one of them: the one returned last, since the pool shrinks from
+the same end it hands out from (first in, first out would close the one idle longest). Two
+production servers on bench-compare's 10,000 notes, calls interleaved: docs/performance.md,
+"PostgreSQL". Everything else is Django's backend.
 """
 
 from __future__ import annotations

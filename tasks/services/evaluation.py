@@ -70,8 +70,8 @@ def _present(value) -> bool:
 
 def _already_there(task: Task, actor: Actor) -> str:
     """A move to the status the task is in: say who moved it there and when. The usual cause is a retry
-    of a move whose answer was lost (a timeout): "No rule lets a task go from 'active' to 'active'" left
-    the agent unsure whether its own claim had worked."""
+    of a move whose answer was lost (a timeout): "No rule lets a task go from 'active' to 'active'" would
+    leave the agent unsure whether its own claim had worked."""
     last = task.transitions.filter(to_status=task.status).select_related("agent", "user").first()
     if last is None:
         return f"The task is already '{task.status}' (it was created so); nothing changed."

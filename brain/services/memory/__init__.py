@@ -11,7 +11,7 @@
 A step reads and writes the call object only; guidance is a list of messages joined at the end.
 Adding a step means writing one function and putting it at its place in the list.
 
-Knowledge evolution (issue 4, SPEC 2.5) lives in the steps too: ``step_validate`` applies the
+Knowledge evolution (SPEC 2.5) lives in the steps too: ``step_validate`` applies the
 category table (400 MISSING_CATEGORY_FIELDS), ``step_flags`` computes every advisory flag of the
 contribution BEFORE it is stored (so the flags are part of the insert, and the keyword-echo rule
 reads the agent's recent queries before this call's own query is logged) and runs the

@@ -92,9 +92,8 @@ def _supersedes_as_lineage(call: MemoryCall) -> None:
     ``refines`` (one id) or ``consolidates`` (several) say; the request is read as saying that.
 
     seeds/000 2a lists ``supersedes`` among a state snapshot's fields and 3a updates a snapshot by
-    refining it. Before, the ids were stored and nothing was superseded: the old snapshot kept
-    answering beside the new one, with nothing to tell the agent. Given with ``refines`` or
-    ``consolidates`` it is a 400 (which of the two would win is the caller's to say).
+    refining it. Given with ``refines`` or ``consolidates`` it is a 400 (which of the two would win is
+    the caller's to say).
     """
     request = call.request
     ids = list(dict.fromkeys(request.get("supersedes") or []))

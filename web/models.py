@@ -1,1 +1,0 @@
-"""Models of this app."""
