@@ -192,3 +192,9 @@ class StrictJSONParser(JSONParser):
         if found:
             raise serializers.ValidationError({path: [message] for path, message in found.items()})
         return data
+
+
+def canonical_json(value, *, default=None) -> str:
+    """``value`` as one canonical JSON text (keys sorted, no spaces, characters as they are): the same
+    object serialised by any client gives the same text, so its digest identifies it."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=default)

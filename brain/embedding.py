@@ -43,8 +43,6 @@ from brain.confusables import embedding_text
 
 logger = logging.getLogger("colony.embedding")
 
-BACKENDS = ("onnx", "torch")
-QUANTIZATIONS = ("none", "int8")
 MODEL_LABEL = "all-MiniLM-L6-v2"
 #: Batches up to this size (a request's prompt) run on EMBEDDING_THREADS threads; larger ones
 #: (re-embedding, imports) on all cores, where the parallel matrix work pays off.

@@ -39,7 +39,6 @@ import urllib.parse
 import urllib.request
 from datetime import date
 
-PREVIEW = 300
 MIN_PROMPT_CHARS = 3
 PROMPT_MAX_CHARS = 10000  # the memory API's limit on a prompt
 #: Sources injected per prompt at most, unless COLONY_HOOK_SOURCES says otherwise (1 to 10).

@@ -6,7 +6,6 @@ A task's ``status`` is only ever changed by ``tasks.services.transitions.task_tr
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 
 from django.conf import settings
@@ -15,6 +14,7 @@ from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.utils import timezone
 
+from api.parsers import canonical_json
 from core.choices import AgentRole
 from tasks.choices import ApprovalMode, TaskStatus, TaskType
 
@@ -133,8 +133,7 @@ class TransitionLog(models.Model):
 
 def dna_digest(dna: dict | None) -> str:
     """SHA-256 of a task's DNA in canonical JSON: what a human's confirmation was given for."""
-    canonical = json.dumps(dna or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical_json(dna or {}).encode()).hexdigest()
 
 
 class HumanConfirmation(models.Model):

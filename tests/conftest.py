@@ -166,6 +166,19 @@ def fake_embedder(monkeypatch):
 
 
 @pytest.fixture
+def enqueued(monkeypatch) -> list[str]:
+    """Scoring jobs enqueued (not run): the turn-log ids ``score_turn.delay`` was called with.
+
+    The request path must only store and enqueue; a test scores a turn itself when it needs the verdicts.
+    """
+    from quality import jobs
+
+    calls: list[str] = []
+    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: calls.append(turn_log_id))
+    return calls
+
+
+@pytest.fixture
 def thought_factory(db, space):
     """Store a thought through thought_create; the vector is fake_vector(content) unless given
     (``embedding="real"``: the real model's vector of the content)."""

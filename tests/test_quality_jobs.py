@@ -122,17 +122,15 @@ def test_a_reviewer_dismissing_the_suggestion_takes_the_unverified_flag_off(spac
     assert thoughts_flag_unverified(now=now + DAY) == 0  # the job agrees: nothing left unresolved
 
 
-def test_rollup_job_recomputes_recent_days_and_requeues_lost_scoring(space, dev, monkeypatch):
+def test_rollup_job_recomputes_recent_days_and_requeues_lost_scoring(space, dev, enqueued):
     now = timezone.now()
     a = make_thought(space, "a")
     make_turn(dev.agent, now - 3 * DAY, [(a, True, True, False)])
     lost = make_turn(dev.agent, now - dt.timedelta(hours=1), [], status="pending")
     make_turn(dev.agent, now - dt.timedelta(minutes=1), [], status="pending")  # its job may still be queued
     make_turn(dev.agent, now - 20 * DAY, [(a, True, True, False)])  # final already, not recomputed
-    requeued = []
-    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: requeued.append(turn_log_id))
     result = jobs.rollup_daily()
-    assert requeued == [str(lost.pk)]
+    assert enqueued == [str(lost.pk)]  # requeued
     assert result["days"] == 16 and result["requeued"] == 1
     assert QualityRollup.objects.get(day=(now - 3 * DAY).date(), agent_name="").used == 1
     assert not QualityRollup.objects.filter(day=(now - 20 * DAY).date()).exists()

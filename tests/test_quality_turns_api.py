@@ -7,19 +7,10 @@ import uuid
 import pytest
 from django.test import override_settings
 
-from quality import jobs
 from quality.models import TurnItem, TurnLog
 from tests.quality_support import make_query_log, make_thought, new_session
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def enqueued(monkeypatch):
-    """Scoring jobs enqueued (not run): the request path must only store and enqueue."""
-    calls = []
-    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: calls.append(turn_log_id))
-    return calls
 
 
 def turn_body(session_id: str, turn_id: str = "t1", **extra) -> dict:

@@ -43,6 +43,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from api.errors import Conflict, ValidationFailed, is_transaction_conflict
+from api.parsers import canonical_json
 from brain.models import ImportReceipt
 from brain.services.pheromones import DEADLOCK_RETRIES
 from core.models import Agent
@@ -80,8 +81,7 @@ def body_fingerprint(body: bytes, media_type: str) -> str:
 def fields_fingerprint(operation: str, fields: Any) -> str:
     """What must be the same for a memory call to count as the same request: the operation and its fields
     as parsed (key order and spacing aside), so a client that serialises the same object again matches."""
-    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return body_fingerprint(f"{operation}\0{canonical}".encode(), "application/json")
+    return body_fingerprint(f"{operation}\0{canonical_json(fields, default=str)}".encode(), "application/json")
 
 
 def receipt_hours() -> float:

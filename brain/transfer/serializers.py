@@ -59,9 +59,6 @@ FLOAT32_MAX = 3.4e38
 #: How far in the future an agent's import may date a thought (its clock and the server's differ a
 #: little); such a time is stored as now, so a thought is never dated after the moment it is stored.
 CLOCK_SKEW = dt.timedelta(minutes=5)
-#: The largest effective confidence SPEC 4.4's formula gives: ``1 + ALPHA·usage − BETA·contradiction``
-#: with usage 1 and contradiction 0 (quality.formulas: ALPHA = 0.5). brain can't import quality.
-EFFECTIVE_CONFIDENCE_MAX = 1.5
 #: The largest effective confidence an agent's import may give its own thought: the single-agent
 #: ceiling (quality.formulas.SINGLE_AGENT_CEILING, 1 + ALPHA/2). One agent's uses lift a thought no
 #: higher, so one agent's import doesn't either; the operator's restore keeps any value of the formula.

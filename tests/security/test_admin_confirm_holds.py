@@ -8,24 +8,18 @@ bulk action confirms through an intermediate page that shows each task's DNA and
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from tasks.models import HumanConfirmation, dna_digest
 from tasks.services.tasks import task_update_dna
+from tests.security import support
 from tests.tasks_helpers import make_agent, make_project, make_task
 
 pytestmark = pytest.mark.django_db
 
+boss = support.boss  # a fixture: a superuser, member of the space, logged in on ``client``
+
 CHANGELIST = "admin:tasks_task_changelist"
-
-
-@pytest.fixture
-def boss(space, client):
-    user = get_user_model().objects.create_superuser("boss", "boss@example.com")
-    space.members.add(user)
-    client.force_login(user)
-    return user
 
 
 def _approval_task(space, slug="gated", dna=None):

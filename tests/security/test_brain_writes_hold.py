@@ -7,16 +7,13 @@ import pytest
 
 from brain.inputs import PROMPT_MAX_CHARS
 from brain.models import Thought
+from tests.security.support import memory
 
 pytestmark = pytest.mark.django_db
 
 #: "İ" (U+0130) lower-cases to two characters ("i" and a combining dot above): 200 of them are a
 #: topic of 200 characters as sent and of 400 once ``topic_normal`` has lower-cased it.
 DOTTED_I_TOPIC = "\u0130" * 200
-
-
-def memory(client, **body):
-    return client.post("/api/v1/memory", body, format="json")
 
 
 def refused(response, status: int = 400, code: str = "VALIDATION_ERROR") -> dict:

@@ -7,15 +7,12 @@ from __future__ import annotations
 import pytest
 
 from brain.models import Thought
+from tests.security.support import memory
 
 pytestmark = pytest.mark.django_db
 
 WRONG = "The staging database listens on port 5433 for every service of the cluster."
 RIGHT = "The staging database listens on port 5432."
-
-
-def memory(client, **body):
-    return client.post("/api/v1/memory", body, format="json")
 
 
 def test_retracting_a_replaced_correction_does_not_unflag_repeats_the_live_correction_guards(agent_factory, space):

@@ -12,7 +12,7 @@ string", "bounded work before authentication", "failed logins throttled").
 
 from __future__ import annotations
 
-import json
+import functools
 import socket
 import threading
 import time
@@ -23,11 +23,13 @@ from django.contrib.auth.models import User
 
 from brain.choices import ThoughtCategory
 from brain.models import Thought
+from tests.security.support import import_post as _post
+from tests.security.support import import_refusal
+from tests.security.support import login as _login
 
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "right-horse-battery"  # noqa: S105 - a test password
-IMPORT_URL = "/api/v1/thoughts/import"
 
 
 # --- login spraying ------------------------------------------------------------------------------------
@@ -36,10 +38,6 @@ def _fast_password_hashing(settings):
     """MD5 instead of PBKDF2 (Django hashes a dummy password for an unknown username too): the lock
     counts failures, not hashing time, and a spray test makes dozens."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-def _login(client, path, username, password, **extra):
-    return client.post(path, {"username": username, "password": password}, **extra)
 
 
 @pytest.mark.parametrize("path", ["/login/", "/admin/login/"])
@@ -158,17 +156,7 @@ def test_concurrent_health_checks_wait_for_one_probe(db, broker_down):
 
 
 # --- import bounds ---------------------------------------------------------------------------------------
-def _post(client, items):
-    return client.post(IMPORT_URL, data=json.dumps(items), content_type="application/json")
-
-
-def _refused(response, field: str) -> str:
-    assert response.status_code == 400, response.content[:500]
-    error = response.json()["error"]
-    assert error["code"] == "IMPORT_INVALID" and "nothing of this batch was stored" in error["message"]
-    lines = [line for line in error["lines"] if line["field"] == field]
-    assert lines, error["lines"]
-    return lines[0]["message"]
+_refused = functools.partial(import_refusal, nothing_stored=True)  # the message also says nothing was stored
 
 
 @pytest.mark.parametrize(

@@ -13,19 +13,11 @@ from brain.judging.base import Verdict
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.contradictions import thought_detect_contradictions
 from tests.concurrency_support import run_concurrently
+from tests.security.support import remember
 
 pytestmark = pytest.mark.django_db
 
 MEMORY = "/api/v1/memory"
-
-
-def remember(client, prompt: str, **fields) -> str:
-    """Store ``prompt`` through the memory endpoint; the stored thought's id."""
-    response = client.post(MEMORY, {"prompt": prompt, "store": True, **fields}, format="json")
-    assert response.status_code == 200, response.content
-    stored = response.json()["trace"]["thought_id"]
-    assert stored, response.json()
-    return stored
 
 
 def ask(client, prompt: str, **fields) -> list[str]:

@@ -10,22 +10,15 @@ import pytest
 
 from brain.choices import SuggestionStatus
 from brain.models import CorrectionSuggestion, Thought
-from quality import formulas, jobs, selectors
+from quality import formulas, selectors
 from quality.models import ConfidenceChange, TurnItem, TurnLog
 from quality.selectors import JudgeTrust
 from quality.services.scoring import turn_score
 from tests.quality_support import ScriptedJudge, make_query_log, make_thought, new_session
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("enqueued")]  # scoring jobs only enqueued
 
 FACT = "Staging deploys run the database migrations before the web workers restart."
-
-
-@pytest.fixture(autouse=True)
-def enqueued(monkeypatch):
-    calls = []
-    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: calls.append(turn_log_id))
-    return calls
 
 
 def turn(client, session_id: str, turn_id: str, **feedback):

@@ -18,10 +18,9 @@ from django.db import connection
 from brain.confusables import embedding_text, fold_table, skeleton
 from brain.embedding import embed_many
 from brain.models import Thought
+from tests.security.support import memory_answer as memory
 
 pytestmark = pytest.mark.django_db
-
-MEMORY = "/api/v1/memory"
 
 #: Latin letters and the Cyrillic letters drawn alike in every common font.
 _CYRILLIC_LOOK_ALIKES = str.maketrans({"a": "\u0430", "e": "\u0435", "o": "\u043e", "p": "\u0440", "c": "\u0441"})
@@ -32,12 +31,6 @@ def cyrillic(text: str) -> str:
     changed = text.translate(_CYRILLIC_LOOK_ALIKES)
     assert changed != text and changed.isascii() is False
     return changed
-
-
-def memory(client, **body) -> dict:
-    response = client.post(MEMORY, body, format="json")
-    assert response.status_code == 200, response.content
-    return response.json()
 
 
 def flagged_with_warning(body: dict) -> bool:

@@ -5,7 +5,6 @@ limited like a memory call, and an id of another space is answered as a free one
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -14,23 +13,10 @@ from brain.models import Thought
 from brain.services import pheromones
 from brain.transfer import serializers as transfer
 from quality import formulas
+from tests.security.support import import_post as post
+from tests.security.support import import_refusal as refused
 
-URL = "/api/v1/thoughts/import"
 pytestmark = pytest.mark.django_db
-
-
-def post(client, items):
-    return client.post(URL, data=json.dumps(items), content_type="application/json")
-
-
-def refused(response, field: str, status: int = 400, code: str = "IMPORT_INVALID") -> str:
-    """The refusal's message for ``field``, after checking the envelope."""
-    assert response.status_code == status, response.content
-    error = response.json()["error"]
-    assert error["code"] == code
-    lines = [line for line in error["lines"] if line["field"] == field]
-    assert lines, error["lines"]
-    return lines[0]["message"]
 
 
 @pytest.mark.parametrize(
@@ -111,8 +97,7 @@ def test_import_accepts_every_value_at_the_edges_of_its_range(dev, space, fake_e
     assert post(dev, [{"content": "top weight", "pheromone_weight": 10.0}]).status_code == 201
 
 
-def test_the_effective_confidence_bound_is_the_formulas_largest_value():
-    assert transfer.EFFECTIVE_CONFIDENCE_MAX == formulas.confidence_formula(1.0, 0.0)
+def test_the_effective_confidence_bound_is_the_single_agent_ceiling():
     assert transfer.AGENT_IMPORT_CONFIDENCE_MAX == formulas.SINGLE_AGENT_CEILING
 
 

@@ -9,7 +9,7 @@ agent's access written through the import, and the rule that stops it.
 from __future__ import annotations
 
 import datetime as dt
-import json
+import functools
 import uuid
 
 import pytest
@@ -18,14 +18,11 @@ from django.utils import timezone
 from brain.models import Thought
 from brain.services.suggestions import suggestion_create
 from brain.transfer import serializers as transfer
+from tests.security.support import import_post as post
+from tests.security.support import import_refusal
 from tests.tasks_helpers import make_project, make_task
 
-URL = "/api/v1/thoughts/import"
 pytestmark = pytest.mark.django_db
-
-
-def post(client, items):
-    return client.post(URL, data=json.dumps(items), content_type="application/json")
 
 
 def imported(response) -> list[str]:
@@ -33,14 +30,8 @@ def imported(response) -> list[str]:
     return response.json()["ids"]
 
 
-def refused(response, field: str) -> str:
-    """The 400 IMPORT_INVALID message for ``field``."""
-    assert response.status_code == 400, response.content[:2000]
-    error = response.json()["error"]
-    assert error["code"] == "IMPORT_INVALID", error
-    lines = [line for line in error["lines"] if line["field"].startswith(field)]
-    assert lines, error["lines"]
-    return lines[0]["message"]
+#: The 400 IMPORT_INVALID message for the first line whose field starts with the one given.
+refused = functools.partial(import_refusal, field_prefix=True)
 
 
 def search(client, prompt: str) -> dict:

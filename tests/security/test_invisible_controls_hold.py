@@ -17,6 +17,7 @@ from api.text import without_invisible_controls
 from brain.models import Thought
 from tasks.models import Project, Task
 from tests import web_support
+from tests.security.support import shown as _shown
 
 pytestmark = pytest.mark.django_db
 
@@ -24,10 +25,6 @@ ada = web_support.ada
 
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE
 ZWSP = "\u200b"  # ZERO WIDTH SPACE
-
-
-def _shown(html: str, char: str) -> bool:
-    return char in html or f"&#{ord(char)};" in html or f"&#x{ord(char):x};" in html.lower()
 
 
 def test_a_task_title_or_project_name_with_a_bidi_override_is_not_shown_raw(agent_factory, client, ada):

@@ -9,6 +9,8 @@ import datetime
 import pytest
 from django.contrib.auth.models import User
 
+from tests.security.support import login as _login
+
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "right-horse-battery"  # noqa: S105 - a test password
@@ -20,10 +22,6 @@ def humans():
         User.objects.create_user("ada", password=PASSWORD, is_staff=True, is_superuser=True),
         User.objects.create_user("bob", password=PASSWORD, is_staff=True, is_superuser=True),
     )
-
-
-def _login(client, path, username, password):
-    return client.post(path, {"username": username, "password": password})
 
 
 @pytest.mark.parametrize("path", ["/login/", "/admin/login/"])

@@ -8,6 +8,7 @@ import pytest
 
 from brain.models import Thought
 from brain.services.suggestions import suggestion_create
+from tests.security.support import memory
 
 pytestmark = pytest.mark.django_db
 
@@ -26,10 +27,6 @@ def refused_untouched(response, marker, space, before: int) -> None:
     marker.refresh_from_db()
     assert (marker.superseded, marker.refined_by_id, marker.superseded_by_id) == (False, None, None)
     assert Thought.objects.filter(space=space).count() == before  # nothing stored
-
-
-def memory(client, **body):
-    return client.post("/api/v1/memory", body, format="json")
 
 
 def test_memory_refinement_cannot_supersede_a_transition_marker(dev, space, marker, fake_embedder):

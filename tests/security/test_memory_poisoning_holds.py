@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from brain.embedding import embed_many
+from tests.security.support import memory_answer as memory
 
 pytestmark = pytest.mark.django_db
 
@@ -113,12 +114,6 @@ CORPUS = [
     "Coupons are created in Stripe and limited to one use per customer.",
     "The partner API uses OAuth2 client credentials with scopes per partner.",
 ]
-
-
-def memory(client, **body):
-    response = client.post("/api/v1/memory", body, format="json")
-    assert response.status_code == 200, response.content
-    return response.json()
 
 
 @pytest.fixture

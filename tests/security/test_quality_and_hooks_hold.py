@@ -17,7 +17,6 @@ import pytest
 from django.conf import settings
 
 from brain.models import Thought
-from quality import jobs
 from quality.models import TurnItem, TurnLog
 from quality.services.scoring import turn_score
 from tests.quality_support import ScriptedJudge, make_query_log, make_thought, new_session
@@ -25,13 +24,6 @@ from tests.quality_support import ScriptedJudge, make_query_log, make_thought, n
 HOOKS = Path(settings.BASE_DIR) / "contrib" / "colony_hooks.py"
 STOP_HOOK = Path(settings.BASE_DIR) / "contrib" / "colony_stop_hook.py"
 FACT = "Staging deploys run the database migrations before the web workers restart."
-
-
-@pytest.fixture
-def enqueued(monkeypatch):
-    calls = []
-    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: calls.append(turn_log_id))
-    return calls
 
 
 def _env(url: str, token: str) -> dict:

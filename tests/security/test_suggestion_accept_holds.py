@@ -13,18 +13,10 @@ from brain.choices import SuggestionOrigin, SuggestionStatus
 from brain.inputs import PROMPT_MAX_CHARS
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.suggestions import suggestion_create
-from quality import jobs
 from quality.services.scoring import turn_score
 from tests.quality_support import ScriptedJudge, make_query_log, make_thought, new_session
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def enqueued(monkeypatch):
-    calls = []
-    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: calls.append(turn_log_id))
-    return calls
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("enqueued")]  # scoring jobs only enqueued
 
 
 def test_accepting_a_suggestion_with_a_longest_correct_fact_stores_no_thought_past_the_bound(

@@ -7,14 +7,17 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tasks.models import Task, TransitionLog
+from tests.security import support
+from tests.security.support import shown as _shown
 from tests.security.test_web_pages_hold import admin_form
 from tests.tasks_helpers import make_project, make_task
 from tests.web_support import ada  # noqa: F401 - a fixture (pytest finds it by name)
 
 pytestmark = pytest.mark.django_db
+
+boss = support.boss  # a fixture: a superuser, member of the space, logged in on ``client``
 
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE
 
@@ -27,19 +30,6 @@ def _post_fields(page: str, action: str, to: str) -> dict:
             fields.pop("csrfmiddlewaretoken", None)
             return fields
     raise AssertionError(f"the page has no form posting {to!r} to {action}")
-
-
-def _shown(html: str, char: str) -> bool:
-    return char in html or f"&#{ord(char)};" in html or f"&#x{ord(char):x};" in html.lower()
-
-
-@pytest.fixture
-def boss(client, space):
-    """A superuser, member of the space, logged in on the test client."""
-    user = get_user_model().objects.create_superuser("boss", "boss@example.com")
-    space.members.add(user)
-    client.force_login(user)
-    return user
 
 
 # --- 1. the human's "Move to approved" button approves DNA the human never saw ------------------------

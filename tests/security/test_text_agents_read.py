@@ -18,7 +18,6 @@ import pytest
 from django.conf import settings
 
 from brain.models import QueryLog
-from quality import jobs
 from quality.models import TurnLog
 from quality.services.scoring import turn_score
 from tests.quality_support import ScriptedJudge, make_query_log, make_thought, new_session
@@ -52,13 +51,6 @@ def injected_after(mallory_writes: str, *, server, agent_factory) -> str:
         url=server.url,
         token=victim.token,
     )
-
-
-@pytest.fixture
-def enqueued(monkeypatch):
-    calls = []
-    monkeypatch.setattr(jobs.score_turn, "delay", lambda turn_log_id: calls.append(turn_log_id))
-    return calls
 
 
 # --- 1. the UserPromptSubmit hook: a thought forges a source line ---------------------------------

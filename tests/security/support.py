@@ -1,0 +1,91 @@
+"""Helpers shared by the security tests (not a test module): the memory and import calls an attacking agent
+makes, the login form a sprayer posts, a logged-in superuser, and how a page shows a character.
+
+Fixtures here are bound by name in the modules that use them (``boss = support.boss``), as
+``tests.web_support.ada`` is: defined once, not copied into each module.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+
+MEMORY_URL = "/api/v1/memory"
+IMPORT_URL = "/api/v1/thoughts/import"
+
+
+# --- the memory endpoint -------------------------------------------------------------------------------
+def memory(client, **body):
+    """``POST /api/v1/memory`` with ``body``: the response, whatever it is."""
+    return client.post(MEMORY_URL, body, format="json")
+
+
+def memory_answer(client, **body) -> dict:
+    """``POST /api/v1/memory`` with ``body``, which must answer 200: the answer's JSON."""
+    response = memory(client, **body)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def remember(client, prompt: str, **fields) -> str:
+    """Store ``prompt`` through the memory endpoint; the stored thought's id."""
+    response = client.post(MEMORY_URL, {"prompt": prompt, "store": True, **fields}, format="json")
+    assert response.status_code == 200, response.content
+    stored = response.json()["trace"]["thought_id"]
+    assert stored, response.json()
+    return stored
+
+
+# --- the import endpoint -------------------------------------------------------------------------------
+def import_post(client, items):
+    """``POST /api/v1/thoughts/import`` with ``items`` as its JSON body: the response."""
+    return client.post(IMPORT_URL, data=json.dumps(items), content_type="application/json")
+
+
+def import_refusal(
+    response,
+    field: str,
+    *,
+    status: int = 400,
+    code: str = "IMPORT_INVALID",
+    field_prefix: bool = False,
+    nothing_stored: bool = False,
+) -> str:
+    """The refusal's message for ``field``, after checking the envelope (``status`` and ``code``).
+
+    ``field_prefix``: the first line whose field starts with ``field`` (``tags`` for ``tags[3]``), not
+    only one naming it exactly. ``nothing_stored``: the message must also say nothing of the batch was stored.
+    """
+    assert response.status_code == status, response.content[:2000]
+    error = response.json()["error"]
+    assert error["code"] == code, error
+    if nothing_stored:
+        assert "nothing of this batch was stored" in error["message"], error
+    if field_prefix:
+        lines = [line for line in error["lines"] if line["field"].startswith(field)]
+    else:
+        lines = [line for line in error["lines"] if line["field"] == field]
+    assert lines, error["lines"]
+    return lines[0]["message"]
+
+
+# --- logins and humans ---------------------------------------------------------------------------------
+def login(client, path, username, password, **extra):
+    """Post the login form at ``path`` (``/login/`` or ``/admin/login/``); ``extra``: request headers/environ."""
+    return client.post(path, {"username": username, "password": password}, **extra)
+
+
+@pytest.fixture
+def boss(client, space):
+    """A superuser, member of the space, logged in on the test client."""
+    user = get_user_model().objects.create_superuser("boss", "boss@example.com")
+    space.members.add(user)
+    client.force_login(user)
+    return user
+
+
+def shown(html: str, char: str) -> bool:
+    """Whether ``char`` is in the page, raw or as an HTML character reference."""
+    return char in html or f"&#{ord(char)};" in html or f"&#x{ord(char):x};" in html.lower()
