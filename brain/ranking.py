@@ -194,9 +194,7 @@ CONTRAST_SEEDS = 10
 #: Contrast and diversity are set together on the dev splits of both benchmarks (``python -m
 #: benchmarks.retrieval.run --sweep --dataset retrieval``, then ``longmem``), by the rule: the highest
 #: longmem dev recall@10 among the settings that keep the retrieval benchmark's dev recall@10 within 1
-#: point of the ranking without either (91.7). Longmem dev recall@10: neither 58.7, contrast alone 60.9,
-#: diversity alone 64.5 (at 0.85 / 20), both 69.6; the retrieval benchmark's dev: 91.7, 92.9, 90.8, 90.8
-#: (benchmarks/longmem/README.md, "Ranking").
+#: point of the ranking without either (every setting's figures: benchmarks/longmem/README.md, "Ranking").
 DIVERSITY_LAMBDA = 0.85
 DIVERSITY_WINDOW = 30
 #: One contributor's rewordings of one statement don't fill the page (SPEC 6: no one agent buries shared
