@@ -14,6 +14,7 @@ same rule to what it injects (standard library only, so it keeps its own copy).
 
 from __future__ import annotations
 
+import json
 import unicodedata
 
 
@@ -26,6 +27,14 @@ def _breaking(char: str) -> bool:
 def one_line(text: str) -> str:
     """``text`` with every such character and every run of whitespace turned into one space."""
     return " ".join("".join(" " if _breaking(c) else c for c in text).split())
+
+
+def quoted(text: str) -> str:
+    """``text`` as Colony quotes another's words inside its own sentences (guidance, an answer's
+    sentence): on one line (:func:`one_line`), in double quotes, its own quotes and backslashes escaped
+    (JSON's string syntax), so it can neither close Colony's quote nor start a line that reads as
+    Colony's. ``contrib/colony_hooks.py`` quotes what it injects the same way."""
+    return json.dumps(one_line(text), ensure_ascii=False)
 
 
 #: Characters that only reorder or hide what a reader sees: the bidi embeddings, overrides and isolates

@@ -11,6 +11,7 @@ from datetime import datetime
 from django.db.models import BigIntegerField, F, Func, IntegerField
 from django.db.models.functions import Cast
 
+from brain.choices import QualityFlag
 from brain.models import QueryLog, Thought
 from brain.ranking import Candidate
 from core.models import Agent, Space
@@ -34,6 +35,7 @@ def _agents_count():
 def _highways(space: Space):
     return (
         Thought.objects.filter(space=space, access_count__gte=HIGHWAY_MIN_ACCESS, superseded=False)
+        .exclude(quality_flags__contains=[QualityFlag.CONTRADICTS_CORRECTION.value])
         .annotate(agents=_agents_count())
         .filter(agents__gte=HIGHWAY_MIN_AGENTS)
         # In bigint: access_count goes up to COUNTER_MAX (1e9), so the product overflows an integer.
@@ -59,8 +61,10 @@ def highways_among(
     then the most traffic (one agent's many accesses don't outrank several agents' use).
 
     A superseded thought is never one: the traffic a fact earned before it was corrected, replaced or
-    retracted would send agents back to it. The agent asking (``agent_name``) is not counted towards
-    HIGHWAY_MIN_AGENTS: a highway shown to it is one at least that many other agents used.
+    retracted would send agents back to it. Nor is a live repeat of a corrected fact (flagged
+    ``contradicts_correction``): its traffic would advertise the wrong fact as the team's most used.
+    The agent asking (``agent_name``) is not counted towards HIGHWAY_MIN_AGENTS: a highway shown to it
+    is one at least that many other agents used.
 
     The candidates were read before this call's own reinforcement: those in ``accessed_ids`` (the
     results it returned, and so reinforced) count one more access, by ``agent_name``.
@@ -69,6 +73,8 @@ def highways_among(
     for candidate in candidates:
         thought = candidate.thought
         if candidate.similarity is None or candidate.similarity < HIGHWAY_MIN_SIMILARITY or thought.superseded:
+            continue
+        if QualityFlag.CONTRADICTS_CORRECTION in (thought.quality_flags or []):
             continue
         access_count, agents = thought.access_count, set(thought.accessed_by or [])
         if candidate.id in accessed_ids:

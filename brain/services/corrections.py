@@ -19,6 +19,7 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from api.errors import Conflict, ServiceFailure, ValidationFailed
+from api.text import quoted
 from brain import embedding as embedder
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.inputs import PROMPT_MAX_CHARS
@@ -217,7 +218,7 @@ def correction_guidance(correction: Thought) -> str:
     """The warning the memory response gives at once when a contribution repeats a corrected fact."""
     return (
         f"WARNING: this contribution repeats a fact that was corrected. Correction {correction.id}: "
-        f'"{correction.correct_fact}" (wrong: "{correction.corrected_fact}"). '
+        f"{quoted(correction.correct_fact)} (wrong: {quoted(correction.corrected_fact)}). "
         "Your contribution was stored flagged contradicts_correction; verify your source is current, "
         "and contribute a correction if the correction itself is wrong."
     )

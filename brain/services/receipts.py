@@ -185,10 +185,10 @@ def receipts_erase(*, space_id, replacements: dict[str, str], about: set[str] | 
 
 
 def _json_replace(value: Any, ordered: list[tuple[str, str]], *, about: set[str], inside: bool) -> Any:
-    """``value`` with the quotes replaced in its strings that are ``inside`` (or in an object naming an id
-    of ``about``)."""
+    """``value`` with the quotes replaced in its strings that are ``inside``, in an object naming an id of
+    ``about``, or name one themselves (a guidance sentence quoting that thought)."""
     if isinstance(value, str):
-        if inside:
+        if inside or any(pk in value for pk in about):  # a sentence naming one (guidance quoting it)
             for quote, replacement in ordered:
                 value = value.replace(quote, replacement)
         return value

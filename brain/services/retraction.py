@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from api.parsers import text_problem
+from api.text import quoted
 from brain.choices import IMPORTED_KEY, QualityFlag, ThoughtCategory
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.selectors.lineage import PREVIEW_CHARS
@@ -356,9 +357,11 @@ def _erase_copies(thought: Thought, texts: list[str], *, broad: bool) -> None:
     )
 
 
-def _starts(text: str) -> tuple[str, str, str]:
-    """A text and the starts of it that answers quote (a source's preview, the best source's sentence)."""
-    return text, text[:BEST_QUOTE_CHARS], text[:PREVIEW_CHARS]
+def _starts(text: str) -> tuple[str, ...]:
+    """A text and the starts of it that answers quote (a source's preview, the best source's sentence),
+    each also as Colony's sentences quote it (``api.text.quoted``: on one line, its quotes escaped)."""
+    starts = (text, text[:BEST_QUOTE_CHARS], text[:PREVIEW_CHARS])
+    return (*starts, *(quoted(start)[1:-1] for start in starts))
 
 
 def retraction_guidance(thought: Thought) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.text import quoted
 from brain.choices import ThoughtType
 from brain.ranking import Candidate
 from brain.selectors.lineage import PREVIEW_CHARS
@@ -46,7 +47,7 @@ def _response_text(call: MemoryCall) -> str:
         top = call.sources[0]
         parts.append(
             f"Found {len(call.sources)} relevant thought(s). Best ({top.score:.2f}, "
-            f"{top.thought.contributor_name}): {top.thought.content[:BEST_QUOTE_CHARS]}"
+            f"{top.thought.contributor_name}): {quoted(top.thought.content[:BEST_QUOTE_CHARS])}"
         )
     else:
         parts.append("No relevant thoughts found in the brain yet.")

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from api.errors import ServiceFailure, ValidationFailed
+from api.text import quoted
 from brain import embedding as embedder
 from brain import ranking
 from brain.choices import QualityFlag, ThoughtCategory
@@ -505,25 +506,26 @@ def step_near_duplicate(call: MemoryCall) -> None:
     near_duplicate = flags.is_near_duplicate(similarity)
     if not near_duplicate and not flags.is_refine_candidate(similarity):
         return
+    preview = quoted(other.content[:PREVIEW_CHARS])
     if other.thought_category == ThoughtCategory.CORRECTION:
         flagged = " Yours is flagged near_duplicate." if near_duplicate else ""
         call.guidance.append(
             f"Correction {other.id} says almost the same (similarity {similarity:.2f}): "
-            f'"{other.content[:PREVIEW_CHARS]}".{flagged} Only a correction supersedes a correction. '
+            f"{preview}.{flagged} Only a correction supersedes a correction. "
             + lineage.correction_replacement_hint([str(other.id)])
         )
         call.operations.append("near_duplicate:correction")
     elif near_duplicate:
         call.guidance.append(
             f"Near-duplicate: thought {other.id} says almost the same (similarity {similarity:.2f}): "
-            f'"{other.content[:PREVIEW_CHARS]}". Yours is flagged near_duplicate; merge them with '
+            f"{preview}. Yours is flagged near_duplicate; merge them with "
             f'"consolidates": ["{other.id}", "{call.thought.id}"].'
         )
         call.operations.append("near_duplicate:consolidate")
     else:
         call.guidance.append(
             f"A similar thought exists: {other.id} (similarity {similarity:.2f}): "
-            f'"{other.content[:PREVIEW_CHARS]}". If yours updates it, send it with "refines": "{other.id}".'
+            f'{preview}. If yours updates it, send it with "refines": "{other.id}".'
         )
         call.operations.append("near_duplicate:refine")
 
