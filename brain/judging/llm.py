@@ -6,12 +6,14 @@ to run or to be tested.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import httpx
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from api.text import without_invisible_controls
 from brain.judging.base import JudgeAnswerInvalid, JudgeUnavailable, Verdict
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -66,17 +68,30 @@ def parse_verdict(text: str) -> Verdict:
     if not isinstance(raw_verdict, bool):
         raise JudgeAnswerInvalid(f"The judge's verdict is not a boolean: {raw_verdict!r}")
     raw_confidence = data.get("confidence", 0.5)
-    if isinstance(raw_confidence, bool) or not isinstance(raw_confidence, (int, float)):
-        try:
-            raw_confidence = float(raw_confidence)
-        except (TypeError, ValueError):
-            raise JudgeAnswerInvalid(f"The judge's confidence is not a number: {raw_confidence!r}")
-    if raw_confidence != raw_confidence:  # NaN
-        raise JudgeAnswerInvalid("The judge's confidence is NaN")
+    try:
+        if isinstance(raw_confidence, bool):
+            raise TypeError("a boolean")
+        confidence = float(raw_confidence)  # an int of 300 digits overflows a float
+    except (TypeError, ValueError, OverflowError):
+        raise JudgeAnswerInvalid(f"The judge's confidence is not a number: {str(raw_confidence)[:50]!r}") from None
+    if not math.isfinite(confidence):
+        raise JudgeAnswerInvalid(f"The judge's confidence is not finite: {confidence!r}")
     reason = data.get("reason", "")
     if not isinstance(reason, str):
         reason = json.dumps(reason)
-    return Verdict(raw_verdict, min(1.0, max(0.0, float(raw_confidence))), reason)
+    return Verdict(raw_verdict, min(1.0, max(0.0, confidence)), storable_reason(reason))
+
+
+#: The most of a judge's reason that is kept (it is stored with the verdict and shown on the pages).
+REASON_MAX_CHARS = 1000
+
+
+def storable_reason(reason: str) -> str:
+    """A judge's reason as it can be stored and shown: the judged texts can steer a model into writing a
+    NUL or half a surrogate pair (which PostgreSQL refuses, failing the whole job) or hidden controls;
+    those go, and the reason is cut to REASON_MAX_CHARS."""
+    reason = reason.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+    return without_invisible_controls(reason)[:REASON_MAX_CHARS]
 
 
 class LLMJudge:
