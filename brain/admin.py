@@ -3,11 +3,14 @@
 from django import forms
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
+from rest_framework import serializers
 
-from brain.choices import ThoughtCategory
+from brain.choices import QualityFlag, ThoughtCategory, topic_normal
+from brain.inputs import temporal_scope_checked
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.selectors.lineage import thought_lineage_of
 from brain.services.pipeline import thought_content_changed
+from brain.services.suggestions import draft_problem
 from core.admin import ColonyModelAdmin
 
 #: A thought's links, each to a thought of the same space (SPEC 6: no lineage walk crosses a space).
@@ -24,6 +27,34 @@ class ThoughtForm(forms.ModelForm):
         category = self.fields.get("thought_category")
         if category is not None:
             category.choices = [c for c in category.choices if c[0] != ThoughtCategory.TRANSITION_MARKER]
+
+    def clean_context_metadata(self):
+        value = self.cleaned_data.get("context_metadata")
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Context metadata must be a JSON object ({...}); {} for none.")
+        return value
+
+    def clean_source_ref(self):
+        value = self.cleaned_data.get("source_ref")
+        if value is not None and not isinstance(value, dict):
+            raise forms.ValidationError('A source reference is a JSON object ({"type": ..., "value": ...}) or null.')
+        return value
+
+    def clean_quality_flags(self):
+        value = self.cleaned_data.get("quality_flags")
+        unknown = [flag for flag in value or [] if flag not in QualityFlag.values]
+        if not isinstance(value, list) or unknown:
+            raise forms.ValidationError(f"Quality flags are a list of {', '.join(QualityFlag.values)}.")
+        return value
+
+    def clean_temporal_scope(self):
+        try:  # the rule every door (memory calls, imports, the export's restore) holds
+            return temporal_scope_checked(self.cleaned_data.get("temporal_scope"))
+        except serializers.ValidationError as exc:
+            raise forms.ValidationError(exc.detail) from None
+
+    def clean_topic(self):
+        return topic_normal(self.cleaned_data.get("topic"))
 
     def clean(self):
         data = super().clean()
@@ -110,9 +141,21 @@ class QueryLogAdmin(ColonyModelAdmin):
         return False
 
 
+class CorrectionSuggestionForm(forms.ModelForm):
+    """A suggestion as the admin edits it: its draft stays one that accepting can read."""
+
+    def clean_draft(self):
+        value = self.cleaned_data.get("draft")
+        problem = draft_problem(value)
+        if problem:
+            raise forms.ValidationError(f"The draft {problem}.")
+        return value
+
+
 @admin.register(CorrectionSuggestion)
 class CorrectionSuggestionAdmin(ColonyModelAdmin):
     list_display = ["created_at", "space", "status", "origin", "statement"]
     list_filter = ["space", "status", "origin"]
     search_fields = ["statement", "reason"]
     raw_id_fields = ["thought", "contradicting_thought", "agent", "correction"]
+    form = CorrectionSuggestionForm

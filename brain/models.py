@@ -257,7 +257,10 @@ class QueryLog(models.Model):
                 continue
             if thought_id not in scores:
                 score = result.get("score")
-                scores[thought_id] = float(score) if isinstance(score, (int, float)) else None
+                try:
+                    scores[thought_id] = float(score) if isinstance(score, (int, float)) else None
+                except OverflowError:  # an integer of hundreds of digits
+                    scores[thought_id] = None
         return scores
 
 

@@ -461,7 +461,11 @@ def test_query_log_and_suggestion_imports_check_their_rows_themselves(space):
     with pytest.raises(ImportInvalid) as raised:
         querylogs_import(space=space, rows=[good, {**good, "results": "none"}])
     assert raised.value.extra["lines"] == [
-        {"line": 2, "field": "results", "message": "must be a list of {id, score} objects."}
+        {
+            "line": 2,
+            "field": "results",
+            "message": "must be a list of {id, score} objects, each score a finite number or null.",
+        }
     ]
     assert not QueryLog.objects.filter(space=space).exists()
     with pytest.raises(ImportInvalid, match="correction suggestions") as raised:

@@ -30,7 +30,7 @@ from brain.services.correction_text import correction_default_content, correctio
 from brain.services.flags import thoughts_flag_repeating
 from brain.services.lineage import markers_refuse
 from brain.services.pheromones import DEADLOCK_RETRIES
-from brain.services.suggestions import suggestion_lock_pending, suggestions_close_superseded
+from brain.services.suggestions import draft_problem, suggestion_lock_pending, suggestions_close_superseded
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
 from core.db import is_deadlock
 from core.models import Agent, Space
@@ -267,7 +267,7 @@ def suggestion_accept(
     """
     locked = suggestion_lock_pending(suggestion=suggestion, action="accepted")
     statement_refuse_replaced(locked)
-    draft = locked.draft or {}
+    draft = {} if draft_problem(locked.draft) else locked.draft  # a broken draft: the statement and the thought
     fact = (correct_fact or "").strip() or draft.get("correct_fact") or locked.statement
     correction, _count = thought_correct(
         space=locked.space,

@@ -38,6 +38,27 @@ def suggestion_draft(*, thought: Thought, statement: str) -> dict:
     }
 
 
+#: The text fields of a draft (``suggestion_draft``); ``supersedes`` is a list of thought ids.
+DRAFT_TEXT_KEYS = ("prompt", "thought_category", "topic", "corrected_fact", "correct_fact")
+
+
+def draft_problem(draft) -> str | None:
+    """What is wrong with a suggestion's ``draft`` for accepting it, or None: an object whose text fields
+    are strings and whose ``supersedes`` is a list of strings (a draft written through the admin or an
+    import may be anything JSON holds)."""
+    if not isinstance(draft, dict):
+        return "must be a JSON object"
+    wrong = [key for key in DRAFT_TEXT_KEYS if key in draft and not isinstance(draft[key], str)]
+    if wrong:
+        return f"{', '.join(wrong)} must be text"
+    supersedes = draft.get("supersedes")
+    if supersedes is not None and not (
+        isinstance(supersedes, list) and all(isinstance(ref, str) for ref in supersedes)
+    ):
+        return "supersedes must be a list of thought ids"
+    return None
+
+
 _PENDING_SQL = """
 SELECT id FROM brain_correctionsuggestion
 WHERE thought_id = %(thought)s AND statement = %(statement)s AND status = %(pending)s LIMIT 1

@@ -119,7 +119,7 @@ class Import:
         colony = dump.format == "colony"
         size = max(1, options["batch_size"])
         started = time.perf_counter()
-        imported, links = 0, []
+        imported, links = 0, list(plan.skipped_links)  # those a stopped import left out, then the batches' own
         bar = tqdm(total=len(plan.thoughts), unit="thought", disable=options["no_progress"], desc="import")
         try:
             for start in range(0, len(plan.thoughts), size):

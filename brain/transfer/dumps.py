@@ -42,6 +42,9 @@ class DumpPlan:
     query_logs: list[dict[str, Any]]  # querylog_clean's rows: querylogs_import(..., precleaned=True)
     suggestions: list[dict[str, Any]]  # suggestion_clean's rows: suggestions_import(..., precleaned=True)
     skipped: dict[str, int] = field(default_factory=dict)
+    #: The links of thoughts left out as already stored that the space lacks (an import stopped before its
+    #: final link pass): (thought, field, target), for ``thoughts_import_links``.
+    skipped_links: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -165,7 +168,43 @@ def _plan_thoughts(space: Space, thoughts: list[Any], skip_existing: bool, probl
             )
         )
     kept = [(number, row) for number, _, row in cleaned if not (skip_existing and row["id"] in here)]
-    return [row for _, row in kept], [number for number, _ in kept], first_seen, len(cleaned) - len(kept)
+    skipped = [row for _, _, row in cleaned if skip_existing and row["id"] in here]
+    return (
+        [row for _, row in kept],
+        [number for number, _ in kept],
+        first_seen,
+        len(cleaned) - len(kept),
+        _links_missing(skipped),
+    )
+
+
+def _links_missing(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The links ``rows`` (thoughts already stored) carry that their stored thoughts lack: a pointer left
+    empty, or a related thought not linked. An import stopped before its final link pass left them out."""
+    if not rows:
+        return []
+    stored = {
+        values["id"]: values
+        for values in Thought.objects.filter(pk__in=[row["id"] for row in rows]).values(
+            "id", *(f"{name}_id" for name in FK_REFS)
+        )
+    }
+    related = set(
+        Thought.related_thoughts.through.objects.filter(from_thought_id__in=list(stored)).values_list(
+            "from_thought_id", "to_thought_id"
+        )
+    )
+    links = []
+    for row in rows:
+        for name in FK_REFS:
+            if row[name] is not None and stored[row["id"]][f"{name}_id"] is None:
+                links.append((str(row["id"]), name, str(row[name])))
+        links += [
+            (str(row["id"]), "related_thoughts", str(ref))
+            for ref in row["related_thoughts"]
+            if (row["id"], ref) not in related
+        ]
+    return links
 
 
 def _plan_query_logs(space: Space, rows: list[Any], skip_existing: bool, problems: list[DumpProblem]):
@@ -231,7 +270,7 @@ def dump_plan(
             lambda old: uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {str(old).lower()}"),
         )
     problems: list[DumpProblem] = []
-    rows, numbers, in_file, thoughts_skipped = _plan_thoughts(space, thoughts, skip_existing, problems)
+    rows, numbers, in_file, thoughts_skipped, skipped_links = _plan_thoughts(space, thoughts, skip_existing, problems)
     logs, logs_skipped = _plan_query_logs(space, query_logs, skip_existing, problems)
     kept_suggestions, suggestions_skipped = _plan_suggestions(space, suggestions, in_file, skip_existing, problems)
     if problems:
@@ -246,4 +285,5 @@ def dump_plan(
             "query_logs": logs_skipped,
             "correction_suggestions": suggestions_skipped,
         },
+        skipped_links=skipped_links,
     )

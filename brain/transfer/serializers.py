@@ -41,6 +41,7 @@ from brain.models import EMBEDDING_DIMENSIONS, Thought
 from brain.ranking import PHEROMONE_MAX
 from brain.services import pheromones
 from brain.services.retraction import RETRACTION_KEY
+from brain.services.suggestions import draft_problem
 
 #: Array references (stored as arrays of ids) and foreign-key references.
 ARRAY_REFS = ("source_ids", "supersedes")
@@ -133,7 +134,10 @@ def _vector(value: Any, name: str):
         return value
     if not isinstance(value, list) or len(value) != EMBEDDING_DIMENSIONS or not set(map(type, value)) <= {int, float}:
         raise _Bad(name, f"must be a list of {EMBEDDING_DIMENSIONS} numbers (or left out to embed on import).")
-    exact = np.asarray(value, dtype=np.float64)
+    try:
+        exact = np.asarray(value, dtype=np.float64)
+    except OverflowError:  # an integer of hundreds of digits
+        raise _Bad(name, f"must hold finite numbers between -{FLOAT32_MAX:g} and {FLOAT32_MAX:g} only.") from None
     if not (np.abs(exact) <= FLOAT32_MAX).all():  # NaN fails the comparison too
         raise _Bad(name, f"must hold finite numbers between -{FLOAT32_MAX:g} and {FLOAT32_MAX:g} only.")
     return exact.astype(np.float32)
@@ -655,11 +659,19 @@ def _choice_value(value: Any, name: str, choices: list[str], default: str) -> st
 
 
 def _confidence(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Bad("confidence", "must be a number.")
-    if not math.isfinite(value) or value < 0:
+    if not _finite_number(value) or value < 0:
         raise _Bad("confidence", "must be a finite number, at least 0.")
     return value
+
+
+def _finite_number(value: Any) -> bool:
+    """Whether ``value`` is a JSON number a float holds (an integer of hundreds of digits is not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def querylog_clean(row: Any) -> dict[str, Any]:
@@ -670,8 +682,10 @@ def querylog_clean(row: Any) -> dict[str, Any]:
     _require_storable(row)
     results = row.get("results")
     results = [] if results is None else results
-    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
-        raise _Bad("results", "must be a list of {id, score} objects.")
+    if not isinstance(results, list) or not all(
+        isinstance(r, dict) and (r.get("score") is None or _finite_number(r.get("score"))) for r in results
+    ):
+        raise _Bad("results", "must be a list of {id, score} objects, each score a finite number or null.")
     return {
         "agent": _short_text(row.get("agent"), "agent", 100),
         "agent_ref": _short_text(row.get("agent_ref"), "agent_ref", 100),
@@ -711,8 +725,9 @@ def suggestion_clean(row: Any) -> dict[str, Any]:
         raise _Bad("thought", "is required: the id of the thought the suggestion is about.")
     draft = row.get("draft")
     draft = {} if draft is None else draft
-    if not isinstance(draft, dict):
-        raise _Bad("draft", "must be an object.")
+    problem = draft_problem(draft)
+    if problem:
+        raise _Bad("draft", f"{problem}.")
     return {
         "id": _optional_uuid(row.get("id"), "id") or uuid.uuid4(),
         "thought": _uuid(row["thought"], "thought"),

@@ -56,6 +56,10 @@ def _checkpoint_valid(state: dict) -> bool:
     return True
 
 
+#: The most thoughts one batch embeds (one model call, one transaction).
+BATCH_SIZE_MAX = 10_000
+
+
 class Command(BaseCommand):
     help = "Compute thought embeddings: --missing (no vector or another model) or --all, with a progress bar."
 
@@ -67,8 +71,8 @@ class Command(BaseCommand):
         parser.add_argument("--restart", action="store_true", help="with --all: ignore the checkpoint")
 
     def handle(self, *args, missing, all, batch_size, restart, **options):
-        if batch_size < 1:
-            raise CommandError("--batch-size must be at least 1.")
+        if not 1 <= batch_size <= BATCH_SIZE_MAX:
+            raise CommandError(f"--batch-size must be 1 to {BATCH_SIZE_MAX} (one model call embeds a batch).")
         try:
             done = self._missing(batch_size) if missing else self._all(batch_size, restart)
         except embedder.EmbeddingError as exc:
