@@ -166,39 +166,22 @@ def thought_retract(
     superseded = [row for row in rows if row.pk != key and key in (row.refined_by_id, row.superseded_by_id)]
     thought.live_again = [] if replaced else lineage_release(withdrawn=thought, locked=superseded)
     if thought.thought_category == ThoughtCategory.CORRECTION:
-        thoughts_unflag_contradicting(correction=thought, heir=_standing_correction(thought, superseded))
+        thoughts_unflag_contradicting(correction=thought, heir=_standing_correction(thought))
     return thought
 
 
-#: How many replacements deep the correction that replaced a retracted one is looked for.
-_CORRECTION_CHAIN_MAX = 50
-
-
-def _standing_correction(withdrawn: Thought, handed_back: list[Thought]) -> Thought | None:
-    """The live correction that stands, after ``withdrawn`` (a correction) is retracted, for the thought it
-    corrected: the live correction that replaced it (only a correction supersedes a correction), else the
-    newest live correction among those it had replaced and handed back (``handed_back``, just released)
-    and those that supersede what it handed back; None when no correction stands any more."""
-    if withdrawn.superseded_by_id is not None:
-        pk = withdrawn.superseded_by_id
-        for _ in range(_CORRECTION_CHAIN_MAX):
-            row = (
-                Thought.objects.filter(pk=pk, space_id=withdrawn.space_id, thought_category=ThoughtCategory.CORRECTION)
-                .only("id", "superseded", "superseded_by_id")
-                .first()
-            )
-            if row is None or not row.superseded:
-                return row
-            if row.superseded_by_id is None:
-                return None  # retracted: the correction that replaced it was withdrawn too
-            pk = row.superseded_by_id
-        return None
-    candidates = {row.superseded_by_id for row in handed_back if row.superseded_by_id is not None}
-    candidates |= {row.pk for row in handed_back if row.thought_category == ThoughtCategory.CORRECTION}
+def _standing_correction(withdrawn: Thought) -> Thought | None:
+    """The live correction that stands, after ``withdrawn`` (a correction, its lineage just released) is
+    retracted, for what it corrected: the live correction that now supersedes one of its ``supersedes``
+    (the one that replaced it, or an earlier one handed back), the newest if several; None when none
+    does."""
+    superseding = Thought.objects.filter(space_id=withdrawn.space_id, pk__in=withdrawn.supersedes).values(
+        "superseded_by_id"
+    )
     return (
         Thought.objects.filter(
-            pk__in=candidates,
             space_id=withdrawn.space_id,
+            pk__in=superseding,
             thought_category=ThoughtCategory.CORRECTION,
             superseded=False,
         )
