@@ -19,6 +19,24 @@ from tests.quality_support import ScriptedJudge, make_query_log, make_thought, n
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("enqueued")]  # scoring jobs only enqueued
 
 
+def _raised_against_the_fact(space, author, attacker, *, confidence: float = 0.0):
+    """The right fact F (``author``'s), the wrong statement S (``attacker``'s) and the suggestion S raised
+    against F, as the contradiction detector raises one."""
+    fact = make_thought(space, "Staging deploys run migrations before the web workers restart.", agent=author.agent)
+    statement = make_thought(
+        space, "Staging deploys never run migrations; workers migrate lazily.", agent=attacker.agent
+    )
+    suggestion, _ = suggestion_create(
+        thought=fact,
+        statement=statement.content,
+        origin=SuggestionOrigin.CONTRADICTION_DETECTOR,
+        confidence=confidence,
+        agent=attacker.agent,
+        contradicting_thought=statement,
+    )
+    return fact, statement, suggestion
+
+
 def test_accepting_a_suggestion_with_a_longest_correct_fact_stores_no_thought_past_the_bound(
     agent_factory, space, fake_embedder
 ):
@@ -79,18 +97,7 @@ def test_a_suggestion_whose_contradicting_statement_was_corrected_can_no_longer_
     attacker = agent_factory("dev", name="attacker")
     checker = agent_factory("qa", name="checker")
     innocent = agent_factory("pdsa", name="innocent")
-    fact = make_thought(space, "Staging deploys run migrations before the web workers restart.", agent=author.agent)
-    statement = make_thought(
-        space, "Staging deploys never run migrations; workers migrate lazily.", agent=attacker.agent
-    )
-    suggestion, _ = suggestion_create(
-        thought=fact,
-        statement=statement.content,
-        origin=SuggestionOrigin.CONTRADICTION_DETECTOR,
-        confidence=0.9,
-        agent=attacker.agent,
-        contradicting_thought=statement,
-    )
+    fact, statement, suggestion = _raised_against_the_fact(space, author, attacker, confidence=0.9)
     r = checker.post(
         f"/api/v1/thoughts/{statement.id}/correct",
         {"correct_fact": "Staging deploys do run migrations, before the web workers restart."},
@@ -152,17 +159,7 @@ def test_a_suggestion_left_pending_on_a_refined_statement_can_not_be_accepted(ag
     author = agent_factory("dev", name="author")
     attacker = agent_factory("dev", name="attacker")
     innocent = agent_factory("pdsa", name="innocent")
-    fact = make_thought(space, "Staging deploys run migrations before the web workers restart.", agent=author.agent)
-    statement = make_thought(
-        space, "Staging deploys never run migrations; workers migrate lazily.", agent=attacker.agent
-    )
-    suggestion, _ = suggestion_create(
-        thought=fact,
-        statement=statement.content,
-        origin=SuggestionOrigin.CONTRADICTION_DETECTOR,
-        agent=attacker.agent,
-        contradicting_thought=statement,
-    )
+    fact, statement, suggestion = _raised_against_the_fact(space, author, attacker)
     r = attacker.post(
         "/api/v1/memory",
         {"prompt": "Staging deploys run migrations lazily on each worker.", "refines": str(statement.id)},
