@@ -19,7 +19,8 @@ Input, first match wins:
 Explicit feedback: besides ``--used``/``--contradicted``, the agent may write
 ``colony:used <uuid>`` or ``colony:contradicted <uuid>`` (several ids separated by commas or
 spaces) anywhere in its response; those ids are sent as ``used_ids``/``contradicted_ids`` (the first
-100 of each list). An id Colony refuses (unknown, or not returned by a memory call of this session) is
+100 of each list). An id Colony refuses (unknown, not returned by a memory call of this session, or named
+in the text of a source returned there, so the feedback may be copied from what the agent read) is
 dropped and the turn sent again without it, until Colony takes the turn: a response that quotes a
 source full of planted ids still logs the turn and the agent's own feedback.
 
@@ -289,9 +290,13 @@ def error_text(error: urllib.error.HTTPError) -> str:
     return error.colony_text
 
 
-#: Why Colony refused ids of a turn, by error code: unknown (or another space's) ids, and ids no memory
-#: call of this session returned (404 UNKNOWN_THOUGHT; 400 VALIDATION_ERROR naming ``ids``).
-REFUSED_IDS = {"UNKNOWN_THOUGHT": "Colony does not know", "VALIDATION_ERROR": "not shown to this session:"}
+#: Why Colony refused ids of a turn, by error code: unknown (or another space's) ids (404 UNKNOWN_THOUGHT),
+#: and ids no memory call of this session returned or that a source it returned names in its text (400
+#: VALIDATION_ERROR naming ``ids``).
+REFUSED_IDS = {
+    "UNKNOWN_THOUGHT": "Colony does not know",
+    "VALIDATION_ERROR": "not shown to this session, or named by a source it read:",
+}
 
 
 def refused_ids(error: urllib.error.HTTPError) -> tuple[set[str], str]:
@@ -354,7 +359,7 @@ def run(argv: list[str], timeout: float, result: dict) -> None:
                 refused, why = refused_ids(exc)
                 if not refused or attempt == MAX_SENDS:
                     raise
-                # A mistyped, foreign or never-shown id in the feedback must not lose the whole turn.
+                # A mistyped, foreign, never-shown or planted id in the feedback must not lose the whole turn.
                 note(f"{why} {', '.join(sorted(refused))}; sending the turn without those ids")
                 for key in ("used_ids", "contradicted_ids", "injected_ids"):
                     if key in turn:

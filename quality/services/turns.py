@@ -15,10 +15,11 @@ must not be lost. Every id must name a thought of the caller's space (404 otherw
 Feedback can't bury (SPEC 6). Explicit feedback counts only for what was injected into the caller's
 own session: an id in ``injected_ids``/``used_ids``/``contradicted_ids`` must be among the sources a
 memory call of this agent in this session returned (its query-log rows); any other id is refused, 400
-``VALIDATION_ERROR`` naming the first few, and nothing is stored. (An injected item is judged, and a
-trusted judge's verdicts move its thought's EMAs and may raise a correction suggestion: naming a
-thought as injected is feedback too.) A session belongs to the agent that
-first used it (its first query-log row or turn): another agent's turn naming it is refused, 403
+``VALIDATION_ERROR`` naming the first few, and nothing is stored; so is a used or contradicted id that
+one of those sources names in its text, since that feedback may be copied from what the agent read.
+(An injected item is judged, and a trusted judge's verdicts move its thought's EMAs and may raise a
+correction suggestion: naming a thought as injected is feedback too.) A session belongs to the agent
+that first used it (its first query-log row or turn): another agent's turn naming it is refused, 403
 ``SESSION_NOT_YOURS``, before anything is read or stored (not 400: the request is well formed, the
 caller just may not act in that session). The owner is written down (``SessionOwner``, unique per
 session id of a space) in the transaction of the session's first turn, and read from there afterwards:
@@ -168,18 +169,20 @@ def _session_claim(*, agent: Agent, session_id: str) -> None:
         raise _not_yours(session_id)
 
 
-def _shown_check(*, agent: Agent, session_id: str, newest: QueryLog | None, ids: list[uuid.UUID]) -> None:
-    """400 naming the ids the caller named (injected, used, contradicted) that no memory call of this
-    agent's session returned: the newest call's (``newest``, loaded and waited for already) and the
-    earlier calls' query-log rows."""
-    if not ids:
-        return
+def _session_shown(*, agent: Agent, session_id: str, newest: QueryLog | None) -> set[uuid.UUID]:
+    """What the memory calls of this agent's session returned: the newest call's (``newest``, loaded and
+    waited for already) and the earlier calls' query-log rows."""
     shown = set(QueryLog.result_scores(newest.results)) if newest is not None else set()
     earlier = QueryLog.objects.filter(space=agent.space, session_id=session_id, agent=agent)
     if newest is not None:
         earlier = earlier.exclude(pk=newest.pk)
     for results in earlier.values_list("results", flat=True).iterator():
         shown.update(QueryLog.result_scores(results))
+    return shown
+
+
+def _shown_check(*, session_id: str, shown: set[uuid.UUID], ids: list[uuid.UUID]) -> None:
+    """400 naming the ids the caller named (injected, used, contradicted) that are not in ``shown``."""
     foreign = [str(i) for i in ids if i not in shown]
     if foreign:
         named = ", ".join(foreign[:NAMED_IN_ERRORS])
@@ -188,6 +191,38 @@ def _shown_check(*, agent: Agent, session_id: str, newest: QueryLog | None, ids:
             f"injected_ids/used_ids/contradicted_ids may only name thoughts your memory calls in session "
             f"{session_id!r} returned; not returned to you there: {named}{more}.",
             extra={"ids": foreign},
+        )
+
+
+#: A thought id as text (what the Stop hook reads after ``colony:used`` / ``colony:contradicted``).
+_ID_TEXT = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+
+
+def _copied_check(*, space, shown: set[uuid.UUID], ids: list[uuid.UUID]) -> None:
+    """400 naming the feedback ids (used, contradicted) that a thought of ``shown`` names in its text.
+
+    Such feedback may be copied from what the agent read: a thought carrying ``colony:contradicted <id>``
+    makes every agent that quotes it (as agents quote sources) or follows it contradict that id, past the
+    one-agent floor. Honest thoughts don't name other thoughts' ids, so refusing costs little; the Stop
+    hook sends the turn again without the refused ids."""
+    if not ids or not shown:
+        return
+    wanted = {str(i): i for i in ids}
+    named: dict[str, uuid.UUID] = {}
+    rows = Thought.objects.filter(space=space, pk__in=shown, content__regex=_ID_TEXT).values_list("pk", "content")
+    for source_id, content in rows.iterator():
+        text = content.lower()
+        for key in wanted:
+            if key not in named and key in text:
+                named[key] = source_id
+    if named:
+        copied = [key for key in wanted if key in named]
+        listed = ", ".join(f"{key} (named by thought {named[key]})" for key in copied[:NAMED_IN_ERRORS])
+        more = f" and {len(copied) - NAMED_IN_ERRORS} more" if len(copied) > NAMED_IN_ERRORS else ""
+        raise ValidationFailed(
+            f"used_ids/contradicted_ids may not name a thought that a source returned to you names in its text "
+            f"(feedback copied from what you read counts for nothing); send the turn without: {listed}{more}.",
+            extra={"ids": copied},
         )
 
 
@@ -259,7 +294,11 @@ def turn_log_create(
                     code="UNKNOWN_THOUGHT",
                     extra={"ids": unknown},
                 )
-            _shown_check(agent=agent, session_id=session_id, newest=query_log, ids=[i for i in wanted if i in named])
+            feedback = _unique([*(used_ids or []), *(contradicted_ids or [])])
+            if named or feedback:
+                shown = _session_shown(agent=agent, session_id=session_id, newest=query_log)
+                _shown_check(session_id=session_id, shown=shown, ids=[i for i in wanted if i in named])
+                _copied_check(space=space, shown=shown, ids=feedback)
 
             injected_set = set(injected)
             turn = TurnLog.objects.create(
