@@ -1,4 +1,4 @@
-"""``make fuzz-api``: the bigger schemathesis run over the whole agent API (issue 12 item 5).
+"""``make fuzz-api``: the bigger schemathesis run over the whole agent API.
 
 The same run as tests/test_api_schemathesis.py (see tests/schemathesis_support.py: a live server,
 every operation, both generation modes, every check, a fixed seed), with more examples per operation

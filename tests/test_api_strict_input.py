@@ -1,4 +1,4 @@
-"""Strict input on every endpoint (issue 12 item 4): a number, list or object where a string is
+"""Strict input on every endpoint: a number, list or object where a string is
 expected, a NUL character in any text or JSON field (keys included, nested), in a path or a query
 parameter, a lone surrogate in any JSON field, and an out-of-range number in any query parameter are
 each a 400 VALIDATION_ERROR naming the field, and nothing is stored."""

@@ -1,4 +1,4 @@
-"""The contributor others see is the token's agent, by its registered name (issue 12 item 7).
+"""The contributor others see is the token's agent, by its registered name (SPEC 6).
 
 ``agent_id``/``agent_name`` in the body are kept only as metadata: an agent can't present itself as
 another on sources, thought details, lineage or markers.

@@ -1,9 +1,9 @@
-"""Issue 4 end to end, through ``POST /api/v1/memory`` with the REAL embedding model.
+"""Knowledge evolution end to end (SPEC 2.4, 2.5), through ``POST /api/v1/memory`` with the REAL embedding model.
 
-The point of the issue: a wrong fact that many agents repeated loses to a single correction, at
-once, and does not creep back. The seed's case (seeds/000, Neuroimaginations-Coach) is played out
-here by five agents; every other item of the issue is checked through the same endpoint (or the
-corrections API) rather than by calling services directly.
+A wrong fact that many agents repeated loses to a single correction, at once, and does not creep
+back. The seed's case (seeds/000, Neuroimaginations-Coach) is played out here by five agents; every
+other rule of evolution is checked through the same endpoint (or the corrections API) rather than by
+calling services directly.
 """
 
 from __future__ import annotations

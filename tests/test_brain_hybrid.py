@@ -1,4 +1,4 @@
-"""Hybrid retrieval with the real model (issue 13, issue 12 items 1 and 3): superseded thoughts under
+"""Hybrid retrieval with the real model (SPEC 2.2, 2.3): superseded thoughts under
 their live replacement, reinforcement as a bounded tie-break, ``store`` and ``contribute: false``."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def source(body, thought_id) -> dict:
     return next(s for s in body["result"]["sources"] if s["thought_id"] == thought_id)
 
 
-# --- issue 12 item 1: a superseded thought never ranks above its live replacement ----------------
+# --- a superseded thought never ranks above its live replacement ----------------
 def test_a_short_update_refining_a_long_original_ranks_above_it(dev, billing):
     """The issue's case: the original is far more similar to the query (0.43 against 0.26 in the
     issue), yet the refinement comes first and both matching_reasons say why."""
@@ -154,7 +154,7 @@ def test_rank_puts_every_present_replacement_above_its_superseded_thought_whatev
             assert ids.index(new.id) < ids.index(old.id), (sim_old, sim_new, bm25_old, flags_new, weight_old, kind)
 
 
-# --- issue 13 item 3: reinforcement is a bounded tie-break -----------------------------------------
+# --- reinforcement is a bounded tie-break -----------------------------------------
 def test_200_searches_about_one_subject_dont_change_the_answer_to_an_unrelated_question(dev, billing, monkeypatch):
     real = embedding.embed_many
     cache: dict[str, list[float]] = {}
@@ -181,7 +181,7 @@ def test_200_searches_about_one_subject_dont_change_the_answer_to_an_unrelated_q
             assert s["score"] <= old["score"] * (1 + ranking.PHEROMONE_BOOST_MAX) + 1e-4
 
 
-# --- issue 13 item 2: OR semantics on the lexical side -----------------------------------------------
+# --- OR semantics on the lexical side -----------------------------------------------
 def test_a_thought_sharing_one_rare_word_of_a_long_question_is_found_by_the_lexical_side(dev, billing):
     code = post(dev, prompt="ERR4711 means the VAT id is missing on the invoice.", store=True)["trace"]["thought_id"]
     body = search(dev, "What did the team find out about ERR4711 when they looked into it last week?")
@@ -189,7 +189,7 @@ def test_a_thought_sharing_one_rare_word_of_a_long_question_is_found_by_the_lexi
     assert "full-text match" in source(body, code)["matching_reason"]
 
 
-# --- issue 13 item 4: store / thought_category keep short items; the threshold guards the rest ----
+# --- store / thought_category keep short items; the threshold guards the rest ----
 def test_store_true_keeps_a_short_item(dev):
     body = post(dev, prompt="Staging is eu-2.", store=True)
     assert body["trace"]["thoughts_contributed"] == 1
@@ -212,7 +212,7 @@ def test_the_threshold_still_guards_free_form_prompts(dev, prompt):
     assert body["trace"]["thoughts_contributed"] == 0 and not Thought.objects.filter(content=prompt).exists()
 
 
-# --- issue 12 item 3: contribute: false retrieves, reinforces, logs, never stores -------------------
+# --- contribute: false retrieves, reinforces, logs, never stores -------------------
 LONG_STATEMENT = "The billing pipeline retries webhooks and parks what still fails in the dead-letter queue."
 
 
@@ -268,7 +268,7 @@ def test_contribute_must_be_a_boolean(dev):
     assert response.status_code == 400 and "contribute" in response.json()["error"]["message"]
 
 
-# --- issue 12 item 10: near-duplicate (0.85 / 0.90) with the real model ------------------------------
+# --- near-duplicate (0.85 / 0.90) with the real model ------------------------------
 def test_near_duplicate_with_the_real_model(dev):
     """A reworded copy (real similarity > 0.90) is flagged and merging is advised; a different fact
     about the same system (below 0.85) is neither flagged nor advised about."""

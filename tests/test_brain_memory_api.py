@@ -388,7 +388,7 @@ def test_full_text_finds_a_thought_whose_embedding_is_pending(dev, fake_embedder
 # --- disambiguation -------------------------------------------------------------------------------
 @pytest.mark.parametrize("count, tags, expected", [(10, 3, True), (9, 3, False), (10, 2, False)])
 def test_disambiguation(dev, thought_factory, count, tags, expected):
-    """The real model (issue 12 item 10): the thoughts are found by meaning, as an agent's would be."""
+    """The real model: the thoughts are found by meaning, as an agent's would be."""
     for i in range(count):
         thought_factory(f"retry policy for the queue consumer variant {i}", tags=[f"tag{i % tags}"], embedding="real")
     body = memory(dev, prompt="retry policy queue consumer", limit=10)
@@ -561,7 +561,7 @@ def test_no_implicit_feedback_without_a_contribution_or_in_a_new_session(dev, fa
 
 # --- highways -------------------------------------------------------------------------------------
 def test_highways_nearby(agent_factory, thought_factory):
-    """The real model (issue 12 item 10): an unrelated query must find no highway by meaning."""
+    """The real model: an unrelated query must find no highway by meaning."""
     a, b = agent_factory("dev"), agent_factory("qa")
     road = thought_factory("Redis is the Celery broker in production deployments.", embedding="real")
     lonely = thought_factory("Redis broker configuration lives in the settings module.", embedding="real")
@@ -665,8 +665,8 @@ def test_steps_run_in_the_order_of_the_spec(agent_factory, thought_factory):
     scheduled) → reinforce → disambiguation → onboarding → near-duplicate → implicit feedback →
     highways → pending corrections. SPEC 2.2 retrieves after contributing; a plain contribution's
     search runs first and answers the same (the next test), and a refinement's or a correction's
-    runs after its write (test_a_write_that_supersedes_searches_after_it). The real model (issue 12
-    item 10): the near-duplicate is one by meaning."""
+    runs after its write (test_a_write_that_supersedes_searches_after_it). The real model:
+    the near-duplicate is one by meaning."""
     agent = agent_factory("dev")
     prompt = "retry policy queue consumer " * 3
     for i in range(10):
@@ -766,7 +766,7 @@ def test_a_correction_beyond_the_vector_pool_is_found_exactly(dev, monkeypatch, 
     """Corrections don't depend on the approximate index or on wording: 35 closer neighbours fill the
     vector side's pool, the correction shares no query word, and the one statement still brings it
     (compared exactly), with its boost (×1.3) on its fused score. Where that puts it is the fusion's
-    business (brain.ranking, issue 13): 31st of 31 by cosine here, so ×1.3 no longer lifts it above
+    business (brain.ranking): 31st of 31 by cosine here, so ×1.3 no longer lifts it above
     thirty closer thoughts (ranking corrections higher inside the fusion cost recall on the
     retrieval benchmark's dev split: benchmarks/retrieval/README.md). Scores are checked against the
     fusion alone (contrast off: it rescores every cosine)."""

@@ -1,4 +1,4 @@
-"""The project's import graph: no cycles, and layers pointing one way (issue 11).
+"""The project's import graph: no cycles, and layers pointing one way (CONVENTIONS).
 
 Built from the source with ``ast`` (nothing is imported), over every module of the project's own
 packages, counting top-level imports *and* imports inside functions, methods and ``if`` blocks, so
@@ -248,7 +248,7 @@ def test_the_layer_rule(importer, imported, allowed):
 
 
 def test_no_management_command_imports_an_api_module():
-    """The CLIs share input validation and services with the REST API, never its views (issue 11 item 4)."""
+    """The CLIs share input validation and services with the REST API, never its views."""
     graph = build_graph()
     commands = [module for module in graph if ".management.commands." in module]
     assert "brain.management.commands.brain" in commands

@@ -1,4 +1,4 @@
-"""Tokens never appear in logs (issue 16 item 8): a full request cycle with every log captured.
+"""Tokens never appear in logs (SPEC 6): a full request cycle with every log captured.
 
 API calls that succeed and fail (400, 401 with a wrong token, 404, 405, 429, a 500 from a broken
 view), a worker job (the turn-scoring job, run inline as the eager worker does) and an import, with

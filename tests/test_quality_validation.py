@@ -126,7 +126,7 @@ def test_a_judge_agreeing_on_enough_held_out_turns_becomes_trusted(tmp_path, set
 
 
 def test_agreeing_on_the_tuning_half_cannot_make_a_judge_trusted(tmp_path, settings, capsys):
-    """The gamed case of issue 12 item 8: perfect on the half the judge was tuned on, below the bar on
+    """A gamed judge: perfect on the half the judge was tuned on, below the bar on
     the held-out half, above the bar on the whole file (which the old rule read). It stays untrusted."""
     settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
     turns = tune_turns(400) + held_out_turns(160, wrong_every=2)  # held-out: 80 of 160 turns disagree

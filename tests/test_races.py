@@ -1,4 +1,4 @@
-"""Races at scale (issue 16 item 5), on the real PostgreSQL with real threads, each on its own connection.
+"""Races at scale, on the real PostgreSQL with real threads, each on its own connection.
 
 - 100 rounds of 8 concurrent transitions of one task: exactly one wins every round (the others get
   409 CONFLICT while the row lock is held, or 400 once the task has moved), one log row, one marker.

@@ -1,4 +1,4 @@
-"""Spaces isolate tenants over every endpoint (issue 16 item 8, SPEC 6).
+"""Spaces isolate tenants over every endpoint (SPEC 6).
 
 The REST paths are enumerated from the URL resolver at collection time: every ``/api/v1/`` route
 with a path parameter is called with ids of ANOTHER space, for every method its view has, and must
@@ -185,7 +185,7 @@ def test_ids_of_another_space_in_bodies_are_404_and_change_nothing(world, caller
     assert not Thought.objects.filter(space=space).exists()
 
 
-# --- MCP tools (issue 15 added them): every tool, with the other space's ids -------------------------
+# --- MCP tools: every tool, with the other space's ids -------------------------
 #: Arguments naming an object: the world key of the other space's object to pass.
 MCP_ID_ARGS = {"thought_id": "thought", "suggestion_id": "suggestion", "task": "task_slug", "refines": "thought"}
 #: Other required arguments: a plausible value, so the id lookup decides the answer.

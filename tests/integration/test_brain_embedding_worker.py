@@ -1,4 +1,4 @@
-"""A real Celery worker embeds a thought that was stored without a vector (SPEC 2.3, issue 3.3)."""
+"""A real Celery worker embeds a thought that was stored without a vector (SPEC 2.3)."""
 
 from __future__ import annotations
 
