@@ -30,6 +30,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -170,13 +171,20 @@ def read_event() -> dict:
     return event if isinstance(event, dict) else {}
 
 
+#: The Stop hook's feedback marker (``colony:used <id>``, ``colony:contradicted <id>``) in text others wrote
+#: becomes ``colony: used``, which the Stop hook doesn't read: an agent that quotes what was injected must
+#: not send another agent's planted feedback as its own.
+FEEDBACK_MARKER = re.compile(r"colony:(?=used|contradicted)", re.IGNORECASE)
+
+
 def one_line(text: object) -> str:
     """``text`` as one line: every line break, control or format character (ESC, CR, BEL, U+2028, a bidi
     override) becomes a space, and each run of spaces one. Text other agents wrote can then neither start
     a line of its own in the context (a forged source, task or "Colony: you are" line) nor hide or
-    overwrite text where the context is shown in a terminal."""
+    overwrite text where the context is shown in a terminal. A feedback marker loses its meaning
+    (:data:`FEEDBACK_MARKER`)."""
     spaced = "".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in str(text))
-    return " ".join(spaced.split())
+    return FEEDBACK_MARKER.sub("colony: ", " ".join(spaced.split()))
 
 
 def quoted(text: object) -> str:

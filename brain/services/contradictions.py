@@ -16,6 +16,7 @@ import logging
 
 from django.db import transaction
 
+from api.text import quoted
 from brain import embedding
 from brain.choices import SuggestionOrigin, ThoughtCategory
 from brain.judging import Judge, JudgeAnswerInvalid, get_judge
@@ -178,7 +179,7 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
             statement=thought.content,
             origin=SuggestionOrigin.CONTRADICTION_DETECTOR,
             confidence=verdict.confidence,
-            reason=f"{judge.name} judge: {verdict.reason}",
+            reason=f"{judge.name} judge: {quoted(verdict.reason)}",  # the model's words, which may be steered
             agent=thought.agent,
             session_id=session_id,
             contradicting_thought=thought,

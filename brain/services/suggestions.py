@@ -15,6 +15,7 @@ from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.utils import timezone
 
 from api.errors import Conflict, Forbidden, NotFound
+from api.text import quoted
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
 from brain.services.correction_text import correction_default_content, correction_replaced_fact
@@ -164,7 +165,7 @@ def suggestion_dismiss(
     locked.resolved_at = timezone.now()
     locked.resolved_by = resolved_by
     if reason:
-        locked.reason = f"{locked.reason}\nDismissed: {reason}".strip()
+        locked.reason = f"{locked.reason}\nDismissed: {quoted(reason)}".strip()
     locked.save(update_fields=["status", "resolved_at", "resolved_by", "reason"])
     thought_unflag_unverified(thought_id=locked.thought_id)
     return locked

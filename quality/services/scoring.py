@@ -64,6 +64,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from api.text import quoted
 from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory
 from brain.judging import JudgeAnswerInvalid, JudgeUnavailable, get_judge
 from brain.models import CorrectionSuggestion, QueryLog, Thought
@@ -392,7 +393,7 @@ def _raise_suggestion(*, turn: TurnLog, item: TurnItem, response_text: str) -> b
         verdict = item.judge_details.get("contradicted", {})
         confidence = float(verdict.get("confidence", 0.0))
         reason = f"The quality judge found turn {turn.turn_id} of {turn.agent_name} contradicting this thought: "
-        reason += verdict.get("reason", "")
+        reason += quoted(str(verdict.get("reason", "")))  # the judge's words, which a thought may have steered
     statement = contradicting_statement(response=response_text, item=item.excerpt) or (
         f"{turn.agent_name} marked this thought as contradicted in turn {turn.turn_id} without a statement."
     )

@@ -70,3 +70,36 @@ def test_the_joiners_scripts_and_emoji_need_stay():
     text = "می\u200cخواهم 👩\u200d💻 deploys"  # ZWNJ in Persian, ZWJ in an emoji sequence
     assert without_invisible_controls(text) == text
     assert without_invisible_controls("a\u202ab\u2066c\u2069d\ufeffe\u2060f") == "abcdef"
+
+
+#: Format characters (category Cf) that are drawn or that scripts need: the zero-width (non-)joiners and
+#: the prepended concatenation marks (Arabic number signs and the like).
+KEPT_FORMAT = {0x200C, 0x200D, *range(0x0600, 0x0606), 0x06DD, 0x070F, 0x0890, 0x0891, 0x08E2, 0x110BD, 0x110CD}
+
+
+def test_every_other_format_character_is_dropped():
+    """Attack: text hidden in format characters the list missed, such as the tag characters U+E0020-U+E007E
+    ("ASCII smuggling": nothing shows on a screen, a language model reads the text they spell). Rule: every
+    format character Unicode knows, but the kept ones, is dropped; a new Unicode version that adds one
+    fails here until the list names it."""
+    import sys
+    import unicodedata
+
+    missed = [
+        f"U+{code:04X}"
+        for code in range(0x80, sys.maxunicode + 1)
+        if unicodedata.category(chr(code)) == "Cf"
+        and code not in KEPT_FORMAT
+        and without_invisible_controls(f"a{chr(code)}b") != "ab"
+    ]
+    assert missed == []
+    assert without_invisible_controls("ok" + "".join(chr(0xE0000 + ord(c)) for c in "obey me")) == "ok"
+
+
+def test_variation_selectors_choose_a_glyph_and_carry_nothing_else():
+    """Attack: bytes hidden as a run of variation selectors after one visible character. Rule: one selector
+    after a character stays (an emoji's presentation), the rest of a run and the supplement's go."""
+    heart = "\u2764\ufe0f"
+    assert without_invisible_controls(heart) == heart
+    assert without_invisible_controls(heart + "\ufe01\ufe02\ufe0e") == heart
+    assert without_invisible_controls("x\U000e0100\U000e01efy") == "xy"
