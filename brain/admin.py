@@ -68,6 +68,10 @@ class ThoughtForm(forms.ModelForm):
         related = data.get("related_thoughts")
         if related is not None and related.exclude(space=space).exists():
             self.add_error("related_thoughts", "A thought of another space: links stay within the thought's space.")
+        for name in ("source_ids", "supersedes"):
+            ids = data.get(name) or []
+            if ids and Thought.objects.filter(pk__in=ids).exclude(space=space).exists():
+                self.add_error(name, "A thought of another space: links stay within the thought's space.")
         return data
 
 
@@ -91,10 +95,11 @@ class ThoughtAdmin(ColonyModelAdmin):
         return thought is not None and thought.thought_category == ThoughtCategory.TRANSITION_MARKER
 
     def get_readonly_fields(self, request, obj=None):
-        """A transition marker is the audit trail (SPEC 6): every field of it is read-only."""
+        """A transition marker is the audit trail (SPEC 6): every field of it is read-only. A thought's space
+        is set when it is stored: the links other thoughts hold to it stay in that space."""
         if self._is_marker(obj):
             return [*self.readonly_fields, *(f.name for f in Thought._meta.get_fields() if f.concrete and f.editable)]
-        return self.readonly_fields
+        return [*self.readonly_fields, "space"] if obj is not None else self.readonly_fields
 
     def has_delete_permission(self, request, obj=None):
         return not self._is_marker(obj) and super().has_delete_permission(request, obj)
@@ -142,7 +147,8 @@ class QueryLogAdmin(ColonyModelAdmin):
 
 
 class CorrectionSuggestionForm(forms.ModelForm):
-    """A suggestion as the admin edits it: its draft stays one that accepting can read."""
+    """A suggestion as the admin edits it: its wording, reason and draft (which accepting reads); what it
+    is about, who raised it and its status are the workflow's (CorrectionSuggestionAdmin)."""
 
     def clean_draft(self):
         value = self.cleaned_data.get("draft")
@@ -159,3 +165,10 @@ class CorrectionSuggestionAdmin(ColonyModelAdmin):
     search_fields = ["statement", "reason"]
     raw_id_fields = ["thought", "contradicting_thought", "agent", "correction"]
     form = CorrectionSuggestionForm
+    #: Raised by the judges, the contradiction detector and agents, resolved by accepting or dismissing it
+    #: (the corrections pages and API): the thought it is about, its space and its status aren't a form's.
+    readonly_fields = ["space", "thought", "contradicting_thought", "origin", "confidence", "agent", "session_id",
+                       "status", "created_at", "resolved_at", "resolved_by", "correction"]  # fmt: skip
+
+    def has_add_permission(self, request):
+        return False

@@ -2,7 +2,9 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
-from django.db import models
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db import DataError, models, transaction
 
 from api.parsers import JSONTooDeep, NumberCheckedDecoder, unstorable_text
 from core.models import Agent, AgentToken, Space, UrlToken
@@ -32,8 +34,9 @@ class StorableJSONFormField(forms.JSONField):
 
 
 class _ChangeList(ChangeList):
-    """Django's list, with a date drill-down Python can't build (a year of 20 digits, the day after
-    9999-12-31) answered as any bad filter is (the list again, "?e=1"), not as a 500."""
+    """Django's list, with a filter of the query string that Python or PostgreSQL can't run (a year of 20
+    digits or below 1, the day after 9999-12-31, an array value that is no list of ids) answered as any
+    bad filter is (the list again, "?e=1"), not as a 500."""
 
     def get_filters(self, request):
         try:
@@ -41,15 +44,41 @@ class _ChangeList(ChangeList):
         except (OverflowError, ValueError) as exc:
             raise IncorrectLookupParameters(exc) from exc
 
+    def get_results(self, request):
+        try:
+            with transaction.atomic():  # a failed query must not leave the request's transaction broken
+                super().get_results(request)
+        except (OverflowError, ValueError, DataError) as exc:
+            raise IncorrectLookupParameters(exc) from exc
 
-class ColonyModelAdmin(admin.ModelAdmin):
-    """Every Colony model's admin: JSON fields refuse what PostgreSQL can't store, and a list's bad date
-    drill-down is a bad filter."""
 
-    formfield_overrides = {models.JSONField: {"form_class": StorableJSONFormField}}
+class _Lists:
+    """What every admin list of Colony's does: its bad filters are bad filters (:class:`_ChangeList`), and a
+    regular expression from the query string is refused (400): PostgreSQL would run it on every row."""
 
     def get_changelist(self, request, **kwargs):
         return _ChangeList
+
+    def lookup_allowed(self, lookup, value, request=None):
+        if lookup.endswith(("__regex", "__iregex")):
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+
+class ColonyModelAdmin(_Lists, admin.ModelAdmin):
+    """Every Colony model's admin: JSON fields refuse what PostgreSQL can't store, and its list holds
+    (:class:`_Lists`)."""
+
+    formfield_overrides = {models.JSONField: {"form_class": StorableJSONFormField}}
+
+
+admin.site.unregister(get_user_model())
+
+
+@admin.register(get_user_model())
+class ColonyUserAdmin(_Lists, UserAdmin):
+    """Django's user admin, with Colony's lists. A user the audit trail names (a transition, a
+    confirmation) can't be deleted: deactivate it."""
 
 
 @admin.register(Space)
@@ -91,6 +120,11 @@ class AgentAdmin(ColonyModelAdmin):
     list_filter = ["role", "active", "space"]
     search_fields = ["name"]
     inlines = [AgentTokenInline]
+    # An agent the transition log names can't be deleted (TransitionLog.agent is PROTECT): deactivate it.
+
+    def get_readonly_fields(self, request, obj=None):
+        """An agent's space (its thoughts, sessions and token's reach are there) is set when it is created."""
+        return [*self.readonly_fields, "space"] if obj is not None else self.readonly_fields
 
 
 @admin.register(UrlToken)

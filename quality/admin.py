@@ -12,6 +12,21 @@ from quality.models import (
 )
 
 
+class _Recorded(ColonyModelAdmin):
+    """What the quality loop records and computes (SPEC 4): listed and read, never added or edited in a form.
+    A judge's validation is what ``manage.py validate_judge`` measured, and it decides whether the judge's
+    verdicts move ranking (SPEC 4.2)."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class TurnItemInline(admin.TabularInline):
     model = TurnItem
     fields = [
@@ -33,7 +48,9 @@ class TurnItemInline(admin.TabularInline):
 
 
 @admin.register(TurnLog)
-class TurnLogAdmin(ColonyModelAdmin):
+class TurnLogAdmin(_Recorded):
+    """Turns can be deleted (a prompt that held a secret); their items, verdicts and scores go with them."""
+
     list_display = ["created_at", "space", "agent_name", "session_id", "turn_id", "status", "judge_name"]
     list_filter = ["status", "injected_from", "judge_trusted", "space"]
     search_fields = ["session_id", "turn_id", "agent_name", "user_prompt"]
@@ -42,9 +59,12 @@ class TurnLogAdmin(ColonyModelAdmin):
     inlines = [TurnItemInline]
     date_hierarchy = "created_at"
 
+    def has_delete_permission(self, request, obj=None):
+        return admin.ModelAdmin.has_delete_permission(self, request, obj)
+
 
 @admin.register(SessionOwner)
-class SessionOwnerAdmin(ColonyModelAdmin):
+class SessionOwnerAdmin(_Recorded):
     list_display = ["claimed_at", "space", "session_id", "agent"]
     list_filter = ["space"]
     search_fields = ["session_id", "agent__name"]
@@ -53,7 +73,7 @@ class SessionOwnerAdmin(ColonyModelAdmin):
 
 
 @admin.register(TurnItem)
-class TurnItemAdmin(ColonyModelAdmin):
+class TurnItemAdmin(_Recorded):
     list_display = ["turn", "position", "thought", "on_topic", "used", "contradicted", "verdict_source", "fed_ema"]
     list_filter = ["on_topic", "used", "contradicted", "verdict_source", "fed_ema"]
     search_fields = ["excerpt", "thought__id"]
@@ -61,7 +81,7 @@ class TurnItemAdmin(ColonyModelAdmin):
 
 
 @admin.register(ConfidenceChange)
-class ConfidenceChangeAdmin(ColonyModelAdmin):
+class ConfidenceChangeAdmin(_Recorded):
     list_display = ["changed_at", "thought", "agent_name", "used", "contradicted", "old_confidence", "new_confidence"]
     list_filter = ["used", "contradicted", "space"]
     search_fields = ["thought__id", "agent_name"]
@@ -70,7 +90,7 @@ class ConfidenceChangeAdmin(ColonyModelAdmin):
 
 
 @admin.register(QualityRollup)
-class QualityRollupAdmin(ColonyModelAdmin):
+class QualityRollupAdmin(_Recorded):
     list_display = ["day", "space", "agent_name", "turns", "items", "on_topic", "used", "contradicted"]
     list_filter = ["space"]
     search_fields = ["agent_name"]
@@ -78,7 +98,7 @@ class QualityRollupAdmin(ColonyModelAdmin):
 
 
 @admin.register(JudgeValidation)
-class JudgeValidationAdmin(ColonyModelAdmin):
+class JudgeValidationAdmin(_Recorded):
     list_display = [
         "created_at",
         "judge_name",

@@ -28,6 +28,10 @@ class ProjectAdmin(ColonyModelAdmin):
     list_filter = ["approval_mode", "space"]
     search_fields = ["slug", "name"]
 
+    def get_readonly_fields(self, request, obj=None):
+        """A project's space (its tasks are there) is set when it is created."""
+        return [*self.readonly_fields, "space"] if obj is not None else self.readonly_fields
+
 
 class TransitionLogInline(admin.TabularInline):
     model = TransitionLog

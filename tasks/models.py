@@ -110,9 +110,10 @@ class TransitionLog(models.Model):
     from_status = models.CharField(max_length=20, choices=TaskStatus.choices)
     to_status = models.CharField(max_length=20, choices=TaskStatus.choices)
     actor = models.CharField(max_length=20, help_text="The acting role, 'system' or 'human'.")
-    agent = models.ForeignKey("core.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The audit trail keeps who moved the task: an agent or a user it names can't be deleted (deactivate it).
+    agent = models.ForeignKey("core.Agent", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     role_before = models.CharField(max_length=20, blank=True, default="")
     role_after = models.CharField(max_length=20, blank=True, default="")
