@@ -52,15 +52,27 @@ def test_lineage_trees_nest_ancestors_and_descendants_with_consolidations_under_
         _n("r1", 1, ["root"], "2026-11-02T00:00:00"),
         _n("c", 2, ["r1", "root"], "2026-11-03T00:00:00"),
     ]
-    ancestors, descendants = lineage_trees(chain, "root")
+    trees = lineage_trees(chain, "root")
+    ancestors, descendants = trees.ancestors, trees.descendants
     assert [a.node["thought_id"] for a in ancestors] == ["p1", "p2"]
     assert [g.node["thought_id"] for g in ancestors[0].children] == ["g"]
     assert [d.node["thought_id"] for d in descendants] == ["r1", "c"]
     assert [c.node["thought_id"] for c in descendants[0].children] == ["c"]
+    assert [d.repeated for d in descendants] == [False, True] and not trees.cut
 
 
 def test_lineage_trees_cannot_loop_on_cyclic_data():
     chain = [_n("a", -1, ["root"]), _n("root", 0, ["a"]), _n("b", 1, ["root", "b"])]
-    ancestors, descendants = lineage_trees(chain, "root")
+    trees = lineage_trees(chain, "root")
+    ancestors, descendants = trees.ancestors, trees.descendants
     assert [a.node["thought_id"] for a in ancestors] == ["a"] and ancestors[0].children == []
     assert [d.node["thought_id"] for d in descendants] == ["b"] and descendants[0].children == []
+
+
+def test_lineage_trees_stop_at_their_entry_budget(monkeypatch):
+    from web import lineage
+
+    monkeypatch.setattr(lineage, "TREE_ITEMS_MAX", 3)
+    chain = [_n("root", 0), *(_n(f"r{i}", 1, ["root"]) for i in range(5))]
+    trees = lineage_trees(chain, "root")
+    assert len(trees.descendants) == 3 and trees.cut

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from dataclasses import dataclass
 
 from django.db.models import Count, F, Max, QuerySet, Sum
 from django.utils import timezone
@@ -19,6 +20,25 @@ from tasks.models import Project, Task, TransitionLog
 from tasks.selectors import IN_FLIGHT_STATUSES
 
 # Columns a list of thoughts shows; the 384-float embedding and the search vector stay in the database.
+#: Rows of one kind a page lists at most, newest first (agents can add rows without end: links,
+#: suggestions, corrections, a task's transitions); the rest are counted.
+PAGE_LIST_MAX = 50
+
+
+@dataclass(frozen=True)
+class Newest:
+    items: list
+    more: int  # rows past ``items``
+
+
+def newest(queryset: QuerySet, limit: int = PAGE_LIST_MAX) -> Newest:
+    """The first ``limit`` rows of ``queryset`` (ordered newest first) and how many more there are."""
+    items = list(queryset[: limit + 1])
+    if len(items) <= limit:
+        return Newest(items, 0)
+    return Newest(items[:limit], queryset.count() - limit)
+
+
 THOUGHT_LIST_FIELDS = (
     "id",
     "space_id",
@@ -66,14 +86,24 @@ def thought_list_by_ids(*, space: Space, ids) -> list[Thought]:
     return list(Thought.objects.filter(space=space, id__in=list(ids)).only(*THOUGHT_LIST_FIELDS).order_by("created_at"))
 
 
-def thought_corrections_of(*, space: Space, thought: Thought) -> list[Thought]:
-    """Every correction that supersedes ``thought``, newest first (``superseded_by`` keeps only one)."""
-    return list(
+def thought_corrections_of(*, space: Space, thought: Thought) -> Newest:
+    """The corrections that supersede ``thought``, newest first (``superseded_by`` keeps only one)."""
+    return newest(
         Thought.objects.filter(
             space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
         )
         .only(*THOUGHT_LIST_FIELDS, "correct_fact")
-        .order_by("-created_at")
+        .order_by("-created_at", "-id")
+    )
+
+
+def thought_related_of(*, space: Space, thought: Thought) -> Newest:
+    """The thoughts linked to ``thought`` as related, newest first; links are followed within the space only:
+    a link to another space's thought shows nothing of it."""
+    return newest(
+        thought.related_thoughts.filter(space=space)
+        .only("id", "content", "thought_category", "superseded")
+        .order_by("-created_at", "-id")
     )
 
 
@@ -88,11 +118,11 @@ def topic_list(*, space: Space, limit: int = 200) -> list[str]:
     )
 
 
-def suggestion_list_for_thought(*, thought: Thought) -> QuerySet[CorrectionSuggestion]:
-    return (
+def suggestion_list_for_thought(*, thought: Thought) -> Newest:
+    return newest(
         CorrectionSuggestion.objects.filter(thought=thought, status=SuggestionStatus.PENDING)
         .select_related("agent")
-        .order_by("-created_at")
+        .order_by("-created_at", "-id")
     )
 
 
@@ -106,9 +136,9 @@ def suggestion_list_pending(*, space: Space, limit: int = 20) -> list[Correction
 
 
 # --- tasks ----------------------------------------------------------------------------------------
-def transition_history(*, task: Task) -> QuerySet[TransitionLog]:
-    """Every transition of ``task``, newest first, with who did it and the confirmation it consumed."""
-    return (
+def transition_history(*, task: Task) -> Newest:
+    """The transitions of ``task``, newest first, with who did it and the confirmation it consumed."""
+    return newest(
         TransitionLog.objects.filter(task=task)
         .select_related("agent", "user", "confirmation__user", "marker")
         .defer(*thought_defer_bulky("marker"))

@@ -59,7 +59,7 @@ def board(request):
     if form.is_bound:
         if form.is_valid():
             filters = form.filters()
-        else:
+        elif not is_htmx(request):  # the page said it once; the columns' refresh shows no messages
             messages.error(request, f"Filter ignored — {form_error_text(form)}")
     tasks = task_list(space=space, **filters)
     context = {

@@ -26,11 +26,12 @@ from brain.services.retraction import retraction_guidance, thought_retract
 from brain.services.suggestions import suggestion_dismiss, suggestion_get
 from brain.services.thoughts import human_contributor
 from web.forms import BrainSearchForm, CorrectionForm, SuggestionResolveForm, form_error_text
-from web.lineage import lineage_trees
+from web.lineage import TREE_ITEMS_MAX, lineage_trees
 from web.selectors import (
     suggestion_list_for_thought,
     thought_corrections_of,
     thought_list_by_ids,
+    thought_related_of,
     topic_list,
 )
 from web.views.common import space_required
@@ -106,19 +107,19 @@ def thought_detail(request, thought_id):
         lineage = thought_lineage_of(space=space, root=thought, max_depth=LINEAGE_DEPTH)
     except NotFound:
         return render(request, "web/not_found.html", {"back": reverse("web:brain")}, status=404)
-    ancestors, descendants = lineage_trees(lineage["chain"], str(thought.id))
+    trees = lineage_trees(lineage["chain"], str(thought.id))
     form = CorrectionForm(initial={"corrected_fact": thought.content, "topic": thought.topic or DEFAULT_TOPIC})
     context = {
         "nav": "brain",
         "thought": thought,
-        "ancestors": ancestors,
-        "descendants": descendants,
-        "lineage_truncated": lineage["truncated"],
+        "ancestors": trees.ancestors,
+        "descendants": trees.descendants,
+        "lineage_truncated": lineage["truncated"] or trees.cut,
         "lineage_depth": LINEAGE_DEPTH,
+        "lineage_items": TREE_ITEMS_MAX,
         "corrected_by": thought_corrections_of(space=space, thought=thought),
         "corrects": thought_list_by_ids(space=space, ids=thought.supersedes),
-        # Links are followed within the space only: a link to another space's thought shows nothing of it.
-        "related": thought.related_thoughts.filter(space=space).only("id", "content", "thought_category", "superseded"),
+        "related": thought_related_of(space=space, thought=thought),
         "superseded_by": _in_space(space, thought.superseded_by_id),
         "refined_by": _in_space(space, thought.refined_by_id),
         "suggestions": suggestion_list_for_thought(thought=thought),

@@ -29,7 +29,10 @@ def space_required(view):
     @wraps(view)
     def wrapper(request, *args, **kwargs):
         if not request.user.is_authenticated and is_htmx(request):
-            page = urlparse(request.headers.get("HX-Current-URL", "")).path or "/"
+            try:
+                page = urlparse(request.headers.get("HX-Current-URL", "")).path or "/"
+            except ValueError:  # not a URL ("http://[" is an invalid IPv6 address to urlparse)
+                page = "/"
             response = HttpResponse(status=401)
             response["HX-Redirect"] = redirect_to_login(page, settings.LOGIN_URL)["Location"]
             return response
