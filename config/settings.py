@@ -22,6 +22,7 @@ os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(COLONY_DATA_DIR / "metrics
 Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 # /metrics answers requests from a loopback address (false behind a reverse proxy on this host) and staff users.
 METRICS_ALLOW_LOCALHOST = env("METRICS_ALLOW_LOCALHOST", True)
+METRICS_TOKEN = env("METRICS_TOKEN", "")  # a scraper's bearer token for /metrics; empty: none
 # Off unless the environment turns it on (DEBUG=true make run): its error pages show the settings.
 DEBUG = env("DEBUG", False)
 SECRET_KEY = env("SECRET_KEY", "")

@@ -10,9 +10,12 @@ class CoreConfig(AppConfig):
         from core.logging import install_access_log_masking
 
         install_access_log_masking()
-        from core.metrics import connect_celery_signals
+        from django.core import checks
+
+        from core.metrics import connect_celery_signals, metrics_open_to_a_proxy_check
 
         connect_celery_signals()
+        checks.register(metrics_open_to_a_proxy_check, checks.Tags.security, deploy=True)
         from django.db.backends.signals import connection_created
 
         from core.db import register_binary_adapters

@@ -22,11 +22,14 @@ when it starts (``runtime.run.metrics_of_earlier_runs_clear``); under another se
 before the web and worker processes start.
 
 Who may read it: requests from a loopback address while ``METRICS_ALLOW_LOCALHOST`` is true (the
-default; set it false behind a reverse proxy on the same host), and logged-in staff users.
+default; set it false behind a reverse proxy on the same host, where every request comes from there:
+``check --deploy`` warns, ``colony.W001``), requests with ``Authorization: Bearer $METRICS_TOKEN``
+(a scraper), and logged-in staff users.
 """
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import logging
 import os
@@ -225,12 +228,21 @@ def _from_loopback(request) -> bool:
         return False
 
 
+def _scraper(request) -> bool:
+    """Whether the request carries ``Authorization: Bearer`` with ``METRICS_TOKEN`` (compared in constant time)."""
+    expected = settings.METRICS_TOKEN
+    scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
+    return bool(expected) and scheme.lower() == "bearer" and hmac.compare_digest(sent.encode(), expected.encode())
+
+
 def metrics_view(request):
     user = getattr(request, "user", None)
     staff = bool(user is not None and user.is_authenticated and user.is_staff)
-    if not staff and not (settings.METRICS_ALLOW_LOCALHOST and _from_loopback(request)):
+    local = settings.METRICS_ALLOW_LOCALHOST and _from_loopback(request)
+    if not (staff or local or _scraper(request)):
         return HttpResponse(
-            "Metrics are served to localhost and to logged-in staff users only (METRICS_ALLOW_LOCALHOST).\n",
+            "Metrics are served to localhost (METRICS_ALLOW_LOCALHOST), to a scraper sending "
+            "Authorization: Bearer $METRICS_TOKEN, and to logged-in staff users only.\n",
             status=403,
             content_type="text/plain",
         )
@@ -238,3 +250,20 @@ def metrics_view(request):
     multiprocess.MultiProcessCollector(registry)
     registry.register(StateCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def metrics_open_to_a_proxy_check(app_configs=None, **kwargs) -> list:
+    """``check --deploy``: behind a reverse proxy on the same host every request comes from 127.0.0.1, so
+    ``METRICS_ALLOW_LOCALHOST`` would serve /metrics to anyone the proxy serves."""
+    from django.core import checks
+
+    if not settings.METRICS_ALLOW_LOCALHOST:
+        return []
+    return [
+        checks.Warning(
+            "METRICS_ALLOW_LOCALHOST is on: behind a reverse proxy on this host every request comes from "
+            "127.0.0.1, and /metrics answers anyone the proxy serves.",
+            hint="Set METRICS_ALLOW_LOCALHOST=false; a Prometheus sends Authorization: Bearer $METRICS_TOKEN.",
+            id="colony.W001",
+        )
+    ]

@@ -110,3 +110,28 @@ def test_only_localhost_or_staff(settings):
     local_staff = Client()
     local_staff.force_login(staff)
     scrape(local_staff)
+
+
+def test_a_scraper_with_the_metrics_token_reads_them_from_anywhere(settings):
+    """A Prometheus that can't log in (another host, or localhost reading off behind a proxy) sends
+    ``Authorization: Bearer $METRICS_TOKEN``; a wrong token, or one sent while no token is set, is refused."""
+    settings.METRICS_ALLOW_LOCALHOST = False
+    remote = Client(REMOTE_ADDR="10.1.2.3")
+    assert remote.get("/metrics", headers={"Authorization": "Bearer anything"}).status_code == 403
+    settings.METRICS_TOKEN = "s3cret-metrics-token"
+    scrape(Client(REMOTE_ADDR="10.1.2.3", headers={"Authorization": "Bearer s3cret-metrics-token"}))
+    for wrong in ("Bearer s3cret-metrics-toke", "Bearer ", "Basic s3cret-metrics-token", "s3cret-metrics-token"):
+        assert remote.get("/metrics", headers={"Authorization": wrong}).status_code == 403, wrong
+
+
+def test_check_deploy_warns_while_metrics_answer_every_loopback_request(settings):
+    """Attack: Colony behind a reverse proxy on the same host (the documented production shape): every
+    request reaches it from 127.0.0.1, so with ``METRICS_ALLOW_LOCALHOST`` on, ``/metrics`` answers the
+    internet. Instead: ``check --deploy`` warns until it is off (a scraper uses ``METRICS_TOKEN``)."""
+    from django.core import checks
+
+    settings.METRICS_ALLOW_LOCALHOST = True
+    found = [m.id for m in checks.run_checks(include_deployment_checks=True)]
+    assert "colony.W001" in found
+    settings.METRICS_ALLOW_LOCALHOST = False
+    assert "colony.W001" not in [m.id for m in checks.run_checks(include_deployment_checks=True)]

@@ -276,10 +276,11 @@ def suggestions_pending_items(
 
 
 #: Pending suggestions as values, newest first: addressed to the agent, or to the session and no
-#: other agent, or, with neither given, every pending suggestion of the space.
+#: other agent, or, with neither given, every pending suggestion of the space; only a thought of the
+#: suggestion's own space is previewed.
 _PENDING_ITEMS_SQL = f"""
 SELECT {", ".join(f"s.{name}" for name in PENDING_FIELDS)}, left(t.content, %(preview)s)
-FROM brain_correctionsuggestion s JOIN brain_thought t ON t.id = s.thought_id
+FROM brain_correctionsuggestion s JOIN brain_thought t ON t.id = s.thought_id AND t.space_id = s.space_id
 WHERE s.space_id = %(space)s AND s.status = %(pending)s
       AND ((%(agent)s::uuid IS NULL AND %(session)s::text IS NULL)
            OR s.agent_id = %(agent)s::uuid
