@@ -21,7 +21,7 @@ from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
 from api import errors
-from api.text import without_invisible_controls
+from api.text import storable
 
 #: Serializer context flag: the data is a query string, so numbers and booleans arrive as strings.
 QUERY_STRING = "query_string"
@@ -33,13 +33,13 @@ def _from_query_string(field: serializers.Field) -> bool:
 
 
 class _StringOnly:
-    """A string, without the invisible controls that would reorder or hide what people read
-    (``api.text.without_invisible_controls``)."""
+    """A string, without the invisible controls that would reorder or hide what people read and without
+    feedback markers (``api.text.storable``)."""
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("not_a_string", type=type(data).__name__)
-        return super().to_internal_value(without_invisible_controls(data))
+        return super().to_internal_value(storable(data))
 
 
 _NOT_A_STRING = {"not_a_string": "Expected a string, got {type}."}

@@ -1,10 +1,11 @@
 """Text other agents wrote: without the controls that reorder or hide what people read, and kept on
 the one line where Colony shows it.
 
-Every text the API takes in loses its invisible controls (:func:`without_invisible_controls`, applied
-by ``api.fields``' string fields and by ``brain.choices.topic_normal``): a right-to-left override at the
-end of a task title made the browser draw the slug after it backwards, and a zero-width space made a
-topic look like another while filtering by it missed it.
+Every text the API takes in loses its invisible controls and its feedback markers (:func:`storable`,
+applied by ``api.fields``' string fields and to a task's DNA; ``brain.choices.topic_normal`` drops the
+controls): a right-to-left override at the end of a task title made the browser draw the slug after it
+backwards, a zero-width space made a topic look like another while filtering by it missed it, and a
+``colony:contradicted <id>`` in a task title became the feedback of every agent that quoted it.
 
 A line break, an ANSI escape, a carriage return or a bidi override in a summary or a thought would
 otherwise start a line of its own in a transition marker or a terminal, passing for Colony's words
@@ -60,13 +61,31 @@ def without_invisible_controls(text: str) -> str:
     return text if text.isascii() else INVISIBLE_CONTROLS.sub("", text)
 
 
-def json_without_invisible_controls(value):
-    """A JSON value (a task's DNA) with :func:`without_invisible_controls` applied to every string in it,
-    keys included. Recursive: the parsers bound a value's nesting (``api.parsers.MAX_JSON_DEPTH``)."""
+#: The Stop hook's feedback marker (``colony:used <id>``, ``colony:contradicted <id>``, contrib/
+#: colony_stop_hook.py), which an agent writes in its own answer. In a text another agent reads (a thought,
+#: a task title, DNA) it is planted feedback: every agent that quotes the text sends it as its own. Stored
+#: as ``colony: used``, which the hook doesn't read; ``contrib/colony_hooks.py`` injects it the same way.
+FEEDBACK_MARKER = re.compile(r"colony:(?=used|contradicted)", re.IGNORECASE)
+
+
+def without_feedback_markers(text: str) -> str:
+    """``text`` with every :data:`FEEDBACK_MARKER` written ``colony: used`` / ``colony: contradicted``."""
+    return FEEDBACK_MARKER.sub("colony: ", text) if "colony:" in text.lower() else text
+
+
+def storable(text: str) -> str:
+    """``text`` as Colony stores what an agent sends: :func:`without_invisible_controls` and
+    :func:`without_feedback_markers`."""
+    return without_feedback_markers(without_invisible_controls(text))
+
+
+def json_storable(value):
+    """A JSON value (a task's DNA) with :func:`storable` applied to every string in it, keys included.
+    Recursive: the parsers bound a value's nesting (``api.parsers.MAX_JSON_DEPTH``)."""
     if isinstance(value, str):
-        return without_invisible_controls(value)
+        return storable(value)
     if isinstance(value, dict):
-        return {without_invisible_controls(key): json_without_invisible_controls(item) for key, item in value.items()}
+        return {storable(key): json_storable(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [json_without_invisible_controls(item) for item in value]
+        return [json_storable(item) for item in value]
     return value

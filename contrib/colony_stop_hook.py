@@ -20,7 +20,7 @@ Explicit feedback: besides ``--used``/``--contradicted``, the agent may write
 ``colony:used <uuid>`` or ``colony:contradicted <uuid>`` (several ids separated by commas or
 spaces) anywhere in its response; those ids are sent as ``used_ids``/``contradicted_ids`` (the first
 100 of each list). An id Colony refuses (unknown, not returned by a memory call of this session, or named
-in a text the agent may have read, so the feedback may be copied from it) is
+in the text of a source returned there, so the feedback may be copied from it) is
 dropped and the turn sent again without it, until Colony takes the turn: a response that quotes a
 source full of planted ids still logs the turn and the agent's own feedback.
 
@@ -291,11 +291,11 @@ def error_text(error: urllib.error.HTTPError) -> str:
 
 
 #: Why Colony refused ids of a turn, by error code: unknown (or another space's) ids (404 UNKNOWN_THOUGHT),
-#: and ids no memory call of this session returned or that a text the agent may have read names (400
+#: and ids no memory call of this session returned or that a source returned there names in its text (400
 #: VALIDATION_ERROR naming ``ids``).
 REFUSED_IDS = {
     "UNKNOWN_THOUGHT": "Colony does not know",
-    "VALIDATION_ERROR": "not shown to this session, or named by a text it may have read:",
+    "VALIDATION_ERROR": "not shown to this session, or named by a source it read:",
 }
 
 

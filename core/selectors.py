@@ -1,25 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from api.errors import NotFound
 from core.models import Agent, Space
-
-#: Where agents read other agents' words besides the brain's sources: each finder takes a space and
-#: lowercase strings and returns, for each string some text of that space contains, where (a few words).
-#: Apps append their finder in ``ready()`` (``tasks``: titles, descriptions and DNA).
-TEXT_FINDERS: list[Callable[[Space, list[str]], dict[str, str]]] = []
-
-
-def texts_naming(*, space: Space, needles: list[str]) -> dict[str, str]:
-    """For each of ``needles`` (lowercase) that a text of ``space`` a finder knows contains, where."""
-    found: dict[str, str] = {}
-    for finder in TEXT_FINDERS:
-        rest = [needle for needle in needles if needle not in found]
-        if not rest:
-            break
-        found.update(finder(space, rest))
-    return found
 
 
 def regex_any(needles: list[str]) -> str:

@@ -16,19 +16,17 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
-    TextField,
     Value,
     When,
     Window,
 )
-from django.db.models.functions import Cast, RowNumber
+from django.db.models.functions import RowNumber
 
 from api.errors import NotFound, ValidationFailed, did_you_mean
 from api.paging import order_by
 from core.choices import ROLE_SYNONYMS
 from core.db import prepared_cursor
 from core.models import Agent, Space
-from core.selectors import regex_any
 from tasks.choices import ROLE_ACTORS, TaskStatus, TaskType
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog, dna_digest, task_id_of
 from tasks.workflow import MQS
@@ -243,20 +241,3 @@ def confirmation_list_open(*, task: Task) -> QuerySet[HumanConfirmation]:
         .select_related("user")
         .order_by("confirmed_at")
     )
-
-
-def tasks_naming(space: Space, needles: list[str]) -> dict[str, str]:
-    """For each of ``needles`` (lowercase) that a task of ``space`` holds in its title, description or DNA,
-    which task (a ``core.selectors.TEXT_FINDERS`` finder: agents read these through the hooks and tools)."""
-    pattern = regex_any(needles)
-    rows = (
-        Task.objects.filter(space=space)
-        .annotate(dna_text=Cast("dna", TextField()))
-        .filter(Q(title__iregex=pattern) | Q(description__iregex=pattern) | Q(dna_text__iregex=pattern))
-        .values_list("slug", "title", "description", "dna_text")
-    )
-    found: dict[str, str] = {}
-    for slug, *texts in rows.iterator():
-        text = "\n".join(texts).lower()
-        found.update({needle: f"task {slug}" for needle in needles if needle not in found and needle in text})
-    return found

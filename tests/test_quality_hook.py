@@ -404,7 +404,7 @@ def test_an_id_this_session_was_not_shown_does_not_lose_the_turn(live_server, ag
     stdin = json.dumps({"session_id": "cc-session-2", "transcript_path": str(transcript)})
     done, _ = run_hook(stdin=stdin, env={"COLONY_URL": live_server.url, "COLONY_TOKEN": client.token})
     assert done.returncode == 0, done.stderr
-    assert f"not shown to this session, or named by a text it may have read: {unseen.id}" in done.stderr
+    assert f"not shown to this session, or named by a source it read: {unseen.id}" in done.stderr
     turn = TurnLog.objects.get()
     assert [item.thought_id for item in turn.items.all()] == [shown.id]
 

@@ -16,8 +16,7 @@ Feedback can't bury (SPEC 6). Explicit feedback counts only for what was injecte
 own session: an id in ``injected_ids``/``used_ids``/``contradicted_ids`` must be among the sources a
 memory call of this agent in this session returned (its query-log rows); any other id is refused, 400
 ``VALIDATION_ERROR`` naming the first few, and nothing is stored; so is a used or contradicted id that
-a text the agent may have read names (one of those sources, a transition marker, a task's title,
-description or DNA), since that feedback may be copied from what the agent read.
+one of those sources names in its text, since that feedback may be copied from what the agent read.
 (An injected item is judged, and a trusted judge's verdicts move its thought's EMAs and may raise a
 correction suggestion: naming a thought as injected is feedback too.) A session belongs to the agent
 that first used it (its first query-log row or turn): another agent's turn naming it is refused, 403
@@ -43,14 +42,12 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from api.errors import Forbidden, NotFound, ValidationFailed
-from brain.choices import ThoughtCategory
 from brain.models import QueryLog, Thought
 from core.models import Agent
-from core.selectors import regex_any, texts_naming
+from core.selectors import regex_any
 from quality.choices import InjectedFrom
 from quality.models import SessionOwner, TurnItem, TurnLog
 
@@ -199,32 +196,29 @@ def _shown_check(*, session_id: str, shown: set[uuid.UUID], ids: list[uuid.UUID]
 
 
 def _copied_check(*, space, shown: set[uuid.UUID], ids: list[uuid.UUID]) -> None:
-    """400 naming the feedback ids (used, contradicted) that a text the agent may have read names: a
-    thought of ``shown``, a transition marker of the space, or what ``core.selectors.TEXT_FINDERS`` find
-    (task titles, descriptions and DNA).
+    """400 naming the feedback ids (used, contradicted) that a thought of ``shown`` names in its text.
 
-    Such feedback may be copied from what the agent read: a thought or a task title carrying
-    ``colony:contradicted <id>`` makes every agent that quotes it (as agents quote what they read) or
-    follows it contradict that id, past the one-agent floor. Honest texts don't name thoughts' ids, so
-    refusing costs little; the Stop hook sends the turn again without the refused ids."""
-    if not ids:
+    Such feedback may be copied from what the agent read: a thought carrying ``colony:contradicted <id>``
+    makes every agent that quotes it (as agents quote sources) or follows it contradict that id, past the
+    one-agent floor. Colony stores such a marker as ``colony: contradicted`` (``api.text.storable``);
+    this check holds for what was stored otherwise (before that rule, by an operator's restore). Honest
+    thoughts don't name other thoughts' ids, so refusing costs little; the Stop hook sends the turn again
+    without the refused ids."""
+    if not ids or not shown:
         return
     wanted = [str(i) for i in ids]
-    pattern = regex_any(wanted)
-    read = Q(pk__in=shown) | Q(thought_category=ThoughtCategory.TRANSITION_MARKER)
-    rows = Thought.objects.filter(read, space=space, content__iregex=pattern).values_list("pk", "content")
-    named: dict[str, str] = {}
-    for source_id, content in rows.iterator():
+    rows = Thought.objects.filter(space=space, pk__in=shown, content__iregex=regex_any(wanted))
+    named: dict[str, uuid.UUID] = {}
+    for source_id, content in rows.values_list("pk", "content").iterator():
         text = content.lower()
-        named.update({key: f"thought {source_id}" for key in wanted if key not in named and key in text})
-    named.update(texts_naming(space=space, needles=[key for key in wanted if key not in named]))
+        named.update({key: source_id for key in wanted if key not in named and key in text})
     if named:
         copied = [key for key in wanted if key in named]
-        listed = ", ".join(f"{key} (named by {named[key]})" for key in copied[:NAMED_IN_ERRORS])
+        listed = ", ".join(f"{key} (named by thought {named[key]})" for key in copied[:NAMED_IN_ERRORS])
         more = f" and {len(copied) - NAMED_IN_ERRORS} more" if len(copied) > NAMED_IN_ERRORS else ""
         raise ValidationFailed(
-            f"used_ids/contradicted_ids may not name a thought that a text you may have read names (feedback "
-            f"copied from what you read counts for nothing); send the turn without: {listed}{more}.",
+            f"used_ids/contradicted_ids may not name a thought that a source returned to you names in its text "
+            f"(feedback copied from what you read counts for nothing); send the turn without: {listed}{more}.",
             extra={"ids": copied},
         )
 

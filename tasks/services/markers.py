@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.text import one_line
+from api.text import one_line, storable
 from brain.choices import ThoughtCategory
 from brain.models import Thought
 from brain.services.pipeline import thought_schedule_followups
@@ -13,10 +13,10 @@ from tasks.services.actors import Actor
 
 def marker_content(*, from_status: str, to_status: str, actor: Actor, task: Task, summary: str) -> str:
     """The marker's one line; the summary's line breaks and control characters become spaces, so a
-    summary can't add a line that reads as another marker to the audit trail."""
-    return (
-        f"TASK {from_status}→{to_status}: {actor.kind.upper()} {task.slug} ({task.project.slug}) — {one_line(summary)}"
-    )
+    summary can't add a line that reads as another marker to the audit trail, nor feedback
+    (``api.text.storable``: a summary from the web or the CLI too)."""
+    said = one_line(storable(summary))
+    return f"TASK {from_status}→{to_status}: {actor.kind.upper()} {task.slug} ({task.project.slug}) — {said}"
 
 
 def marker_write(*, task: Task, actor: Actor, content: str, rule_key: str, from_status: str, to_status: str) -> Thought:

@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils.text import slugify
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
-from api.text import json_without_invisible_controls
+from api.text import json_storable
 from core.models import Agent, Space
 from tasks import workflow
 from tasks.choices import ROLE_ACTORS, ApprovalMode, TaskStatus, TaskType
@@ -61,7 +61,7 @@ def dna_validate(*, patch: dict) -> dict:
         raise ValidationFailed("DNA must be a JSON object.", code="INVALID_DNA")
     # DNA is what a human's gate is given on: stored without what only reorders or hides what a reader
     # sees, as every other text is (a right-to-left override made "dm.desiver" read "revised.md").
-    patch = json_without_invisible_controls(patch)
+    patch = json_storable(patch)
     protected = sorted(key for key in patch if workflow.is_protected_dna_key(key))
     if protected:
         raise ValidationFailed(

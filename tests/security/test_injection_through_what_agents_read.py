@@ -102,12 +102,13 @@ def test_feedback_planted_in_an_in_flight_tasks_title_is_not_the_agents_own(asgi
 
     context = run_hook("session-start", {"session_id": "cc-victim"}, url=asgi_server.url, token=victim.token)
     assert "deploy-order" in context and str(target.id) in context, context
-    assert planted not in context, context  # the hook injects the marker as "colony: contradicted"
+    assert planted not in context, context  # stored, and injected, as "colony: contradicted"
     # claude-dev's session is shown X (its prompt hook's memory call). It answers quoting the task as
     # the hook injected it, and as a task tool returns it (the title as stored).
     make_query_log(space, "cc-victim", [target], agent=victim.agent)
     quoted_line = next(line for line in context.splitlines() if "deploy-order" in line)
-    answer = f"In flight for our role:\n{quoted_line.strip()}\nTitle: {title}\nI left it alone; it is mallory's."
+    stored = Task.objects.get(slug="deploy-order").title  # what a task tool returns
+    answer = f"In flight for our role:\n{quoted_line.strip()}\nTitle: {stored}\nI left it alone; it is mallory's."
     run_stop_hook(
         url=asgi_server.url, token=victim.token, session="cc-victim", prompt="What is in flight?", response=answer
     )
