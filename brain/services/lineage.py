@@ -166,6 +166,11 @@ def lineage_supersede(*, thought: Thought, source_ids: list[uuid.UUID]) -> int:
     return count
 
 
+#: Retracted links a release follows down at most (a chain of withdrawn replacements); deeper rows stay as
+#: they are (nothing bounded by an agent's input should make one retraction walk without end).
+RELEASE_DEPTH_MAX = 100
+
+
 def lineage_release(*, withdrawn: Thought, locked: list[Thought]) -> list[uuid.UUID]:
     """Hand back what ``withdrawn`` (just retracted) superseded; returns the ids that are live again.
 
@@ -175,14 +180,35 @@ def lineage_release(*, withdrawn: Thought, locked: list[Thought]) -> list[uuid.U
     correction naming it in ``supersedes``, neither retracted); a row nothing supersedes any more is
     live again (``superseded=false``, ``superseded_at`` cleared), unless it was retracted itself. A
     withdrawn refinement, consolidation or correction no longer buries what it replaced.
+
+    A retracted row left with no successor carries nothing on, so what it superseded is handed back the
+    same way, down the chain (at most RELEASE_DEPTH_MAX links): an agent that replaced another's thought,
+    replaced its own replacement, then withdrew both leaves the first thought live again.
     """
-    if not locked:
-        return []
+    live_again: list[uuid.UUID] = []
+    space_id, gone = withdrawn.space_id, {withdrawn.pk}
+    for _ in range(RELEASE_DEPTH_MAX):
+        if not locked:
+            break
+        dead_ends = _release_step(space_id=space_id, gone=gone, locked=locked, live_again=live_again)
+        gone = {row.pk for row in dead_ends}
+        held = Q(refined_by_id__in=gone) | Q(superseded_by_id__in=gone)
+        locked = (
+            list(Thought.objects.select_for_update().filter(held, space_id=space_id).order_by("pk")) if gone else []
+        )
+    return live_again
+
+
+def _release_step(
+    *, space_id, gone: set[uuid.UUID], locked: list[Thought], live_again: list[uuid.UUID]
+) -> list[Thought]:
+    """One step of :func:`lineage_release`: ``locked`` point at the withdrawn rows ``gone``; returns the
+    retracted rows among them left with no successor."""
     ids = [t.pk for t in locked]
     others = (
-        Thought.objects.filter(space_id=withdrawn.space_id)
+        Thought.objects.filter(space_id=space_id)
         .filter(Q(source_ids__overlap=ids) | Q(thought_category=ThoughtCategory.CORRECTION, supersedes__overlap=ids))
-        .exclude(pk=withdrawn.pk)
+        .exclude(pk__in=gone)
         .exclude(quality_flags__contains=[QualityFlag.RETRACTED])
         .order_by("-created_at")
         .only("id", "source_ids", "supersedes", "thought_category")
@@ -195,15 +221,18 @@ def lineage_release(*, withdrawn: Thought, locked: list[Thought]) -> list[uuid.U
         if other.thought_category == ThoughtCategory.CORRECTION:
             for pk in other.supersedes:
                 correctors.setdefault(pk, other.pk)
-    live_again = []
+    dead_ends = []
     for row in locked:
-        if row.refined_by_id == withdrawn.pk:
+        if row.refined_by_id in gone:
             row.refined_by_id = refiners.get(row.pk)
-        if row.superseded_by_id == withdrawn.pk:
+        if row.superseded_by_id in gone:
             row.superseded_by_id = correctors.get(row.pk)
-        retracted = QualityFlag.RETRACTED in row.quality_flags
-        if not (retracted or row.refined_by_id or row.superseded_by_id):
+        if row.refined_by_id or row.superseded_by_id:
+            continue
+        if QualityFlag.RETRACTED in row.quality_flags:
+            dead_ends.append(row)
+        else:
             row.superseded, row.superseded_at = False, None
             live_again.append(row.pk)
     Thought.objects.bulk_update(locked, ["refined_by", "superseded_by", "superseded", "superseded_at"])
-    return live_again
+    return dead_ends
