@@ -26,7 +26,7 @@ def store(space, content, *, topic="", vector=None):
         contributor_id="liaison-1",
         contributor_name="liaison-1",
         topic=topic,
-        embedding=vector or [1.0] + [0.0] * 383,
+        embedding=vector or embedding.embed(content),  # the model's: a correction of it is compared with it
     )
 
 

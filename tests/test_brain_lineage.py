@@ -18,7 +18,10 @@ def memory(client, **body):
     return response.json()
 
 
-def refine(client, thought, text="A better version of that thought, with the reason spelled out.") -> Thought:
+def refine(client, thought, text=None) -> Thought:
+    """A refinement of ``thought`` by ``client``: by default its own words and the reason (a refinement of
+    another's thought must be about it, brain.services.lineage.unrelated_refuse)."""
+    text = text or f"{thought.content} A better version, with the reason spelled out."
     body = memory(client, prompt=text, refines=str(thought.id))
     return Thought.objects.get(pk=body["trace"]["thought_id"])
 
@@ -81,7 +84,9 @@ def test_inherited_weight_is_stored(dev, fake_embedder, thought_factory):
     assert refine(dev, heavy).pheromone_weight == pytest.approx(3.0)
     # That call's retrieval reinforced what it returned; the consolidation inherits the current weights.
     weights = [Thought.objects.get(pk=t.pk).pheromone_weight for t in (heavy, other)]
-    body = memory(dev, prompt="merged", consolidates=[str(heavy.id), str(other.id)])
+    body = memory(
+        dev, prompt="Merged: a heavily used thought about deploys.", consolidates=[str(heavy.id), str(other.id)]
+    )
     merged = Thought.objects.get(pk=body["trace"]["thought_id"])
     assert merged.pheromone_weight == pytest.approx(max(1.0, sum(weights) / 2 * 0.5))
 

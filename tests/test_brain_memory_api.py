@@ -107,7 +107,8 @@ def test_get_takes_the_same_fields_as_query_parameters(dev, fake_embedder, thoug
     response = dev.get(
         "/api/v1/memory",
         {
-            "prompt": "Release trains leave every second Tuesday; the freeze starts the Friday before.",
+            "prompt": "Release trains and deployment windows: trains leave every second Tuesday; freeze periods "
+            "start the Friday before.",
             "consolidates": f"{a.id},{b.id}",
             "tags": ["release", "process"],
             "topic": "release",
@@ -252,7 +253,7 @@ def test_contribution_threshold(dev, prompt, stored):
 
 def test_refines_bypasses_the_threshold(dev, thought_factory):
     original = thought_factory("Original note about the cache layer and its eviction policy.", embedding="real")
-    trace = memory(dev, prompt="LRU, not LFU?", refines=str(original.id))["trace"]
+    trace = memory(dev, prompt="The cache layer's eviction policy is LRU, not LFU.", refines=str(original.id))["trace"]
     assert trace["contribution_threshold_met"] is False and trace["thoughts_contributed"] == 1
     assert "threshold:bypassed(refines)" in trace["operations"]
     assert Thought.objects.get(pk=trace["thought_id"]).thought_type == "refinement"

@@ -28,7 +28,7 @@ from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
 from brain.services.correction_text import correction_default_content, correction_replaced_fact
 from brain.services.flags import thoughts_flag_repeating
-from brain.services.lineage import markers_refuse
+from brain.services.lineage import markers_refuse, unrelated_refuse
 from brain.services.pheromones import DEADLOCK_RETRIES
 from brain.services.suggestions import draft_problem, suggestion_lock_pending, suggestions_close_superseded
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
@@ -109,6 +109,9 @@ def thought_correct(
         raise ServiceFailure(f"Could not embed the correction: {exc}", code="EMBEDDING_FAILED")
 
     name = agent.name if agent is not None else "colony"
+    unrelated_refuse(
+        space=space, agent=agent, vectors=[vector, fact_vector], source_ids=supersede_ids, field="supersedes"
+    )
 
     def store() -> tuple[Thought, int]:
         ids = list(supersede_ids)  # the named ones, then the corrections they replace

@@ -21,7 +21,7 @@ from api.errors import ServiceFailure, ValidationFailed
 from api.text import quoted
 from brain import embedding as embedder
 from brain import ranking
-from brain.choices import QualityFlag, ThoughtCategory
+from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import QueryLog, Thought
 from brain.selectors import activity, search
 from brain.selectors.lineage import PREVIEW_CHARS, lineage_summary
@@ -296,6 +296,13 @@ def step_contribute(call: MemoryCall) -> None:
                 )
                 call.operations.append("contribute:already_known")
                 return
+        lineage.unrelated_refuse(
+            space=call.space,
+            agent=call.agent,
+            vectors=[call.vector],
+            source_ids=call.lineage_ids,
+            field="refines" if call.thought_type == ThoughtType.REFINEMENT else "consolidates",
+        )
         sources = lineage.lineage_lock_sources(space=call.space, source_ids=call.lineage_ids)
         weight = lineage.lineage_inherited_weight(
             thought_type=call.thought_type, source_weights=[s.pheromone_weight for s in sources]
