@@ -37,7 +37,9 @@ def test_import_array_stores_short_notes_with_embeddings(dev, space, fake_embedd
     assert fake_embedder == ["ok", "Staging uses the filesystem broker."]  # one batched call
 
 
-def test_import_jsonl_keeps_times_and_given_vectors_and_maps_ids(dev, space, fake_embedder):
+def test_import_jsonl_keeps_times_and_maps_ids_and_embeds_with_the_servers_model(dev, space, fake_embedder):
+    """An agent's thought is searched by the server's vector of its text, whatever ``embedding`` it carries:
+    a vector the caller chose would make it answer questions its text is not about."""
     tid = uuid.uuid4()
     items = [
         {
@@ -58,7 +60,8 @@ def test_import_jsonl_keeps_times_and_given_vectors_and_maps_ids(dev, space, fak
     assert thought.agent == dev.agent
     assert thought.created_at.isoformat() == "2024-01-02T03:04:05+00:00"
     assert thought.pheromone_weight == 3.5 and thought.access_count == 7
-    assert fake_embedder == []  # nothing to embed
+    assert fake_embedder == ["Given vector note"]
+    assert list(thought.embedding) == pytest.approx(fake_vector("Given vector note"), abs=1e-6)
 
 
 def test_bad_lines_are_all_reported_and_nothing_is_stored(dev, space, fake_embedder):
@@ -307,16 +310,18 @@ def test_an_import_merges_the_full_text_indexes_pending_lists(dev, space, fake_e
     assert pending_pages() == 0
 
 
-def test_vectors_are_stored_bit_for_bit_as_float32(dev, space, fake_embedder):
-    """The COPY's text form (nine significant digits a value) loses nothing of a float32 vector."""
+def test_vectors_are_stored_bit_for_bit_as_float32(space, fake_embedder):
+    """The COPY's text form (nine significant digits a value) loses nothing of a float32 vector (an
+    operator's restore keeps the vectors of its dump)."""
     import numpy as np
+
+    from brain.transfer.services import ImportMode, thoughts_import
 
     values = np.random.default_rng(3).standard_normal(384).astype(np.float32)
     values[:7] = [1 / 3, -0.0, 1.4e-45, 3.3999999e38, -1.17549435e-38, 0.1, 123456.789]  # subnormal, extremes
     items = [{"content": "exact vector", "embedding": [float(v) for v in values]}]
-    response = post(dev, items)
-    assert response.status_code == 201, response.json()
-    stored = np.asarray(Thought.objects.get(pk=response.json()["ids"][0]).embedding, dtype=np.float32)
+    result = thoughts_import(space=space, agent=None, items=items, mode=ImportMode.OPERATOR)
+    stored = np.asarray(Thought.objects.get(pk=result.ids[0]).embedding, dtype=np.float32)
     assert stored.tobytes() == values.tobytes()
 
 

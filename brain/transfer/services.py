@@ -46,6 +46,7 @@ from brain.choices import IMPORTED_KEY, QualityFlag, ThoughtCategory, ThoughtTyp
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
 from brain.services import flags
 from brain.services.corrections import corrections_replaced
+from brain.services.lineage import unrelated_refuse
 from brain.services.retraction import REASON_MAX_CHARS, REDACTED_CONTENT, RETRACTION_KEY, retraction_record
 from brain.services.suggestions import suggestions_close_superseded
 from brain.services.thoughts import thought_columns, thoughts_lock_in_space
@@ -401,6 +402,10 @@ def thoughts_import(
     # Embed what has no vector, in one model call, before the transaction opens.
     to_embed: list[tuple[dict[str, Any], str, str]] = []
     for _, row in cleaned:
+        if agent_mode:
+            # An agent's thought is searched by the server's vector of its text: a vector the caller chose
+            # would make it answer questions its text is not about (an operator's restore keeps its own).
+            row["embedding"] = None
         if row["embedding"] is None:
             to_embed.append((row, "embedding", row["content"]))
         if row["thought_category"] == ThoughtCategory.CORRECTION and agent_mode:
@@ -417,8 +422,6 @@ def thoughts_import(
     guarded = []
     if agent_mode and _space_has_corrections(space):
         guarded = [row for _, row in cleaned if row["thought_category"] != ThoughtCategory.CORRECTION]
-        to_embed += [(row, "guard", row["content"]) for row in guarded if row["embedding"] is not None]
-    guard_vectors: dict[int, Any] = {}
     label = embedder.current_model_label()
     if to_embed:
         try:
@@ -426,13 +429,12 @@ def thoughts_import(
         except embedder.EmbeddingError as exc:
             raise ServiceFailure(f"Could not embed the imported thoughts: {exc}", code="EMBEDDING_FAILED")
         for (row, name, _), vector in zip(to_embed, vectors, strict=True):
-            if name == "guard":
-                guard_vectors[id(row)] = vector
-                continue
             row[name] = vector
             if name == "embedding":
                 row["embedding_model"] = label
-    _guard_corrections(space=space, rows=guarded, vectors=guard_vectors)
+    _guard_corrections(space=space, rows=guarded, vectors={id(row): row["embedding"] for row in guarded})
+    if agent_mode:
+        _unrelated_refuse(space=space, agent=agent, rows=[row for _, row in cleaned])
     for _, row in cleaned:
         if not row["embedding_model"]:
             row["embedding_model"] = label
@@ -597,6 +599,26 @@ def _copy_thoughts(rows: list[Thought]) -> None:
         with cursor.cursor.copy(f"COPY {Thought._meta.db_table} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row([value(row, field) for field in fields])
+
+
+def _unrelated_refuse(*, space: Space, agent: Agent, rows: list[dict[str, Any]]) -> None:
+    """An agent's imported refinement, consolidation or correction of a thought stored before the batch
+    that is another's has to be about it, as a live one (``lineage.unrelated_refuse``); a retracted item
+    supersedes nothing."""
+    batch = {row["id"] for row in rows}
+    for row in rows:
+        if QualityFlag.RETRACTED in row["quality_flags"]:
+            continue
+        if row["thought_category"] == ThoughtCategory.CORRECTION:
+            field, named = "supersedes", row["supersedes"]
+            vectors = [v for v in (row["embedding"], row["corrected_fact_embedding"]) if v is not None]
+        elif row["thought_type"] in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION):
+            field, named, vectors = "source_ids", row["source_ids"], [row["embedding"]]
+        else:
+            continue
+        stored = [pk for pk in named if pk not in batch]
+        if stored and vectors:
+            unrelated_refuse(space=space, agent=agent, vectors=vectors, source_ids=stored, field=field)
 
 
 def _link_related(pairs: Iterable[tuple[uuid.UUID, uuid.UUID]]) -> None:

@@ -1,10 +1,10 @@
-"""An import may carry its own embeddings (any 384 finite numbers). A vector of zeros has no
-direction (its cosine is NaN) and one at float32's edge overflows a naive norm: neither may break a
-search or bend the ranking of the rest of the space (contrast uses the best hits' vectors)."""
+"""An operator's restore may carry its own embeddings (any 384 finite numbers; an agent's import is
+embedded by the server whatever it carries). A vector of zeros has no direction (its cosine is NaN) and
+one at float32's edge overflows a naive norm: neither may break a search or bend the ranking of the rest
+of the space (contrast uses the best hits' vectors)."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -31,9 +31,10 @@ def test_an_imported_vector_without_a_usable_direction_breaks_no_search(dev, tho
     prompt = "how does the deploy pipeline run migrations"
     before = memory(dev, prompt)
 
-    body = json.dumps([{"content": "deploy pipeline migrations deploy pipeline migrations", "embedding": vector}])
-    response = dev.post("/api/v1/thoughts/import", data=body, content_type="application/json")
-    assert response.status_code == 201, response.json()
+    from brain.transfer.services import ImportMode, thoughts_import
+
+    items = [{"content": "deploy pipeline migrations deploy pipeline migrations", "embedding": vector}]
+    thoughts_import(space=dev.agent.space, agent=None, items=items, mode=ImportMode.OPERATOR)
     after = memory(dev, prompt)
 
     assert all(math.isfinite(s["score"]) and 0.0 <= s["relevance"] <= 1.0 for s in after)
