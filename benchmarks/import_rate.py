@@ -5,8 +5,8 @@
 
 In-process it creates a throw-away space and agent in the ``colony_bench`` database, posts the
 notes through the whole DRF stack (parsing, validation, batched embedding, bulk insert into the
-HNSW-indexed table) and deletes the space afterwards. It prints notes/s for notes that are embedded
-on import and for notes that carry their vector (the speed of everything but the model).
+HNSW-indexed table) and deletes the space afterwards. An agent's notes are always embedded by the
+server (a vector an item carries is not kept), so the rate includes the model.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _run_http(url: str, token: str, items: list[dict], batch: int) -> float:
     return time.perf_counter() - started
 
 
-def _run_in_process(items: list[dict], batch: int, *, with_vectors: bool) -> float:
+def _run_in_process(items: list[dict], batch: int) -> float:
     from django.test import Client
 
     from benchmarks.setup import agent_client
@@ -58,11 +58,7 @@ def _run_in_process(items: list[dict], batch: int, *, with_vectors: bool) -> flo
     try:
         _, token, _ = agent_client(space=space, name="importer")
         client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
-        if with_vectors:
-            vectors = embedding.embed_many([i["content"] for i in items])
-            items = [{**item, "embedding": vector} for item, vector in zip(items, vectors, strict=True)]
-        else:
-            embedding.embed("warm up the model")
+        embedding.embed("warm up the model")
         bodies = [json.dumps(items[s : s + batch]) for s in range(0, len(items), batch)]
         started = time.perf_counter()
         for body in bodies:
@@ -98,13 +94,11 @@ def main() -> None:
     from brain.embedding import current_model_label
 
     print(f"import through the API in-process (colony_bench), model {current_model_label()}")
-    for with_vectors in (False, True):
-        seconds = _run_in_process(items, args.batch, with_vectors=with_vectors)
-        label = "vectors given" if with_vectors else "embedded on import"
-        print(
-            f"  {label:18} {args.notes} notes, batches of {args.batch}: {seconds:.2f} s = "
-            f"{args.notes / seconds:.0f} notes/s  (target >= 300; Mem0 add(infer=False) 45)"
-        )
+    seconds = _run_in_process(items, args.batch)
+    print(
+        f"  {args.notes} notes, batches of {args.batch}: {seconds:.2f} s = "
+        f"{args.notes / seconds:.0f} notes/s  (target >= 300; Mem0 add(infer=False) 45)"
+    )
 
 
 if __name__ == "__main__":
