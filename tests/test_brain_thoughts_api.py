@@ -35,6 +35,7 @@ def test_every_field(dev, thought_factory):
         "quality_flags", "superseded", "superseded_at", "superseded_by", "contradicted_by", "embedding_model",
         "has_embedding", "pheromone_weight", "access_count", "last_accessed", "accessed_by", "co_retrieved_with",
         "usage_score", "contradiction_score", "effective_confidence", "corrected_by", "corrects",
+        "related_thoughts_count", "corrected_by_count",
     }  # fmt: skip
     assert set(body) == expected
     assert body["id"] == str(thought.id) and body["space"] == "default"

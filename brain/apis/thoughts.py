@@ -12,7 +12,15 @@ from api import paging
 from api.schema import error_responses
 from brain.choices import TOPIC_MAX_CHARS, ThoughtCategory, topic_normal
 from brain.models import THOUGHT_BULKY_FIELDS, Thought
-from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, PREVIEW_CHARS, thought_detail, thought_lineage
+from brain.selectors.lineage import (
+    DEFAULT_MAX_DEPTH,
+    DETAIL_CORRECTIONS_MAX,
+    DETAIL_RELATED_MAX,
+    MAX_MAX_DEPTH,
+    PREVIEW_CHARS,
+    thought_detail,
+    thought_lineage,
+)
 from brain.selectors.listing import THOUGHT_LIST_ORDER, thought_list
 from brain.services.retraction import REASON_MAX_CHARS, retraction_guidance, thought_retract
 
@@ -38,9 +46,20 @@ class CorrectsSerializer(serializers.Serializer):
 class ThoughtOutputSerializer(serializers.ModelSerializer):
     space = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     agent = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    related_thoughts = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    related_thoughts = serializers.ListField(
+        child=serializers.UUIDField(),
+        source="related_ids",
+        read_only=True,
+        help_text=f"The newest {DETAIL_RELATED_MAX} (related_thoughts_count counts all).",
+    )
+    related_thoughts_count = serializers.IntegerField(read_only=True)
     has_embedding = serializers.SerializerMethodField()
-    corrected_by = CorrectedBySerializer(many=True, read_only=True, help_text="Corrections that supersede it.")
+    corrected_by = CorrectedBySerializer(
+        many=True,
+        read_only=True,
+        help_text=f"The newest {DETAIL_CORRECTIONS_MAX} corrections that supersede it (corrected_by_count counts all).",
+    )
+    corrected_by_count = serializers.IntegerField(read_only=True)
     corrects = CorrectsSerializer(many=True, read_only=True, help_text="For a correction: what it superseded.")
 
     class Meta:

@@ -3,7 +3,10 @@
 Each direction is one recursive query that stops one level below ``max_depth``. It collects
 (thought, depth) pairs with UNION, so a cycle (normal operations can't create one, an admin edit
 could) only repeats thoughts at growing depths until the cap: the walk always ends, and each thought
-is kept at its smallest depth. Nothing crosses the thought's space.
+is kept at its smallest depth. Nothing crosses the thought's space. A lineage holds at most
+``LINEAGE_NODES_MAX`` thoughts besides the root, the nearest first (``truncated`` says when more were
+left out): agents can build a lattice of consolidations of any width, and a memory call summarises its
+best source's lineage every time.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 import uuid
 
 from django.db import connection
-from django.db.models import BooleanField, ExpressionWrapper, Prefetch, Q, prefetch_related_objects
+from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models.functions import Left
 
 from api.errors import NotFound
 from brain.choices import ThoughtCategory, ThoughtType
@@ -21,6 +25,12 @@ from core.models import Space
 DEFAULT_MAX_DEPTH = 10
 MAX_MAX_DEPTH = 100
 PREVIEW_CHARS = 80
+#: Thoughts of one lineage besides its root, at most.
+LINEAGE_NODES_MAX = 200
+#: A thought's detail lists its newest related thoughts and corrections up to these (agents add links and
+#: corrections without end); ``related_thoughts_count`` and ``corrected_by_count`` count them all.
+DETAIL_RELATED_MAX = 200
+DETAIL_CORRECTIONS_MAX = 20
 
 
 def thought_get(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
@@ -44,19 +54,32 @@ def thought_get(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
 def thought_detail(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
     """One thought (as :func:`thought_get`) with its correction history attached, for the thought page.
 
-    ``corrected_by``: every correction of the space that names it in ``supersedes``, newest first
-    (``superseded_by`` holds only the latest one). ``corrects``: for a correction, the thoughts it
+    ``related_thoughts``: the newest DETAIL_RELATED_MAX. ``corrected_by``: the newest
+    DETAIL_CORRECTIONS_MAX corrections of the space that name it in ``supersedes`` (``superseded_by``
+    holds only the latest one); both counted whole. ``corrects``: for a correction, the thoughts it
     superseded, with where each one stands now (a later correction may have taken over).
     """
     thought = thought_get(space=space, thought_id=thought_id)
     # The response lists related thoughts by id: read only their ids (not every column and vector).
-    prefetch_related_objects([thought], Prefetch("related_thoughts", queryset=Thought.objects.only("id")))
+    links = Thought.related_thoughts.through.objects.filter(from_thought_id=thought.pk)
+    thought.related_ids = list(
+        links.order_by("-to_thought__created_at", "-to_thought_id").values_list("to_thought_id", flat=True)[
+            :DETAIL_RELATED_MAX
+        ]
+    )
+    thought.related_thoughts_count = (
+        len(thought.related_ids) if len(thought.related_ids) < DETAIL_RELATED_MAX else links.count()
+    )
+    corrections = Thought.objects.filter(
+        space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
+    )
     thought.corrected_by = list(
-        Thought.objects.filter(
-            space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
-        )
-        .only("id", "correct_fact", "corrected_fact", "contributor_name", "created_at")
-        .order_by("-created_at")
+        corrections.only("id", "correct_fact", "corrected_fact", "contributor_name", "created_at").order_by(
+            "-created_at", "-id"
+        )[:DETAIL_CORRECTIONS_MAX]
+    )
+    thought.corrected_by_count = (
+        len(thought.corrected_by) if len(thought.corrected_by) < DETAIL_CORRECTIONS_MAX else corrections.count()
     )
     thought.corrects = []
     if thought.thought_category == ThoughtCategory.CORRECTION and thought.supersedes:
@@ -71,10 +94,11 @@ def thought_detail(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
 
 
 def _node(thought: Thought, depth: int) -> dict:
+    preview = thought.__dict__.get("preview")  # rows of a walk carry only the preview of their content
     return {
         "thought_id": str(thought.id),
         "thought_type": thought.thought_type,
-        "content_preview": thought.content[:PREVIEW_CHARS],
+        "content_preview": preview if preview is not None else thought.content[:PREVIEW_CHARS],
         "contributor": thought.contributor_name,
         "created_at": thought.created_at.isoformat(),
         "source_ids": [str(i) for i in thought.source_ids],
@@ -93,7 +117,7 @@ WITH RECURSIVE walk(id, depth) AS (
     WHERE walk.depth <= %(max_depth)s
 )
 SELECT walk.id, MIN(walk.depth) FROM walk JOIN brain_thought t ON t.id = walk.id AND t.space_id = %(space)s
-GROUP BY walk.id
+GROUP BY walk.id ORDER BY 2, 1 LIMIT %(limit)s
 """
 
 _DESCENDANTS_SQL = """
@@ -104,14 +128,16 @@ WITH RECURSIVE walk(id, depth) AS (
     FROM walk JOIN brain_thought t ON t.space_id = %(space)s AND t.source_ids @> ARRAY[walk.id]
     WHERE walk.depth <= %(max_depth)s
 )
-SELECT id, MIN(depth) FROM walk GROUP BY id
+SELECT id, MIN(depth) FROM walk GROUP BY id ORDER BY 2, 1 LIMIT %(limit)s
 """
 
 
 def _depths(sql: str, *, space: Space, root: uuid.UUID, max_depth: int) -> dict[uuid.UUID, int]:
-    """{thought id: smallest distance from the root}, including the level just below the cap."""
+    """{thought id: smallest distance from the root}, including the level just below the cap; the nearest
+    LINEAGE_NODES_MAX + 2 (one more than a lineage holds, and the root a cycle may lead back to)."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"root": root, "space": space.pk, "max_depth": max_depth})
+        params = {"root": root, "space": space.pk, "max_depth": max_depth, "limit": LINEAGE_NODES_MAX + 2}
+        cursor.execute(sql, params)
         return {row[0]: row[1] for row in cursor.fetchall()}
 
 
@@ -133,8 +159,13 @@ def thought_lineage_of(*, space: Space, root: Thought, max_depth: int = DEFAULT_
         down.pop(seen, None)
     truncated = any(depth > max_depth for depth in (*up.values(), *down.values()))
     signed = {i: -d for i, d in up.items() if d <= max_depth} | {i: d for i, d in down.items() if d <= max_depth}
-    rows = Thought.objects.filter(space=space, id__in=list(signed)).only(
-        "id", "thought_type", "content", "contributor_name", "created_at", "source_ids", "superseded", "refined_by"
+    if len(signed) > LINEAGE_NODES_MAX:  # the nearest, both directions together
+        truncated = True
+        signed = dict(sorted(signed.items(), key=lambda item: (abs(item[1]), str(item[0])))[:LINEAGE_NODES_MAX])
+    rows = (
+        Thought.objects.filter(space=space, id__in=list(signed))
+        .only("id", "thought_type", "contributor_name", "created_at", "source_ids", "superseded", "refined_by")
+        .annotate(preview=Left("content", PREVIEW_CHARS))
     )
     chain = sorted(
         [_node(root, 0), *(_node(t, signed[t.id]) for t in rows)], key=lambda n: (n["depth"], n["created_at"])
