@@ -114,17 +114,48 @@ def order_by(order: Order) -> list[str]:
 
 
 def page_after(
-    qs: QuerySet, *, order: Order, cursor: list[Any] | None, limit: int, offset: int = 0
+    qs: QuerySet,
+    *,
+    order: Order,
+    cursor: list[Any] | None,
+    limit: int,
+    offset: int = 0,
+    budget: tuple[Any, int] | None = None,
 ) -> tuple[list, str | None]:
     """One page of ``qs`` in ``order``, after ``cursor`` (decoded) when given, else after ``offset``
     rows, and the next page's cursor (None on the last page). One statement: it reads ``limit + 1``
-    rows to know whether more follow."""
+    rows to know whether more follow.
+
+    ``budget`` (an expression of a row's size, the most a page holds) ends a page early when its rows
+    would hold more (one row at least): the sizes are read first, then only the rows of the page, so a
+    list whose rows agents can make large (a task's DNA) answers a bounded page and a cursor."""
     qs = qs.order_by(*order_by(order))
     if cursor is not None:
         qs = qs.filter(_after(order, cursor))
+    if budget is not None:
+        return _page_within(qs, order=order, limit=limit, offset=offset, budget=budget)
     rows = list(qs[offset : offset + limit + 1])
     page = rows[:limit]
     if len(rows) <= limit:
+        return page, None
+    last = page[-1]
+    return page, encode([getattr(last, field) for field, _, _ in order])
+
+
+def _page_within(
+    qs: QuerySet, *, order: Order, limit: int, offset: int, budget: tuple[Any, int]
+) -> tuple[list, str | None]:
+    size, most = budget
+    sizes = list(qs.annotate(_size=size).values_list("pk", "_size")[offset : offset + limit + 1])
+    keys, total = [], 0
+    for pk, row_size in sizes[:limit]:
+        if keys and total + (row_size or 0) > most:
+            break
+        keys.append(pk)
+        total += row_size or 0
+    rows = {row.pk: row for row in qs.filter(pk__in=keys)}
+    page = [rows[pk] for pk in keys if pk in rows]
+    if len(sizes) <= len(keys) or not page:
         return page, None
     last = page[-1]
     return page, encode([getattr(last, field) for field, _, _ in order])

@@ -227,7 +227,12 @@ class TaskListCreateApi(APIView):
         limit, offset, cursor = params.pop("limit"), params.pop("offset"), params.pop("cursor", None)
         qs = selectors.task_list(space=request.user.space, **params)
         page, next_cursor = paging.page_after(
-            qs, order=selectors.TASK_LIST_ORDER, cursor=cursor, limit=limit, offset=offset
+            qs,
+            order=selectors.TASK_LIST_ORDER,
+            cursor=cursor,
+            limit=limit,
+            offset=offset,
+            budget=selectors.DNA_PAGE_BUDGET,
         )
         return Response(
             {"count": qs.count(), "next_cursor": next_cursor, "results": TaskOutputSerializer(page, many=True).data}
@@ -404,7 +409,11 @@ class InFlightApi(APIView):
         params = query.validated_data
         qs = selectors.task_in_flight(space=request.user.space, role=role, agent=request.user)
         page, next_cursor = paging.page_after(
-            qs, order=selectors.IN_FLIGHT_ORDER, cursor=params.get("cursor"), limit=params["limit"]
+            qs,
+            order=selectors.IN_FLIGHT_ORDER,
+            cursor=params.get("cursor"),
+            limit=params["limit"],
+            budget=selectors.DNA_PAGE_BUDGET,
         )
         recent = selectors.transitions_recent(task_ids=[task.id for task in page], per_task=params["markers"])
         return Response(

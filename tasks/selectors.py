@@ -16,11 +16,12 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
+    TextField,
     Value,
     When,
     Window,
 )
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Cast, Length, RowNumber
 
 from api.errors import NotFound, ValidationFailed, did_you_mean
 from api.paging import order_by
@@ -194,6 +195,9 @@ def _slug_hint(space: Space, ref: str) -> str:
 #: moved last itself (its claims, its blocks: ``mine``), then the role's active tasks before its blocked
 #: ones (a claim is made only by an agent of the task's role; any role may block a task for another),
 #: then the newest change first. Slug and id make it unique.
+#: A page of tasks (the task list, a role's tasks in flight) holds at most this many characters of DNA
+#: (DNA is up to 100,000 characters a task): a fuller page ends early, with a cursor to the rest.
+DNA_PAGE_BUDGET = (Length(Cast("dna", TextField())), 500_000)
 IN_FLIGHT_ORDER = (
     ("mine", True, bool),
     ("active", True, bool),
