@@ -99,6 +99,10 @@ class UrlToken(models.Model):
     prefix = models.CharField(max_length=12, help_text="First characters of the token, to tell tokens apart.")
     label = models.CharField(max_length=100, blank=True)
     created_by = models.CharField(max_length=150, blank=True, help_text="Who created it (user or 'cli').")
+    # The human who made it on the tokens page: it answers only while they may still act in its space.
+    created_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)

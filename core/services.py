@@ -176,6 +176,12 @@ class TokenRows:
                 self._rows[key] = (entry[0], entry[1], when)
 
     def clear(self, **_signal) -> None:
+        """Forget every row now, and again when the surrounding transaction commits: a lookup racing the
+        change reads the row as it was until then, and must not keep it for TOKEN_CACHE_SECONDS after."""
+        self._forget()
+        transaction.on_commit(self._forget)
+
+    def _forget(self) -> None:
         with self._lock:
             self._rows.clear()
             self.generation += 1
@@ -226,8 +232,11 @@ def worker_heartbeat(*, hostname: str, pid: int, started_at) -> None:
     )
 
 
-def url_token_create(*, agent: Agent, days: int, label: str = "", created_by: str = "") -> tuple[UrlToken, str]:
-    """A read-only URL token for ``agent`` valid ``days`` days; returns (row, token). Shown once."""
+def url_token_create(
+    *, agent: Agent, days: int, label: str = "", created_by: str = "", user=None
+) -> tuple[UrlToken, str]:
+    """A read-only URL token for ``agent`` valid ``days`` days; returns (row, token). Shown once. ``user``:
+    the human making it (the tokens page), whom it answers for only while they may act in the space."""
     if not 1 <= days <= URL_TOKEN_MAX_DAYS:
         raise ValidationFailed(f"A URL token lives 1 to {URL_TOKEN_MAX_DAYS} days; got {days}.")
     _within_column(UrlToken, "label", label, "A URL token label")
@@ -238,20 +247,27 @@ def url_token_create(*, agent: Agent, days: int, label: str = "", created_by: st
         prefix=raw[:12],
         label=label,
         created_by=created_by,
+        created_by_user=user,
         expires_at=timezone.now() + timedelta(days=days),
     )
     return token, raw
 
 
 def url_token_lookup(*, raw_token: str) -> UrlToken | None:
-    """The live URL token (not revoked, not expired, agent active) for ``raw_token``, or None."""
+    """The live URL token (not revoked, not expired, agent active, and, made by a human on the tokens page,
+    that human still active and a member of its space or a superuser) for ``raw_token``, or None."""
     token = (
-        UrlToken.objects.select_related("agent", "agent__space")
+        UrlToken.objects.select_related("agent", "agent__space", "created_by_user")
         .filter(key_hash=_hash(raw_token), revoked_at__isnull=True, expires_at__gt=timezone.now())
         .first()
     )
     if token is None or not token.agent.active:
         return None
+    maker = token.created_by_user
+    if maker is not None and not (
+        maker.is_active and (maker.is_superuser or maker.colony_spaces.filter(pk=token.agent.space_id).exists())
+    ):
+        return None  # its maker lost the space: a link they handed out reads it no longer
     return token
 
 

@@ -141,6 +141,8 @@ class ConfidenceChange(models.Model):
     space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="+")
     turn = models.ForeignKey(TurnLog, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     agent_name = models.CharField(max_length=100, help_text="The agent whose turn caused the change.")
+    # Who it was, whatever it is called now: the floor and the ceiling count distinct agents by it.
+    agent = models.ForeignKey("core.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     used = models.BooleanField()
     contradicted = models.BooleanField()
     usage_score = models.FloatField()

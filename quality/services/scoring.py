@@ -322,28 +322,31 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
         .order_by("pk")
         .values_list("pk", "usage_score", "contradiction_score", "effective_confidence")
     )
-    # The distinct agents that ever reported each thought contradicted / used (the floor and the ceiling).
+    # The distinct agents that ever reported each thought contradicted / used (the floor and the ceiling),
+    # by identity: an agent renamed is still one agent (its name counts only when the agent is gone).
     contradictors: dict = {thought_id: set() for thought_id in by_thought}
     users: dict = {thought_id: set() for thought_id in by_thought}
-    for thought_id, agent_name, used, contradicted in (
+    for thought_id, agent_id, agent_name, used, contradicted in (
         ConfidenceChange.objects.filter(thought_id__in=list(by_thought))
         .filter(Q(contradicted=True) | Q(used=True))
-        .values_list("thought_id", "agent_name", "used", "contradicted")
+        .values_list("thought_id", "agent_id", "agent_name", "used", "contradicted")
         .distinct()
     ):
+        who = agent_id or f"name:{agent_name}"
         if contradicted:
-            contradictors[thought_id].add(agent_name)
+            contradictors[thought_id].add(who)
         if used:
-            users[thought_id].add(agent_name)
+            users[thought_id].add(who)
+    me = turn.agent_id or f"name:{turn.agent_name}"
     changes, stepped = [], []
     for thought_id, usage_score, contradiction_score, old_confidence in rows:
         item = by_thought[thought_id]
         usage = formulas.ema(usage_score, 1.0 if item.used else 0.0)
         contradiction = formulas.ema(contradiction_score, 1.0 if item.contradicted else 0.0)
         if item.contradicted:
-            contradictors[thought_id].add(turn.agent_name)
+            contradictors[thought_id].add(me)
         if item.used:
-            users[thought_id].add(turn.agent_name)
+            users[thought_id].add(me)
         confidence = formulas.effective_confidence(
             usage, contradiction, len(contradictors[thought_id]), len(users[thought_id])
         )
@@ -358,6 +361,7 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
                 space_id=turn.space_id,
                 turn=turn,
                 agent_name=turn.agent_name,
+                agent_id=turn.agent_id,
                 used=bool(item.used),
                 contradicted=bool(item.contradicted),
                 usage_score=usage,

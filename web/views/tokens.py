@@ -37,6 +37,7 @@ def url_tokens(request):
                     days=form.cleaned_data["days"],
                     label=form.cleaned_data["label"],
                     created_by=request.user.get_username(),
+                    user=request.user,
                 )
             except ApplicationError as exc:
                 messages.error(request, f"No URL token created — {exc.message}")
