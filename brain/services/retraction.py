@@ -13,7 +13,7 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q, Value
 from django.db.models.functions import Replace
 from django.utils import timezone
@@ -48,6 +48,9 @@ RETRACTION_KEY = "retraction"
 #: Texts shorter than this are not searched for elsewhere: a thought of a few characters ("yes") would
 #: blank those characters in every text of the space.
 QUOTE_MIN_CHARS = 12
+
+#: pg_advisory_xact_lock(namespace, space id): retractions of one space run one at a time (thought_retract).
+RETRACTION_LOCK_NAMESPACE = 4_200_002
 
 #: Other apps' copies of a thought's text to erase with it (``thought_id`` -> rows changed); quality
 #: registers its turn items' excerpts when it loads (brain does not import quality: the layers test).
@@ -108,9 +111,15 @@ def thought_retract(
         key = uuid.UUID(str(thought_id))
     except ValueError:
         raise NotFound(f"No thought {thought_id!r}: not a thought id (UUID).", code="THOUGHT_NOT_FOUND") from None
+    # One retraction of the space at a time: a retraction moves rows' pointers onto other existing
+    # thoughts (lineage_release), so two at once could each read "what points at me" before the other
+    # moved a row onto it, and leave that row superseded by a retracted thought with nothing live after
+    # it. Other writes only ever make rows stop pointing at an existing thought.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [RETRACTION_LOCK_NAMESPACE, space.pk])
     # The thought and what it superseded, locked together in id order (a correction or refinement
-    # locking some of the same rows in that order can't deadlock with it). Rows only ever stop
-    # pointing at an existing thought, so the set read before the lock holds every row that may.
+    # locking some of the same rows in that order can't deadlock with it); under the lock above, the
+    # set read before the row locks holds every row that may point at it.
     held = Q(refined_by_id=key) | Q(superseded_by_id=key)
     ids = [key, *Thought.objects.filter(held, space=space).values_list("pk", flat=True)]
     rows = list(Thought.objects.select_for_update().filter(space=space, pk__in=ids).order_by("pk"))
