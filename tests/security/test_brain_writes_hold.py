@@ -182,7 +182,7 @@ def test_a_correction_by_id_stores_no_text_longer_than_a_memory_call_or_an_impor
 
     Expected (SPEC 6: every string is bounded; SPEC 5: Colony's own format loses nothing): the default
     content is cut to PROMPT_MAX_CHARS; both facts are kept whole in their own fields."""
-    target = thought_factory("The nightly backup runs at 02:00 UTC on the staging cluster.")
+    target = thought_factory("w" * PROMPT_MAX_CHARS)  # what the correction says is wrong (it must be about it)
     response = dev.post(
         f"/api/v1/thoughts/{target.pk}/correct",
         {"correct_fact": "r" * PROMPT_MAX_CHARS, "corrected_fact": "w" * PROMPT_MAX_CHARS},
