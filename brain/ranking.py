@@ -234,6 +234,7 @@ class Candidate:
     factor: float = 1.0  # steps 2-5: the product of the multipliers
     relevance: float = 0.0  # step 1's value
     score: float = 0.0
+    own_score: float | None = None  # a replacement lifted in step 7: its score before the lift
     probability: float = 0.0  # the calibrated relevance the answer shows (see RELEVANCE_WEIGHTS)
     reasons: list[str] = field(default_factory=list)
 
@@ -297,13 +298,18 @@ def calibrated_relevance(features: list[float]) -> float:
 
 
 def calibrate(ranked: list[Candidate]) -> None:
-    """Set ``probability`` on each candidate of a final ranked list (best first)."""
+    """Set ``probability`` on each candidate of a final ranked list (best first).
+
+    A replacement lifted to the score of what it replaced (step 7) keeps its place but is rated on its
+    own score: the lift puts it above what it replaced, it doesn't make it fit the question (a text an
+    agent sent as a "refinement" of a fitting thought, about something else, would otherwise be rated
+    as fitting, and injected)."""
     top = ranked[0].score if ranked else 0.0
     for position, candidate in enumerate(ranked, start=1):
         candidate.probability = calibrated_relevance(
             relevance_features(
                 # The cosine as the search returned it, the feature the constants were fitted on.
-                score=candidate.score,
+                score=candidate.score if candidate.own_score is None else candidate.own_score,
                 similarity=_similarity(candidate, contrasted=False),
                 top_score=top,
                 position=position,
@@ -426,6 +432,8 @@ def _replacements_above(ranked: list[Candidate]) -> bool:
         replacement = by_id[candidate.live_replacement_id]
         candidate.reasons.append(f"superseded by {replacement.id}, ranked above it")
         if replacement.score < candidate.score:
+            if replacement.own_score is None:
+                replacement.own_score = replacement.score
             replacement.score = candidate.score
             moved = True
         replacement.reasons.append(f"replaces superseded {candidate.id}: ranked above it")

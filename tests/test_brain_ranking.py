@@ -358,3 +358,20 @@ def test_relevance_of_a_pending_embedding_uses_its_stand_in_on_the_dense_side():
     ranked = ranking.rank([weak, pending])
     assert ranked[0] is pending  # stand-in 0.8 > 0.3, and a full lexical match
     assert pending.relevance == pytest.approx(ranking.weighted(0.8, 1.0))
+
+
+def test_a_lifted_replacement_keeps_its_place_and_is_rated_on_its_own_score():
+    """A replacement below what it replaced is lifted above it (the ordering invariant), but its calibrated
+    relevance is its own: a text sent as a refinement of a fitting thought, about something else, is not
+    rated as fitting the question (it would be injected)."""
+    replacement = fake_thought(id="new", thought_type="refinement", source_ids=["old"])
+    old = fake_thought(id="old", superseded=True, refined_by_id="new")
+    ranked = ranking.rank(
+        [ranking.Candidate(old, 0.8, live_replacement_id="new"), ranking.Candidate(replacement, 0.31)]
+    )
+    assert [c.thought.id for c in ranked] == ["new", "old"]
+    lifted, superseded = ranked
+    assert lifted.score == superseded.score and lifted.own_score < lifted.score
+    assert lifted.probability < superseded.probability
+    alone = ranking.rank([ranking.Candidate(fake_thought(id="alone", thought_type="refinement"), 0.31)])
+    assert lifted.probability <= alone[0].probability + 0.05

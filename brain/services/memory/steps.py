@@ -390,7 +390,11 @@ def _retrieve(call: MemoryCall) -> None:
         _logged(call, pheromones.retrieval_record(call.search.companion_row))
     floor = _min_relevance(request)
     if floor is not None:
-        call.search.candidates = [c for c in call.search.candidates if c.probability >= floor]
+        kept = [c for c in call.search.candidates if c.probability >= floor]
+        # A superseded source goes only with its replacement: one whose replacement falls below the floor
+        # goes too (what replaced it was ranked above it, and the answer never shows the old without the new).
+        below = {c.id for c in call.search.candidates} - {c.id for c in kept}
+        call.search.candidates = [c for c in kept if c.live_replacement_id not in below]
     call.operations.append(f"retrieve:{len(call.sources)}")
 
 
