@@ -17,9 +17,9 @@ from brain.models import Thought
 from core import services
 from core.models import Agent
 from quality import formulas
-from quality.services.scoring import turn_score
 from tasks.models import HumanConfirmation, Task, dna_digest
-from tests.quality_support import ScriptedJudge, make_query_log, make_thought, new_session
+from tests.quality_support import make_query_log, make_thought, new_session
+from tests.security.test_feedback_burial import scored_turn
 from tests.tasks_helpers import make_project, make_task
 from tests.web_support import PASSWORD, admin_form_data, make_human
 
@@ -27,22 +27,6 @@ FACT = "Staging deploys run the database migrations before the web workers resta
 
 
 # --- a renamed agent is still one agent -------------------------------------------------------------
-def _scored_turn(client, session_id: str, turn_id: str, **feedback) -> None:
-    response = client.post(
-        "/api/v1/turns",
-        {
-            "session_id": session_id,
-            "turn_id": turn_id,
-            "user_prompt": "Deploy staging.",
-            "assistant_response": "Staging deploys do not run the migrations first; I restarted the workers.",
-            **feedback,
-        },
-        format="json",
-    )
-    assert response.status_code == 202, response.json()
-    turn_score(turn_log_id=response.json()["turn_log_id"], judge=ScriptedJudge())
-
-
 @pytest.mark.django_db
 @pytest.mark.usefixtures("enqueued")
 @pytest.mark.parametrize(
@@ -61,7 +45,7 @@ def test_a_renamed_agent_still_counts_as_one_agent_for_the_floor_and_the_ceiling
     session = new_session()
     for n in range(turns):
         make_query_log(space, session, [target], agent=dev.agent)  # shown again each turn: one step each
-        _scored_turn(dev, session, f"t{n}", **{field: [str(target.id)]})
+        scored_turn(dev, session, f"t{n}", **{field: [str(target.id)]})
     target.refresh_from_db()
     held = formulas.SINGLE_AGENT_FLOOR if field == "contradicted_ids" else formulas.SINGLE_AGENT_CEILING
     assert target.effective_confidence == held  # one agent: held
@@ -70,7 +54,7 @@ def test_a_renamed_agent_still_counts_as_one_agent_for_the_floor_and_the_ceiling
     dev.agent.save()
     assert dev.get("/api/v1/agents/me").json()["name"] == "dev-1-renamed"  # same token, same agent
     make_query_log(space, session, [target], agent=dev.agent)
-    _scored_turn(dev, session, "after-rename", **{field: [str(target.id)]})
+    scored_turn(dev, session, "after-rename", **{field: [str(target.id)]})
 
     target.refresh_from_db()
     assert target.effective_confidence == held, (
