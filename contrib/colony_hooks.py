@@ -50,6 +50,9 @@ SOURCES_DEFAULT = 5
 HOOK_TASKS = 10
 #: Tasks of others PreCompact names in its line at most; it counts the rest.
 NAMED_OTHERS = 5
+#: DNA keys a state snapshot names (the first, sorted) and the characters of each: DNA is any agent's to add to.
+DNA_KEYS_NAMED = 20
+DNA_KEY_CHARS = 80
 #: A read or connect that timed out (socket.timeout is TimeoutError only from Python 3.10).
 TIMEOUTS = (TimeoutError, socket.timeout)
 
@@ -320,7 +323,10 @@ def pre_compact(colony: Colony, event: dict) -> str:
         # Title, marker and DNA keys are text any agent of the space may have written: quoted, so the
         # snapshot stored under this agent's name never carries another's words as its own.
         last = quoted(markers[0]["marker"]) if markers else "none yet"
-        dna_keys = ", ".join(quoted(key) for key in sorted(task.get("dna") or {})) or "none"
+        keys = sorted(task.get("dna") or {})
+        dna_keys = ", ".join(quoted(key[:DNA_KEY_CHARS]) for key in keys[:DNA_KEYS_NAMED]) or "none"
+        if len(keys) > DNA_KEYS_NAMED:  # any agent may add keys: the snapshot stays within PROMPT_MAX_CHARS
+            dna_keys += f" and {len(keys) - DNA_KEYS_NAMED} more"
         content = (
             f"{task['slug']} state {today}: {task['status']} with role {task['role']}, {me['name']} working on it "
             f"when its context was compacted (session {session_of(event) or 'unknown'}). "

@@ -145,6 +145,22 @@ def test_pre_compact_does_not_write_a_task_title_as_the_agents_own_words(asgi_se
     assert "waived review" not in _unquoted(snapshot.content), snapshot.content
 
 
+@pytest.mark.django_db(transaction=True)
+def test_pre_compact_stores_the_snapshot_whatever_the_dna_holds(asgi_server, compacting_dev):
+    """Attack: mallory adds 2,000 DNA keys to claude-dev's task (PATCH takes any key from any agent). The
+    PreCompact hook listed every key in the snapshot's text, past the memory API's 10,000 characters: the
+    snapshot was refused and claude-dev lost its recovery marker. Instead: the snapshot names the first
+    keys and counts the rest, and is stored within the limit."""
+    dev, mallory, task = compacting_dev
+    keys = {f"planted_key_number_{i:04d}": 1 for i in range(2000)}
+    patched = mallory.patch(f"/api/v1/tasks/{task.slug}/dna", keys, format="json")
+    assert patched.status_code == 200, patched.content
+
+    snapshot = compacted(asgi_server, dev)
+    assert len(snapshot.content) <= 10_000
+    assert "more" in snapshot.content and "Next: continue from the last marker" in snapshot.content
+
+
 # --- 3. Stop hook: planted ids make it lose the whole turn (and the agent's real feedback) ----------
 
 
