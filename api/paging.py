@@ -20,6 +20,7 @@ import binascii
 import json
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import reduce
 from operator import or_
@@ -111,6 +112,28 @@ def _after(order: Order, values: Sequence[Any]) -> Q:
 
 def order_by(order: Order) -> list[str]:
     return [f"-{field}" if descending else field for field, descending, _ in order]
+
+
+@dataclass(frozen=True)
+class Newest:
+    """The first rows of a list ordered newest first, and how many more there are."""
+
+    items: list
+    more: int  # rows past ``items``
+
+    @property
+    def total(self) -> int:
+        return len(self.items) + self.more
+
+
+def newest(queryset: QuerySet, limit: int) -> Newest:
+    """The first ``limit`` rows of ``queryset`` (ordered newest first) and how many more: one statement
+    reading ``limit + 1`` rows, and a count only when more follow. For lists agents can grow without end
+    that a page or a detail shows whole otherwise (links, corrections, a task's transitions)."""
+    items = list(queryset[: limit + 1])
+    if len(items) <= limit:
+        return Newest(items, 0)
+    return Newest(items[:limit], queryset.count() - limit)
 
 
 def page_after(

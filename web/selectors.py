@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from dataclasses import dataclass
 
 from django.db.models import Count, F, Max, QuerySet, Sum
 from django.utils import timezone
 
+from api.paging import Newest, newest
 from brain.choices import SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
 from core.models import Agent, Space
@@ -19,26 +19,12 @@ from quality.services.rollups import COUNT_FIELDS
 from tasks.models import Project, Task, TransitionLog
 from tasks.selectors import IN_FLIGHT_STATUSES
 
-# Columns a list of thoughts shows; the 384-float embedding and the search vector stay in the database.
 #: Rows of one kind a page lists at most, newest first (agents can add rows without end: links,
 #: suggestions, corrections, a task's transitions); the rest are counted.
 PAGE_LIST_MAX = 50
 
 
-@dataclass(frozen=True)
-class Newest:
-    items: list
-    more: int  # rows past ``items``
-
-
-def newest(queryset: QuerySet, limit: int = PAGE_LIST_MAX) -> Newest:
-    """The first ``limit`` rows of ``queryset`` (ordered newest first) and how many more there are."""
-    items = list(queryset[: limit + 1])
-    if len(items) <= limit:
-        return Newest(items, 0)
-    return Newest(items[:limit], queryset.count() - limit)
-
-
+# Columns a list of thoughts shows; the 384-float embedding and the search vector stay in the database.
 THOUGHT_LIST_FIELDS = (
     "id",
     "space_id",
@@ -93,7 +79,8 @@ def thought_corrections_of(*, space: Space, thought: Thought) -> Newest:
             space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
         )
         .only(*THOUGHT_LIST_FIELDS, "correct_fact")
-        .order_by("-created_at", "-id")
+        .order_by("-created_at", "-id"),
+        PAGE_LIST_MAX,
     )
 
 
@@ -103,7 +90,8 @@ def thought_related_of(*, space: Space, thought: Thought) -> Newest:
     return newest(
         thought.related_thoughts.filter(space=space)
         .only("id", "content", "thought_category", "superseded")
-        .order_by("-created_at", "-id")
+        .order_by("-created_at", "-id"),
+        PAGE_LIST_MAX,
     )
 
 
@@ -122,7 +110,8 @@ def suggestion_list_for_thought(*, thought: Thought) -> Newest:
     return newest(
         CorrectionSuggestion.objects.filter(thought=thought, status=SuggestionStatus.PENDING)
         .select_related("agent")
-        .order_by("-created_at", "-id")
+        .order_by("-created_at", "-id"),
+        PAGE_LIST_MAX,
     )
 
 
@@ -142,7 +131,8 @@ def transition_history(*, task: Task) -> Newest:
         TransitionLog.objects.filter(task=task)
         .select_related("agent", "user", "confirmation__user", "marker")
         .defer(*thought_defer_bulky("marker"))
-        .order_by("-created_at", "-id")
+        .order_by("-created_at", "-id"),
+        PAGE_LIST_MAX,
     )
 
 

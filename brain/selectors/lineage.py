@@ -18,6 +18,7 @@ from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Left
 
 from api.errors import NotFound
+from api.paging import newest
 from brain.choices import ThoughtCategory, ThoughtType
 from brain.models import Thought, thought_defer_bulky
 from core.models import Space
@@ -62,25 +63,20 @@ def thought_detail(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
     thought = thought_get(space=space, thought_id=thought_id)
     # The response lists related thoughts by id: read only their ids (not every column and vector).
     links = Thought.related_thoughts.through.objects.filter(from_thought_id=thought.pk)
-    thought.related_ids = list(
-        links.order_by("-to_thought__created_at", "-to_thought_id").values_list("to_thought_id", flat=True)[
-            :DETAIL_RELATED_MAX
-        ]
+    related = newest(
+        links.order_by("-to_thought__created_at", "-to_thought_id").values_list("to_thought_id", flat=True),
+        DETAIL_RELATED_MAX,
     )
-    thought.related_thoughts_count = (
-        len(thought.related_ids) if len(thought.related_ids) < DETAIL_RELATED_MAX else links.count()
+    thought.related_ids, thought.related_thoughts_count = related.items, related.total
+    corrections = newest(
+        Thought.objects.filter(
+            space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
+        )
+        .only("id", "correct_fact", "corrected_fact", "contributor_name", "created_at")
+        .order_by("-created_at", "-id"),
+        DETAIL_CORRECTIONS_MAX,
     )
-    corrections = Thought.objects.filter(
-        space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
-    )
-    thought.corrected_by = list(
-        corrections.only("id", "correct_fact", "corrected_fact", "contributor_name", "created_at").order_by(
-            "-created_at", "-id"
-        )[:DETAIL_CORRECTIONS_MAX]
-    )
-    thought.corrected_by_count = (
-        len(thought.corrected_by) if len(thought.corrected_by) < DETAIL_CORRECTIONS_MAX else corrections.count()
-    )
+    thought.corrected_by, thought.corrected_by_count = corrections.items, corrections.total
     thought.corrects = []
     if thought.thought_category == ThoughtCategory.CORRECTION and thought.supersedes:
         by_id = {

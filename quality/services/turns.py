@@ -201,7 +201,7 @@ def _copied_check(*, space, shown: set[uuid.UUID], ids: list[uuid.UUID]) -> None
     Such feedback may be copied from what the agent read: a thought carrying ``colony:contradicted <id>``
     makes every agent that quotes it (as agents quote sources) or follows it contradict that id, past the
     one-agent floor. Colony stores such a marker as ``colony: contradicted`` (``api.text.storable``);
-    this check holds for what was stored otherwise (before that rule, by an operator's restore). Honest
+    this check holds for rows stored by other means (an operator's restore). Honest
     thoughts don't name other thoughts' ids, so refusing costs little; the Stop hook sends the turn again
     without the refused ids."""
     if not ids or not shown:

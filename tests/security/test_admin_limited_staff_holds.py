@@ -1,7 +1,7 @@
 """The admin as a staff user with LIMITED permissions uses it (SPEC 5 admin, SPEC 6; docs/operations.md
 "The admin edits what people decide and keeps what the workflow and the formulas write").
 
-Earlier tests log in a superuser. Here the user is ``is_staff`` with only the model permissions a test grants
+The user here is ``is_staff`` with only the model permissions a test grants
 (``view_agent``, ``add_judgevalidation``, ``change_project``...): the kind of account an operator hands a
 colleague to look at the agents or tidy the projects. Each test is an attack and the rule that should hold
 instead: bad input is a 4xx and never a 500, what the formulas and the workflow write is not a form field,

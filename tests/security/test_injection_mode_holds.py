@@ -4,8 +4,7 @@ own text injected into other agents' prompts where it does not belong (SPEC 2.3,
 and the injection mode": nothing is injected when nothing fits).
 
 The space holds the ~100 thoughts of three other agents (``CORPUS``); the victim asks the questions of
-``QUESTIONS`` (each answered by one CORPUS line) and a few coding prompts the space has no answer for. Numbers
-in the docstrings were measured with the constants of brain/ranking.py at the time of writing.
+``QUESTIONS`` (each answered by one CORPUS line) and a few coding prompts the space has no answer for.
 """
 
 from __future__ import annotations
