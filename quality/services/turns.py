@@ -47,7 +47,6 @@ from django.utils import timezone
 from api.errors import Forbidden, NotFound, ValidationFailed
 from brain.models import QueryLog, Thought
 from core.models import Agent
-from core.selectors import regex_any
 from quality.choices import InjectedFrom
 from quality.models import SessionOwner, TurnItem, TurnLog
 
@@ -195,6 +194,13 @@ def _shown_check(*, session_id: str, shown: set[uuid.UUID], ids: list[uuid.UUID]
         )
 
 
+def _regex_any(needles: list[str]) -> str:
+    """A PostgreSQL regular expression matching any of ``needles`` literally (every character but a letter
+    or a digit escaped: in PostgreSQL's advanced regular expressions a backslash before such a character
+    makes it literal)."""
+    return "|".join("".join(c if c.isalnum() else "\\" + c for c in needle) for needle in needles)
+
+
 def _copied_check(*, space, shown: set[uuid.UUID], ids: list[uuid.UUID]) -> None:
     """400 naming the feedback ids (used, contradicted) that a thought of ``shown`` names in its text.
 
@@ -207,7 +213,7 @@ def _copied_check(*, space, shown: set[uuid.UUID], ids: list[uuid.UUID]) -> None
     if not ids or not shown:
         return
     wanted = [str(i) for i in ids]
-    rows = Thought.objects.filter(space=space, pk__in=shown, content__iregex=regex_any(wanted))
+    rows = Thought.objects.filter(space=space, pk__in=shown, content__iregex=_regex_any(wanted))
     named: dict[str, uuid.UUID] = {}
     for source_id, content in rows.values_list("pk", "content").iterator():
         text = content.lower()
