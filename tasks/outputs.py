@@ -31,11 +31,26 @@ class TransitionOutputSerializer(FieldsReusedPerThread, serializers.Serializer):
     user = serializers.CharField(source="user.username", default=None)
     role_before = serializers.CharField()
     role_after = serializers.CharField()
-    dna_diff = serializers.JSONField()
+    dna_diff = serializers.SerializerMethodField(
+        help_text='{"added": {k: v}, "removed": {k: v}, "changed": {k: [before, after]}}; when dna_diff_truncated, '
+        '{"added": [k], "removed": [k], "changed": [k], "keys_left_out": n}: the keys (at most 20 of each), '
+        "since the diff is too large to list (the task's DNA holds what it is now)."
+    )
+    dna_diff_truncated = serializers.SerializerMethodField()
     summary = serializers.CharField()
     marker_id = serializers.UUIDField()
     marker = serializers.CharField(source="marker.content")
     created_at = serializers.DateTimeField()
+
+    # A listed transition was read by tasks.selectors.with_dna_diff_shown; a transition's own answer
+    # has the diff it just wrote.
+    def get_dna_diff(self, log) -> dict:
+        if not hasattr(log, "dna_diff_keys"):
+            return log.dna_diff
+        return log.dna_diff_keys if log.dna_diff_whole is None else log.dna_diff_whole
+
+    def get_dna_diff_truncated(self, log) -> bool:
+        return hasattr(log, "dna_diff_keys") and log.dna_diff_whole is None
 
 
 class TaskOutputSerializer(FieldsReusedPerThread, serializers.Serializer):

@@ -11,6 +11,8 @@ from django.db.models import (
     Case,
     Exists,
     F,
+    Func,
+    JSONField,
     OuterRef,
     Prefetch,
     Q,
@@ -25,6 +27,7 @@ from django.db.models.functions import Cast, Length, RowNumber
 
 from api.errors import NotFound, ValidationFailed, did_you_mean
 from api.paging import order_by
+from brain.models import thought_defer_bulky
 from core.choices import ROLE_SYNONYMS
 from core.db import prepared_cursor
 from core.models import Agent, Space
@@ -163,13 +166,57 @@ def task_memory_sessions_open() -> list[tuple[int, str]]:
     return [(space_id, str(session)) for space_id, session in rows if session not in (None, "")]
 
 
+#: A listed transition's ``dna_diff`` is read whole only up to this many characters (its JSON text);
+#: a larger one (a restore that removed a 99,000-character reason) is read as the keys it added,
+#: removed and changed, so what others wrote and removed before can't make a page of markers megabytes.
+DNA_DIFF_SHOWN_MAX = 2_000
+#: The keys of each part of a diff read as keys (the rest are counted in ``keys_left_out``).
+DNA_DIFF_KEYS_SHOWN = 20
+
+
+class _DiffKeys(Func):
+    """A ``dna_diff`` as ``{"added": [k], "removed": [k], "changed": [k], "keys_left_out": n}``: the
+    first :data:`DNA_DIFF_KEYS_SHOWN` keys of each part in order, and how many more there are."""
+
+    template = (
+        "(SELECT jsonb_build_object("
+        "'added', COALESCE(jsonb_agg(k ORDER BY k) FILTER (WHERE part = 'added' AND n <= %(shown)s), '[]'), "
+        "'removed', COALESCE(jsonb_agg(k ORDER BY k) FILTER (WHERE part = 'removed' AND n <= %(shown)s), '[]'), "
+        "'changed', COALESCE(jsonb_agg(k ORDER BY k) FILTER (WHERE part = 'changed' AND n <= %(shown)s), '[]'), "
+        "'keys_left_out', count(*) FILTER (WHERE n > %(shown)s)) "
+        "FROM (SELECT p.part, k, row_number() OVER (PARTITION BY p.part ORDER BY k) AS n "
+        "FROM unnest(ARRAY['added', 'removed', 'changed']) AS p(part), "
+        "jsonb_object_keys(COALESCE(%(expressions)s -> p.part, '{}')) AS k) AS diff_keys)"
+    )
+    output_field = JSONField()
+
+
+def with_dna_diff_shown(qs: QuerySet[TransitionLog]) -> QuerySet[TransitionLog]:
+    """``qs`` without loading ``dna_diff``: each row carries ``dna_diff_keys`` (at most
+    :data:`DNA_DIFF_KEYS_SHOWN` keys of each part, and ``keys_left_out``) and ``dna_diff_whole`` (the
+    diff itself, or None when its text is longer than :data:`DNA_DIFF_SHOWN_MAX`)."""
+    size = Length(Cast("dna_diff", TextField()))
+    return (
+        qs.defer("dna_diff")
+        .alias(dna_diff_size=size)
+        .annotate(
+            dna_diff_keys=_DiffKeys("dna_diff", shown=DNA_DIFF_KEYS_SHOWN),
+            dna_diff_whole=Case(
+                When(dna_diff_size__lte=DNA_DIFF_SHOWN_MAX, then=F("dna_diff")), default=None, output_field=JSONField()
+            ),
+        )
+    )
+
+
 def transitions_recent(*, task_ids: list, per_task: int) -> dict:
-    """The last ``per_task`` transitions (with markers) of each task, in one query."""
+    """The last ``per_task`` transitions (with markers) of each task, in one query, their ``dna_diff``
+    as :func:`with_dna_diff_shown` reads it."""
     if not task_ids:
         return {}
     ranked = (
-        TransitionLog.objects.filter(task_id__in=task_ids)
+        with_dna_diff_shown(TransitionLog.objects.filter(task_id__in=task_ids))
         .select_related("marker", "agent", "user")
+        .defer(*thought_defer_bulky("marker"))
         .annotate(
             rank=Window(RowNumber(), partition_by=[F("task_id")], order_by=[F("created_at").desc(), F("id").desc()])
         )

@@ -17,7 +17,7 @@ from quality.models import QualityRollup, TurnItem
 from quality.selectors import metric_values
 from quality.services.rollups import COUNT_FIELDS
 from tasks.models import Project, Task, TransitionLog
-from tasks.selectors import IN_FLIGHT_STATUSES
+from tasks.selectors import IN_FLIGHT_STATUSES, with_dna_diff_shown
 
 #: Rows of one kind a page lists at most, newest first (agents can add rows without end: links,
 #: suggestions, corrections, a task's transitions); the rest are counted.
@@ -128,7 +128,7 @@ def suggestion_list_pending(*, space: Space, limit: int = 20) -> list[Correction
 def transition_history(*, task: Task) -> Newest:
     """The transitions of ``task``, newest first, with who did it and the confirmation it consumed."""
     return newest(
-        TransitionLog.objects.filter(task=task)
+        with_dna_diff_shown(TransitionLog.objects.filter(task=task))
         .select_related("agent", "user", "confirmation__user", "marker")
         .defer(*thought_defer_bulky("marker"))
         .order_by("-created_at", "-id"),

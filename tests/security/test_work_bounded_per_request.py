@@ -17,10 +17,13 @@ import pytest
 from django.db import connection
 
 from brain.models import Thought
+from tests.security import support
 from tests.security.support import import_post, memory_answer, remember
 from tests.tasks_helpers import make_project, make_task
 
 pytestmark = pytest.mark.django_db
+
+boss = support.boss
 
 #: What the attacker stores in one import call (IMPORT_BATCH_MAX_ITEMS, the default batch).
 BATCH = 1000
@@ -180,6 +183,66 @@ def test_the_in_flight_page_is_bounded_in_bytes_not_only_in_tasks(agent_factory,
         assert page.status_code == 200 and len(page.content) <= 1_000_000
         body = page.json()
     assert sorted(seen) == sorted(f"t{i}" for i in range(40))
+
+
+def _block_and_restore(liaison, slug: str, cycles: int) -> None:
+    """``cycles`` times: a 99,000-character ``blocked_reason``, a block, a restore (which removes it)."""
+    for _ in range(cycles):
+        patched = liaison.patch(f"/api/v1/tasks/{slug}/dna", {"blocked_reason": "b" * 99_000}, format="json")
+        assert patched.status_code == 200, patched.content[:300]
+        for to in ("blocked", "restore"):
+            moved = liaison.post(f"/api/v1/tasks/{slug}/transition", {"to": to, "summary": "s"}, format="json")
+            assert moved.status_code == 200, moved.content[:300]
+
+
+def test_the_markers_of_a_page_of_tasks_are_bounded_in_bytes_too(agent_factory, space, client, boss):
+    """Attack: a liaison writes a 99,000-character ``blocked_reason`` into active QA tasks, blocks and
+    restores each, ten times. Each restore's transition records the removed reason in its ``dna_diff``,
+    and every QA agent's recovery call ``GET /agents/qa/in-flight?markers=20`` answers each task with
+    its last 20 markers, whole: five tasks make a 5 MB answer, though their DNA now is empty (the page's
+    DNA budget counts only the DNA). A task's detail carries 500,000 characters of its last ten.
+    Instead: a marker shows a large ``dna_diff`` as the keys it changed (``dna_diff_truncated``), so a
+    page of tasks and a task's detail stay within a budget whatever was written and removed before."""
+    liaison = agent_factory("liaison")
+    project = make_project(space, "proj")
+    for i in range(5):
+        make_task(project, slug=f"t{i}", status="active", role="qa")
+        _block_and_restore(liaison, f"t{i}", 10)
+    qa = agent_factory("qa")
+    response = qa.get("/api/v1/agents/qa/in-flight", {"markers": 20})
+    assert response.status_code == 200
+    assert response.json()["count"] == 5
+    assert len(response.content) <= 1_000_000, len(response.content)
+    restores = [m for task in response.json()["tasks"] for m in task["last_markers"] if m["rule"].endswith("restore")]
+    assert len(restores) == 50
+    # What the agent needs to recover is still there: which keys the restore removed.
+    assert all(m["dna_diff_truncated"] and "blocked_reason" in m["dna_diff"]["removed"] for m in restores)
+    detail = qa.get("/api/v1/tasks/t0")
+    assert detail.status_code == 200
+    assert len(detail.content) <= 150_000, len(detail.content)
+    # A small diff is shown whole.
+    liaison.patch("/api/v1/tasks/t0/dna", {"blocked_reason": "waiting for the fixture"}, format="json")
+    for to in ("blocked", "restore"):
+        assert liaison.post("/api/v1/tasks/t0/transition", {"to": to}, format="json").status_code == 200
+    newest = qa.get("/api/v1/tasks/t0").json()["transitions"][0]
+    assert newest["rule"].endswith("restore") and not newest["dna_diff_truncated"]
+    assert newest["dna_diff"]["removed"] == {"blocked_reason": "waiting for the fixture"}
+    # A diff of many keys lists the first 20 of each part and counts the rest.
+    many = {f"blocked_note_{i:02}": "n" * 100 for i in range(25)}
+    liaison.patch("/api/v1/tasks/t1/dna", {**many, "blocked_reason": "r"}, format="json")
+    for to in ("blocked", "restore"):
+        assert liaison.post("/api/v1/tasks/t1/transition", {"to": to}, format="json").status_code == 200
+    newest = qa.get("/api/v1/tasks/t1").json()["transitions"][0]
+    assert newest["dna_diff_truncated"]
+    assert newest["dna_diff"] == {
+        "added": [],
+        "removed": sorted([*many, "blocked_reason"])[:20],
+        "changed": [],
+        "keys_left_out": 6,
+    }
+    # The task's page lists the same keys of each move.
+    page = client.get("/tasks/t1/").content.decode()
+    assert "− blocked_note_19" in page and "− blocked_note_20" not in page and "and 6 more keys" in page
 
 
 # --- the quality loop ------------------------------------------------------------------------------
