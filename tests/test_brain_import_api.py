@@ -146,7 +146,7 @@ def test_lineage_in_a_batch_and_against_stored_thoughts(dev, space, thought_fact
             "related_thoughts": [str(old.id)],
         },
         {
-            "content": "CORRECTION: deploys restart workers first.",
+            "content": "CORRECTION: the old fact about deploys is wrong; deploys restart workers first.",
             "thought_category": "correction",
             "corrected_fact": "old fact",
             "correct_fact": "new fact",

@@ -294,9 +294,9 @@ def test_the_guard_finds_a_corrected_thoughts_text_by_index(thought_factory, spa
     )
     plan, _rows = _prepared_plan_and_rows(
         flags._GUARD_SAME_TEXT_SQL,
-        ["space", "text"],
-        "bigint, text",
-        "%s, 'FACT number 7 about the deploy pipeline and its workers'",
+        ["space", "text", "exclude"],
+        "bigint, text, uuid[]",
+        "%s, 'FACT number 7 about the deploy pipeline and its workers', '{}'",
         [space.pk],
         plan_cache_mode,
     )

@@ -33,6 +33,8 @@ def fake_thought(**overrides) -> SimpleNamespace:
         "created_at": NOW,
         "topic": "",
         "temporal_scope": None,
+        "agent_id": None,
+        "contributor_id": "someone",
     }
     values.update(overrides)
     return SimpleNamespace(**values)
@@ -79,8 +81,8 @@ def test_each_multiplier(overrides, factor):
 
 
 def test_refinement_of_a_superseded_thought_in_the_same_results_gets_the_boost():
-    old = fake_thought(superseded=True)
-    new = fake_thought(thought_type="refinement", source_ids=[old.id])
+    old = fake_thought(superseded=True, contributor_id="ada")
+    new = fake_thought(thought_type="refinement", source_ids=[old.id], contributor_id="bob")
     unrelated_refinement = fake_thought(thought_type="refinement", source_ids=[uuid.uuid4()])
     ranked = ranking.rank(
         [
@@ -98,10 +100,29 @@ def test_refinement_of_a_superseded_thought_in_the_same_results_gets_the_boost()
 
 
 def test_consolidation_of_a_present_superseded_thought_gets_the_boost():
-    old = fake_thought(superseded=True)
-    merged = fake_thought(thought_type="consolidation", source_ids=[uuid.uuid4(), old.id])
+    old = fake_thought(superseded=True, agent_id=uuid.uuid4())
+    merged = fake_thought(thought_type="consolidation", source_ids=[uuid.uuid4(), old.id], agent_id=uuid.uuid4())
     ranked = ranking.rank([ranking.Candidate(thought=old, similarity=0.9), ranking.Candidate(merged, 0.5)])
     assert {c.thought.id: c.score for c in ranked}[merged.id] == pytest.approx(0.6)
+
+
+def test_a_new_version_of_ones_own_thought_gets_no_lead_over_others_only_its_place_above_it():
+    """The replacement rule puts it above what it replaces; the ×1.2 is for a teammate's thought."""
+    agent = uuid.uuid4()
+    old = fake_thought(superseded=True, agent_id=agent, contributor_id="dev-1")
+    own = fake_thought(thought_type="refinement", source_ids=[old.id], agent_id=agent, contributor_id="dev-1 renamed")
+    other = fake_thought(agent_id=uuid.uuid4())
+    ranked = ranking.rank(
+        [
+            ranking.Candidate(old, 0.8, live_replacement_id=str(own.id)),
+            ranking.Candidate(own, 0.5),
+            ranking.Candidate(other, 0.58),
+        ]
+    )
+    scores = {c.thought.id: c.score for c in ranked}
+    assert [c.thought.id for c in ranked] == [other.id, own.id, old.id]
+    assert scores[own.id] == pytest.approx(0.56)  # lifted to its source's score (0.8 × 0.7), not × 1.2
+    assert "of a superseded result" not in ranked[1].matching_reason
 
 
 def test_score_is_capped_at_one():

@@ -38,8 +38,9 @@ def test_fragments_without_snapshot_get_a_ready_consolidation(dev, fake_embedder
     assert call["thought_category"] == "state_snapshot" and call["topic"] == "gruendung"
     # The offered call works once the agent fills in its text and source.
     call["prompt"] = (
-        "gruendung state today: EPU path, Befaehigungspruefung route (not Vorpraxis), Kurzkonzept ready, "
-        "Finanzplan drafted. Next: AMS submission."
+        "Gruendung state today: the EPU path was selected for the company founding, the Befaehigungspruefung "
+        "route was chosen over Vorpraxis, the Kurzkonzept is ready and the Finanzplan is drafted; the AMS "
+        "submission is next."
     )
     call["source_ref"] = {"type": "task", "value": "gruendung-recovery"}
     snapshot = contribute(dev, **call)["trace"]["thought_id"]

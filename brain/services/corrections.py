@@ -21,13 +21,13 @@ from django.utils import timezone
 from api.errors import Conflict, ServiceFailure, ValidationFailed
 from api.text import quoted
 from brain import embedding as embedder
-from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
+from brain.choices import DEFAULT_TOPIC, QualityFlag, SuggestionStatus, ThoughtCategory
 from brain.inputs import PROMPT_MAX_CHARS
 from brain.models import CorrectionSuggestion, Thought
 from brain.selectors.lineage import thought_get
 from brain.services.categories import category_validate
 from brain.services.correction_text import correction_default_content, correction_replaced_fact
-from brain.services.flags import thoughts_flag_repeating
+from brain.services.flags import correction_guard, thoughts_flag_repeating
 from brain.services.lineage import markers_refuse, unrelated_refuse
 from brain.services.pheromones import DEADLOCK_RETRIES
 from brain.services.suggestions import draft_problem, suggestion_lock_pending, suggestions_close_superseded
@@ -63,7 +63,9 @@ def thought_correct(
     was FIRST superseded (the discovery metric measures from it).
 
     Live thoughts it does not name that repeat the wrong fact (the guard's rule) are flagged
-    ``contradicts_correction``; the returned correction's ``repeats_flagged`` lists them.
+    ``contradicts_correction``; the returned correction's ``repeats_flagged`` lists them. The correction
+    itself is flagged so when its ``correct_fact`` is what another live correction, one it doesn't
+    replace, declared wrong (and its ``contradicted_by`` names that correction).
 
     A thought corrected before is corrected again: the live correction that superseded it says the
     fact the new one replaces, so it is superseded too (listed in the new ``supersedes``, counted),
@@ -102,16 +104,14 @@ def thought_correct(
 
     try:
         if vector is None:
-            vector, fact_vector = embedder.embed_many([content, corrected_fact])
+            vector, fact_vector, right_vector = embedder.embed_many([content, corrected_fact, correct_fact])
         else:
-            fact_vector = embedder.embed(corrected_fact)
+            fact_vector, right_vector = embedder.embed_many([corrected_fact, correct_fact])
     except embedder.EmbeddingError as exc:
         raise ServiceFailure(f"Could not embed the correction: {exc}", code="EMBEDDING_FAILED")
 
     name = agent.name if agent is not None else "colony"
-    unrelated_refuse(
-        space=space, agent=agent, vectors=[vector, fact_vector], source_ids=supersede_ids, field="supersedes"
-    )
+    unrelated_refuse(space=space, agent=agent, vector=vector, source_ids=supersede_ids, field="supersedes")
 
     def store() -> tuple[Thought, int]:
         ids = list(supersede_ids)  # the named ones, then the corrections they replace
@@ -124,6 +124,12 @@ def thought_correct(
         targets = [row for row in locked if row.pk in set(ids)]
         markers_refuse(targets, action="corrected")
         ids = [*ids, *corrections_replaced(space=space, targets=targets, listed=ids)]
+        # What it declares right, a live correction it doesn't replace declared wrong: two corrections
+        # would answer with opposite facts, so it is flagged as any repeat of a corrected fact is.
+        contradicted_by = correction_guard(space=space, vector=right_vector, text=correct_fact, exclude=ids)
+        own_flags = list(quality_flags or [])
+        if contradicted_by is not None and QualityFlag.CONTRADICTS_CORRECTION not in own_flags:
+            own_flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
         correction = thought_create(
             space=space,
             content=content,
@@ -140,7 +146,8 @@ def thought_correct(
             corrected_fact_embedding=fact_vector,
             context_metadata=context_metadata or {},
             tags=tags or [],
-            quality_flags=quality_flags or [],
+            quality_flags=own_flags,
+            contradicted_by=contradicted_by,
             related_thoughts=related_ids,
         )
         count = Thought.objects.filter(space=space, pk__in=ids).update(

@@ -162,7 +162,9 @@ def is_refine_candidate(top_similarity: float | None) -> bool:
     )
 
 
-def correction_guard(*, space: Space, vector: list[float], text: str | None = None) -> Thought | None:
+def correction_guard(
+    *, space: Space, vector: list[float], text: str | None = None, exclude: Iterable[uuid.UUID] = ()
+) -> Thought | None:
     """The correction of ``space`` whose corrected (wrong) fact a new contribution repeats, or None.
 
     The correction that superseded a thought whose text ``text`` repeats (case, Unicode forms,
@@ -173,13 +175,18 @@ def correction_guard(*, space: Space, vector: list[float], text: str | None = No
     A correction that a later correction superseded, or that was retracted, no longer guards: it is
     not the authority on that fact any more. A correction refined or consolidated into another thought
     still guards: the refinement rewords it, it does not make the wrong fact right (and is usually no
-    correction itself, with no wrong fact to guard). Don't call it for a contribution that IS a correction.
+    correction itself, with no wrong fact to guard). A new correction is checked by the fact it declares
+    right (``correct_fact``), not by its text, which names the wrong fact on purpose.
 
     Pass the contribution's ``text`` too: a sentence embedding barely sees "not", so "Thomas is NOT
     the certified coach" scores 0.96 against "Thomas is the certified coach". When the text negates
     the corrected fact (the judges' negation cue), it agrees with the correction and is not flagged.
+
+    ``exclude``: corrections that don't count (those a new correction replaces).
     """
-    return contribution_checks(space=space, agent=None, agent_ref=None, vector=vector, text=text, guard=True)[1]
+    return contribution_checks(
+        space=space, agent=None, agent_ref=None, vector=vector, text=text, guard=True, exclude=exclude
+    )[1]
 
 
 #: At most this many stored thoughts that repeat a corrected fact are flagged when the correction is
@@ -266,7 +273,7 @@ SELECT c.id, c.corrected_fact, c.correct_fact, 0.0::float8 AS distance, true AS 
 FROM brain_thought old JOIN brain_thought c ON c.id = old.superseded_by_id
 WHERE old.space_id = %(space)s AND old.superseded
       AND brain_content_key(old.content) = brain_content_key(%(text)s)
-      AND c.thought_category = 'correction'
+      AND c.thought_category = 'correction' AND NOT c.id = ANY(%(exclude)s::uuid[])
       AND (NOT c.superseded
            OR (c.refined_by_id IS NOT NULL AND c.superseded_by_id IS NULL AND NOT 'retracted' = ANY(c.quality_flags)))
 ORDER BY c.created_at DESC LIMIT 1
@@ -281,7 +288,7 @@ UNION ALL
 (SELECT t.id, t.corrected_fact, t.correct_fact, t.corrected_fact_embedding <=> %(vector)s::vector AS distance,
         false AS same_text, t.created_at
  FROM brain_thought t
- WHERE t.space_id = %(space)s AND t.thought_category = 'correction'
+ WHERE t.space_id = %(space)s AND t.thought_category = 'correction' AND NOT t.id = ANY(%(exclude)s::uuid[])
        AND (NOT t.superseded
             OR (t.refined_by_id IS NOT NULL AND t.superseded_by_id IS NULL AND NOT 'retracted' = ANY(t.quality_flags)))
        AND t.corrected_fact_embedding IS NOT NULL
@@ -334,10 +341,11 @@ def contribution_checks(
     guard: bool,
     vector: list[float] | None = None,
     text: str | None = None,
+    exclude: Iterable[uuid.UUID] = (),
 ) -> tuple[list[str], Thought | None]:
     """What a contribution's flags read, in one round trip: the agent's recent queries, for the
     keyword-echo rule, and, with ``guard``, the correction its ``vector`` and ``text`` repeat
-    (:func:`correction_guard`, which is this function asked for that half).
+    (:func:`correction_guard`, which is this function asked for that half; not one in ``exclude``).
 
     The recent queries are the texts of the agent's last RECENT_QUERIES_LIMIT queries in ``space``
     within RECENT_QUERIES_WINDOW, newest first. Memory calls that stored a thought don't count: their
@@ -365,6 +373,7 @@ def contribution_checks(
                         "max_distance": 1.0 - CORRECTION_GUARD_MIN_SIMILARITY,
                         "limit": GUARD_CANDIDATES,
                         "text": text,
+                        "exclude": list(exclude),
                     },
                 )
         recent = [query for (query,) in recent_cursor.fetchall()] if recent_statement is not None else []

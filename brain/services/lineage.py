@@ -4,7 +4,7 @@ A refinement says "here is a better version of that thought"; a consolidation me
 one. Either way the sources stay (never deleted) but are marked ``superseded`` with ``refined_by``
 pointing at the newest thought built on them, so ranking can prefer the newer version. Neither may
 name a transition marker (:func:`markers_refuse`) or a correction (:func:`corrections_refuse`: only
-a correction supersedes a correction). One of another's thoughts has to be about what replaces it
+a correction supersedes a correction). What it replaces has to be what it is about
 (:func:`unrelated_refuse`).
 """
 
@@ -30,43 +30,42 @@ INHERIT_FACTOR = 0.5
 INHERIT_FLOOR = 1.0
 MIN_CONSOLIDATION = 2
 
-#: A refinement, consolidation or correction of another's thought takes its place in every answer
-#: (SPEC 2.3), so it has to be about that thought: the cosine between the new text (for a correction, the
-#: better of its text and its corrected_fact) and each such source is at least this. Chosen on the retrieval
-#: benchmark's dev split (odd conversations): its 63 corrections sit at 0.26 to 0.90 from what they correct,
-#: a round figure below the lowest; on test (even ones) it keeps all 62 and refuses 74% of facts from
-#: another conversation, and an instruction unrelated to the thought it names (cosine 0.03) is refused.
-#: One's own thoughts are one's own to rework.
+#: A refinement, consolidation or correction takes the place of what it supersedes in every answer and
+#: carries the lineage multipliers there (SPEC 2.3), so its text has to be about each thought it
+#: supersedes: their cosine is at least this. Chosen on the retrieval benchmark's dev split (odd
+#: conversations): the texts of its 63 corrections sit at 0.25 and more from what they correct, a round
+#: figure below the lowest; on test (even ones) it keeps all 62 (0.36 and more) and refuses 74% of facts
+#: from another conversation, and an instruction unrelated to the thought it names (cosine 0.03) is
+#: refused. A correction's ``corrected_fact`` doesn't stand in for its text (a correction of a note
+#: about lunch, whose text is about backups, would carry the correction multiplier into every answer
+#: about backups), and one's own thoughts are checked too, for the same reason.
 RELATED_FLOOR = 0.2
 
 _SIMILARITY_SQL = """
 SELECT t.id, 1 - (t.embedding <=> %(vector)s::vector) FROM brain_thought t
 WHERE t.space_id = %(space)s AND t.id = ANY(%(ids)s::uuid[]) AND t.embedding IS NOT NULL
-      AND t.embedding_model = %(model)s AND t.agent_id IS DISTINCT FROM %(agent)s::uuid
+      AND t.embedding_model = %(model)s
 """
 
 
 def unrelated_refuse(
-    *, space: Space, agent: Agent | None, vectors: list, source_ids: list[uuid.UUID], field: str
+    *, space: Space, agent: Agent | None, vector: list[float], source_ids: list[uuid.UUID], field: str
 ) -> None:
-    """400 UNRELATED_SOURCE naming the sources of ``field`` (another's thoughts: not ``agent``'s) that none of
-    ``vectors`` comes within :data:`RELATED_FLOOR` of. A human's write (``agent`` None) is not checked,
+    """400 UNRELATED_SOURCE naming the sources of ``field`` that ``vector`` (the new text's) is not within
+    :data:`RELATED_FLOOR` of, the agent's own included. A human's write (``agent`` None) is not checked,
     nor a source without a vector of this process's model yet (its embedding job has not run, or its
     vector is another model's until ``reembed``)."""
     if agent is None or not source_ids:
         return
-    best: dict[uuid.UUID, float] = {}
+    params = {"vector": binary_vector(vector), "space": space.pk, "ids": list(source_ids),
+              "model": embedder.current_model_label()}  # fmt: skip
     with prepared_cursor() as cursor:
-        for vector in vectors:
-            params = {"vector": binary_vector(vector), "space": space.pk, "ids": list(source_ids), "agent": agent.pk,
-                      "model": embedder.current_model_label()}  # fmt: skip
-            cursor.execute(_SIMILARITY_SQL, params)
-            for pk, similarity in cursor.fetchall():
-                best[pk] = max(similarity, best.get(pk, -1.0))
+        cursor.execute(_SIMILARITY_SQL, params)
+        best = dict(cursor.fetchall())
     unrelated = [str(pk) for pk in source_ids if pk in best and best[pk] < RELATED_FLOOR]
     if unrelated:
         raise ValidationFailed(
-            f"'{field}' names thoughts of others that this text is not about (cosine below {RELATED_FLOOR}): "
+            f"'{field}' names thoughts that this text is not about (cosine below {RELATED_FLOOR}): "
             f"{', '.join(unrelated[:5])}{' and more' if len(unrelated) > 5 else ''}. It would take their place in "
             "every answer; contribute it as a new thought, or name only the thoughts it replaces.",
             code="UNRELATED_SOURCE",

@@ -603,22 +603,20 @@ def _copy_thoughts(rows: list[Thought]) -> None:
 
 def _unrelated_refuse(*, space: Space, agent: Agent, rows: list[dict[str, Any]]) -> None:
     """An agent's imported refinement, consolidation or correction of a thought stored before the batch
-    that is another's has to be about it, as a live one (``lineage.unrelated_refuse``); a retracted item
-    supersedes nothing."""
+    has to be about it, as a live one (``lineage.unrelated_refuse``); a retracted item supersedes nothing."""
     batch = {row["id"] for row in rows}
     for row in rows:
         if QualityFlag.RETRACTED in row["quality_flags"]:
             continue
         if row["thought_category"] == ThoughtCategory.CORRECTION:
             field, named = "supersedes", row["supersedes"]
-            vectors = [v for v in (row["embedding"], row["corrected_fact_embedding"]) if v is not None]
         elif row["thought_type"] in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION):
-            field, named, vectors = "source_ids", row["source_ids"], [row["embedding"]]
+            field, named = "source_ids", row["source_ids"]
         else:
             continue
         stored = [pk for pk in named if pk not in batch]
-        if stored and vectors:
-            unrelated_refuse(space=space, agent=agent, vectors=vectors, source_ids=stored, field=field)
+        if stored and row["embedding"] is not None:
+            unrelated_refuse(space=space, agent=agent, vector=row["embedding"], source_ids=stored, field=field)
 
 
 def _link_related(pairs: Iterable[tuple[uuid.UUID, uuid.UUID]]) -> None:

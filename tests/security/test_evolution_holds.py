@@ -11,9 +11,10 @@ import pytest
 
 from brain.judging.base import Verdict
 from brain.models import CorrectionSuggestion, Thought
+from brain.services import lineage
 from brain.services.contradictions import thought_detect_contradictions
 from tests.concurrency_support import run_concurrently
-from tests.security.support import remember
+from tests.security.support import memory, remember
 
 pytestmark = pytest.mark.django_db
 
@@ -102,7 +103,7 @@ def test_a_truncated_correction_text_keeps_no_part_of_a_redacted_thought(agent_f
     dump = secret_head + " ".join(f"setting{i}=value{i};" for i in range(320))
     assert 6000 < len(dump) < 10000
     x = remember(author, dump)
-    right = "The staging configuration lives in the vault; " + " ".join(f"entry{i} ok." for i in range(500))
+    right = "The staging configuration lives in the vault; " + " ".join(f"setting{i} moved." for i in range(400))
     assert 5000 < len(right) < 10000
     corrected = other.post(f"/api/v1/thoughts/{x}/correct", {"correct_fact": right}, format="json")
     assert corrected.status_code == 201, corrected.content
@@ -156,7 +157,7 @@ def test_a_refined_state_snapshot_never_ranks_above_its_refinement_under_a_topic
 
 
 def test_a_superseded_thought_six_refinements_deep_is_served_with_its_live_replacement(
-    agent_factory, space, fake_embedder
+    agent_factory, space, fake_embedder, monkeypatch
 ):
     """Attack: X0 is refined six times in a row (X1 refines X0, X2 refines X1, ... X6), each version
     reworded so that only X0 still matches the question. The search follows ``refined_by`` only
@@ -165,7 +166,15 @@ def test_a_superseded_thought_six_refinements_deep_is_served_with_its_live_repla
     An agent that asks with X0's words gets only the outdated text.
 
     Expected: whenever a superseded thought is in the result, its live replacement is too, above it
-    (SPEC 2.3 ordering invariant), however long the chain."""
+    (SPEC 2.3 ordering invariant), however long the chain.
+
+    A rewording about nothing its source says is refused at the door (lineage.RELATED_FLOOR); the chain
+    is built with that check off, since a chain of small related steps drifts as far."""
+    drifter = agent_factory("dev", name="drifter")
+    first = remember(drifter, "Copper tulip bramble oyster meridian.")
+    refused = memory(drifter, prompt="Kiwi mango quartz zephyr lantern orbit violet.", store=True, refines=first)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "UNRELATED_SOURCE"
+    monkeypatch.setattr(lineage, "RELATED_FLOOR", -1.0)
     dev = agent_factory("dev", name="author")
     x0_text = "Staging database credentials rotate every Tuesday at noon through the ops runbook."
     chain = [remember(dev, x0_text)]

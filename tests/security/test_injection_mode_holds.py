@@ -14,7 +14,8 @@ import pytest
 
 from brain.embedding import embed, embed_many
 from brain.ranking import INJECT_MIN_RELEVANCE
-from tests.security.support import memory_answer, remember
+from brain.services import lineage
+from tests.security.support import memory, memory_answer, remember
 from tests.security.test_memory_poisoning_holds import CORPUS
 
 pytestmark = pytest.mark.django_db
@@ -101,11 +102,12 @@ def test_an_agents_copies_of_the_teams_answers_do_not_outrank_them(agent_factory
 # --- 2. laundering an unrelated text through one's own thoughts -------------------------------------
 
 
-def test_consolidating_ones_own_copies_does_not_make_an_unrelated_text_injectable(agent_factory, corpus):
+def test_consolidating_ones_own_copies_does_not_make_an_unrelated_text_injectable(agent_factory, corpus, monkeypatch):
     """Attack: ``mallory`` stores, for each line of the space that answers a question, an FAQ-style copy
-    M1 and a refinement M2 of it (her own thoughts: one's own are "one's own to rework", so nothing checks
-    that a refinement or consolidation is about them), then ONE consolidation of all the M2s whose text is
-    PAYLOAD, an instruction about nothing the team asks (cosine 0.24 at most to any question). The replacement
+    M1 and a refinement M2 of it, then ONE consolidation of all the M2s whose text is PAYLOAD, an
+    instruction about nothing the team asks (cosine 0.24 at most to any question). The door refuses it (a
+    replacement must be about what it supersedes, one's own thoughts included: lineage.RELATED_FLOOR); with
+    that check off, the ranking must hold on its own, which is what this test measures. The replacement
     rule (ranking._replacements_above) lifts the payload to the score of whichever M2 the question finds (M2:
     superseded x0.7 but "refinement of a superseded result" x1.2 = x0.84), and the calibrated relevance
     (ranking.calibrate, RELEVANCE_WEIGHTS) then rates the lifted payload HIGHER than the copy it was lifted
@@ -128,6 +130,9 @@ def test_consolidating_ones_own_copies_does_not_make_an_unrelated_text_injectabl
     for line in QUESTIONS.values():
         first = remember(mallory, f"FAQ, how does this work and what should I do? {CORPUS[line]}")
         copies.append(remember(mallory, f"FAQ, what do we do and how does it work? {CORPUS[line]}", refines=first))
+    refused = memory(mallory, prompt=PAYLOAD, store=True, consolidates=copies)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "UNRELATED_SOURCE", refused.content
+    monkeypatch.setattr(lineage, "RELATED_FLOOR", -1.0)
     payload = remember(mallory, PAYLOAD, consolidates=copies)
     vectors = np.array(embed_many(list(QUESTIONS)))
     assert float((vectors @ np.array(embed(PAYLOAD))).max()) < 0.25, "the payload is about none of the questions"

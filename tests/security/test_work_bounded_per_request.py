@@ -88,17 +88,14 @@ def test_a_memory_call_does_not_walk_a_lattice_to_summarise_its_best_source(dev,
     filler = "x" * 9_900
     originals = _import(dev, [{"content": f"Old deploy note {i}. {filler}"} for i in range(BATCH)])
     merged = [
-        remember(dev, f"Merged deploy notes, part {k}: the old notes of block {k}.", consolidates=originals[k::10])
+        remember(
+            dev, f"Old deploy note, merged part {k}: the old deploy notes of block {k}.", consolidates=originals[k::10]
+        )
         for k in range(10)
     ]
-    summary = remember(
-        dev, "Deploys roll out canary first, then 10% of hosts, then the rest after an hour.", consolidates=merged
-    )
-    answer = memory_answer(
-        agent_factory("qa"),
-        prompt="Deploys roll out canary first, then 10% of hosts, then the rest after an hour.",
-        contribute=False,
-    )
+    fact = "Deploys roll out canary first, then the rest after an hour, say the merged old deploy notes of each part."
+    summary = remember(dev, fact, consolidates=merged)
+    answer = memory_answer(agent_factory("qa"), prompt=fact, contribute=False)
     assert answer["result"]["sources"][0]["thought_id"] == summary
     lineage = answer["trace"]["lineage_summary"]
     assert lineage["thought_id"] == summary

@@ -196,7 +196,8 @@ def step_flags(call: MemoryCall) -> None:
     near_duplicate compares with the nearest existing thought (not the ones being refined or
     consolidated). contradicts_correction is the re-contamination guard: the contribution repeats a
     correction's corrected (wrong) fact; the warning quoting the correct fact goes out at once.
-    A correction is not checked for either: it resembles the wrong fact on purpose.
+    A correction is not checked for either here: it resembles the wrong fact on purpose
+    (``thought_correct`` checks the fact it declares right).
     """
     if not call.contribute:
         return
@@ -299,7 +300,7 @@ def step_contribute(call: MemoryCall) -> None:
         lineage.unrelated_refuse(
             space=call.space,
             agent=call.agent,
-            vectors=[call.vector],
+            vector=call.vector,
             source_ids=call.lineage_ids,
             field="refines" if call.thought_type == ThoughtType.REFINEMENT else "consolidates",
         )
@@ -359,6 +360,10 @@ def _contribute_correction(call: MemoryCall) -> None:
     call.guidance.append(
         correction_supersede_guidance(count=call.superseded_count, repeats=call.thought.repeats_flagged)
     )
+    if call.thought.contradicted_by is not None:
+        call.contradicted_by = call.thought.contradicted_by
+        call.flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
+        call.guidance.append(correction_guidance(call.contradicted_by))
     call.operations.append("contribute:correction")
     call.operations.append(f"supersede:{call.superseded_count}")
 
