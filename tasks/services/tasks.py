@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterable
 
 from django.db import IntegrityError, transaction
@@ -11,6 +12,7 @@ from django.utils.text import slugify
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from api.text import json_storable
+from brain.confusables import skeleton
 from core.models import Agent, Space
 from tasks import workflow
 from tasks.choices import ROLE_ACTORS, ApprovalMode, TaskStatus, TaskType
@@ -53,6 +55,13 @@ def dna_size_check(dna: dict, *, hint: str) -> None:
         raise ValidationFailed(f"DNA larger than {DNA_MAX_CHARS} characters of JSON; {hint}.", code="INVALID_DNA")
 
 
+def _reads_as(key: str) -> str:
+    """What a human reads in a DNA key on a page: without surrounding space or case, look-alike letters of
+    other scripts and compatibility forms read as the Latin ones (" Human_confirmed_by" reads as a key
+    only a human's confirmation writes)."""
+    return skeleton(unicodedata.normalize("NFKC", key)).strip().casefold()
+
+
 def dna_validate(*, patch: dict) -> dict:
     """Refuse DNA an agent may not write and values the engine would misread; returns the patch with
     the engine's counts as ints (JSON's 3.0 is the integer 3, as everywhere in the API) and its texts
@@ -62,7 +71,7 @@ def dna_validate(*, patch: dict) -> dict:
     # DNA is what a human's gate is given on: stored without what only reorders or hides what a reader
     # sees, as every other text is (a right-to-left override made "dm.desiver" read "revised.md").
     patch = json_storable(patch)
-    protected = sorted(key for key in patch if workflow.is_protected_dna_key(key))
+    protected = sorted(key for key in patch if workflow.is_protected_dna_key(_reads_as(key)))
     if protected:
         raise ValidationFailed(
             f"DNA keys {', '.join(protected)} are written by the workflow engine or by a human, never through "

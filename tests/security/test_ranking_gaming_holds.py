@@ -5,7 +5,7 @@ what ``inject: true`` hands it. The lineage multipliers of ranking (a correction
 consolidation of a superseded result ×1.2) exist so that a newer version outranks the thought it
 replaces; the re-contamination guard exists so that a corrected fact does not come back. An agent that
 supersedes a decoy of its own, written a moment before, gets those multipliers over every other agent's
-statements for free. Each test is an attack and what should happen instead; the last one holds today.
+statements for free. Each test is an attack and what should happen instead; the last one is a guard that holds.
 
 The embedder is the tests' bag-of-words fake: texts that must be related share words.
 """
@@ -183,7 +183,7 @@ def test_refining_ones_own_decoy_does_not_lift_a_claim_above_another_agents(agen
     assert_truth_first(victim, truth, claim)
 
 
-# --- re-sending one's own thought: holds today -----------------------------------------------------------
+# --- re-sending one's own thought: what holds -----------------------------------------------------------
 def _variants(n: int) -> list[str]:
     """``n`` spellings of LIE that are one fact (case, whitespace, full-width letters aside)."""
     forms = [LIE, LIE.upper(), "  " + LIE.replace(" ", "   ") + "\n", LIE.lower(), LIE.replace("D", "\uff24")]
@@ -193,7 +193,7 @@ def _variants(n: int) -> list[str]:
 def test_one_agent_resending_its_thought_stores_one_row_and_moves_it_by_at_most_the_pheromone_bound(
     agent_factory, space, fake_embedder
 ):
-    """Holds today. Attack: mallory sends her claim 180 times (enough to take its weight from 1 to the
+    """Holds. Attack: mallory sends her claim 180 times (enough to take its weight from 1 to the
     cap of 10), each time in a new session, under a new Idempotency-Key, in another spelling (upper and
     lower case, extra whitespace, full-width letters). Each re-send is "already known": one row, one
     access, weight +0.05, and her own name once in ``accessed_by``.

@@ -103,8 +103,10 @@ def task_detail(request, ref: str):
     context = {
         "nav": "board",
         "history": transition_history(task=task),
-        "dna_editable": editable,
-        "dna_gate": gate,
+        # As (key, value) pairs: a template's dict.items reads a DNA key named "items" first, so an
+        # agent's {"items": [["pdsa_ref", "…"]]} would be drawn in place of the task's own DNA.
+        "dna_editable": list(editable.items()),
+        "dna_gate": list(gate.items()),
         "dna_text": json.dumps(editable, indent=2, sort_keys=True, ensure_ascii=False),
         **_options_context(request, task),
     }
