@@ -7,7 +7,6 @@ and ``flag_unverified`` (daily).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
 
 from celery import shared_task
@@ -17,10 +16,6 @@ from django.utils import timezone
 from quality.services import rollups, scoring
 
 logger = logging.getLogger("colony.quality")
-
-# A turn still pending after this long lost its job (no worker, broker restart): enqueue it again.
-STALE_PENDING = dt.timedelta(minutes=15)
-REQUEUE_HORIZON = dt.timedelta(days=2)
 
 
 @shared_task(
@@ -39,15 +34,10 @@ def score_turn(turn_log_id: str) -> dict:
 @shared_task(name="quality.jobs.rollup_daily", autoretry_for=(OperationalError,), max_retries=3, time_limit=1800)
 def rollup_daily() -> dict:
     """Recompute the recent days' rollups; first re-enqueue turns whose scoring job was lost."""
-    from quality.choices import TurnStatus
-    from quality.models import TurnLog
+    from quality.selectors import turns_lost
 
     now = timezone.now()
-    stale = list(
-        TurnLog.objects.filter(
-            status=TurnStatus.PENDING, created_at__lt=now - STALE_PENDING, created_at__gte=now - REQUEUE_HORIZON
-        ).values_list("pk", flat=True)[:1000]
-    )
+    stale = turns_lost(now=now)
     for turn_log_id in stale:
         score_turn.delay(str(turn_log_id))
     days = rollups.rollup_recompute_days(now=now)

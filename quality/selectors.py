@@ -12,12 +12,16 @@ from collections import Counter
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from brain.models import QueryLog
 from core.models import Space
 from core.selectors import agent_get
 from quality import formulas
-from quality.models import JudgeValidation, QualityRollup
+from quality.choices import TurnStatus
+from quality.models import JudgeValidation, QualityRollup, TurnLog
 from quality.services.rollups import COUNT_FIELDS
 
 
@@ -177,3 +181,43 @@ def quality_metrics(*, space: Space, agent_name: str | None = None, days: int = 
         "ranking_enabled": settings.QUALITY_RANKING_ENABLED,
         "history": history,
     }
+
+
+#: A turn still pending after this long lost its job (no worker, broker restart): enqueued again.
+STALE_PENDING = dt.timedelta(minutes=15)
+REQUEUE_HORIZON = dt.timedelta(days=2)
+#: At most this many lost turns are enqueued again per run, and at most REQUEUE_PER_SPACE of one space,
+#: taken space by space, oldest first: one space's backlog doesn't keep another's lost turn waiting.
+REQUEUE_MAX = 1000
+REQUEUE_PER_SPACE = 100
+
+
+def turns_lost(*, now) -> list:
+    """The ids of the turns whose scoring job was lost (see STALE_PENDING), fairly across spaces."""
+    ranked = (
+        TurnLog.objects.filter(
+            status=TurnStatus.PENDING, created_at__lt=now - STALE_PENDING, created_at__gte=now - REQUEUE_HORIZON
+        )
+        .annotate(turn=Window(RowNumber(), partition_by=[F("space_id")], order_by=[F("created_at"), F("id")]))
+        .filter(turn__lte=REQUEUE_PER_SPACE)
+        .order_by("turn", "created_at", "id")
+    )
+    return list(ranked.values_list("pk", flat=True)[:REQUEUE_MAX])
+
+
+#: What a session was shown is what the newest this many of its agent's memory calls returned: the
+#: turn's check of the ids it names and the scoring's one-step-per-showing rule read these rows, not the
+#: whole session, so neither grows with how long the session has run (an agent that alternates a memory
+#: call and a turn made each turn's job read every earlier call of its session: N² rows for N turns).
+SESSION_CALLS_READ = 200
+
+
+def session_results(*, space_id, agent_id, session_id: str, exclude_pk=None):
+    """The ``results`` of the agent's newest :data:`SESSION_CALLS_READ` memory calls of the session,
+    newest first; with ``exclude_pk`` (the newest, which the caller holds already), the others."""
+    logs = QueryLog.objects.filter(space_id=space_id, agent_id=agent_id, session_id=session_id)
+    if exclude_pk is not None:
+        logs = logs.exclude(pk=exclude_pk)
+    return logs.order_by("-created_at").values_list("results", flat=True)[
+        : SESSION_CALLS_READ - (exclude_pk is not None)
+    ]

@@ -19,6 +19,12 @@ from brain.judging.base import JudgeAnswerInvalid, JudgeUnavailable, Verdict
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_BASE_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
 LLM_MAX_TOKENS = 300
+#: Answers that refuse the request's input (a content filter, a text too long for the model, a body
+#: the provider can't process): about this pair of texts, so the pair is skipped (JudgeAnswerInvalid),
+#: not retried as an outage. A thought the provider always refuses would otherwise fail every job that
+#: judges it, and the other pairs of those jobs with it. Authentication, a missing model, rate limits and
+#: server errors stay JudgeUnavailable (retried; the operator fixes the configuration).
+REFUSED_INPUT_STATUSES = frozenset({400, 413, 422})
 
 SYSTEM_PROMPT = (
     "You are a strict evaluator for a knowledge base used by AI agents. Answer ONLY with one JSON "
@@ -168,6 +174,10 @@ class LLMJudge:
                 response = client.post(url, json=body, headers=headers)
         except httpx.HTTPError as exc:
             raise JudgeUnavailable(f"LLM judge at {url} did not answer: {type(exc).__name__}: {exc}") from exc
+        if response.status_code in REFUSED_INPUT_STATUSES:
+            raise JudgeAnswerInvalid(
+                f"LLM judge at {url} refused this pair's input, HTTP {response.status_code}: {response.text[:200]}"
+            )
         if response.status_code != 200:
             raise JudgeUnavailable(f"LLM judge at {url} answered HTTP {response.status_code}: {response.text[:200]}")
         try:

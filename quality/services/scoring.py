@@ -72,6 +72,7 @@ from brain.services.thoughts import thoughts_lock
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
 from quality.models import TURN_ITEM_VERDICT_FIELDS, ConfidenceChange, TurnItem, TurnLog
+from quality.selectors import session_results
 
 
 class JudgeLike(Protocol):
@@ -278,7 +279,8 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
 
 def _once_per_showing(*, turn: TurnLog, items: list[TurnItem]) -> None:
     """Clear ``fed_ema`` on the items whose thought already moved once for each time a memory call of
-    this agent's session returned it: one showing, one EMA step, however many turns name it (an agent
+    this agent's session (its newest SESSION_CALLS_READ) returned it: one showing, one EMA step, however
+    many turns name it (an agent
     that queried once can't raise or sink a thought by reporting it in turn after turn). The outcomes
     stay in the metrics. Locks the thoughts (id order) first, so two turns of the session scored at
     once count each other's steps."""
@@ -287,8 +289,7 @@ def _once_per_showing(*, turn: TurnLog, items: list[TurnItem]) -> None:
         return
     thoughts_lock(ids=ids)
     showings: Counter = Counter()
-    logs = QueryLog.objects.filter(space_id=turn.space_id, agent_id=turn.agent_id, session_id=turn.session_id)
-    for results in logs.values_list("results", flat=True).iterator():
+    for results in session_results(space_id=turn.space_id, agent_id=turn.agent_id, session_id=turn.session_id):
         showings.update(ids & set(QueryLog.result_scores(results)))
     stepped = Counter(
         TurnItem.objects.filter(

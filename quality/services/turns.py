@@ -49,6 +49,7 @@ from brain.models import QueryLog, Thought
 from core.models import Agent
 from quality.choices import InjectedFrom
 from quality.models import SessionOwner, TurnItem, TurnLog
+from quality.selectors import SESSION_CALLS_READ, session_results
 
 EXCERPT_CHARS = 500
 MAX_ITEMS = 100  # per list: injected (explicit or from the query log), used, contradicted
@@ -171,12 +172,11 @@ def _session_claim(*, agent: Agent, session_id: str) -> None:
 
 def _session_shown(*, agent: Agent, session_id: str, newest: QueryLog | None) -> set[uuid.UUID]:
     """What the memory calls of this agent's session returned: the newest call's (``newest``, loaded and
-    waited for already) and the earlier calls' query-log rows."""
+    waited for already) and the earlier calls' query-log rows (the newest SESSION_CALLS_READ)."""
     shown = set(QueryLog.result_scores(newest.results)) if newest is not None else set()
-    earlier = QueryLog.objects.filter(space=agent.space, session_id=session_id, agent=agent)
-    if newest is not None:
-        earlier = earlier.exclude(pk=newest.pk)
-    for results in earlier.values_list("results", flat=True).iterator():
+    for results in session_results(
+        space_id=agent.space_id, agent_id=agent.pk, session_id=session_id, exclude_pk=newest.pk if newest else None
+    ):
         shown.update(QueryLog.result_scores(results))
     return shown
 
@@ -189,7 +189,7 @@ def _shown_check(*, session_id: str, shown: set[uuid.UUID], ids: list[uuid.UUID]
         more = f" and {len(foreign) - NAMED_IN_ERRORS} more" if len(foreign) > NAMED_IN_ERRORS else ""
         raise ValidationFailed(
             f"injected_ids/used_ids/contradicted_ids may only name thoughts your memory calls in session "
-            f"{session_id!r} returned; not returned to you there: {named}{more}.",
+            f"{session_id!r} returned (its newest {SESSION_CALLS_READ}); not returned to you there: {named}{more}.",
             extra={"ids": foreign},
         )
 

@@ -63,6 +63,19 @@ def test_feedback_on_a_thought_never_shown_to_the_agent_is_refused(dev, space, f
     assert target.effective_confidence == 1.0 and target.contradiction_score is None
 
 
+def test_what_a_session_was_shown_is_what_its_newest_memory_calls_returned(dev, space):
+    """A thought returned only before the session's newest SESSION_CALLS_READ memory calls is not one the
+    turn may name (the check reads those rows, not the whole session); one they returned is."""
+    old, recent = make_thought(space, FACT), make_thought(space, "The CI runs the linters before the tests.")
+    session = new_session()
+    make_query_log(space, session, [old], agent=dev.agent)
+    for _ in range(selectors.SESSION_CALLS_READ):
+        make_query_log(space, session, [recent], agent=dev.agent)
+    message = refused(turn(dev, session, "t1", used_ids=[str(old.id)]), 400, "VALIDATION_ERROR")
+    assert str(old.id) in message and f"newest {selectors.SESSION_CALLS_READ}" in message
+    assert turn(dev, session, "t2", used_ids=[str(recent.id)]).status_code == 202
+
+
 def test_feedback_on_a_thought_shown_to_another_agents_session_is_refused(dev, agent_factory, space):
     other = agent_factory("dev", name="dev-2")
     target = make_thought(space, FACT)
