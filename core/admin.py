@@ -65,11 +65,69 @@ class _Lists:
         return super().lookup_allowed(lookup, value, request)
 
 
+def _space_path(model, depth: int = 0) -> str | None:
+    """The lookup from ``model`` to the members of the space its rows belong to ("space__members",
+    "task__space__members"; "members" for a space), or None for a model of no space (a user, a judge's
+    validation)."""
+    if model is Space:
+        return "members"
+    names = {field.name: field for field in model._meta.get_fields() if field.many_to_one}
+    if "space" in names:
+        return "space__members"
+    for via in ("task", "turn", "agent", "thought"):
+        if via in names and depth < 2:
+            path = _space_path(names[via].related_model, depth + 1)
+            if path is not None:
+                return f"{via}__{path}"
+    return None
+
+
+def in_members_spaces(queryset, user):
+    """``queryset`` as ``user`` may see it in the admin: a superuser all of it, any other staff user the
+    rows of the spaces it is a member of (as on the web pages: membership decides)."""
+    path = _space_path(queryset.model)
+    if user.is_superuser or path is None:
+        return queryset
+    return queryset.filter(**{path: user})
+
+
 class ColonyModelAdmin(_Lists, admin.ModelAdmin):
     """Every Colony model's admin: JSON fields refuse what PostgreSQL can't store, and its list holds
-    (:class:`_Lists`)."""
+    (:class:`_Lists`). A staff user who is not a superuser sees, edits and picks only the rows of its own
+    spaces (:func:`in_members_spaces`): its lists, the rows it opens, a form's choices and a list's
+    filters."""
 
     formfield_overrides = {models.JSONField: {"form_class": StorableJSONFormField}}
+
+    def get_queryset(self, request):
+        return in_members_spaces(super().get_queryset(request), request.user)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        related = kwargs.get("queryset", db_field.related_model._default_manager.all())
+        kwargs["queryset"] = in_members_spaces(related, request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        related = kwargs.get("queryset", db_field.related_model._default_manager.all())
+        kwargs["queryset"] = in_members_spaces(related, request.user)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def get_list_filter(self, request):
+        """A filter on a relation lists the values of the rows the user may see, not every row of the model."""
+        return [
+            (name, admin.RelatedOnlyFieldListFilter)
+            if isinstance(name, str) and _is_relation(self.model, name)
+            else name
+            for name in super().get_list_filter(request)
+        ]
+
+
+def _is_relation(model, path: str) -> bool:
+    try:
+        field = model._meta.get_field(path.split("__")[0])
+    except Exception:  # noqa: BLE001 - a filter of another kind (a callable's name, a lookup path)
+        return False
+    return bool(field.is_relation) and "__" not in path
 
 
 admin.site.unregister(get_user_model())
