@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from brain.models import QueryLog, Thought
 from core.models import Space
-from quality.models import TurnItem, TurnLog
+from quality import formulas
+from quality.models import JudgeValidation, TurnItem, TurnLog
 
 WORD = re.compile(r"[a-z0-9_]+")
 STOP = {"this", "that", "with", "from", "have", "will", "when", "what", "which", "then", "than", "into", "does"}
@@ -148,3 +149,19 @@ def make_turn(agent, at, outcomes, *, status="scored") -> TurnLog:
 def marker_judge_factory(name: str | None = None) -> ScriptedJudge:
     """A judge whose verdicts follow markers in the item text: [on], [used], [contra]."""
     return ScriptedJudge(on_topic={"[on]"}, used={"[used]"}, contradicted={"[contra]"}, name=name or "embedding")
+
+
+def trust(judge_name: str, on_topic=0.9, used=0.9, contradicted=0.9) -> JudgeValidation:
+    """A validation of ``judge_name`` on 50 turns (trusted when every agreement is at least 0.85)."""
+    return JudgeValidation.objects.create(
+        judge_name=judge_name,
+        source="labels.jsonl",
+        source_sha256="0" * 64,
+        turns=50,
+        items=150,
+        on_topic_agreement=on_topic,
+        used_agreement=used,
+        contradicted_agreement=contradicted,
+        trusted=min(on_topic, used, contradicted) >= 0.85,
+        details={"trust_rule": formulas.JUDGE_TRUST_RULE},
+    )

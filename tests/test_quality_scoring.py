@@ -15,11 +15,11 @@ from brain.models import CorrectionSuggestion, Thought
 from brain.ranking import quality_multiplier
 from quality import formulas
 from quality.choices import TurnStatus
-from quality.models import ConfidenceChange, JudgeValidation, TurnItem, TurnLog
+from quality.models import ConfidenceChange, TurnItem, TurnLog
 from quality.selectors import judge_trust
 from quality.services.scoring import JudgeRetry, judge_resolve, turn_response_text, turn_score
 from quality.services.turns import turn_log_create
-from tests.quality_support import LexicalJudge, ScriptedJudge, make_query_log, make_thought, new_session
+from tests.quality_support import LexicalJudge, ScriptedJudge, make_query_log, make_thought, new_session, trust
 
 pytestmark = pytest.mark.django_db
 
@@ -40,21 +40,6 @@ def log_turn(agent, thoughts, *, used=(), contradicted=(), response="I ran the t
         used_ids=[t.id for t in used],
         contradicted_ids=[t.id for t in contradicted],
     ).turn
-
-
-def trust(judge_name: str, on_topic=0.9, used=0.9, contradicted=0.9) -> JudgeValidation:
-    return JudgeValidation.objects.create(
-        judge_name=judge_name,
-        source="labels.jsonl",
-        source_sha256="0" * 64,
-        turns=50,
-        items=150,
-        on_topic_agreement=on_topic,
-        used_agreement=used,
-        contradicted_agreement=contradicted,
-        trusted=min(on_topic, used, contradicted) >= 0.85,
-        details={"trust_rule": formulas.JUDGE_TRUST_RULE},
-    )
 
 
 def reload(thought: Thought) -> Thought:

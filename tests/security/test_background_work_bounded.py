@@ -26,14 +26,13 @@ from brain.models import CorrectionSuggestion, QueryLog
 from brain.services import contradictions
 from brain.services.thoughts import thought_create
 from config.celery import app as celery_app
-from quality import formulas
 from quality import jobs as quality_jobs
-from quality.models import JudgeValidation, TurnItem, TurnLog
+from quality.models import TurnItem, TurnLog
 from quality.selectors import SESSION_CALLS_READ
 from quality.services.scoring import turn_score
 from quality.services.turns import turn_log_create
 from tests.conftest import fake_vector
-from tests.quality_support import ScriptedJudge, make_query_log, new_session
+from tests.quality_support import ScriptedJudge, make_query_log, new_session, trust
 
 pytestmark = pytest.mark.django_db
 
@@ -298,18 +297,7 @@ def test_scoring_a_turn_does_not_read_every_memory_call_of_its_session(space, ag
     Rule (SPEC 1, 4.4): the work of one background job is bounded, not by how long its session has run:
     what the session was shown is what its newest SESSION_CALLS_READ memory calls returned."""
     agent = agent_factory("dev").agent
-    JudgeValidation.objects.create(
-        judge_name="trusted",
-        source="labels.jsonl",
-        source_sha256="0" * 64,
-        turns=200,
-        items=600,
-        on_topic_agreement=0.9,
-        used_agreement=0.9,
-        contradicted_agreement=0.9,
-        trusted=True,
-        details={"trust_rule": formulas.JUDGE_TRUST_RULE},
-    )
+    trust("trusted")
     shown = _store(space, "Staging deploys run the database migrations before the web workers restart.")
 
     short = _scoring_reads(space, agent, shown, earlier_calls=5)
