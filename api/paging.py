@@ -184,6 +184,29 @@ def _page_within(
     return page, encode([getattr(last, field) for field, _, _ in order])
 
 
+#: The largest ``offset`` a list takes: PostgreSQL reads every row before an offset, so a call with a
+#: large one reads most of the list; a cursor starts right after a row, whatever the list's length.
+OFFSET_MAX = 10_000
+
+
+class OffsetField(strict.IntegerField):
+    """A list's ``offset`` query parameter: 0 to :data:`OFFSET_MAX`; past it, a 400 saying to page by cursor."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("min_value", 0)
+        kwargs.setdefault("max_value", OFFSET_MAX)
+        kwargs.setdefault("default", 0)
+        kwargs.setdefault("help_text", f"Rows to skip (at most {OFFSET_MAX}); cursor pages any further.")
+        kwargs.setdefault(
+            "error_messages",
+            {
+                "max_value": f"At most {OFFSET_MAX}: past that, page with cursor (send each page's next_cursor "
+                "back), which reads only the page."
+            },
+        )
+        super().__init__(**kwargs)
+
+
 class CursorField(strict.CharField):
     """A list's ``cursor`` query parameter, decoded into the order fields' values (a 400 in the
     envelope, saying what to send, when it is not a cursor the list gave)."""

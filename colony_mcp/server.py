@@ -21,6 +21,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from api.errors import did_you_mean, error_body, name_hint
+from api.paging import OFFSET_MAX
 from brain.choices import TOPIC_MAX_CHARS
 from brain.inputs import PROMPT_MAX_CHARS
 from brain.services.receipts import KEY_MAX_LENGTH
@@ -470,7 +471,9 @@ async def thought_list(
     ] = None,
     limit: Annotated[int | None, Field(description="Page size (1-200, default 50).", ge=1, le=200)] = None,
     cursor: Annotated[str | None, Field(description=CURSOR_DESCRIPTION, max_length=1000)] = None,
-    offset: Annotated[int | None, Field(description="Skip this many (paging; prefer cursor).", ge=0)] = None,
+    offset: Annotated[
+        int | None, Field(description="Skip this many (paging; prefer cursor).", ge=0, le=OFFSET_MAX)
+    ] = None,
 ) -> CallToolResult:
     """List thoughts of your space, newest first, with filters and paging ({count, next_cursor,
     results}; pass next_cursor back as cursor for the next page). Use it to see everything on a
@@ -570,7 +573,7 @@ async def task_list(
     type: Annotated[Literal["task", "bug"] | None, Field(description="task or bug.")] = None,
     limit: Annotated[int | None, Field(description="Page size (1-500, default 100).", ge=1, le=500)] = None,
     cursor: Annotated[str | None, Field(description=CURSOR_DESCRIPTION, max_length=1000)] = None,
-    offset: Annotated[int | None, Field(description="Skip this many (prefer cursor).", ge=0)] = None,
+    offset: Annotated[int | None, Field(description="Skip this many (prefer cursor).", ge=0, le=OFFSET_MAX)] = None,
 ) -> CallToolResult:
     """List tasks of your space, the latest change first ({count, next_cursor, results}; pass
     next_cursor back as cursor for the next page), e.g. status=ready and role=<your role> to find

@@ -189,7 +189,7 @@ class TaskListCreateApi(APIView):
         project = strict.SlugField(required=False)
         type = strict.ChoiceField(choices=TaskType.values, required=False)
         limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
-        offset = strict.IntegerField(min_value=0, max_value=1_000_000_000, default=0)
+        offset = paging.OffsetField()
         cursor = paging.CursorField(order=selectors.TASK_LIST_ORDER)
 
         def validate(self, attrs):

@@ -178,7 +178,7 @@ class ThoughtListQuerySerializer(strict.Serializer):
         required=False, allow_null=True, default=None, help_text="true: superseded or retracted only; false: live."
     )
     limit = strict.IntegerField(min_value=1, max_value=LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
-    offset = strict.IntegerField(min_value=0, max_value=10**9, default=0)
+    offset = paging.OffsetField()
     cursor = paging.CursorField(order=THOUGHT_LIST_ORDER)
 
     def validate_topic(self, value: str) -> str:

@@ -285,3 +285,15 @@ def test_an_unknown_query_parameter_is_refused_on_every_get(dev, space, thought_
         if not (error and error["code"] == "VALIDATION_ERROR" and "lmit" in error.get("fields", {})):
             ignored.append(f"{path} ({view.__name__}): {response.status_code}")
     assert not ignored, "unknown query parameter not refused:\n" + "\n".join(ignored)
+
+
+@pytest.mark.parametrize("url", ["/api/v1/thoughts", "/api/v1/tasks"])
+def test_an_offset_is_bounded_and_the_refusal_says_to_page_by_cursor(dev, url):
+    """Attack: ``?offset=999999999`` on a list: PostgreSQL reads every row before an offset, so each such
+    call reads the whole list (a million thoughts: the whole index, on every call). Instead: an offset
+    past OFFSET_MAX is a 400 that says to page with ``cursor`` (which starts right after a row, whatever
+    the list's length); one within it answers."""
+    response = dev.get(url, {"offset": 10_001})
+    assert response.status_code == 400, response.content
+    assert "cursor" in response.json()["error"]["message"]
+    assert dev.get(url, {"offset": 10_000}).status_code == 200
