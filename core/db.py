@@ -42,6 +42,19 @@ class _PreparedCursor(psycopg.Cursor):
         return result
 
 
+# --- pg_advisory_xact_lock(namespace, key) namespaces: one each, so two kinds of lock never share a key.
+#: A day's quality rollup (key: the day's ordinal; quality.services.rollups).
+ROLLUP_LOCK_NAMESPACE = 4_200_001
+#: A contribution of one text to one space (key: a hash of the space and the text's key; brain.services.thoughts).
+KNOWN_LOCK_NAMESPACE = 4_200_002
+#: The retractions of a space, one at a time (key: the space's id; brain.services.retraction).
+RETRACTION_LOCK_NAMESPACE = 4_200_003
+#: Corrections of a space (exclusive) against the contributions storing into it (shared), so that
+#: every contribution either sees a correction's corrected fact or is seen by it (key: the space's id;
+#: brain.services.corrections).
+CORRECTION_LOCK_NAMESPACE = 4_200_004
+
+
 def is_deadlock(exc: BaseException) -> bool:
     """Whether Django's ``exc`` is PostgreSQL failing this transaction as a deadlock's victim: nothing of
     it happened, and running it again is safe (outside a caller's transaction, which it spoilt)."""

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import OperationalError, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
@@ -32,8 +32,17 @@ from brain.services.lineage import markers_refuse, unrelated_refuse
 from brain.services.pheromones import DEADLOCK_RETRIES
 from brain.services.suggestions import draft_problem, suggestion_lock_pending, suggestions_close_superseded
 from brain.services.thoughts import parse_thought_ids, thought_create, thoughts_lock_in_space
-from core.db import is_deadlock
+from core.db import CORRECTION_LOCK_NAMESPACE, is_deadlock
 from core.models import Agent, Space
+
+
+def corrections_lock(*, space_id: int) -> None:
+    """Take the space's correction lock, exclusive, until the transaction ends: after every contribution
+    storing into the space meanwhile (they hold it shared: ``flags.correction_guard_under_lock``), so a
+    correction's sweep for repeats sees them, and one that stores later checks the guard under the lock.
+    Taken before any row lock of the transaction (a contribution holds it while it locks its sources)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [CORRECTION_LOCK_NAMESPACE, space_id])
 
 
 def thought_correct(
@@ -53,6 +62,7 @@ def thought_correct(
     tags: list[str] | None = None,
     related_thoughts: Iterable[Any] = (),
     quality_flags: list[str] | None = None,
+    read_as: dict[uuid.UUID, str] | None = None,
 ) -> tuple[Thought, int]:
     """Store a correction and supersede every thought in ``supersedes``; returns (correction, count).
 
@@ -77,6 +87,10 @@ def thought_correct(
     one model call, before the transaction opens (no row lock is held while the model runs). The
     ``corrected_fact`` embedding is stored with the correction so that ``flags.correction_guard``
     catches the wrong fact from the very next contribution on.
+
+    ``read_as``: the texts of targets the caller read to write the correction (its wrong fact); one
+    changed by the time it is locked (retracted and redacted meanwhile) is a 409 and nothing is stored,
+    so no erased text is copied into the correction.
     """
     too_long = {
         name: [f"At most {PROMPT_MAX_CHARS} characters."]
@@ -114,6 +128,7 @@ def thought_correct(
     unrelated_refuse(space=space, agent=agent, vector=vector, source_ids=supersede_ids, field="supersedes")
 
     def store() -> tuple[Thought, int]:
+        corrections_lock(space_id=space.pk)
         ids = list(supersede_ids)  # the named ones, then the corrections they replace
         # The named thoughts and the corrections now superseding them, locked in one id order (another
         # correction naming some of the same rows locks them in that order too: no deadlock); then the
@@ -122,6 +137,13 @@ def thought_correct(
         ahead = set(earlier.values_list("superseded_by_id", flat=True)) - set(ids)
         locked = thoughts_lock_in_space(space_id=space.pk, ids=[*ids, *ahead], field="supersedes")
         targets = [row for row in locked if row.pk in set(ids)]
+        changed = [str(row.pk) for row in targets if read_as and row.pk in read_as and row.content != read_as[row.pk]]
+        if changed:
+            raise Conflict(
+                f"Thought {', '.join(changed)} changed while the correction was made (retracted or edited); "
+                "read it again and send the correction again.",
+                code="CONFLICT",
+            )
         markers_refuse(targets, action="corrected")
         ids = [*ids, *corrections_replaced(space=space, targets=targets, listed=ids)]
         # What it declares right, a live correction it doesn't replace declared wrong: two corrections
@@ -221,6 +243,7 @@ def thought_correct_by_id(
         correct_fact=correct_fact,
         supersedes=[target.pk, *extra_supersedes],
         source_ref=source_ref,
+        read_as={target.pk: target.content},
     )
 
 
@@ -275,6 +298,7 @@ def suggestion_accept(
     was superseded or retracted since (its statement no longer stands: superseding it closes the
     suggestion, and this holds for one left pending from before that rule).
     """
+    corrections_lock(space_id=suggestion.space_id)  # before the suggestion's thoughts (see corrections_lock)
     locked = suggestion_lock_pending(suggestion=suggestion, action="accepted")
     statement_refuse_replaced(locked)
     draft = {} if draft_problem(locked.draft) else locked.draft  # a broken draft: the statement and the thought

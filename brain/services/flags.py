@@ -38,7 +38,7 @@ from brain.judging.cues import negation_cue
 from brain.models import Thought
 from brain.selectors.hnsw import hnsw_filtered_scan_select_sql
 from brain.selectors.search import thought_from_row
-from core.db import binary_vector, prepared_cursor
+from core.db import CORRECTION_LOCK_NAMESPACE, binary_vector, prepared_cursor
 from core.models import Agent, Space
 
 KEYWORD_ECHO_MIN_OVERLAP = 0.6
@@ -187,6 +187,29 @@ def correction_guard(
     return contribution_checks(
         space=space, agent=None, agent_ref=None, vector=vector, text=text, guard=True, exclude=exclude
     )[1]
+
+
+def correction_guard_under_lock(*, space: Space, vector: list[float], text: str, guard: bool) -> Thought | None:
+    """Take the space's correction lock shared until the transaction ends (a correction takes it
+    exclusive: it waits for this contribution, then its sweep for repeats sees it), then, with ``guard``,
+    :func:`correction_guard` again, which now sees any correction committed before the lock: both in one
+    round trip (pipeline mode; the lookup's snapshot is taken once the lock is granted)."""
+    lock = "SELECT pg_advisory_xact_lock_shared(%(namespace)s, %(space)s)"
+    params = {
+        "namespace": CORRECTION_LOCK_NAMESPACE,
+        "space": space.pk,
+        "vector": binary_vector(vector),
+        "max_distance": 1.0 - CORRECTION_GUARD_MIN_SIMILARITY,
+        "limit": GUARD_CANDIDATES,
+        "text": text,
+        "exclude": [],
+    }
+    with prepared_cursor() as lock_cursor, prepared_cursor() as guard_cursor:
+        with guard_cursor.connection.pipeline():
+            lock_cursor.execute(lock, params)
+            if guard:
+                guard_cursor.execute(_GUARD_SQL, params)
+        return _guard_pick(guard_cursor.fetchall(), text=text) if guard else None
 
 
 #: At most this many stored thoughts that repeat a corrected fact are flagged when the correction is

@@ -46,6 +46,7 @@ from api.errors import Conflict, ValidationFailed, is_transaction_conflict
 from api.parsers import canonical_json
 from brain.models import ImportReceipt
 from brain.services.pheromones import DEADLOCK_RETRIES
+from core.db import RETRACTION_LOCK_NAMESPACE
 from core.models import Agent
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -135,6 +136,10 @@ def _answer_in_one_transaction(
     *, agent: Agent, key: str, fingerprint: str, run: Callable[[], tuple[int, dict]]
 ) -> tuple[int, dict, bool]:
     with transaction.atomic():
+        # A retraction of the space (it takes this lock exclusive) waits for the answer to be kept, so a
+        # redaction finds it and erases what it quotes; an answer begun after one reads the erased text.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", [RETRACTION_LOCK_NAMESPACE, agent.space_id])
         if _claim(agent, key, fingerprint):
             status, body = run()
             ImportReceipt.objects.filter(space_id=agent.space_id, agent=agent, key=key).update(

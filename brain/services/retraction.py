@@ -30,6 +30,7 @@ from brain.services.memory.response import BEST_QUOTE_CHARS
 from brain.services.pipeline import thought_content_changed
 from brain.services.receipts import receipts_erase
 from brain.services.suggestions import suggestions_close_superseded
+from core.db import RETRACTION_LOCK_NAMESPACE
 from core.models import Agent, Space
 
 REASON_MAX_CHARS = 2000
@@ -48,9 +49,6 @@ RETRACTION_KEY = "retraction"
 #: Texts shorter than this are not searched for elsewhere: a thought of a few characters ("yes") would
 #: blank those characters in every text of the space.
 QUOTE_MIN_CHARS = 12
-
-#: pg_advisory_xact_lock(namespace, space id): retractions of one space run one at a time (thought_retract).
-RETRACTION_LOCK_NAMESPACE = 4_200_002
 
 #: Other apps' copies of a thought's text to erase with it (``thought_id`` -> rows changed); quality
 #: registers its turn items' excerpts when it loads (brain does not import quality: the layers test).
@@ -114,7 +112,8 @@ def thought_retract(
     # One retraction of the space at a time: a retraction moves rows' pointers onto other existing
     # thoughts (lineage_release), so two at once could each read "what points at me" before the other
     # moved a row onto it, and leave that row superseded by a retracted thought with nothing live after
-    # it. Other writes only ever make rows stop pointing at an existing thought.
+    # it. Other writes only ever make rows stop pointing at an existing thought. Answers being kept for an
+    # Idempotency-Key hold the lock shared (brain.services.receipts): a redaction erases them once kept.
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [RETRACTION_LOCK_NAMESPACE, space.pk])
     # The thought and what it superseded, locked together in id order (a correction or refinement

@@ -23,7 +23,7 @@ from api.errors import NotFound, ValidationFailed
 from brain import embedding as embedder
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType, topic_normal
 from brain.models import Thought
-from core.db import binary_vector, prepared_cursor
+from core.db import KNOWN_LOCK_NAMESPACE, binary_vector, prepared_cursor
 from core.models import Agent, Space
 
 logger = logging.getLogger("colony.brain")
@@ -112,10 +112,6 @@ def _thought_insert(thought: Thought) -> None:
 
 
 # --- one row per fact -------------------------------------------------------------------------------
-#: pg_advisory_xact_lock(namespace, key) namespace of "a contribution of this text to this space"
-#: (quality.services.rollups holds 4_200_001).
-KNOWN_LOCK_NAMESPACE = 4_200_002
-
 #: Held until the storing transaction ends: two contributions of one fact to one space take turns, so
 #: the second one's lookup (a statement of its own, with a snapshot taken once the lock is granted)
 #: sees the first one's row. Keys that share a hashtext only wait for each other.

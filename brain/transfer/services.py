@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 from django.db.models import F
@@ -483,12 +484,23 @@ def thoughts_import(
             _link_related(related_pairs)
             if derive_lineage:
                 _derive_lineage(space=space, rows=rows, server_clock=agent_mode)
-    except (DataError, IntegrityError) as exc:
-        raise ImportInvalid(
-            f"The database refused the batch ({str(exc).splitlines()[0]}); nothing of it was stored. "
-            "Check the values of the lines and send it again.",
-            extra={"lines": [], "error_count": 1},
-        )
+    except IntegrityError as exc:
+        # Another import storing some of the same ids committed between the check above and the COPY.
+        stored_meanwhile = set(Thought.objects.filter(pk__in=[r.pk for r in rows]).values_list("pk", flat=True))
+        if isinstance(exc.__cause__, psycopg.errors.UniqueViolation) and stored_meanwhile:
+            lines = [
+                LineError(line, f"a thought with id {row.get('given_id') or row['id']} was stored meanwhile.", "id")
+                for line, row in cleaned
+                if row["id"] in stored_meanwhile
+            ]
+            raise ImportConflict(
+                f"{len(lines)} id(s) of this batch were stored by another request meanwhile; nothing of this batch "
+                "was stored. Leave 'id' out of those lines to get new ones, or don't send them again.",
+                extra={"lines": [e.as_dict() for e in lines[:200]], "error_count": len(lines)},
+            ) from exc
+        raise _database_refused(exc) from exc
+    except DataError as exc:
+        raise _database_refused(exc) from exc
     thoughts_analyze_if_stale()
     thoughts_gin_flush()
     return ImportResult(
@@ -505,6 +517,14 @@ def thoughts_import(
 #: load make retrieve-only memory calls about twice as slow (docs/performance.md, "PostgreSQL").
 ANALYZE_AFTER_SHARE = 0.1
 ANALYZE_AFTER_MIN = 1000
+
+
+def _database_refused(exc: Exception) -> ImportInvalid:
+    return ImportInvalid(
+        f"The database refused the batch ({str(exc).splitlines()[0]}); nothing of it was stored. "
+        "Check the values of the lines and send it again.",
+        extra={"lines": [], "error_count": 1},
+    )
 
 
 def thoughts_analyze_if_stale() -> bool:

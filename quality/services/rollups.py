@@ -39,6 +39,7 @@ from django.utils import timezone
 from brain.choices import SuggestionStatus
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services import flags
+from core.db import ROLLUP_LOCK_NAMESPACE
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
 from quality.models import ConfidenceChange, QualityRollup, SessionOwner, TurnItem, TurnLog
@@ -68,9 +69,6 @@ def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
 
 def _keys(space_id, agent_name: str) -> tuple[tuple, tuple]:
     return (space_id, agent_name), (space_id, "")
-
-
-ROLLUP_LOCK_NAMESPACE = 4_200_001  # pg_advisory_xact_lock(namespace, day ordinal)
 
 
 def quality_rollup_day(*, day: dt.date, now: dt.datetime | None = None) -> int:

@@ -287,7 +287,10 @@ def turn_log_create(
 
             extra = [i for i in _unique([*(used_ids or []), *(contradicted_ids or [])]) if i not in set(injected)]
             wanted = [*injected, *extra]  # at most 3 x MAX_ITEMS: each list is capped by the API
-            thoughts = {t.id: t for t in Thought.objects.filter(space=space, pk__in=wanted).only("id", "content")}
+            # Locked (in id order) before their texts are read: a redaction under way commits first and
+            # its text is what the items keep, or it waits for this turn and erases the items' excerpts.
+            locked = Thought.objects.select_for_update(no_key=True).filter(space=space, pk__in=wanted).order_by("pk")
+            thoughts = {t.id: t for t in locked.only("id", "content")}
             # Ids from the query log that no longer resolve are dropped; ids the caller named must resolve.
             named = set(extra) | (set(injected) if injected_from == InjectedFrom.EXPLICIT else set())
             unknown = [str(i) for i in wanted if i in named and i not in thoughts]

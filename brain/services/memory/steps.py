@@ -287,6 +287,7 @@ def step_contribute(call: MemoryCall) -> None:
     # committed; inside a caller's transaction that commits later, at that commit as before.
     defer = None if transaction.get_connection().in_atomic_block else call.after_response.append
     with transaction.atomic():
+        _guard_again_under_the_correction_lock(call)
         if _one_row_per_fact(call):
             call.known_id = thought_known(space=call.space, content=call.prompt, sources=list(call.lineage_ids))
             if call.known_id is not None:
@@ -325,6 +326,21 @@ def step_contribute(call: MemoryCall) -> None:
             lineage.lineage_supersede(thought=call.thought, source_ids=call.lineage_ids)
     call.operations.append(f"contribute:{call.thought_type}")
     call.operations.append("contradiction_check:scheduled")
+
+
+def _guard_again_under_the_correction_lock(call: MemoryCall) -> None:
+    """Hold the space's correction lock shared until the contribution is stored, and if ``step_flags``
+    found no correction it repeats, look again: a correction committed since then (it waits for this
+    transaction, and this lookup for it) would otherwise miss this row in its sweep for repeats, and this
+    row would be stored live and unflagged beside it."""
+    found = flags.correction_guard_under_lock(
+        space=call.space, vector=call.vector, text=call.prompt, guard=call.contradicted_by is None
+    )
+    if found is not None:
+        call.contradicted_by = found
+        call.flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
+        call.guidance.append(correction_guidance(call.contradicted_by))
+        call.operations.append("flags:contradicts_correction")
 
 
 def _one_row_per_fact(call: MemoryCall) -> bool:
