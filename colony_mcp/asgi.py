@@ -198,6 +198,12 @@ class McpEndpoint:
                 [(b"www-authenticate", AUTH_HEADER.encode())],
             )
             return
+        receive, message = await _one_message_object(receive)
+        if message is not None:
+            await asgi_json_send(
+                send, 400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+            )
+            return
         await self._ensure_running()
         if "accept" not in headers:
             # No Accept header means any media type (RFC 9110 12.5.1); the SDK reads it as refusing JSON and
@@ -205,6 +211,31 @@ class McpEndpoint:
             # sends none). Stated as the transport asks clients to state it.
             scope = {**scope, "headers": [*scope["headers"], (b"accept", b"application/json, text/event-stream")]}
         await self.app({**scope, "colony.agent": agent, "colony.executor": self.executor}, receive, send)
+
+
+async def _one_message_object(receive):
+    """(receive, None) for a body that is one JSON object, with a ``receive`` that hands the body on; else
+    (receive, what to send instead): a batch (an array, as an older transport allowed) or a bare value got
+    pydantic's validation text, naming the library and its version. Reads only how the body starts."""
+    messages, chunks = [], []
+    while True:
+        event = await receive()
+        messages.append(event)
+        if event["type"] != "http.request":
+            break
+        chunks.append(event.get("body", b""))
+        if not event.get("more_body", False):
+            break
+    start = b"".join(chunks).lstrip()[:1]
+    if start and start != b"{":
+        kind = "a batch (an array)" if start == b"[" else "not a JSON object"
+        return receive, f"Invalid Request: the body is {kind}; send one JSON-RPC message object per POST."
+    replay = iter(messages)
+
+    async def replayed():
+        return next(replay, None) or await receive()
+
+    return replayed, None
 
 
 class ColonyAsgi:

@@ -45,7 +45,8 @@ class RestResult:
 
     @property
     def ok(self) -> bool:
-        return self.status < 400
+        """A 2xx: a redirect (SECURE_SSL_REDIRECT on a plain-http request) did nothing, as an error does."""
+        return 200 <= self.status < 300
 
 
 def _query(params: dict[str, Any] | None) -> str:

@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
 import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic import Field, ValidationError
 
 from api.errors import did_you_mean, error_body, name_hint
+from api.fields import UNKNOWN_NAMED
 from api.paging import OFFSET_MAX
 from brain.choices import TOPIC_MAX_CHARS
 from brain.inputs import PROMPT_MAX_CHARS
@@ -124,11 +129,11 @@ class ColonyMCPServer(MCPServer):
         if tool is None:  # the SDK answered "Unknown tool: search_memory" in plain text
             names = sorted(t.name for t in self._tool_manager.list_tools())
             message = f"No tool {name!r}.{did_you_mean(name, names, cutoff=0.6)} Colony's tools: {', '.join(names)}."
-            return _refused(error_body("UNKNOWN_TOOL", message), 404)
+            return await self._counted(context, _refused(error_body("UNKNOWN_TOOL", message), 404))
         if isinstance(arguments, dict):
             refused = _arguments_refused(name, tool.parameters, arguments)
             if refused is not None:
-                return refused
+                return await self._counted(context, refused)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -136,16 +141,33 @@ class ColonyMCPServer(MCPServer):
             # envelope like every other refusal, not pydantic's text with its documentation links.
             if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
                 raise
-            return _validation_refused(exc.__cause__)
+            return await self._counted(context, _validation_refused(exc.__cause__))
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Context | None = None):
+        """An unknown prompt is an invalid-params error (the SDK's is a crash, logged with its traceback)."""
+        if self._prompt_manager.get_prompt(name) is not None:
+            return await super().get_prompt(name, arguments, context)
+        prompts = ", ".join(sorted(p.name for p in self._prompt_manager.list_prompts())) or "none"
+        raise MCPError(INVALID_PARAMS, f"No prompt {name[:100]!r}. Colony's prompts: {prompts}.")
+
+    async def _counted(self, context: Context | None, refusal: CallToolResult) -> CallToolResult:
+        """A call refused before its REST view ran counts against the token's rate as a refused REST request
+        does (past it: REST's 429 THROTTLED): one authenticated ``GET /agents/me`` through the throttle."""
+        counted = await _rest(context or self.get_context(), "GET", "agents/me")
+        return _result(counted) if counted.status == 429 else refusal
 
 
 def _arguments_refused(name: str, schema: dict, arguments: dict[str, Any]) -> CallToolResult | None:
+    """Unknown arguments (the first UNKNOWN_NAMED, sorted, by name with a hint, the others counted: a
+    call of 20,000 unknown keys is one short refusal, not 20,000 look-ups) and missing required ones."""
     known = sorted(schema.get("properties", {}))
     fields: dict[str, list[str]] = {}
-    for key in arguments:
-        if key not in schema.get("properties", {}):
-            hint = name_hint(key, known, ARGUMENT_HINTS.get(name))
-            fields[key] = [f"Unknown argument.{hint} Arguments of {name}: {', '.join(known)}."]
+    unknown = [key for key in arguments if key not in schema.get("properties", {})]
+    for key in heapq.nsmallest(UNKNOWN_NAMED, unknown):
+        hint = name_hint(key, known, ARGUMENT_HINTS.get(name))
+        fields[key] = [f"Unknown argument.{hint} Arguments of {name}: {', '.join(known)}."]
+    if len(unknown) > UNKNOWN_NAMED:
+        fields["arguments"] = [f"{len(unknown)} unknown arguments; {len(unknown) - UNKNOWN_NAMED} more not named."]
     for key in schema.get("required", []):
         if key not in arguments:
             fields[key] = ["This argument is required."]
@@ -153,8 +175,12 @@ def _arguments_refused(name: str, schema: dict, arguments: dict[str, Any]) -> Ca
 
 
 def _validation_refused(error: ValidationError) -> CallToolResult:
+    """The first UNKNOWN_NAMED problems of pydantic's validation, each under its argument, and how many more."""
     fields: dict[str, list[str]] = {}
-    for problem in error.errors(include_url=False):
+    problems = error.errors(include_url=False)
+    if len(problems) > UNKNOWN_NAMED:
+        fields["arguments"] = [f"{len(problems)} problems; {len(problems) - UNKNOWN_NAMED} more not listed."]
+    for problem in problems[:UNKNOWN_NAMED]:
         key = ".".join(str(part) for part in problem["loc"]) or "arguments"
         message = problem["msg"] + "."
         if problem["type"] == "literal_error" and isinstance(problem.get("input"), str):
@@ -199,6 +225,12 @@ def _result(result: RestResult) -> CallToolResult:
         text = json.dumps(result.body, ensure_ascii=False)
         structured = result.body if isinstance(result.body, dict) else None
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+    if 300 <= result.status < 400:  # SECURE_SSL_REDIRECT and a plain-http /mcp: the view never ran
+        message = (
+            f"Colony answered this call with a redirect ({result.status}) and did nothing: connect to its MCP "
+            "endpoint over https."
+        )
+        return _refused(error_body("REDIRECTED", message), result.status)
     body = result.body if isinstance(result.body, dict) and "error" in result.body else {"error": result.body}
     return _refused(body, result.status)
 
@@ -212,6 +244,18 @@ async def _call(
     body: dict | None = None,
     headers: dict[str, str] | None = None,
 ) -> CallToolResult:
+    return _result(await _rest(ctx, method, path, query=query, body=body, headers=headers))
+
+
+async def _rest(
+    ctx: Context,
+    method: str,
+    path: str,
+    *,
+    query: dict | None = None,
+    body: dict | None = None,
+    headers: dict[str, str] | None = None,
+) -> RestResult:
     request = _request_of(ctx)
     call = functools.partial(
         rest_call,
@@ -233,7 +277,7 @@ async def _call(
         # The work after the answer (the memory call's reinforcement) runs while the answer is sent, as
         # on REST; not awaited. rest._close logs its failures.
         loop.run_in_executor(executor, result.finish)
-    return _result(result)
+    return result
 
 
 #: Request headers a tool call carries on to its REST call, so the middleware decides as for REST (the
@@ -695,6 +739,24 @@ async def turn_log(
     )
 
 
-# Every tool's input schema says what call_tool holds it to: no arguments but its own.
+class _TextStaysText(FuncMetadata):
+    """The SDK reads a string argument as JSON unless its type is exactly ``str``, so for an optional
+    text ("str | None") "null" became None (an Idempotency-Key spelt "null" was dropped) and '["a"]' a
+    list (refused as "not a string"): a text argument keeps the text sent, as REST does."""
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        fields = self.arg_model.model_fields
+        texts = {
+            name
+            for name in data
+            if name in fields and str in (fields[name].annotation, *get_args(fields[name].annotation))
+        }
+        parsed = super().pre_parse_json({name: value for name, value in data.items() if name not in texts})
+        return {name: data[name] if name in texts else parsed[name] for name in data}
+
+
+# Every tool's input schema says what call_tool holds it to: no arguments but its own; its text
+# arguments stay text (_TextStaysText).
 for _tool in mcp._tool_manager.list_tools():
     _tool.parameters["additionalProperties"] = False
+    _tool.fn_metadata = _TextStaysText.model_construct(**dict(_tool.fn_metadata))
