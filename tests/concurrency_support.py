@@ -6,6 +6,7 @@ import contextlib
 import threading
 import time
 
+import pytest
 from django.db import connection, transaction
 
 
@@ -71,3 +72,22 @@ def wait_for_a_lock_wait(*, count: int = 1, unless=lambda: False, timeout: float
                 return
         assert time.monotonic() < deadline and not unless(), "nothing waited on the lock"
         time.sleep(0.05)
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """What the race tests are not about, off: embedding jobs and follow-ups (Celery), and the model (the
+    bag-of-words fake). Bound by name in a module (``pytest.mark.usefixtures("offline")``)."""
+    from brain import embedding
+    from brain.services import memory, pipeline
+    from brain.services.memory import steps
+    from quality.services import turns
+    from tests.conftest import fake_vector
+
+    monkeypatch.setattr(pipeline, "thought_enqueue_embedding", lambda **kwargs: None)
+    monkeypatch.setattr(pipeline, "thought_schedule_followups", lambda **kwargs: None)
+    monkeypatch.setattr(memory, "thought_schedule_followups", lambda **kwargs: None, raising=False)
+    monkeypatch.setattr(steps, "thought_schedule_followups", lambda **kwargs: None)
+    monkeypatch.setattr(embedding, "embed_many", lambda texts, **kw: [fake_vector(t) for t in texts])
+    monkeypatch.setattr(embedding, "embed", lambda text: fake_vector(text))
+    monkeypatch.setattr(turns, "turn_enqueue_scoring", lambda turn_log_id: None)

@@ -20,33 +20,18 @@ import uuid
 import pytest
 from django.db import connection
 
-from brain import embedding
 from brain.apis import memory as memory_api
 from brain.models import Thought
-from brain.services import corrections, flags, memory, pipeline
-from brain.services.memory import steps
+from brain.services import corrections, flags
 from quality.models import TurnItem
 from quality.services import turns
-from tests.concurrency_support import run_concurrently
-from tests.conftest import fake_vector
+from tests.concurrency_support import offline, run_concurrently  # noqa: F401 - offline: a fixture
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("offline")]
 
 MEMORY = "/api/v1/memory"
 #: How long a forced meeting point waits for the other request (a failure, not a hang, if it never comes).
 MEET_SECONDS = 15
-
-
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    # Not what these tests are about: embeddings and follow-ups (Celery) and the model (a fake one).
-    monkeypatch.setattr(pipeline, "thought_enqueue_embedding", lambda **kwargs: None)
-    monkeypatch.setattr(pipeline, "thought_schedule_followups", lambda **kwargs: None)
-    monkeypatch.setattr(memory, "thought_schedule_followups", lambda **kwargs: None, raising=False)
-    monkeypatch.setattr(steps, "thought_schedule_followups", lambda **kwargs: None)
-    monkeypatch.setattr(embedding, "embed_many", lambda texts, **kw: [fake_vector(t) for t in texts])
-    monkeypatch.setattr(embedding, "embed", lambda text: fake_vector(text))
-    monkeypatch.setattr(turns, "turn_enqueue_scoring", lambda turn_log_id: None)
 
 
 # --- helpers -----------------------------------------------------------------------------------------
