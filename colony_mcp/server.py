@@ -235,16 +235,9 @@ def _result(result: RestResult) -> CallToolResult:
     return _refused(body, result.status)
 
 
-async def _call(
-    ctx: Context,
-    method: str,
-    path: str,
-    *,
-    query: dict | None = None,
-    body: dict | None = None,
-    headers: dict[str, str] | None = None,
-) -> CallToolResult:
-    return _result(await _rest(ctx, method, path, query=query, body=body, headers=headers))
+async def _call(ctx: Context, method: str, path: str, **request: Any) -> CallToolResult:
+    """A tool's REST call (:func:`_rest`) as the tool's result."""
+    return _result(await _rest(ctx, method, path, **request))
 
 
 async def _rest(
