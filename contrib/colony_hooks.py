@@ -82,6 +82,25 @@ def urlopen(request: urllib.request.Request, timeout: float):
     return (_DIRECT if loopback else _PROXIED).open(request, timeout=timeout)
 
 
+#: At most this much of an answer is read: what the script holds doesn't grow with what Colony sends.
+MAX_ANSWER_BYTES = 8_000_000
+
+
+def read_within(response, deadline: float) -> bytes:
+    """The body of ``response`` as it arrives, until ``deadline`` (``time.monotonic()``): a socket timeout
+    bounds each read, not an answer that trickles in a byte at a time. TimeoutError past the deadline,
+    ValueError past MAX_ANSWER_BYTES."""
+    chunks, size = [], 0
+    while chunk := response.read1(65536):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise ValueError(f"an answer of more than {MAX_ANSWER_BYTES} bytes")
+        if time.monotonic() > deadline:
+            raise TimeoutError("the answer did not arrive in time")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def token_problem(token: str) -> str | None:
     """Why COLONY_TOKEN can't go into an Authorization header, or None. http.client would refuse it with an
     error quoting the whole header, token included, into what the agent reads."""
@@ -132,10 +151,10 @@ class Colony:
             request.add_header("Content-Type", "application/json")
         try:
             with urlopen(request, timeout=remaining) as response:
-                return json.loads(response.read().decode("utf-8") or "{}")
+                return json.loads(read_within(response, self.deadline).decode("utf-8") or "{}")
         except urllib.error.HTTPError as exc:
             try:
-                error = json.loads(exc.read().decode("utf-8"))["error"]
+                error = json.loads(exc.read(100_000).decode("utf-8"))["error"]
                 raise ColonyDown(f"HTTP {exc.code} {error['code']}: {error['message']}") from None
             except (ValueError, KeyError, TypeError):
                 raise ColonyDown(f"HTTP {exc.code} from {url.split('?')[0]}") from None
@@ -192,8 +211,13 @@ def one_line(text: object) -> str:
 
 def quoted(text: object) -> str:
     """What an agent or a person wrote, as one line in double quotes (its own quotes escaped): the
-    context shows where Colony's words end and theirs begin."""
-    return json.dumps(one_line(text), ensure_ascii=False)
+    context shows where Colony's words end and theirs begin. Its angle brackets are drawn as ‹ › (the
+    context is shown inside a tag, <system-reminder>, that a "</system-reminder>" in the text would close)."""
+    return json.dumps(one_line(text).translate(ANGLE_BRACKETS), ensure_ascii=False)
+
+
+#: < and > as the single angle quotation marks: read the same, close no tag.
+ANGLE_BRACKETS = str.maketrans({"<": "\u2039", ">": "\u203a"})
 
 
 def _marker_lines(task: dict, limit: int) -> list[str]:

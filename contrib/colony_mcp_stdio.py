@@ -29,6 +29,7 @@ import re
 import socket
 import sys
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -64,6 +65,25 @@ def urlopen(request: urllib.request.Request, timeout: float):
     return (_DIRECT if loopback else _PROXIED).open(request, timeout=timeout)
 
 
+#: At most this much of an answer is read: what the script holds doesn't grow with what Colony sends.
+MAX_ANSWER_BYTES = 8_000_000
+
+
+def read_within(response, deadline: float) -> bytes:
+    """The body of ``response`` as it arrives, until ``deadline`` (``time.monotonic()``): a socket timeout
+    bounds each read, not an answer that trickles in a byte at a time. TimeoutError past the deadline,
+    ValueError past MAX_ANSWER_BYTES."""
+    chunks, size = [], 0
+    while chunk := response.read1(65536):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise ValueError(f"an answer of more than {MAX_ANSWER_BYTES} bytes")
+        if time.monotonic() > deadline:
+            raise TimeoutError("the answer did not arrive in time")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def token_problem(token: str) -> str | None:
     """Why COLONY_TOKEN can't go into an Authorization header, or None. http.client would refuse it with an
     error quoting the whole header, token included, into what the agent reads."""
@@ -92,7 +112,7 @@ _stdout_lock = threading.Lock()
 def emit(message: dict) -> None:
     # ASCII (\uXXXX escapes): a text stdout in the ANSI code page (Windows: cp1252) could not write a
     # thought in Cyrillic or CJK, nor any stdout a lone surrogate that an answer's JSON escaped.
-    line = json.dumps(message) + "\n"
+    line = json.dumps(message, allow_nan=False) + "\n"
     with _stdout_lock:  # one whole line at a time, whichever call answers first
         sys.stdout.write(line)
         sys.stdout.flush()
@@ -131,8 +151,9 @@ class Bridge:
         if self.protocol_version and message.get("method") != "initialize":
             headers["MCP-Protocol-Version"] = self.protocol_version
         request = urllib.request.Request(self.endpoint, data=json.dumps(message).encode(), headers=headers)  # noqa: S310 - COLONY_URL, the operator's setting
+        deadline = time.monotonic() + self.timeout
         with urlopen(request, timeout=self.timeout) as response:
-            body = response.read().decode("utf-8")
+            body = read_within(response, deadline).decode("utf-8")
             if response.status == 202 or not body.strip():
                 return []
             if response.headers.get("Content-Type", "").startswith("text/event-stream"):
@@ -146,7 +167,7 @@ class Bridge:
         try:
             replies = self.post(message)
         except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")
+            detail = exc.read(100_000).decode("utf-8", "replace")
             try:
                 error = json.loads(detail)["error"]
                 detail = f"{error['code']}: {error['message']}"
@@ -168,6 +189,11 @@ class Bridge:
             if is_request:
                 emit(error_reply(request_id, f"{problem}. {advice}"))
             return
+        if not all(isinstance(reply, dict) for reply in replies):
+            # A JSON-RPC message is an object: anything else, written out, is a line the client can't read,
+            # and its request would wait for an answer until the client's timeout.
+            log(f"Colony answered {message.get('method')!r} with something other than JSON-RPC objects")
+            replies = [error_reply(request_id, "Colony's answer was not a JSON-RPC message.")] if is_request else []
         for reply in replies:
             if message.get("method") == "initialize" and isinstance(reply.get("result"), dict):
                 self.protocol_version = reply["result"].get("protocolVersion") or self.protocol_version

@@ -18,7 +18,8 @@ Input, first match wins:
 
 Explicit feedback: besides ``--used``/``--contradicted``, the agent may write
 ``colony:used <uuid>`` or ``colony:contradicted <uuid>`` (several ids separated by commas or
-spaces) anywhere in its response; those ids are sent as ``used_ids``/``contradicted_ids`` (the first
+spaces) in its response, outside code blocks and quoted ("> ") lines, where it shows what it read; those
+ids are sent as ``used_ids``/``contradicted_ids`` (the first
 100 of each list). An id Colony refuses (unknown, not returned by a memory call of this session, or named
 in the text of a source returned there, so the feedback may be copied from it) is
 dropped and the turn sent again without it, until Colony takes the turn: a response that quotes a
@@ -154,7 +155,7 @@ def turn_from_transcript(path: str) -> dict | None:
         handle.seek(0, os.SEEK_END)
         size = handle.tell()
         handle.seek(max(0, size - MAX_TRANSCRIPT_BYTES))
-        raw = handle.read().decode("utf-8", errors="replace")
+        raw = handle.read(MAX_TRANSCRIPT_BYTES).decode("utf-8", errors="replace")  # a FIFO's size reads 0
     entries = []
     # "\n" only: str.splitlines() also breaks at U+2028, U+2029 and U+0085, which Claude Code (Node's
     # JSON.stringify) writes as they are inside a message; that entry, a prompt with a pasted line separator,
@@ -224,9 +225,16 @@ def json_clean(value):
     return value
 
 
+#: A fenced code block (``` or ~~~ to the same fence) and a quoted line ("> ..."): what the agent shows
+#: of what it read, not what it says itself.
+QUOTED = re.compile(r"^ {0,3}(```|~~~).*?(^ {0,3}\1[^\n]*$|\Z)|^ {0,3}>[^\n]*$", re.MULTILINE | re.DOTALL)
+
+
 def feedback_from_text(text: str) -> dict[str, list[str]]:
+    """The agent's own markers in its response: not those inside a code block or a quoted line, where the
+    agent shows a file, a page or a message it read (a planted marker there is someone else's feedback)."""
     found: dict[str, list[str]] = {"used": [], "contradicted": []}
-    for kind, ids in FEEDBACK.findall(text or ""):
+    for kind, ids in FEEDBACK.findall(QUOTED.sub(" ", text or "")):
         for thought_id in re.findall(UUID, ids):
             if thought_id.lower() not in found[kind.lower()]:
                 found[kind.lower()].append(thought_id.lower())

@@ -14,10 +14,15 @@ import ast
 import difflib
 from pathlib import Path
 
+import pytest
+
 CONTRIB = Path(__file__).resolve().parent.parent / "contrib"
 SCRIPTS = ("colony_hooks.py", "colony_mcp_stdio.py", "colony_stop_hook.py")
 #: The definitions each script holds word for word (a constant, a class or a function, by the name it binds).
 SHARED = ("TIMEOUTS", "_NoRedirect", "_DIRECT", "_PROXIED", "urlopen", "token_problem", "base_url")
+#: ... and those the two scripts that read Colony's answers hold (the Stop hook reads only a status).
+READERS = ("colony_hooks.py", "colony_mcp_stdio.py")
+READ = ("MAX_ANSWER_BYTES", "read_within")
 
 
 def definitions(path: Path) -> dict[str, str]:
@@ -34,22 +39,23 @@ def definitions(path: Path) -> dict[str, str]:
         else:
             continue
         for name in names:
-            if name in SHARED:
+            if name in SHARED or name in READ:
                 found[name] = ast.get_source_segment(source, node, padded=True)
     return found
 
 
-def test_the_contrib_scripts_copies_of_the_http_plumbing_are_identical():
-    copies = {script: definitions(CONTRIB / script) for script in SCRIPTS}
-    reference_script = SCRIPTS[0]
+@pytest.mark.parametrize("scripts, shared", [(SCRIPTS, SHARED), (READERS, READ)], ids=["all", "readers"])
+def test_the_contrib_scripts_copies_of_the_http_plumbing_are_identical(scripts, shared):
+    copies = {script: definitions(CONTRIB / script) for script in scripts}
+    reference_script = scripts[0]
     problems = []
-    for name in SHARED:
-        missing = [script for script in SCRIPTS if name not in copies[script]]
+    for name in shared:
+        missing = [script for script in scripts if name not in copies[script]]
         if missing:
             problems.append(f"{name}: not defined at top level in {', '.join(missing)}")
             continue
         reference = copies[reference_script][name]
-        for script in SCRIPTS[1:]:
+        for script in scripts[1:]:
             if copies[script][name] != reference:
                 diff = difflib.unified_diff(
                     reference.splitlines(),
@@ -61,7 +67,7 @@ def test_the_contrib_scripts_copies_of_the_http_plumbing_are_identical():
                 problems.append(f"{name} differs:\n" + "\n".join(diff))
     assert not problems, (
         "contrib/colony_hooks.py, contrib/colony_mcp_stdio.py and contrib/colony_stop_hook.py hold deliberate "
-        "word-for-word copies of " + ", ".join(SHARED) + " (each script is copied alone onto an agent's machine, "
+        "word-for-word copies of " + ", ".join(shared) + " (each script is copied alone onto an agent's machine, "
         "standard library only, so they cannot share a module). Change the copies together, in all three "
         "files:\n\n" + "\n\n".join(problems)
     )
