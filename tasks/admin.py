@@ -187,7 +187,37 @@ class TaskForm(forms.ModelForm):
             linked = data.get(name)
             if linked is not None and linked.exclude(space=space).exists():
                 self.add_error(name, "A task of another space: links stay within the task's space.")
+            elif linked is not None and self.instance.pk is not None:
+                looped = _reaching(linked, name, self.instance.pk)
+                if looped:
+                    self.add_error(
+                        name,
+                        f"{looped} would be linked to itself through this task ({name.replace('_', ' ')} make a "
+                        "loop): a task in a loop waits for itself and is never ready. Remove that link.",
+                    )
         return data
+
+
+#: How many links away a loop is looked for (the API links a task only to tasks that exist already, so
+#: a loop can only be closed here; a chain this long is far past any real one).
+LOOP_SEARCH_DEPTH = 50
+
+
+def _reaching(linked, field: str, task_pk) -> str | None:
+    """The slug of a task of ``linked`` from which ``field`` links lead back to the task ``task_pk`` (the
+    task itself, or one ``field`` reaches within LOOP_SEARCH_DEPTH steps), or None."""
+    through = Task._meta.get_field(field).remote_field.through
+    frontier = {pk: slug for pk, slug in linked.values_list("pk", "slug")}  # each task: the link it came from
+    seen: set = set()
+    for _ in range(LOOP_SEARCH_DEPTH):
+        if task_pk in frontier:
+            return frontier[task_pk]
+        seen |= set(frontier)
+        steps = through.objects.filter(from_task_id__in=list(frontier)).values_list("from_task_id", "to_task_id")
+        frontier = {to: frontier[source] for source, to in steps if to not in seen}
+        if not frontier:
+            return None
+    return None
 
 
 @admin.register(Task)

@@ -232,7 +232,7 @@ class TaskListCreateApi(APIView):
             cursor=cursor,
             limit=limit,
             offset=offset,
-            budget=selectors.DNA_PAGE_BUDGET,
+            budget=selectors.PAGE_BUDGET,
         )
         return Response(
             {"count": qs.count(), "next_cursor": next_cursor, "results": TaskOutputSerializer(page, many=True).data}
@@ -413,7 +413,7 @@ class InFlightApi(APIView):
             order=selectors.IN_FLIGHT_ORDER,
             cursor=params.get("cursor"),
             limit=params["limit"],
-            budget=selectors.DNA_PAGE_BUDGET,
+            budget=selectors.PAGE_BUDGET,
         )
         recent = selectors.transitions_recent(task_ids=[task.id for task in page], per_task=params["markers"])
         return Response(

@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.models import (
     BooleanField,
     Case,
+    Count,
     Exists,
     F,
     Func,
@@ -23,7 +24,7 @@ from django.db.models import (
     When,
     Window,
 )
-from django.db.models.functions import Cast, Length, RowNumber
+from django.db.models.functions import Cast, Coalesce, Length, RowNumber
 
 from api.errors import NotFound, ValidationFailed, did_you_mean
 from api.paging import order_by
@@ -238,13 +239,33 @@ def _slug_hint(space: Space, ref: str) -> str:
     return " GET /api/v1/tasks lists the tasks of this space."
 
 
+def _links_count(through, column: str):
+    """The number of a task's rows in a link table, as a subquery of the task's row."""
+    return (
+        through.objects.filter(**{column: OuterRef("pk")}).order_by().values(column).annotate(n=Count("pk")).values("n")
+    )
+
+
+#: What a task's entry in a list may weigh besides its DNA and description: each link (a parent or a
+#: dependency, up to LINKS_MAX of each) is shown by its slug (up to 150 characters) and status.
+LINK_CHARS = 200
+#: A page of tasks (the task list, a role's tasks in flight) holds at most this many characters of DNA,
+#: description and links (a task may hold 100,000 of DNA, 20,000 of description and 200 links): a fuller
+#: page ends early, with a cursor to the rest.
+PAGE_BUDGET = (
+    Length(Cast("dna", TextField()))
+    + Length("description")
+    + LINK_CHARS
+    * (
+        Coalesce(Subquery(_links_count(Task.parents.through, "from_task_id")), 0)
+        + Coalesce(Subquery(_links_count(Task.depends_on.through, "from_task_id")), 0)
+    ),
+    500_000,
+)
 #: The recovery list's order (api.paging), what an agent back from a crash needs first: the tasks it
 #: moved last itself (its claims, its blocks: ``mine``), then the role's active tasks before its blocked
 #: ones (a claim is made only by an agent of the task's role; any role may block a task for another),
 #: then the newest change first. Slug and id make it unique.
-#: A page of tasks (the task list, a role's tasks in flight) holds at most this many characters of DNA
-#: (DNA is up to 100,000 characters a task): a fuller page ends early, with a cursor to the rest.
-DNA_PAGE_BUDGET = (Length(Cast("dna", TextField())), 500_000)
 IN_FLIGHT_ORDER = (
     ("mine", True, bool),
     ("active", True, bool),

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, F, QuerySet, Window
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Left, RowNumber
 
 from tasks.choices import TaskStatus
 
@@ -35,6 +35,16 @@ TERMINAL = frozenset({TaskStatus.COMPLETE, TaskStatus.CANCELLED})
 COLUMN_CARDS = 25
 #: What a card shows; description and the rest of the DNA stay in the database.
 CARD_FIELDS = ("id", "slug", "title", "type", "status", "role", "status_changed_at", "created_at", "project__slug")
+#: A card (and the home page's in-flight list) shows this much of a blocked task's reason; its page the
+#: whole DNA. Any agent may block any task with up to 100,000 characters of reason, and the board is
+#: refreshed every few seconds by every human watching it.
+BLOCKED_REASON_SHOWN = 300
+
+
+def blocked_reason_shown():
+    """A task's ``blocked_reason`` cut to one character more than :data:`BLOCKED_REASON_SHOWN` in SQL
+    (the template's ``truncatechars`` then says it was cut)."""
+    return Left(KeyTextTransform("blocked_reason", "dna"), BLOCKED_REASON_SHOWN + 1)
 
 
 @dataclass
@@ -68,7 +78,7 @@ def board_columns(tasks: QuerySet, *, cards: int = COLUMN_CARDS) -> list[Column]
     shown = (
         tasks.only(*CARD_FIELDS)
         .annotate(
-            blocked_reason=KeyTextTransform("blocked_reason", "dna"),
+            blocked_reason=blocked_reason_shown(),
             column_rank=Window(RowNumber(), partition_by=[F("status")], order_by=[F("updated_at").desc(), F("slug")]),
         )
         .filter(column_rank__lte=cards)

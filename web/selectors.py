@@ -18,6 +18,7 @@ from quality.selectors import metric_values
 from quality.services.rollups import COUNT_FIELDS
 from tasks.models import Project, Task, TransitionLog
 from tasks.selectors import IN_FLIGHT_STATUSES, with_dna_diff_shown
+from web.board import blocked_reason_shown
 
 #: Rows of one kind a page lists at most, newest first (agents can add rows without end: links,
 #: suggestions, corrections, a task's transitions); the rest are counted.
@@ -141,7 +142,8 @@ def task_list_in_flight(*, space: Space, limit: int = 20) -> QuerySet[Task]:
     return (
         Task.objects.filter(space=space, status__in=IN_FLIGHT_STATUSES)
         .select_related("project")
-        .only("id", "slug", "title", "status", "role", "type", "dna", "status_changed_at", "project__slug")
+        .only("id", "slug", "title", "status", "role", "type", "status_changed_at", "project__slug")
+        .annotate(blocked_reason=blocked_reason_shown())
         .order_by("-status_changed_at")[:limit]
     )
 
