@@ -19,6 +19,9 @@ from core.logging import TOKEN_PREFIX, URL_TOKEN_PREFIX
 from core.models import Agent, AgentToken, Space, UrlToken, WorkerHeartbeat
 
 URL_TOKEN_MAX_DAYS = 365
+#: Live (not revoked, not expired) URL tokens one human may hold: each reads the space's brain for up to
+#: URL_TOKEN_MAX_DAYS; past this, revoke some first.
+URL_TOKENS_LIVE_MAX = 100
 SPACE_SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
 
 
@@ -240,6 +243,13 @@ def url_token_create(
     if not 1 <= days <= URL_TOKEN_MAX_DAYS:
         raise ValidationFailed(f"A URL token lives 1 to {URL_TOKEN_MAX_DAYS} days; got {days}.")
     _within_column(UrlToken, "label", label, "A URL token label")
+    if user is not None:
+        live = UrlToken.objects.filter(created_by_user=user, revoked_at__isnull=True, expires_at__gt=timezone.now())
+        if live.count() >= URL_TOKENS_LIVE_MAX:
+            raise ValidationFailed(
+                f"You hold {URL_TOKENS_LIVE_MAX} live URL tokens, the most one person may: revoke the ones no "
+                "longer handed out (on the tokens page) before making another."
+            )
     raw = URL_TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = UrlToken.objects.create(
         agent=agent,

@@ -8,11 +8,20 @@ from django import forms
 
 from api import paging
 from api.parsers import json_loads_bounded, unstorable_text
+from api.text import storable
 from brain.choices import TOPIC_MAX_CHARS, topic_normal
 from brain.inputs import PROMPT_MAX_CHARS
 from brain.selectors.listing import THOUGHT_LIST_ORDER
 from core.choices import AgentRole
 from tasks.models import SUMMARY_MAX_CHARS
+
+
+class StoredText(forms.CharField):
+    """A text a human writes that Colony stores and agents read: stored as the API stores an agent's
+    (``api.text.storable``: no invisible controls, a feedback marker defanged)."""
+
+    def to_python(self, value):
+        return storable(super().to_python(value))
 
 
 class SpaceSwitchForm(forms.Form):
@@ -36,7 +45,7 @@ class UrlTokenForm(forms.Form):
 
     agent = forms.CharField(max_length=100)
     days = forms.IntegerField(required=False)
-    label = forms.CharField(required=False, max_length=100)
+    label = StoredText(required=False, max_length=100)
 
     def clean_days(self):
         days = self.cleaned_data["days"]
@@ -62,7 +71,7 @@ class BoardFilterForm(forms.Form):
 
 class TransitionForm(forms.Form):
     to = forms.CharField(max_length=20)
-    summary = forms.CharField(required=False, max_length=SUMMARY_MAX_CHARS)
+    summary = StoredText(required=False, max_length=SUMMARY_MAX_CHARS)
     #: The digest of the DNA the page showed: a human's move is made on the task as they saw it.
     dna_digest = forms.RegexField(regex=r"^[0-9a-f]{64}$", max_length=64)
     next = forms.CharField(required=False, max_length=2000)
@@ -153,16 +162,16 @@ class BrainSearchForm(forms.Form):
 class CorrectionForm(forms.Form):
     """A human's correction of one thought: what is wrong, what is right (seeds/000 2a)."""
 
-    correct_fact = forms.CharField(
+    correct_fact = StoredText(
         widget=forms.Textarea(attrs={"rows": 3}), max_length=PROMPT_MAX_CHARS, label="Correct fact"
     )
-    corrected_fact = forms.CharField(
+    corrected_fact = StoredText(
         widget=forms.Textarea(attrs={"rows": 3}),
         max_length=PROMPT_MAX_CHARS,
         label="Wrong fact (what this thought says)",
     )
-    topic = forms.CharField(max_length=TOPIC_MAX_CHARS)
-    content = forms.CharField(
+    topic = StoredText(max_length=TOPIC_MAX_CHARS)
+    content = StoredText(
         widget=forms.Textarea(attrs={"rows": 3}),
         max_length=PROMPT_MAX_CHARS,
         required=False,
@@ -171,8 +180,8 @@ class CorrectionForm(forms.Form):
 
 
 class SuggestionResolveForm(forms.Form):
-    correct_fact = forms.CharField(required=False, max_length=PROMPT_MAX_CHARS)
-    reason = forms.CharField(required=False, max_length=2000)
+    correct_fact = StoredText(required=False, max_length=PROMPT_MAX_CHARS)
+    reason = StoredText(required=False, max_length=2000)
 
 
 # --- quality --------------------------------------------------------------------------------------

@@ -42,7 +42,9 @@ def dna_is_gate_key(key: str) -> bool:
 
 
 def _safe_next(request, value: str | None, default: str) -> str:
-    if value and url_has_allowed_host_and_scheme(value, allowed_hosts={request.get_host()}):
+    if value and url_has_allowed_host_and_scheme(
+        value, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return value
     return default
 

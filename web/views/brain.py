@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from api import paging
 from api.errors import ApplicationError, NotFound
+from api.text import storable
 from brain import embedding as embedder
 from brain.choices import DEFAULT_TOPIC, ThoughtCategory
 from brain.selectors.lineage import thought_get, thought_lineage_of
@@ -173,7 +174,7 @@ def thought_retract_post(request, thought_id):
         retracted = thought_retract(
             space=request.colony_space,
             thought_id=thought_id,
-            reason=request.POST.get("reason", ""),
+            reason=storable(request.POST.get("reason", "")),
             user_name=request.user.get_username(),
             redact=request.POST.get("redact") == "on",
         )

@@ -66,7 +66,9 @@ def space_switch(request):
     target = "web:home"
     if form.is_valid():
         nxt = form.cleaned_data["next"]
-        if nxt and url_has_allowed_host_and_scheme(nxt, allowed_hosts={request.get_host()}):
+        if nxt and url_has_allowed_host_and_scheme(
+            nxt, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        ):
             target = nxt
         space = space_choose(request, slug=form.cleaned_data["space"])
         if space is None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from api.errors import ApplicationError
+from api.paging import newest
 from core import services
 from core.models import Agent, UrlToken
 from web.forms import UrlTokenForm, form_error_text
@@ -19,6 +21,7 @@ from web.views.common import space_required
 
 
 @require_http_methods(["GET", "POST"])
+@never_cache  # the answer to a POST shows a new token, once
 @space_required
 def url_tokens(request):
     space = request.colony_space
@@ -43,7 +46,10 @@ def url_tokens(request):
                 messages.error(request, f"No URL token created — {exc.message}")
             else:
                 new_url = request.build_absolute_uri(f"/api/v1/memory?prompt=YOUR+QUESTION&token={raw}")
-    tokens = UrlToken.objects.filter(agent__space=space).select_related("agent").order_by("-created_at")
+    tokens = newest(
+        UrlToken.objects.filter(agent__space=space).select_related("agent").order_by("-created_at"),
+        services.URL_TOKENS_LIVE_MAX,  # a person's live tokens fit on the page, to revoke
+    )
     return render(
         request,
         "web/url_tokens.html",
