@@ -7,10 +7,10 @@ class BrainConfig(AppConfig):
 
     def ready(self) -> None:
         # core sits below brain: the health body learns the embedding model from here.
-        from brain.embedding import current_model_label, health_embedding
+        from brain.embedding import current_model_label, health_embedding, public_text
         from core.health import health_register
 
-        health_register("embedding_model", lambda: {"embedding_model": current_model_label()})
+        health_register("embedding_model", lambda: {"embedding_model": public_text(current_model_label())})
         # Advisory (never makes the status an error): stored vectors from another embedder.
         health_register("embedding", lambda: {"embedding": health_embedding()}, needs_database=True)
         from core.metrics import metrics_register_gauge

@@ -519,4 +519,13 @@ def health_embedding() -> dict | None:
     except Exception as exc:  # a health probe reports, it does not raise
         logger.warning("health: embedding label check failed: %s", exc)
         return None
-    return {key: notice[key] for key in ("embedder", "reembed_needed", "message")}
+    return {key: public_text(notice[key]) for key in ("embedder", "reembed_needed", "message")}
+
+
+def public_text(value):
+    """``value`` as the unauthenticated health check shows it: a model given as a folder
+    (``EMBEDDING_MODEL=/home/ops/models/x``) by the folder's name, not where it lies on this machine."""
+    folder = settings.EMBEDDING_MODEL or ""
+    if not isinstance(value, str) or not folder or ("/" not in folder and "\\" not in folder):
+        return value
+    return value.replace(folder, os.path.basename(folder.rstrip("/\\")))

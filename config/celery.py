@@ -14,6 +14,8 @@ from pathlib import Path
 from celery import Celery, bootsteps, signals
 from celery.schedules import crontab
 
+from config.env import url_without_password
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 logger = logging.getLogger("colony.celery")
@@ -37,7 +39,7 @@ def broker_settings(*, choice: str, redis_url: str, data_dir: Path) -> dict:
         return {
             "broker_url": redis_url,
             "result_backend": redis_url,
-            "colony_broker_description": f"redis ({redis_url})",
+            "colony_broker_description": f"redis ({url_without_password(redis_url)})",
         }
     queue = data_dir / "broker" / "queue"
     processed = data_dir / "broker" / "processed"
@@ -57,7 +59,7 @@ def broker_settings(*, choice: str, redis_url: str, data_dir: Path) -> dict:
             "control_folder": str(control),
         },
         "result_backend": f"file://{results}",
-        "colony_broker_description": f"filesystem ({queue}; no Redis answered at {redis_url})",
+        "colony_broker_description": f"filesystem ({queue}; no Redis answered at {url_without_password(redis_url)})",
     }
 
 

@@ -7,7 +7,9 @@ docs/configuration.md lists every variable read here.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import secrets
 import tempfile
 from pathlib import Path
@@ -50,7 +52,10 @@ def env(name: str, default: T) -> T:
         if isinstance(default, int):
             return int(raw)  # type: ignore[return-value]
         if isinstance(default, float):
-            return float(raw)  # type: ignore[return-value]
+            value = float(raw)
+            if not math.isfinite(value):  # "nan", "inf": every later comparison or int() of it breaks
+                raise ValueError(raw)
+            return value  # type: ignore[return-value]
         if isinstance(default, list):
             return [item.strip() for item in raw.split(",") if item.strip()]  # type: ignore[return-value]
         return raw  # type: ignore[return-value]
@@ -97,17 +102,43 @@ def secret_key_file(path: Path) -> str:
     return path.read_text().strip()
 
 
-def check_redis_url(url: str) -> str:
-    """A Redis URL Celery and redis-py accept, or one sentence saying what to fix."""
+#: ``N/period`` as DRF's throttles read it (N at least 1), or a word that turns throttling off.
+_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
+RATE_OFF = frozenset({"", "off", "0", "none"})
+
+
+def check_rate(name: str, value: str) -> str:
+    """A request rate setting (``3000/min``; ``off``), or one sentence saying what to fix."""
+    if value.strip().lower() in RATE_OFF or _RATE.match(value.strip().lower()):
+        return value
+    raise ImproperSetting(
+        f"{name}={value!r} is not a rate: give requests per period as N/s, N/min, N/hour or N/day with N at "
+        "least 1 (3000/min), or off."
+    )
+
+
+def url_without_password(url: str) -> str:
+    """``url`` as it may be printed or logged: its password (``redis://:secret@host``) as ``***``."""
     parsed = urlparse(url)
+    if not parsed.password:
+        return url
+    user = parsed.username or ""
+    host = parsed.netloc.rsplit("@", 1)[1]
+    return parsed._replace(netloc=f"{user}:***@{host}").geturl()
+
+
+def check_redis_url(url: str) -> str:
+    """A Redis URL Celery and redis-py accept, or one sentence saying what to fix (without its password)."""
+    parsed = urlparse(url)
+    shown = url_without_password(url) if "@" in url else url
     if parsed.scheme not in {"redis", "rediss", "unix"}:
         raise ImproperSetting(
-            f"REDIS_URL must look like redis://host:6379/0 (got {url!r}); fix it or unset it for the local default."
+            f"REDIS_URL must look like redis://host:6379/0 (got {shown!r}); fix it or unset it for the local default."
         )
     try:
         parsed.port  # noqa: B018 - raises ValueError on a non-numeric port
     except ValueError:
-        raise ImproperSetting(f"REDIS_URL {url!r} has a port that is not a number; fix it (redis://host:6379/0).")
+        raise ImproperSetting(f"REDIS_URL {shown!r} has a port that is not a number; fix it (redis://host:6379/0).")
     if parsed.scheme != "unix" and not parsed.hostname:
-        raise ImproperSetting(f"REDIS_URL {url!r} names no host; fix it (redis://host:6379/0).")
+        raise ImproperSetting(f"REDIS_URL {shown!r} names no host; fix it (redis://host:6379/0).")
     return url

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from csp.constants import NONCE, NONE, SELF
 
-from config.env import ImproperSetting, check_redis_url, ensure_writable_dir, env, secret_key_file
+from config.env import ImproperSetting, check_rate, check_redis_url, ensure_writable_dir, env, secret_key_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -237,6 +237,8 @@ if not 1 <= AXES_FAILURE_LIMIT <= AXES_ADDRESS_FAILURE_LIMIT:
         f"({AXES_FAILURE_LIMIT}), which must be at least 1; unset them for 20 and 5."
     )
 AXES_COOLOFF_TIME = env("AXES_COOLOFF_TIME", 0.25)
+if AXES_COOLOFF_TIME <= 0:  # 0 or less: no login would ever stay locked
+    raise ImproperSetting(f"AXES_COOLOFF_TIME must be a positive number of hours (got {AXES_COOLOFF_TIME}).")
 AXES_HANDLER = "core.login_lock.LoginLockHandler"
 AXES_LOCKOUT_PARAMETERS = [["ip_address"]]  # the rows LoginLockHandler counts; it splits them by username
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
@@ -307,7 +309,7 @@ CELERY_TASK_ALWAYS_EAGER = env("CELERY_TASK_ALWAYS_EAGER", False)
 # --- throttling (core/throttling.py) -------------------------------------------------------------
 # Requests per agent token: N/s, N/min or N/hour; "off" disables. 3000/min = 50/s for ONE token,
 # far above the soak's mix (>= 50 req/s spread over >= 8 agents, about 6/s per token).
-API_THROTTLE_RATE = env("API_THROTTLE_RATE", "3000/min")
+API_THROTTLE_RATE = check_rate("API_THROTTLE_RATE", env("API_THROTTLE_RATE", "3000/min"))
 # Where the counts live, seen by every web process: auto = Redis when it is the broker, else the
 # database cache table; or redis, database.
 THROTTLE_CACHE = env("THROTTLE_CACHE", "auto").lower()

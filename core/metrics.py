@@ -116,12 +116,18 @@ class MetricsMiddleware:
         return response
 
 
+#: The methods a request is counted under by name; any other (a caller may send any token as its method,
+#: and each would be a new series of every endpoint) is counted as "other".
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 def observe_request(histogram: Histogram, request, status: int, seconds: float) -> None:
     """One request (or MCP tool call) in ``histogram``, by its URL route; never raises."""
     match = getattr(request, "resolver_match", None)
     endpoint = match.route if match is not None and match.route else "unmatched"
     try:
-        histogram.labels(method=request.method, endpoint=endpoint, status=str(status)).observe(seconds)
+        method = request.method if request.method in METHODS else "other"
+        histogram.labels(method=method, endpoint=endpoint, status=str(status)).observe(seconds)
     except Exception:  # noqa: BLE001 - metrics must never break a request
         logger.warning("could not record request metrics", exc_info=True)
 

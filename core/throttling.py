@@ -32,6 +32,7 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.throttling import SimpleRateThrottle
 
+from config.env import RATE_OFF
 from core.db import asynchronous_commit
 
 logger = logging.getLogger("colony.throttling")
@@ -161,7 +162,7 @@ class TokenRateThrottle(SimpleRateThrottle):
 
     def get_rate(self):
         rate = (settings.API_THROTTLE_RATE or "").strip().lower()
-        return None if rate in {"", "off", "0", "none"} else rate
+        return None if rate in RATE_OFF else rate
 
     def allow_request(self, request, view):
         self.waiting = self._hit(getattr(request, "auth", None))

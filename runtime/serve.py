@@ -52,6 +52,7 @@ def server_options() -> dict:
     from config.env import env
 
     workers = env("WEB_WORKERS", default_workers())
+    forwarded = env("FORWARDED_ALLOW_IPS", "")
     if workers < 1:
         from config.env import ImproperSetting
 
@@ -71,8 +72,11 @@ def server_options() -> dict:
         "access_log": True,
         "timeout_keep_alive": env("WEB_TIMEOUT_KEEP_ALIVE", 100),
         "timeout_graceful_shutdown": 10,
-        "proxy_headers": True,
-        "forwarded_allow_ips": env("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+        # X-Forwarded-For and -Proto are read only from the proxies the operator names: trusted from
+        # 127.0.0.1 by default, any process on this host (every agent under make run) could pick the
+        # address the login throttle counts by.
+        "proxy_headers": bool(forwarded),
+        "forwarded_allow_ips": forwarded or None,
     }
 
 
