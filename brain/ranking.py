@@ -58,8 +58,8 @@ CORRECTION_MULTIPLIER = 1.3
 #: A refinement or consolidation of a thought that is superseded and present in the same candidate
 #: set (seeds/001: +20%), so the newer version outranks the one it replaces: when one of those is
 #: another contributor's. A new version of one's own thought is put above it by the replacement rule
-#: (step 7) and gets no lead over other contributors' thoughts: otherwise an agent that reworded a
-#: teammate's answer as its own and then "refined" that with a claim of its own had the claim ×1.2 over
+#: (step 7) and gets no lead over other contributors' thoughts: otherwise an agent that rewords a
+#: teammate's answer as its own and then "refines" that with a claim of its own gets the claim ×1.2 over
 #: the teammate's answer. (The retrieval benchmark, dev, ranks the same either way.)
 REFINEMENT_OF_PRESENT_MULTIPLIER = 1.2
 

@@ -207,8 +207,8 @@ def turns_lost(*, now) -> list:
 
 #: What a session was shown is what the newest this many of its agent's memory calls returned: the
 #: turn's check of the ids it names and the scoring's one-step-per-showing rule read these rows, not the
-#: whole session, so neither grows with how long the session has run (an agent that alternates a memory
-#: call and a turn made each turn's job read every earlier call of its session: N² rows for N turns).
+#: whole session, so neither grows with how long the session has run (read whole, an agent alternating a
+#: memory call and a turn would make the N turns' jobs read N² rows).
 SESSION_CALLS_READ = 200
 
 

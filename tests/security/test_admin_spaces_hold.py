@@ -4,8 +4,8 @@ is a member of, and a form's choices (an agent, a thought, a space) are of those
 superuser sees every space.
 
 The attacker is a colleague given a staff account and model permissions to look after one team's space
-(``other_space`` is another team's). Before, the admin listed every space's thoughts, query logs, tasks
-and tokens to any staff user with the view permission, and its forms took another space's rows.
+(``other_space`` is another team's): without the rule, any staff user with a view permission reads
+every space's thoughts, query logs, tasks and tokens, and a form takes another space's rows.
 """
 
 from __future__ import annotations
