@@ -133,6 +133,13 @@ class QueryCache:
     def __len__(self) -> int:
         return len(self._items)
 
+    def discard(self, texts) -> None:
+        """Forget the vectors of ``texts`` (of any embedder): a redacted text is no key here either."""
+        gone = set(texts)
+        with self._lock:
+            for key in [key for key in self._items if key[1] in gone]:
+                del self._items[key]
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

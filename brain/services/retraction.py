@@ -21,9 +21,11 @@ from django.utils import timezone
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from api.parsers import text_problem
 from api.text import quoted
+from brain import embedding as embedder
 from brain.choices import IMPORTED_KEY, QualityFlag, ThoughtCategory
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.selectors.lineage import PREVIEW_CHARS
+from brain.services import text_stats
 from brain.services.flags import thoughts_unflag_contradicting
 from brain.services.lineage import lineage_release, markers_refuse
 from brain.services.memory.response import BEST_QUOTE_CHARS
@@ -225,6 +227,7 @@ def _redact(thought: Thought, record: dict, *, broad: bool) -> None:
     """Erase ``thought``'s text where Colony keeps it (see thought_retract's ``redact``); ``broad`` (a
     human's redaction) also where others quote it (``_erase_copies``)."""
     texts = _texts_of(thought)
+    lexemes = text_stats.thought_lexemes(thought_id=thought.pk)
     thought.content = REDACTED_CONTENT
     thought.corrected_fact = thought.correct_fact = thought.alternatives_considered = ""
     thought.corrected_fact_embedding = None
@@ -238,11 +241,18 @@ def _redact(thought: Thought, record: dict, *, broad: bool) -> None:
     )  # fmt: skip
     thought_content_changed(thought_id=str(thought.pk))  # the vector of the old text goes now, a new one after commit
     QueryLog.objects.filter(stored_thought=thought).update(query_text=REDACTED_CONTENT)
-    CorrectionSuggestion.objects.filter(thought=thought).update(draft={})  # its draft quotes the text
-    CorrectionSuggestion.objects.filter(contradicting_thought=thought).update(statement=REDACTED_CONTENT, draft={})
+    # Its draft and a judge's reason quote the text (an LLM judge's reason quotes the excerpt it read).
+    CorrectionSuggestion.objects.filter(thought=thought).update(draft={}, reason=REDACTED_CONTENT)
+    CorrectionSuggestion.objects.filter(contradicting_thought=thought).update(
+        statement=REDACTED_CONTENT, draft={}, reason=REDACTED_CONTENT
+    )
     for hook in REDACTION_HOOKS:
         hook(thought.pk)
     _erase_copies(thought, texts, broad=broad)
+    # The search statistics hold the text's words as +1/-1 rows until they are folded: folded now, so a
+    # word only this text held leaves no row; and this process's query cache forgets its vectors.
+    text_stats.lexemes_fold(space_id=thought.space_id, lexemes=lexemes)
+    embedder.query_cache.discard(texts)
 
 
 def _texts_of(thought: Thought) -> list[str]:

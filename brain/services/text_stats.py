@@ -91,3 +91,30 @@ def text_stats_verify(space_id: int) -> list[str]:
                 f"space: kept {documents} thoughts / {lexemes} lexemes, counted {counted_documents} / {counted_lexemes}"
             )
     return problems
+
+
+def thought_lexemes(*, thought_id) -> list[str]:
+    """The lexemes of a thought's text, as its search statistics count them."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tsvector_to_array(search_vector) FROM brain_thought WHERE id = %s", [thought_id])
+        row = cursor.fetchone()
+    return list(row[0] or []) if row else []
+
+
+def lexemes_fold(*, space_id: int, lexemes: list[str]) -> None:
+    """Fold ``lexemes``' delta rows of a space into one each, now, in the caller's transaction: a lexeme
+    whose rows sum to 0 (a text erased, and no other text holds the word) leaves no row."""
+    if not lexemes:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_FOLD_LEXEMES_SQL, {"space": space_id, "lexemes": lexemes})
+
+
+_FOLD_LEXEMES_SQL = """
+WITH gone AS (
+    DELETE FROM brain_lexemestats l WHERE l.space_id = %(space)s AND l.lexeme = ANY(%(lexemes)s::text[])
+    RETURNING l.lexeme, l.documents
+)
+INSERT INTO brain_lexemestats (space_id, lexeme, documents)
+SELECT %(space)s, lexeme, sum(documents) FROM gone GROUP BY lexeme HAVING sum(documents) <> 0
+"""

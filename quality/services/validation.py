@@ -70,13 +70,21 @@ def judge_validation_load(*, path: Path) -> tuple[list[LabelledTurn], str]:
     except OSError as exc:
         raise ValidationFailed(f"Can't read {path}: {exc.strerror}.", code="BAD_LABELLED_FILE") from exc
     turns = []
-    for number, line in enumerate(json_lines(raw.decode("utf-8")), start=1):
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationFailed(
+            f"{path} is not UTF-8 (byte {exc.start}): save it as UTF-8 JSON Lines.", code="BAD_LABELLED_FILE"
+        ) from None
+    for number, line in enumerate(json_lines(text), start=1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValidationFailed(f"line {number}: not JSON ({exc.msg}).", code="BAD_LABELLED_FILE") from exc
+        except (RecursionError, ValueError):
+            raise ValidationFailed(f"line {number}: JSON nested too deep to read.", code="BAD_LABELLED_FILE") from None
         _require(isinstance(data, dict), number, "each line must be a JSON object")
         for key in ("turn_id", "user_prompt", "assistant_response"):
             _require(isinstance(data.get(key), str), number, f"{key!r} must be a string")

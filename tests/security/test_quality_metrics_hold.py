@@ -1,0 +1,101 @@
+"""Attacks on the quality loop's read side and on judge validation: the metrics endpoint's parameters, and
+``manage.py validate_judge`` given a hostile labels file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from quality.models import JudgeValidation, QualityRollup
+from quality.services.scoring import turn_score
+from tests.quality_support import ScriptedJudge
+from tests.web_support import ada  # noqa: F401 - a fixture (pytest finds it by name)
+
+pytestmark = pytest.mark.django_db
+METRICS_URL = "/api/v1/quality/metrics"
+
+
+def item(content: str, on_topic: bool, used: bool, contradicted: bool) -> dict:
+    return {"content": content, "on_topic": on_topic, "used": used, "contradicted": contradicted}
+
+
+def write_lines(tmp_path: Path, lines: list[str], name: str = "labels.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("days", ["0", "-1", "1000000000", "1e3", "NaN", "366", "30.5", "[]"])
+def test_metrics_days_out_of_range_or_odd_is_a_400(dev, days):
+    """Holds: ``days`` outside 1..365 or not an integer is refused with 400, never a 500 nor a year-long
+    history walk."""
+    response = dev.get(METRICS_URL, {"days": days})
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+
+
+@pytest.mark.parametrize("agent", ["*", "%", "dev%", "_ev", ".*", "DEV"])
+def test_metrics_agent_name_with_wildcards_is_not_a_pattern(dev, agent):
+    """Holds: the agent filter is an exact name: wildcards name no agent (404), they don't match one."""
+    response = dev.get(METRICS_URL, {"agent": agent})
+    assert response.status_code in (404, 400), (response.status_code, response.content[:300])
+
+
+def test_metrics_of_another_spaces_agent_is_a_404(dev, other_space):
+    """Holds: an agent of another space is unknown here: 404, never that space's figures."""
+    from tests.conftest import make_agent_client
+
+    make_agent_client(space=other_space, name="spy", role="dev")
+    response = dev.get(METRICS_URL, {"agent": "spy"})
+    assert response.status_code == 404, response.content[:300]
+
+
+def test_a_deeply_nested_labels_line_is_refused_with_its_line(tmp_path, settings):
+    """A labels line nested 100,000 deep is bad input: the command must refuse it naming the line
+    (``CommandError``, nothing recorded), not die in a RecursionError traceback from ``json.loads``."""
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    deep = "[" * 100_000 + "]" * 100_000
+    line = '{"turn_id": "a", "user_prompt": "p", "assistant_response": "r", "tool_calls": ' + deep + ', "items": []}'
+    with pytest.raises(CommandError, match="line 1"):
+        call_command("validate_judge", str(write_lines(tmp_path, [line])))
+    assert JudgeValidation.objects.count() == 0
+
+
+def test_a_labels_file_not_in_utf8_is_refused(tmp_path, settings):
+    """A labels file that is not UTF-8 (a Latin-1 export) must be refused as a bad labelled file
+    (``CommandError``), not crash with a UnicodeDecodeError traceback."""
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"turn_id": "a", "user_prompt": "caf\xe9", "assistant_response": "r", "items": []}\n')
+    with pytest.raises(CommandError):
+        call_command("validate_judge", str(path))
+    assert JudgeValidation.objects.count() == 0
+
+
+def _turn(client, session_id: str, turn_id: str, **feedback):
+    response = client.post(
+        "/api/v1/turns",
+        {"session_id": session_id, "turn_id": turn_id, "user_prompt": "Deploy staging.",
+         "assistant_response": "I restarted the workers.", **feedback},
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 202, response.content
+    turn_score(turn_log_id=response.json()["turn_log_id"], judge=ScriptedJudge())
+
+
+@pytest.mark.parametrize("query", ["days=1000000000", "days=-1", "days=NaN", "days=1e3", "agent=spy", "agent=%25"])
+def test_dashboard_odd_parameters_are_refused_without_other_spaces_figures(client, ada, space, other_space, query):  # noqa: F811
+    """Holds: the dashboard's ``days`` is one of 14/30/90 and ``agent`` one of the space's agents with
+    figures: an odd value, or another space's agent, draws the page without error (no 500) and without that
+    agent's figures."""
+    QualityRollup.objects.create(
+        day=timezone.now().date(), space=other_space, agent_name="spy", computed_at=timezone.now(),
+        items=10, on_topic=10, used=10,
+    )  # fmt: skip
+    response = client.get(f"/quality/?{query}")
+    assert response.status_code in (200, 400), response.status_code
+    assert b"spy" not in response.content or query == "agent=spy"
+    assert "100.0%" not in response.content.decode()
