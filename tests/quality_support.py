@@ -118,14 +118,15 @@ def new_session() -> str:
     return f"s-{uuid.uuid4().hex[:12]}"
 
 
-def make_turn(agent, at, outcomes, *, status="scored") -> TurnLog:
-    """A turn logged at ``at`` whose items have the given (thought, on_topic, used, contradicted)."""
+def make_turn(agent, at, outcomes, *, status="scored", session_id: str | None = None, turn_id: str = "t") -> TurnLog:
+    """A turn logged at ``at`` whose items have the given (thought, on_topic, used, contradicted); in a
+    session of its own unless ``session_id`` is given."""
     turn = TurnLog.objects.create(
         space=agent.space,
         agent=agent,
         agent_name=agent.name,
-        session_id=new_session(),
-        turn_id="t",
+        session_id=session_id or new_session(),
+        turn_id=turn_id,
         injected_from="explicit",
         status=status,
     )

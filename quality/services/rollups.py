@@ -10,9 +10,10 @@ older than that are final. Rollups are kept forever; only the turn logs they sum
 Counts per row (only scored turns' items; pending turns are counted in ``turns_pending``):
 
 - ``items``, ``on_topic``, ``used``, ``contradicted``: outcomes that count (explicit feedback wins
-  over the judge), over the items injected into the day's turns. Items that are only in an agent's
-  feedback ids (``in_injection=False``: injected by an earlier call) feed their thoughts' EMAs and
-  the discovery count, but not these rates, whose denominator is "injected items".
+  over the judge), over the items injected into the day's turns, each thought once per session (the
+  turns of a session naming it again add nothing: one agent can't set the space's rates). Items that
+  are only in an agent's feedback ids (``in_injection=False``: injected by an earlier call) feed their
+  thoughts' EMAs and the discovery count, but not these rates, whose denominator is "injected items".
 - Discovery, per item: each *distinct thought* contradicted in the group's turns of the day is one
   raised contradiction, raised at its first contradicted turn that day. It is *resolved* when the
   thought's ``superseded_at`` (a refinement, consolidation or correction) is at most 14 days after
@@ -105,23 +106,26 @@ def _day_counts(day: dt.date, now: dt.datetime) -> dict[tuple, Counter]:
     items = TurnItem.objects.filter(
         turn__created_at__gte=start, turn__created_at__lt=end, turn__status=TurnStatus.SCORED
     )
+    # One count per session and thought a day (an item the judge gave no verdict is not counted): the
+    # turns of a session that name a thought again count it once, with any turn's outcome, so one agent
+    # naming the same few shown thoughts turn after turn can't set the space's rates.
     for row in (
-        items.filter(in_injection=True)
-        .values("turn__space_id", "turn__agent_name")
+        items.filter(in_injection=True, on_topic__isnull=False)
+        .values("turn__space_id", "turn__agent_name", "turn__session_id", "thought_id")
         .annotate(
-            n=Count("id", filter=Q(on_topic__isnull=False)),  # an item the judge gave no verdict is not counted
             on_topic=Count("id", filter=Q(on_topic=True)),
             used=Count("id", filter=Q(used=True)),
             contradicted=Count("id", filter=Q(contradicted=True)),
             explicit=Count("id", filter=Q(verdict_source=VerdictSource.EXPLICIT)),
         )
+        .iterator()
     ):
         for key in _keys(row["turn__space_id"], row["turn__agent_name"]):
-            counts[key]["items"] += row["n"]
-            counts[key]["on_topic"] += row["on_topic"]
-            counts[key]["used"] += row["used"]
-            counts[key]["contradicted"] += row["contradicted"]
-            counts[key]["explicit_items"] += row["explicit"]
+            counts[key]["items"] += 1
+            counts[key]["on_topic"] += bool(row["on_topic"])
+            counts[key]["used"] += bool(row["used"])
+            counts[key]["contradicted"] += bool(row["contradicted"])
+            counts[key]["explicit_items"] += bool(row["explicit"])
 
     _count_discovery(items, counts, now)
     _count_demotions(start, end, counts, now)

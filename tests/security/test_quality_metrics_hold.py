@@ -11,8 +11,9 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from quality.models import JudgeValidation, QualityRollup
+from quality.services import rollups
 from quality.services.scoring import turn_score
-from tests.quality_support import ScriptedJudge
+from tests.quality_support import ScriptedJudge, make_thought, make_turn, new_session
 from tests.web_support import ada  # noqa: F401 - a fixture (pytest finds it by name)
 
 pytestmark = pytest.mark.django_db
@@ -99,3 +100,20 @@ def test_dashboard_odd_parameters_are_refused_without_other_spaces_figures(clien
     assert response.status_code in (200, 400), response.status_code
     assert b"spy" not in response.content or query == "agent=spy"
     assert "100.0%" not in response.content.decode()
+
+
+def test_one_agent_naming_the_same_shown_thoughts_turn_after_turn_does_not_set_the_spaces_rates(agent_factory, space):
+    """Attack: an honest agent's turn was shown 10 thoughts and used 1 (10%). Another agent, shown 5
+    thoughts once, logs 40 turns of one session that each name the same 5 as injected and used. Counted
+    once per turn, the space's usage rate read 95.7% (201 of 210 items) and "meets target".
+    Instead: a thought counts once per session and day, so the 40 turns add 5 items, not 200."""
+    honest, mallory = agent_factory("dev").agent, agent_factory("qa").agent
+    thoughts = [make_thought(space, f"Fact number {i} about the deploy pipeline.") for i in range(10)]
+    now = timezone.now()
+    make_turn(honest, now, [(t, True, i == 0, False) for i, t in enumerate(thoughts)])
+    session = new_session()
+    for n in range(40):
+        make_turn(mallory, now, [(t, True, True, False) for t in thoughts[:5]], session_id=session, turn_id=f"t{n}")
+    rollups.quality_rollup_day(day=now.date(), now=now)
+    row = QualityRollup.objects.get(space=space, day=now.date(), agent_name="")
+    assert (row.items, row.used) == (15, 6), (row.items, row.used)
