@@ -120,7 +120,7 @@ def test_a_thought_the_judge_refuses_to_read_does_not_stop_other_agents_turns_be
     ``pending``. Nothing of the victim's turn counts (no verdict, no EMA step, no suggestion), and the
     hourly rollup re-enqueues the pending turn for two days (48 more rounds of nine attempts).
 
-    Measured: a victim's turn of two items (an honest one, then mallory's) costs 36 judge requests in
+    Without the rule: a victim's turn of two items (an honest one, then mallory's) costs 36 judge requests in
     the job and 36 more at the next hourly rollup, and stays pending.
 
     Rule (SPEC 6, 4.2): a refusal about one item's text is that item's problem, as an answer without a
@@ -165,7 +165,7 @@ def test_a_thought_the_judge_refuses_to_read_does_not_blind_contradiction_detect
     judged. Another agent's real contradiction of an older fact raises nothing, for every new thought
     of the topic, as long as mallory's thought is among its 20 newest.
 
-    Measured: the job sends 9 requests (one per attempt, each refused) and raises no suggestion.
+    Without the rule: the job sends 9 requests (one per attempt, each refused) and raises no suggestion.
 
     Rule (SPEC 2.5, 4.5, 6): a refusal about one pair's text skips that pair, as an answer without a
     verdict does; the other candidates are judged once each and the real contradiction becomes a
@@ -204,7 +204,7 @@ def test_one_spaces_pending_turns_do_not_starve_another_spaces_lost_scoring_job(
     victim's turn in another space whose job was really lost (a broker restart) is never re-enqueued:
     it is never scored and ages out of the two-day horizon pending.
 
-    Measured: with 1000 of mallory's turns pending (30 minutes old) the run re-enqueues 1000 jobs, all
+    Without the rule: with 1000 of mallory's turns pending (30 minutes old) the run re-enqueues 1000 jobs, all
     hers, and not the victim's turn (3 hours old).
 
     Rule (SPEC 6: one space never stops a periodic job for the others): the re-enqueue reaches every
@@ -291,7 +291,7 @@ def test_scoring_a_turn_does_not_read_every_memory_call_of_its_session(space, ag
     nothing, so the request reads only the newest row) makes the shared worker read 1, 2, ... N rows:
     N² rows for N turns, and each turn's job slower than the last, ahead of every other space's jobs.
 
-    Measured: one turn's job reads 6 query-log rows in a session of 6 memory calls, 2,001 in a session
+    Without the rule: one turn's job reads 6 query-log rows in a session of 6 memory calls, 2,001 in a session
     of 2,001 (the turn's request reads 5 in both).
 
     Rule (SPEC 1, 4.4): the work of one background job is bounded, not by how long its session has run:

@@ -48,7 +48,7 @@ def test_a_refinement_unrelated_to_another_agents_thought_does_not_take_its_plac
     """Attack: ``author`` stored T (backup retention). ``attacker`` sends an instruction that has nothing
     to do with backups (PAYLOAD, cosine 0.03 to the question) with ``"refines": T``. Nothing checks that a
     refinement is about its source: T becomes superseded (x0.7), and the replacement rule (SPEC 2.3) lifts
-    the "refinement" to T's score and ranks it above T for every question T answers. Measured: for "How
+    the "refinement" to T's score and ranks it above T for every question T answers. Without the rule, for "How
     long are database backups kept?" the payload is the first source, and in the injection mode of the
     prompt hook (``inject: true``) it is the ONLY source: T (relevance 0.22) drops under the threshold while
     the payload (relevance 0.42, its low cosine even raises it) is injected into every agent's context.

@@ -115,7 +115,7 @@ def test_consolidating_ones_own_copies_does_not_make_an_unrelated_text_injectabl
     negative (-0.793). E.g. "What is the refund policy for customers?" (100 copies): payload score 0.67 /
     relevance 0.69, the M2 it was lifted from 0.67 / 0.50.
 
-    Measured: the same PAYLOAD stored as a thought is injected for 0 of 30 prompts; consolidated this way it
+    Without the rule: the same PAYLOAD stored as a thought is injected for 0 of 30 prompts; consolidated this way it
     is injected (``inject: true``) for 14 of the 20 questions (12 of 30 prompts with copies of all 100
     lines), second only to the team's answer, for every agent whose prompt hook runs. (One level of copies,
     without the refinements, x0.7: 4 of 30.)
@@ -165,7 +165,7 @@ def test_one_crafted_thought_is_injected_for_no_prompt_it_has_nothing_to_do_with
     restating twenty topics, each behind an instruction in its first 80 characters (what the hook injects).
 
     Holds: none is injected for any of the 20 questions the team's thoughts answer, and each for at most 2 of
-    the 30 prompts (measured: 0 for all but "repeated phrases", injected for "Fix the failing test in
+    the 30 prompts (0 for all but "repeated phrases", injected for "Fix the failing test in
     tests/test_billing.py", relevance 0.37, whose words it repeats; an honest "fix a failing test by running
     it alone first" note gets 0.67 there). The lexical side is BM25 over the IDF-weighted share of the query
     (length normalisation bounds stuffing), and the embedding of a mixed text is close to no question."""

@@ -59,7 +59,7 @@ def test_a_correction_of_an_unrelated_note_of_ones_own_does_not_lift_its_text_ab
     relatedness, or a correction's ``corrected_fact`` stood in for its text, the call was accepted and the
     text, which corrects nothing it is about, carried the correction boost ×1.3 in every answer.
 
-    Measured for "How many days are database backups kept in the backup bucket?": sent as a plain
+    Without the rule, for "How many days are database backups kept in the backup bucket?": sent as a plain
     thought, her claim ranks 2nd (score 0.39 against the other agent's 0.47; relevance 0.21, below
     ``INJECT_MIN_RELEVANCE`` 0.28, so never injected); sent as this "correction" it ranks 1st (0.66
     against 0.57, relevance 0.74 against 0.42) and is the first thing ``inject: true`` hands the victim.
@@ -104,7 +104,7 @@ def test_a_corrected_fact_sent_back_as_a_correction_of_something_else_is_flagged
     re-contamination guard is skipped for corrections (``steps.step_flags``: ``guard=not
     call.is_correction``): the wrong fact is back unflagged, with the correction boost ×1.3 instead of
     the ``contradicts_correction`` ×0.5 the same text gets as a plain contribution, no warning quoting
-    the right fact, and two corrections answering with opposite facts. Measured for "How many times does
+    the right fact, and two corrections answering with opposite facts. Without the rule, for "How many times does
     the billing service retry a failed webhook?": her "correction" ranks 2nd, right below the real
     one, unflagged (score 0.27); the same text sent plainly is flagged and scores 0.08, last.
 
@@ -159,7 +159,7 @@ def test_refining_ones_own_decoy_does_not_lift_a_claim_above_another_agents(agen
     statements: the multiplier meant to put a new version above the one it replaces (which the
     replacement rule does already) lifts it above a third agent's.
 
-    Measured: as a plain thought her claim ranks 2nd (0.39 against 0.47, relevance 0.21, not
+    Without the rule: as a plain thought her claim ranks 2nd (0.39 against 0.47, relevance 0.21, not
     injected); as a refinement of her decoy it ranks 1st (0.436 against 0.426; relevance 0.42 against
     0.28) and leads the injection; as a consolidation of two decoys 1st too (0.421 against 0.412), and
     the truth drops out of the injection altogether (relevance 0.27, below 0.28): only her claim is
