@@ -11,6 +11,7 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 
 MEMORY_URL = "/api/v1/memory"
 IMPORT_URL = "/api/v1/thoughts/import"
@@ -89,3 +90,28 @@ def boss(client, space):
 def shown(html: str, char: str) -> bool:
     """Whether ``char`` is in the page, raw or as an HTML character reference."""
     return char in html or f"&#{ord(char)};" in html or f"&#x{ord(char):x};" in html.lower()
+
+
+# --- what the database still holds -----------------------------------------------------------------
+def rows_holding(text: str, *, any_case: bool = False) -> list[str]:
+    """Every column of every table that holds ``text`` in some row (text and JSON columns; with
+    ``any_case``, whatever its case): "table.column"."""
+    found = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.table_name, c.column_name FROM information_schema.columns c
+            JOIN information_schema.tables t ON t.table_name = c.table_name AND t.table_schema = c.table_schema
+            WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
+                  AND c.data_type IN ('text', 'character varying', 'jsonb', 'json')
+            ORDER BY 1, 2
+            """
+        )
+        for table, column in cursor.fetchall():
+            value = f"{connection.ops.quote_name(column)}::text"
+            held = f"strpos(lower({value}), lower(%s)) > 0" if any_case else f"strpos({value}, %s) > 0"
+            table_name = connection.ops.quote_name(table)
+            cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {table_name} WHERE {held})", [text])  # noqa: S608 - catalog names
+            if cursor.fetchone()[0]:
+                found.append(f"{table}.{column}")
+    return found

@@ -26,6 +26,7 @@ from brain.services import corrections, flags
 from quality.models import TurnItem
 from quality.services import turns
 from tests.concurrency_support import offline, run_concurrently  # noqa: F401 - offline: a fixture
+from tests.security.support import remember, rows_holding
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("offline")]
 
@@ -35,15 +36,6 @@ MEET_SECONDS = 15
 
 
 # --- helpers -----------------------------------------------------------------------------------------
-
-
-def store(client, prompt: str, **fields) -> str:
-    """Store ``prompt`` (a memory call); the stored thought's id."""
-    response = client.post(MEMORY, {"prompt": prompt, "store": True, **fields}, format="json")
-    assert response.status_code == 200, response.content
-    stored = response.json()["trace"]["thought_id"]
-    assert stored, response.json()
-    return stored
 
 
 def call(client, method: str, path: str, body: dict | None = None, **headers):
@@ -104,30 +96,6 @@ class Meeting:
         return run
 
 
-def rows_holding(text: str) -> list[str]:
-    """Every column of every table that holds ``text`` in some row (text and JSON columns): "table.column"."""
-    found = []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT c.table_name, c.column_name FROM information_schema.columns c
-            JOIN information_schema.tables t ON t.table_name = c.table_name AND t.table_schema = c.table_schema
-            WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
-                  AND c.data_type IN ('text', 'character varying', 'jsonb', 'json')
-            ORDER BY 1, 2
-            """
-        )
-        for table, column in cursor.fetchall():
-            quoted_table, quoted_column = connection.ops.quote_name(table), connection.ops.quote_name(column)
-            cursor.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {quoted_table} WHERE strpos({quoted_column}::text, %s) > 0)",  # noqa: S608 - catalog names
-                [text],
-            )
-            if cursor.fetchone()[0]:
-                found.append(f"{table}.{column}")
-    return found
-
-
 # --- the re-contamination guard racing the correction ---------------------------------------------
 
 
@@ -145,7 +113,7 @@ def test_a_contribution_repeating_a_fact_that_is_corrected_meanwhile_is_flagged(
     at all); both calls answer 2xx."""
     owner, a, b = agent_factory("dev"), agent_factory("dev"), agent_factory("qa")
     fact = "The staging cache is flushed every night at midnight by the cron runner on the batch host."
-    t = store(owner, fact)
+    t = remember(owner, fact)
     meeting = Meeting()
     checks = flags.contribution_checks
 
@@ -196,7 +164,7 @@ def test_a_turn_logged_while_its_thought_is_redacted_keeps_no_excerpt_of_it(agen
 
     Expected: no row keeps S's text once the redaction answered 200; the turn is logged (202)."""
     a, b = agent_factory("dev"), agent_factory("qa")
-    s = store(a, SECRET)
+    s = remember(a, SECRET)
     assert "brain_thought.content" in rows_holding(SECRET_WORD)  # what the check below reads
     shown = b.post(MEMORY, {"prompt": "billing vault deploy key rotates", "contribute": False, "session_id": "s-b"},
                    format="json")  # fmt: skip
@@ -236,7 +204,7 @@ def test_a_correction_racing_the_redaction_of_its_thought_copies_no_erased_text(
     Expected: once both answered, no thought holds S's text (the correction refused with a 4xx/409,
     or stored without the erased text)."""
     a, b = agent_factory("dev"), agent_factory("qa")
-    s = store(a, SECRET)
+    s = remember(a, SECRET)
     meeting = Meeting()
     get = corrections.thought_get
 
@@ -271,7 +239,7 @@ def test_a_keyed_answer_racing_the_redaction_of_its_source_is_not_kept_with_the_
 
     Expected: once both answered, no kept answer quotes S, and the replay of B's key doesn't either."""
     a, b = agent_factory("dev"), agent_factory("qa")
-    s = store(a, SECRET)
+    s = remember(a, SECRET)
     meeting = Meeting()
     run = memory_api.memory_run
 
@@ -363,7 +331,7 @@ def test_turns_of_one_showing_logged_and_scored_at_once_move_the_thought_once(ag
 
     owner, b = agent_factory("dev"), agent_factory("qa")
     for n in range(3):
-        t = store(owner, f"Round {n}: the release train leaves every Thursday after the smoke tests pass.")
+        t = remember(owner, f"Round {n}: the release train leaves every Thursday after the smoke tests pass.")
         session = f"shown-once-{n}"
         shown = b.post(MEMORY, {"prompt": f"Round {n}: release train Thursday smoke tests", "contribute": False,
                                 "session_id": session}, format="json")  # fmt: skip

@@ -16,6 +16,7 @@ from django.db import connection
 from brain.models import Thought
 from tests import web_support
 from tests.conftest import fake_vector
+from tests.security.support import remember, rows_holding
 
 pytestmark = pytest.mark.django_db
 ada = web_support.ada
@@ -23,34 +24,6 @@ ada = web_support.ada
 MEMORY = "/api/v1/memory"
 TOKEN = "Qx7Zebrapass"
 SECRET = f"The production database password is {TOKEN} and the deploy script reads it from this note here."
-
-
-def rows_holding(text: str) -> list[str]:
-    """Every column of every table that holds ``text`` in some row, whatever its case: "table.column"."""
-    found = []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT c.table_name, c.column_name FROM information_schema.columns c
-            JOIN information_schema.tables t ON t.table_name = c.table_name AND t.table_schema = c.table_schema
-            WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
-                  AND c.data_type IN ('text', 'character varying', 'jsonb', 'json')
-            ORDER BY 1, 2
-            """
-        )
-        for table, column in cursor.fetchall():
-            quoted_table, quoted_column = connection.ops.quote_name(table), connection.ops.quote_name(column)
-            held = f"strpos(lower({quoted_column}::text), lower(%s)) > 0"
-            cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {quoted_table} WHERE {held})", [text])  # noqa: S608 - catalog names
-            if cursor.fetchone()[0]:
-                found.append(f"{table}.{column}")
-    return found
-
-
-def _store(client, text: str) -> str:
-    response = client.post(MEMORY, {"prompt": text, "store": True}, format="json")
-    assert response.status_code == 200, response.content
-    return response.json()["trace"]["thought_id"]
 
 
 def _redact(client, thought_id: str) -> None:
@@ -69,14 +42,14 @@ def test_a_redaction_leaves_no_word_of_the_erased_text_in_the_term_statistics(ag
     Rule: once the redaction commits, no row of any table holds the erased secret in any case; the
     redaction folds (or deletes) the statistics rows of the words it erased."""
     dev = agent_factory("dev", name="dev-a")
-    secret = _store(dev, SECRET)
+    secret = remember(dev, SECRET)
     _redact(dev, secret)
     assert Thought.objects.get(pk=secret).content.find(TOKEN) == -1
     with connection.cursor() as cursor:
         cursor.execute("SELECT lexeme, documents FROM brain_lexemestats WHERE lexeme = %s", [TOKEN.lower()])
         kept = cursor.fetchall()
     assert kept == [], f"the erased secret is still a lexeme of the space's statistics: {kept}"
-    assert rows_holding(TOKEN) == []
+    assert rows_holding(TOKEN, any_case=True) == []
 
 
 def test_a_redaction_erases_the_quality_judges_reason_quoting_the_text(agent_factory, space, fake_embedder):
@@ -93,7 +66,7 @@ def test_a_redaction_erases_the_quality_judges_reason_quoting_the_text(agent_fac
     from brain.transfer.export import space_export_rows
 
     dev, qa = agent_factory("dev", name="dev-a"), agent_factory("qa", name="qa-b")
-    secret = _store(dev, SECRET)
+    secret = remember(dev, SECRET)
     judged = f'"The turn says the password is not what the note says ({SECRET})"'
     suggestion_create(
         thought=Thought.objects.get(pk=secret),
@@ -129,7 +102,7 @@ def test_a_redaction_leaves_no_vector_keyed_by_the_erased_text_in_the_query_cach
     embedding.query_cache.clear()
     try:
         dev = agent_factory("dev", name="dev-a")
-        secret = _store(dev, SECRET)
+        secret = remember(dev, SECRET)
         assert any(TOKEN in key[1] for key in embedding.query_cache._items), "the probe did not reach the cache"
         _redact(dev, secret)
         kept = [key[1] for key in embedding.query_cache._items if TOKEN.lower() in key[1].lower()]
