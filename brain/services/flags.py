@@ -189,11 +189,11 @@ def correction_guard(
     )[1]
 
 
-def correction_guard_under_lock(*, space: Space, vector: list[float], text: str, guard: bool) -> Thought | None:
+def correction_guard_under_lock(*, space: Space, vector: list[float], text: str) -> Thought | None:
     """Take the space's correction lock shared until the transaction ends (a correction takes it
-    exclusive: it waits for this contribution, then its sweep for repeats sees it), then, with ``guard``,
-    :func:`correction_guard` again, which now sees any correction committed before the lock: both in one
-    round trip (pipeline mode; the lookup's snapshot is taken once the lock is granted)."""
+    exclusive: it waits for this contribution, then its sweep for repeats sees it), then
+    :func:`correction_guard`, which sees any correction committed before the lock: both in one round
+    trip (pipeline mode; the lookup's snapshot is taken once the lock is granted)."""
     lock = "SELECT pg_advisory_xact_lock_shared(%(namespace)s, %(space)s)"
     params = {
         "namespace": CORRECTION_LOCK_NAMESPACE,
@@ -207,9 +207,8 @@ def correction_guard_under_lock(*, space: Space, vector: list[float], text: str,
     with prepared_cursor() as lock_cursor, prepared_cursor() as guard_cursor:
         with guard_cursor.connection.pipeline():
             lock_cursor.execute(lock, params)
-            if guard:
-                guard_cursor.execute(_GUARD_SQL, params)
-        return _guard_pick(guard_cursor.fetchall(), text=text) if guard else None
+            guard_cursor.execute(_GUARD_SQL, params)
+        return _guard_pick(guard_cursor.fetchall(), text=text)
 
 
 #: At most this many stored thoughts that repeat a corrected fact are flagged when the correction is

@@ -194,20 +194,13 @@ def step_flags(call: MemoryCall) -> None:
     keyword_echo / orphaned_reference / stale by the rules of ``brain.services.flags``; the agent's
     recent queries are read here, before ``step_reinforce`` logs this call's own query.
     near_duplicate compares with the nearest existing thought (not the ones being refined or
-    consolidated). contradicts_correction is the re-contamination guard: the contribution repeats a
-    correction's corrected (wrong) fact; the warning quoting the correct fact goes out at once.
-    A correction is not checked for either here: it resembles the wrong fact on purpose
-    (``thought_correct`` checks the fact it declares right).
+    consolidated). contradicts_correction, the re-contamination guard, is decided where the thought is
+    stored, under the correction lock (``_guard_under_the_correction_lock``).
     """
     if not call.contribute:
         return
-    recent, call.contradicted_by = flags.contribution_checks(
-        space=call.space,
-        agent=call.agent,
-        agent_ref=call.agent_ref,
-        vector=call.vector,
-        text=call.prompt,
-        guard=not call.is_correction,
+    recent, _ = flags.contribution_checks(
+        space=call.space, agent=call.agent, agent_ref=call.agent_ref, vector=call.vector, text=call.prompt, guard=False
     )
     call.flags = flags.contribution_flags(
         text=call.prompt,
@@ -219,9 +212,6 @@ def step_flags(call: MemoryCall) -> None:
         call.nearest = _nearest(call)
         if call.nearest is not None and flags.is_near_duplicate(call.nearest[1]):
             call.flags.append(QualityFlag.NEAR_DUPLICATE.value)
-        if call.contradicted_by is not None:
-            call.flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
-            call.guidance.append(correction_guidance(call.contradicted_by))
     call.operations.append(f"flags:{','.join(call.flags) or 'none'}")
 
 
@@ -287,7 +277,7 @@ def step_contribute(call: MemoryCall) -> None:
     # committed; inside a caller's transaction that commits later, at that commit as before.
     defer = None if transaction.get_connection().in_atomic_block else call.after_response.append
     with transaction.atomic():
-        _guard_again_under_the_correction_lock(call)
+        _guard_under_the_correction_lock(call)
         if _one_row_per_fact(call):
             call.known_id = thought_known(space=call.space, content=call.prompt, sources=list(call.lineage_ids))
             if call.known_id is not None:
@@ -328,19 +318,18 @@ def step_contribute(call: MemoryCall) -> None:
     call.operations.append("contradiction_check:scheduled")
 
 
-def _guard_again_under_the_correction_lock(call: MemoryCall) -> None:
-    """Hold the space's correction lock shared until the contribution is stored, and if ``step_flags``
-    found no correction it repeats, look again: a correction committed since then (it waits for this
-    transaction, and this lookup for it) would otherwise miss this row in its sweep for repeats, and this
-    row would be stored live and unflagged beside it."""
-    found = flags.correction_guard_under_lock(
-        space=call.space, vector=call.vector, text=call.prompt, guard=call.contradicted_by is None
-    )
+def _guard_under_the_correction_lock(call: MemoryCall) -> None:
+    """The re-contamination guard: hold the space's correction lock shared until the contribution is
+    stored, and look under it for the correction whose corrected (wrong) fact the contribution repeats
+    (flagged ``contradicts_correction``, the warning quoting the correct fact goes out at once). Under the
+    lock, a correction committed meanwhile is seen here, or waits for this row and flags it in its sweep."""
+    found = flags.correction_guard_under_lock(space=call.space, vector=call.vector, text=call.prompt)
     if found is not None:
         call.contradicted_by = found
         call.flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
         call.guidance.append(correction_guidance(call.contradicted_by))
-        call.operations.append("flags:contradicts_correction")
+        # The trace's one line of flags says it too (step_flags wrote it before the guard could run).
+        call.operations = [f"flags:{','.join(call.flags)}" if op.startswith("flags:") else op for op in call.operations]
 
 
 def _one_row_per_fact(call: MemoryCall) -> bool:
