@@ -63,10 +63,12 @@ JUDGE_MIN_AGREEMENT = 0.85  # a judge below this on any metric is not trusted fo
 JUDGE_METRICS = ("on_topic", "used", "contradicted")
 # Trust is decided on held-out labelled turns only (never on turns a judge was tuned on), and only
 # when there are enough of them for the agreement to mean something: a 95% interval of about
-# +-3 points at 85% needs a few hundred items, and contradictions are the rare class.
+# +-3 points at 85% needs a few hundred items. Items are counted once (a copied item is one item), and
+# each metric needs enough items of both answers: on a set where no item is labelled used, a judge that
+# never says "used" agrees 100%.
 JUDGE_MIN_HELDOUT_ITEMS = 300
-JUDGE_MIN_HELDOUT_CONTRADICTIONS = 40
-JUDGE_TRUST_RULE = "held-out-v1"  # recorded with a validation; older whole-file records confer no trust
+JUDGE_MIN_HELDOUT_EACH_ANSWER = 40  # held-out items labelled true, and labelled false, on every metric
+JUDGE_TRUST_RULE = "held-out-v2"  # recorded with a validation; records under another rule confer no trust
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:

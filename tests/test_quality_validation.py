@@ -82,8 +82,9 @@ def test_agreement_per_metric_is_printed_and_recorded(tmp_path, settings, capsys
 
 
 def held_out_turns(n: int, *, wrong_every: int = 0, start: int = 1) -> list[dict]:
-    """``n`` held-out turns of two items each (one used, one contradicted), which the marker judge gets
-    right, except every ``wrong_every``-th turn, whose labels say the opposite of what the judge says."""
+    """``n`` held-out turns of two distinct items each (one used, one contradicted), and an off-topic one
+    every fourth turn, which the marker judge gets right, except in every ``wrong_every``-th turn, whose
+    first two items' labels say the opposite of what the judge says."""
     turns = []
     for k in range(start, start + n):
         wrong = bool(wrong_every) and k % wrong_every == 0
@@ -94,8 +95,9 @@ def held_out_turns(n: int, *, wrong_every: int = 0, start: int = 1) -> list[dict
                 "user_prompt": "p",
                 "assistant_response": "r",
                 "items": [
-                    item("[on] [used] fact", True, not wrong, False),
-                    item("[on] [contra] stale fact", True, False, not wrong),
+                    item(f"[on] [used] fact {k}", True, not wrong, False),
+                    item(f"[on] [contra] stale fact {k}", True, False, not wrong),
+                    *([item(f"off topic note {k}", False, False, False)] if k % 4 == 0 else []),
                 ],
             }
         )
@@ -109,7 +111,7 @@ def tune_turns(n: int) -> list[dict]:
             "turn_id": f"v{2 * k + 1:04d}",
             "user_prompt": "p",
             "assistant_response": "r",
-            "items": [item("[on] [used] a", True, True, False), item("[on] [contra] b", True, False, True)],
+            "items": [item(f"[on] [used] a {k}", True, True, False), item(f"[on] [contra] b {k}", True, False, True)],
         }
         for k in range(n)
     ]
@@ -120,7 +122,7 @@ def test_a_judge_agreeing_on_enough_held_out_turns_becomes_trusted(tmp_path, set
     settings.QUALITY_JUDGE = "llm"
     call_command("validate_judge", str(write(tmp_path, held_out_turns(160))))  # --judge defaults to QUALITY_JUDGE
     out = capsys.readouterr().out
-    assert "TRUSTED for ranking" in out and "over 320 items" in out
+    assert "TRUSTED for ranking" in out and "over 360 items" in out
     assert judge_trust(judge_name="llm").trusted is True
     assert judge_trust(judge_name="embedding").trusted is False
 
@@ -135,34 +137,34 @@ def test_agreeing_on_the_tuning_half_cannot_make_a_judge_trusted(tmp_path, setti
     validation = JudgeValidation.objects.get()
     splits = validation.details["splits"]
     assert splits["tune"]["used"]["agreement"] == 1.0
-    assert splits["all"]["used"]["agreement"] == pytest.approx(1 - 80 / 1120)  # 92.9%: the old rule trusted this
-    assert splits["held-out"]["used"]["agreement"] == pytest.approx(0.75)  # 240 of 320 items
-    assert (validation.used_agreement, validation.contradicted_agreement) == (0.75, 0.75)  # held-out figures
+    assert splits["all"]["used"]["agreement"] == pytest.approx(1 - 80 / 1160)  # 93.1%: the old rule trusted this
+    assert splits["held-out"]["used"]["agreement"] == pytest.approx(280 / 360)  # 77.8%
+    assert (validation.used_agreement, validation.contradicted_agreement) == (280 / 360, 280 / 360)  # held-out
     assert validation.on_topic_agreement == 1.0
     assert validation.trusted is False
     assert judge_trust(judge_name="embedding").trusted is False
     assert "NOT trusted" in out and "held-out agreement below 85% on used, contradicted" in out
     # every half is printed with its 95% Wilson interval; only the held-out one decides
     assert "tune (400 turns, 800 items; tuning half: for reference, never decides trust):" in out
-    assert "held-out (160 turns, 320 items; decides trust):" in out
-    low, high = formulas.wilson_interval(240, 320)
-    assert re.search(CI.format("used", "75\\.0") + r"\s+BELOW 85%", out)
-    assert f"95% CI {low * 100:5.1f}-{high * 100:5.1f}%" in out  # 70.0-79.5%
+    assert "held-out (160 turns, 360 items; decides trust):" in out
+    low, high = formulas.wilson_interval(280, 360)
+    assert re.search(CI.format("used", "77\\.8") + r"\s+BELOW 85%", out)
+    assert f"95% CI {low * 100:5.1f}-{high * 100:5.1f}%" in out  # 73.2-81.7%
     assert validation.details["splits"]["held-out"]["used"]["ci95"] == [low, high]
 
 
 def test_a_small_or_contradiction_free_held_out_set_confers_no_trust(tmp_path, settings, capsys):
     settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
     call_command("validate_judge", str(write(tmp_path, held_out_turns(40))), "--judge", "embedding")
-    assert "only 80 held-out items (needs 300)" in capsys.readouterr().out
+    assert "only 90 held-out items (needs 300)" in capsys.readouterr().out
     assert judge_trust(judge_name="embedding").trusted is False
     no_contradictions = [
         {"turn_id": f"h{k:04d}", "split": "held-out", "user_prompt": "p", "assistant_response": "r",
-         "items": [item("[on] [used] a", True, True, False), item("off", False, False, False)]}
+         "items": [item(f"[on] [used] a {k}", True, True, False), item(f"off {k}", False, False, False)]}
         for k in range(200)
     ]  # fmt: skip
     call_command("validate_judge", str(write(tmp_path, no_contradictions)), "--judge", "embedding")
-    assert "only 0 held-out contradictions (needs 40)" in capsys.readouterr().out
+    assert "only 0 held-out items labelled contradicted (needs 40)" in capsys.readouterr().out
     assert judge_trust(judge_name="embedding").trusted is False
 
 
@@ -244,7 +246,7 @@ def test_agreement_reached_by_always_answering_no_is_called_out(tmp_path, settin
             "turn_id": str(n),
             "user_prompt": "p",
             "assistant_response": "r",
-            "items": [item("[on] plain", True, False, n == 0)],  # 1 contradiction in 10: judge never says so
+            "items": [item(f"[on] plain {n}", True, False, n == 0)],  # 1 contradiction in 10: judge never says so
         }
         for n in range(10)
     ]

@@ -17,9 +17,14 @@ out as a whole.
 
 Trust is decided on the held-out turns only (rule ``formulas.JUDGE_TRUST_RULE``): at least 85%
 agreement on each of on_topic, used and contradicted over at least ``JUDGE_MIN_HELDOUT_ITEMS`` held-out
-items with at least ``JUDGE_MIN_HELDOUT_CONTRADICTIONS`` labelled contradictions. Agreeing on the tune
-half therefore can't make a judge trusted, however well it does there, and neither can a small file.
-Agreement is reported per half with a 95% Wilson interval.
+items, with at least ``JUDGE_MIN_HELDOUT_EACH_ANSWER`` of them labelled true and as many labelled false
+on every metric. Agreeing on the tune half therefore can't make a judge trusted, however well it does
+there, and neither can a small file, nor one whose labels all say the same on a metric. Agreement is
+reported per half with a 95% Wilson interval.
+
+An item is asked and counted once (:func:`item_key`: the prompt, the response and the excerpt, case and
+spacing aside): a copy under another turn id is skipped, and so is a held-out item that is also in the
+tune half (the judge was tuned on it). ``details["skipped"]`` counts both.
 
 The run is recorded as a ``JudgeValidation`` under the judge's configured name (``--judge`` or
 ``QUALITY_JUDGE``), the name scoring looks trust up by; its agreement fields hold the held-out
@@ -150,6 +155,14 @@ def turn_split(turn_id: str) -> str:
     return "tune" if digits and int(digits) % 2 else "held-out"
 
 
+def item_key(turn: LabelledTurn, item: LabelledItem) -> str:
+    """What makes a labelled item the same item: its turn's prompt and response and its excerpt, each
+    with case and runs of whitespace folded."""
+    response = turn_response_text(assistant_response=turn.assistant_response, tool_calls=turn.tool_calls)
+    parts = (" ".join(text.casefold().split()) for text in (turn.user_prompt, response, item.content))
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
 def _empty_confusion() -> dict[str, dict[str, int]]:
     return {metric: {"tp": 0, "fp": 0, "fn": 0, "tn": 0} for metric in formulas.JUDGE_METRICS}
 
@@ -175,16 +188,17 @@ def trust_decide(confusion: dict[str, dict[str, int]]) -> tuple[bool, str]:
     """The trust rule on the held-out confusion counts: (trusted, why)."""
     summary = agreement_summary(confusion)
     items = summary["on_topic"]["items"]
-    contradictions = summary["contradicted"]["labelled_true"]
     if items < formulas.JUDGE_MIN_HELDOUT_ITEMS:
         return False, (
             f"only {items} held-out items (needs {formulas.JUDGE_MIN_HELDOUT_ITEMS}): "
             "add held-out labelled turns, e.g. quality/fixtures/judge_heldout.jsonl"
         )
-    if contradictions < formulas.JUDGE_MIN_HELDOUT_CONTRADICTIONS:
-        return False, (
-            f"only {contradictions} held-out contradictions (needs {formulas.JUDGE_MIN_HELDOUT_CONTRADICTIONS})"
-        )
+    least = formulas.JUDGE_MIN_HELDOUT_EACH_ANSWER
+    for metric in formulas.JUDGE_METRICS:
+        labelled_true = summary[metric]["labelled_true"]
+        for count, label in ((labelled_true, metric), (items - labelled_true, f"not {metric}")):
+            if count < least:
+                return False, f"only {count} held-out items labelled {label} (needs {least})"
     below = [m for m in formulas.JUDGE_METRICS if summary[m]["agreement"] < formulas.JUDGE_MIN_AGREEMENT]
     if below:
         return False, f"held-out agreement below {formulas.JUDGE_MIN_AGREEMENT:.0%} on {', '.join(below)}"
@@ -211,12 +225,24 @@ def judge_validate(
     confusion_raw_on_topic = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}  # the prompt-only answer, for reference
     disagreements = []
     n_turns = n_items = 0
+    turns = list(turns)
+    tuned_on = {item_key(turn, item) for turn in turns if turn.split == "tune" for item in turn.items}
+    asked: set[str] = set()
+    skipped = {"repeated": 0, "held_out_in_tune": 0}
     for turn in turns:
         n_turns += 1
         turns_by_split[turn.split] += 1
         confusion = by_split[turn.split]
         response = turn_response_text(assistant_response=turn.assistant_response, tool_calls=turn.tool_calls)
         for item in turn.items:
+            key = item_key(turn, item)
+            if key in asked:
+                skipped["repeated"] += 1
+                continue
+            asked.add(key)
+            if turn.split == "held-out" and key in tuned_on:
+                skipped["held_out_in_tune"] += 1
+                continue
             n_items += 1
             verdicts, outcome = item_judge(
                 judge=judge, prompt=turn.user_prompt, response_text=response, excerpt=item.content
@@ -273,6 +299,7 @@ def judge_validate(
                 "all": {"turns": n_turns, "confusion": whole, **agreement_summary(whole)},
             },
             "on_topic_prompt_only": confusion_raw_on_topic,
+            "skipped": skipped,
             "disagreements": disagreements,
         },
     )

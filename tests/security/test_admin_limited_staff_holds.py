@@ -10,12 +10,15 @@ links stay within their space, and the audit trail of the workflow is not rewrit
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
 from brain.models import Thought
 from core.models import AgentToken
+from quality import formulas
 from quality.models import JudgeValidation
 from quality.selectors import judge_trust
 from tasks.models import HumanConfirmation, TransitionLog, dna_digest
@@ -85,7 +88,7 @@ def test_an_odd_filter_in_a_view_only_users_list_is_not_a_500(client, space, tho
 def test_a_staff_user_cannot_forge_a_trusted_judge_in_the_admin(client, space):
     """Attack: a staff user with ``add_judgevalidation`` (a colleague asked to "look after the quality pages")
     posts /admin/quality/judgevalidation/add/ for the configured judge (``embedding``) with every agreement at
-    0.99, ``trusted`` ticked and ``details`` ``{"trust_rule": "held-out-v1"}``. No labelled file was run:
+    0.99, ``trusted`` ticked and ``details`` naming the current trust rule. No labelled file was run:
     ``quality.selectors.judge_trust`` reads the newest row, the judge is now trusted, and its verdicts move
     every judged thought's usage and contradiction EMAs (SPEC 4.2: a judge below 85% on any metric is not
     trusted for ranking; 4.4). The offline judge measures 84.4% on contradictions (brain/judging).
@@ -106,7 +109,7 @@ def test_a_staff_user_cannot_forge_a_trusted_judge_in_the_admin(client, space):
             "used_agreement": 0.99,
             "contradicted_agreement": 0.99,
             "trusted": "on",
-            "details": '{"trust_rule": "held-out-v1"}',
+            "details": json.dumps({"trust_rule": formulas.JUDGE_TRUST_RULE}),
         },
     )
     assert not judge_trust(judge_name="embedding").trusted, response.status_code
@@ -129,7 +132,7 @@ def test_a_staff_user_cannot_turn_a_failed_validation_into_trust(client, space):
         used_agreement=0.9,
         contradicted_agreement=0.61,
         trusted=False,
-        details={"trust_rule": "held-out-v1"},
+        details={"trust_rule": formulas.JUDGE_TRUST_RULE},
     )
     staff_with(client, "change_judgevalidation", "view_judgevalidation")
     url = f"/admin/quality/judgevalidation/{validation.pk}/change/"

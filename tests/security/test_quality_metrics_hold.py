@@ -117,3 +117,77 @@ def test_one_agent_naming_the_same_shown_thoughts_turn_after_turn_does_not_set_t
     rollups.quality_rollup_day(day=now.date(), now=now)
     row = QualityRollup.objects.get(space=space, day=now.date(), agent_name="")
     assert (row.items, row.used) == (15, 6), (row.items, row.used)
+
+
+def _json_lines(turns: list[dict]) -> list[str]:
+    import json
+
+    return [json.dumps(turn) for turn in turns]
+
+
+def test_two_labelled_items_copied_under_many_turn_ids_confer_no_trust(tmp_path, settings, capsys):
+    """Attack: a labels file of three items (one used, one contradicted, one off topic), copied
+    under 160 held-out turn ids, reads as 320 held-out items with 160 contradictions: without the rule the
+    judge that gets those three items right is trusted for ranking. Instead: an item counts once however many
+    turns repeat it (the prompt, the response and the excerpt, case and spacing aside), so the file holds
+    3 items and confers no trust."""
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    copies = [
+        {"turn_id": f"h{k:04d}", "split": "held-out", "user_prompt": "p", "assistant_response": "r",
+         "items": [item("[on] [used] fact", True, True, False), item("[on] [contra] stale  FACT", True, False, True),
+                   item("off", False, False, False)]}
+        for k in range(160)
+    ]  # fmt: skip
+    for k, turn in enumerate(copies):
+        if k % 2:
+            turn["items"][1]["content"] = "[on] [contra] Stale fact"  # the same item, re-cased and re-spaced
+    call_command("validate_judge", str(write_lines(tmp_path, _json_lines(copies))), "--judge", "embedding")
+    out = capsys.readouterr().out
+    assert "NOT trusted" in out and "only 3 held-out items" in out, out[-600:]
+    assert JudgeValidation.objects.get().trusted is False
+
+
+def test_a_held_out_item_copied_from_the_tuning_half_does_not_count(tmp_path, settings, capsys):
+    """Attack: the tuning half's items copied into the held-out half under new turn ids: the judge is
+    graded on what it was tuned on. Instead: a held-out item that is also a tuning item does not count."""
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    tune, held = [], []
+    for k in range(160):
+        items = [item(f"[on] [used] fact {k}", True, True, False), item(f"[on] [contra] stale {k}", True, False, True),
+                 item(f"off {k}", False, False, False)]  # fmt: skip
+        tune.append({"turn_id": f"t{k:04d}", "split": "tune", "user_prompt": "p", "assistant_response": "r",
+                     "items": items})  # fmt: skip
+        held.append({"turn_id": f"h{k:04d}", "split": "held-out", "user_prompt": "p", "assistant_response": "r",
+                     "items": items})  # fmt: skip
+    call_command("validate_judge", str(write_lines(tmp_path, _json_lines(tune + held))), "--judge", "embedding")
+    out = capsys.readouterr().out
+    assert "NOT trusted" in out and "only 0 held-out items" in out, out[-600:]
+
+
+@pytest.mark.parametrize(
+    ("metric", "labels"),
+    [
+        ("used", (True, False, False)),  # no item labelled used: a judge that never says "used" agrees 100%
+        ("on_topic", (True, True, False)),  # every item on topic: a judge that always says "on topic" agrees
+    ],
+)
+def test_a_held_out_set_without_both_answers_of_a_metric_confers_no_trust(tmp_path, settings, capsys, metric, labels):
+    """Attack: a held-out set in which no item is labelled ``used`` (or none off topic) grades a judge
+    that never says "used" (always says "on topic") at 100% on that metric: without the rule it is
+    trusted, and scoring then counts no use of anything. Instead: each metric needs enough held-out items
+    labelled true and enough labelled false."""
+    settings.QUALITY_JUDGE_FACTORY = "tests.quality_support.marker_judge_factory"
+    on_topic, used, _ = labels
+    marks = ("[on] " if on_topic else "") + ("[used] " if used else "")
+    second = "[on] second" if metric == "on_topic" else "second"
+    turns = [
+        {"turn_id": f"h{k:04d}", "split": "held-out", "user_prompt": "p", "assistant_response": "r",
+         "items": [item(f"{marks}first {k}", on_topic, used, False),
+                   item(f"[on] [contra] stale {k}", True, False, True),
+                   item(f"{second} {k}", metric == "on_topic", False, False)]}
+        for k in range(160)
+    ]  # fmt: skip
+    call_command("validate_judge", str(write_lines(tmp_path, _json_lines(turns))), "--judge", "embedding")
+    out = capsys.readouterr().out
+    assert "NOT trusted" in out, out[-600:]
+    assert JudgeValidation.objects.get().trusted is False

@@ -25,7 +25,8 @@ class Command(BaseCommand):
     help = (
         "Ask a judge about every hand-labelled turn of the files, print its agreement per metric and half "
         "(tune / held-out, 95% Wilson interval) and record it. Ranking uses a judge's verdicts only if its latest "
-        f"validation reached 85% on every metric on at least {formulas.JUDGE_MIN_HELDOUT_ITEMS} held-out items."
+        f"validation reached 85% on every metric on at least {formulas.JUDGE_MIN_HELDOUT_ITEMS} distinct held-out "
+        f"items, {formulas.JUDGE_MIN_HELDOUT_EACH_ANSWER} of them labelled true and as many false on every metric."
     )
 
     def add_arguments(self, parser):
@@ -69,6 +70,12 @@ class Command(BaseCommand):
         threshold = formulas.JUDGE_MIN_AGREEMENT
         half = f" ({split} half, not recorded)" if split else ""
         self.stdout.write(f"Judge {validation.judge_name} on {validation.turns} turns, {validation.items} items{half}:")
+        skipped = validation.details["skipped"]
+        if skipped["repeated"] or skipped["held_out_in_tune"]:
+            self.stdout.write(
+                f" not asked: {skipped['repeated']} items repeating an earlier one (an item counts once), "
+                f"{skipped['held_out_in_tune']} held-out items that are also tuning items (the judge was tuned on them)"
+            )
         splits = validation.details["splits"]
         for part in (*SPLITS, "all"):
             if not splits[part]["on_topic"]["items"]:
@@ -98,10 +105,11 @@ class Command(BaseCommand):
                         f"it found none of the {figures['labelled_true']} cases."
                     )
         prompt_only = validation.details["on_topic_prompt_only"]
-        self.stdout.write(
-            f"  (on_topic from the prompt alone, before 'used or contradicted means on topic', all turns: "
-            f"{(prompt_only['tp'] + prompt_only['tn']) / validation.items * 100:.1f}%)"
-        )
+        if validation.items:
+            self.stdout.write(
+                f"  (on_topic from the prompt alone, before 'used or contradicted means on topic', all turns: "
+                f"{(prompt_only['tp'] + prompt_only['tn']) / validation.items * 100:.1f}%)"
+            )
         if split:
             self.stdout.write("Result not recorded: trust is decided by a run over the held-out turns.")
             return
