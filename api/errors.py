@@ -10,6 +10,7 @@ import difflib
 import itertools
 import json
 import logging
+import math
 import re
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -265,6 +266,14 @@ def error_body(code: str, message: str, **extra) -> dict:
     return {"error": error}
 
 
+def throttled_answer(wait: float | None) -> tuple[int, dict]:
+    """A request over its token's rate: the whole seconds to wait (``Retry-After``, at least 1) and the
+    429 THROTTLED envelope. REST's exception handler and /mcp's door answer with it."""
+    seconds = max(1, math.ceil(wait or 1))
+    message = f"Too many requests from this token; retry in {seconds} s (API_THROTTLE_RATE)."
+    return seconds, error_body("THROTTLED", message, retry_after=seconds)
+
+
 async def asgi_json_send(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     """Answer an ASGI http request with ``body`` as JSON: the envelope of the ASGI layers in front of
     Django (``api.body_limit``, ``colony_mcp.asgi``)."""
@@ -410,18 +419,8 @@ def api_exception_handler(exc, context) -> Response:
             headers["WWW-Authenticate"] = 'Bearer realm="colony"'
             status = 401
         elif isinstance(exc, drf.Throttled):
-            wait = max(1, int(exc.wait or 1) + (1 if exc.wait and exc.wait % 1 else 0))
-            headers["Retry-After"] = str(wait)
-            status = 429
-            return Response(
-                error_body(
-                    "THROTTLED",
-                    f"Too many requests from this token; retry in {wait} s (API_THROTTLE_RATE).",
-                    retry_after=wait,
-                ),
-                status=status,
-                headers=headers,
-            )
+            wait, body = throttled_answer(exc.wait)
+            return Response(body, status=429, headers={**headers, "Retry-After": str(wait)})
         else:
             status = exc.status_code
         message = str(exc.detail) if not isinstance(exc.detail, (list, dict)) else str(exc.detail)

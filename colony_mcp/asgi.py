@@ -37,7 +37,7 @@ from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
 
-from api.errors import asgi_json_send, database_outage_response, error_body
+from api.errors import asgi_json_send, database_outage_response, error_body, throttled_answer
 from colony_mcp.server import mcp
 
 logger = logging.getLogger("colony.mcp")
@@ -56,7 +56,8 @@ TRANSPORT_HINT = (
 )
 
 
-def _lookup_agent(raw_token: str) -> dict | None:
+def _lookup_agent(raw_token: str) -> tuple[dict, object] | None:
+    """(the agent the tools run as, its token row), or None for an unknown, revoked or inactive token."""
     from core import services
 
     close_old_connections()
@@ -65,7 +66,18 @@ def _lookup_agent(raw_token: str) -> dict | None:
         if token is None or not token.agent.active:
             return None
         agent = token.agent
-        return {"id": str(agent.id), "name": agent.name, "role": agent.role, "space": agent.space.slug}
+        return {"id": str(agent.id), "name": agent.name, "role": agent.role, "space": agent.space.slug}, token
+    finally:
+        close_old_connections()
+
+
+def _count_request(token) -> float:
+    """One request of ``token`` through the per-token throttle: 0.0 when allowed, else the seconds to wait."""
+    from core.throttling import token_request_count
+
+    close_old_connections()
+    try:
+        return token_request_count(token)
     finally:
         close_old_connections()
 
@@ -183,11 +195,11 @@ class McpEndpoint:
             return
         loop = asyncio.get_running_loop()
         try:
-            agent = await loop.run_in_executor(self.executor, _lookup_agent, parts[1])
+            found = await loop.run_in_executor(self.executor, _lookup_agent, parts[1])
         except Exception as exc:  # noqa: BLE001 - answered in the envelope, as REST answers it
             await asgi_json_send(send, *(await loop.run_in_executor(self.executor, _failure, exc)))
             return
-        if agent is None:
+        if found is None:
             await asgi_json_send(
                 send,
                 401,
@@ -198,12 +210,26 @@ class McpEndpoint:
                 [(b"www-authenticate", AUTH_HEADER.encode())],
             )
             return
-        receive, message = await _one_message_object(receive)
+        agent, token = found
+        receive, method, message = await _one_message_object(receive)
         if message is not None:
             await asgi_json_send(
                 send, 400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
             )
             return
+        if method != "tools/call":
+            # A tool call is counted by the REST view it runs; every other message (ping, tools/list,
+            # initialize, a notification, a body the SDK will refuse) is counted here, as REST counts
+            # every request of a token.
+            try:
+                wait = await loop.run_in_executor(self.executor, _count_request, token)
+            except Exception as exc:  # noqa: BLE001 - the database is down: answered as the lookup's failure
+                await asgi_json_send(send, *(await loop.run_in_executor(self.executor, _failure, exc)))
+                return
+            if wait:
+                seconds, body = throttled_answer(wait)
+                await asgi_json_send(send, 429, body, [(b"retry-after", str(seconds).encode())])
+                return
         await self._ensure_running()
         if "accept" not in headers:
             # No Accept header means any media type (RFC 9110 12.5.1); the SDK reads it as refusing JSON and
@@ -214,9 +240,10 @@ class McpEndpoint:
 
 
 async def _one_message_object(receive):
-    """(receive, None) for a body that is one JSON object, with a ``receive`` that hands the body on; else
-    (receive, what to send instead): a batch (an array, as an older transport allowed) or a bare value got
-    pydantic's validation text, naming the library and its version. Reads only how the body starts."""
+    """(receive, its method, None) for a body that is one JSON object, with a ``receive`` that hands the
+    body on; else (receive, None, what to send instead): a batch (an array, as an older transport allowed)
+    or a bare value got pydantic's validation text, naming the library and its version. The method is
+    None when the object has none or the body is not JSON (the SDK answers that)."""
     messages, chunks = [], []
     while True:
         event = await receive()
@@ -226,16 +253,21 @@ async def _one_message_object(receive):
         chunks.append(event.get("body", b""))
         if not event.get("more_body", False):
             break
-    start = b"".join(chunks).lstrip()[:1]
+    body = b"".join(chunks)
+    start = body.lstrip()[:1]
     if start and start != b"{":
         kind = "a batch (an array)" if start == b"[" else "not a JSON object"
-        return receive, f"Invalid Request: the body is {kind}; send one JSON-RPC message object per POST."
+        return receive, None, f"Invalid Request: the body is {kind}; send one JSON-RPC message object per POST."
+    try:
+        method = json.loads(body).get("method")
+    except (ValueError, RecursionError, AttributeError):
+        method = None
     replay = iter(messages)
 
     async def replayed():
         return next(replay, None) or await receive()
 
-    return replayed, None
+    return replayed, method if isinstance(method, str) else None, None
 
 
 class ColonyAsgi:

@@ -189,3 +189,9 @@ class TokenRateThrottle(SimpleRateThrottle):
 
     def wait(self):
         return self.waiting or None
+
+
+def token_request_count(token) -> float:
+    """Count one request of ``token`` outside DRF (``/mcp``'s messages that are not tool calls): 0.0 when
+    it is allowed, else the seconds to wait. The same bucket and rule as :class:`TokenRateThrottle`."""
+    return TokenRateThrottle()._hit(token)

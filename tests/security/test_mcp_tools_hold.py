@@ -73,6 +73,43 @@ def test_a_tool_call_refused_for_its_arguments_counts_against_the_throttle(asgi_
     assert answers[-1][1]["error"]["code"] == "THROTTLED"
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}},
+    ],
+    ids=["ping", "tools/list", "initialize"],
+)  # fmt: skip
+def test_messages_that_are_not_tool_calls_count_against_the_throttle(asgi_server, agent_factory, settings, message):
+    """Attack: an agent sends ``ping``, ``tools/list`` or ``initialize`` in a loop. Each is a POST with a token
+    lookup in the database and (tools/list) a schema of every tool built and sent back, yet no throttle
+    sees it, since only a tool call runs a REST view: without the rule, 8 pings at 3/min are 8 answers,
+    and the loop runs as fast as the agent sends. Instead: every message to /mcp counts against the
+    token's rate as a REST request does; past it the POST is REST's 429 THROTTLED with Retry-After."""
+    settings.API_THROTTLE_RATE = "3/min"
+    dev = agent_factory("dev")
+    answers = [raw_post(asgi_server.url, dev.token, json.dumps(message)) for _ in range(8)]
+    statuses = [answer.status_code for answer in answers]
+    assert statuses[:3] == [200, 200, 200] and statuses[-1] == 429, statuses
+    assert answers[-1].json()["error"]["code"] == "THROTTLED"
+    assert int(answers[-1].headers["Retry-After"]) >= 1
+
+
+def test_a_tool_call_counts_once_against_the_throttle(asgi_server, agent_factory, settings, fake_embedder):
+    """Rule: a tool call is counted once, by its REST view (the door's count skips tools/call): at 3/min
+    an agent makes three searches, as it makes three REST requests, and the fourth is THROTTLED."""
+    settings.API_THROTTLE_RATE = "3/min"
+    dev = agent_factory("dev")
+    call = tool_call("memory_search", '{"query": "mail relay"}')
+    answers = [raw_post(asgi_server.url, dev.token, call) for _ in range(4)]
+    outcomes = [tool_answer(answer) for answer in answers]
+    assert [error for error, _ in outcomes[:3]] == [False] * 3, outcomes
+    assert outcomes[3][1]["error"]["code"] == "THROTTLED", outcomes[3]
+
+
 def test_thousands_of_unknown_arguments_are_refused_without_a_hint_computed_for_each(
     asgi_server, agent_factory, monkeypatch
 ):
