@@ -134,8 +134,10 @@ class QueryCache:
         return len(self._items)
 
     def discard(self, texts) -> None:
-        """Forget the vectors of ``texts`` (of any embedder): a redacted text is no key here either."""
-        gone = set(texts)
+        """Forget the vectors of ``texts`` (of any embedder): a redacted text is no key here either, as
+        stored or as :func:`embed_many` keys it (normalised)."""
+        texts = list(texts)
+        gone = {*texts, *(embedding_text(unicodedata.normalize("NFKC", text)) for text in texts)}
         with self._lock:
             for key in [key for key in self._items if key[1] in gone]:
                 del self._items[key]

@@ -224,6 +224,13 @@ def word_overlap(response: str, item: str) -> float:
     return len(item_words & response_words) / len(item_words)
 
 
+def texts_forget() -> None:
+    """Empty the caches keyed by whole texts (a redacted thought's text is no key here either; a
+    ``functools.lru_cache`` can't drop one entry, and the caches refill as texts are judged)."""
+    for cached in (_tokens, _stem, _content_stems, _sentences, _numbers):
+        cached.cache_clear()
+
+
 def sentences(text: str) -> list[str]:
     """The statements of a response: split after . ! ? ; : and at line breaks (each tool call is a
     line). Fragments shorter than MIN_SENTENCE_CHARS are dropped; a text without any split is one

@@ -87,6 +87,12 @@ def vectors_remember(pairs) -> None:
     _VECTOR_CACHE.update(fresh)
 
 
+def vectors_forget(texts) -> None:
+    """Drop the vectors of ``texts`` (a redacted thought's): an erased text is no key here either."""
+    for text in texts:
+        _VECTOR_CACHE.pop(text, None)
+
+
 def _vectors(texts: list[str]) -> list[tuple[float, ...]]:
     """Normalised vectors of ``texts``; the ones not cached are embedded in one batch."""
     missing = list(dict.fromkeys(t for t in texts if t not in _VECTOR_CACHE))

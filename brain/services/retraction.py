@@ -10,12 +10,16 @@ had never been contributed (its own ``source_ids`` / ``supersedes`` keep the his
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
+from django.contrib.admin.models import LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
-from django.db.models import Q, Value
-from django.db.models.functions import Replace
+from django.db.models import F, Func, JSONField, Q, QuerySet, TextField, Value
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -23,6 +27,8 @@ from api.parsers import text_problem
 from api.text import quoted
 from brain import embedding as embedder
 from brain.choices import IMPORTED_KEY, QualityFlag, ThoughtCategory
+from brain.judging import cues as judge_cues
+from brain.judging import embedding as judge_embedding
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.selectors.lineage import PREVIEW_CHARS
 from brain.services import text_stats
@@ -56,6 +62,11 @@ QUOTE_MIN_CHARS = 12
 #: registers its turn items' excerpts when it loads (brain does not import quality: the layers test).
 REDACTION_HOOKS: list[Callable[[uuid.UUID], int]] = []
 
+#: Other apps' records that may quote a redacted text anywhere in their free text, swept with
+#: :func:`texts_erase` (``space_id=``, ``texts=``, ``agent_id=``: the author's records only, or None for
+#: the whole space) -> rows changed; quality registers its turn log (prompts, responses, tool calls).
+REDACTION_SWEEPS: list[Callable[..., int]] = []
+
 
 @transaction.atomic
 def thought_retract(
@@ -84,7 +95,8 @@ def thought_retract(
 
     ``redact`` (a leaked secret, personal data) also erases its text where Colony keeps it: the content
     becomes REDACTED_CONTENT (full text follows; the vector is dropped and computed again from it), its
-    wrong/right facts, alternatives and metadata go (the retraction and import records stay), the
+    wrong/right facts, alternatives, metadata, topic, tags and source go (the retraction and import
+    records stay), the admin's log names it by the erased text, the
     query-log row of the call that stored it and the correction suggestions quoting it lose their text,
     REDACTION_HOOKS erase other apps' copies (turn items' excerpts), and the copies Colony made
     elsewhere go too (``_erase_copies``: corrections of it, kept answers quoting it). An agent's
@@ -215,12 +227,70 @@ def thought_is_retracted(thought: Thought) -> bool:
 
 def thought_is_erased(thought: Thought) -> bool:
     """Whether ``thought``'s text is erased, judged by what is stored, never by a record's word: its content
-    is REDACTED_CONTENT, its facts and alternatives are empty and its metadata is the retraction record only."""
+    is REDACTED_CONTENT, its facts, alternatives, topic, tags and source are empty and its metadata is the
+    retraction record only."""
     return (
         thought.content == REDACTED_CONTENT
         and not (thought.corrected_fact or thought.correct_fact or thought.alternatives_considered)
+        and not (thought.topic or thought.tags or thought.source_ref)
         and set(thought.context_metadata or {}) <= {RETRACTION_KEY, IMPORTED_KEY}
     )
+
+
+def _admin_history_rename(thought_ids: Iterable[uuid.UUID]) -> None:
+    """The admin's log names a thought by ``str(thought)`` (its id and the start of its content): each entry
+    about one of ``thought_ids`` is renamed after the thought's text as it is now."""
+    kind = ContentType.objects.get_for_model(Thought)
+    for thought in Thought.objects.filter(pk__in=list(thought_ids)).only("id", "content"):
+        LogEntry.objects.filter(content_type=kind, object_id=str(thought.pk)).update(object_repr=str(thought)[:200])
+
+
+def text_pattern(text: str, *, in_json: bool = False) -> str:
+    """A PostgreSQL regular expression matching ``text`` as one row per fact reads it (case aside, any run
+    of whitespace between its words), for ``~*`` and ``regexp_replace(..., 'gi')``. ``in_json``: as it
+    reads inside a JSON value's text (quotes and backslashes escaped, a line break written ``\\n``)."""
+    words = text.split()
+    if in_json:
+        words = [json.dumps(word, ensure_ascii=False)[1:-1] for word in words]
+    gap = r"(?:\s|\\[nrt])+" if in_json else r"\s+"
+    return gap.join(re.escape(word) for word in words)
+
+
+def _erased(expression, pattern: str) -> Func:
+    return Func(
+        expression, Value(pattern), Value(REDACTED_QUOTE), Value("gi"), function="REGEXP_REPLACE",
+        output_field=TextField(),
+    )  # fmt: skip
+
+
+def texts_erase(rows: QuerySet, texts: Iterable[str], *, fields: Iterable[str] = (), json_fields: Iterable[str] = ()):
+    """Replace each copy of ``texts`` in ``fields`` (text) and ``json_fields`` (JSON, matched in its text) of
+    ``rows`` with REDACTED_QUOTE, whatever its case and spacing (:func:`text_pattern`); the ids of the rows
+    changed. A row is read only if it holds the text's longest word (a cheap ``ILIKE`` first: the pattern
+    of a long text is slow to match against every row of a space)."""
+    fields, json_fields = list(fields), list(json_fields)
+    changed: set = set()
+    for text in texts:
+        if len(text.strip()) < QUOTE_MIN_CHARS:
+            continue
+        plain, in_json = text_pattern(text), text_pattern(text, in_json=True)
+        longest = max(text.split(), key=len)
+        longest_in_json = json.dumps(longest, ensure_ascii=False)[1:-1]
+        found = Q()
+        for field in fields:
+            found |= Q(**{f"{field}__icontains": longest, f"{field}__iregex": plain})
+        annotated = rows.annotate(**{f"{field}_as_text": Cast(field, TextField()) for field in json_fields})
+        for field in json_fields:
+            found |= Q(**{f"{field}_as_text__icontains": longest_in_json, f"{field}_as_text__iregex": in_json})
+        ids = list(annotated.filter(found).values_list("pk", flat=True))
+        if not ids:
+            continue
+        updates = {field: _erased(F(field), plain) for field in fields}
+        for field in json_fields:
+            updates[field] = Cast(_erased(Cast(field, TextField()), in_json), JSONField())
+        rows.model.objects.filter(pk__in=ids).update(**updates)
+        changed.update(ids)
+    return changed
 
 
 def _redact(thought: Thought, record: dict, *, broad: bool) -> None:
@@ -229,17 +299,19 @@ def _redact(thought: Thought, record: dict, *, broad: bool) -> None:
     texts = _texts_of(thought)
     lexemes = text_stats.thought_lexemes(thought_id=thought.pk)
     thought.content = REDACTED_CONTENT
-    thought.corrected_fact = thought.correct_fact = thought.alternatives_considered = ""
-    thought.corrected_fact_embedding = None
+    thought.corrected_fact = thought.correct_fact = thought.alternatives_considered = thought.topic = ""
+    thought.corrected_fact_embedding = thought.source_ref = None
+    thought.tags = []
     kept = {key: value for key, value in (thought.context_metadata or {}).items() if key == IMPORTED_KEY}  # {by, at}
     thought.context_metadata = {**kept, RETRACTION_KEY: {**record, "redacted": True}}
     thought.save(
         update_fields=[
             "content", "corrected_fact", "correct_fact", "alternatives_considered", "corrected_fact_embedding",
-            "context_metadata",
+            "context_metadata", "topic", "tags", "source_ref",
         ]
     )  # fmt: skip
     thought_content_changed(thought_id=str(thought.pk))  # the vector of the old text goes now, a new one after commit
+    _admin_history_rename([thought.pk])
     QueryLog.objects.filter(stored_thought=thought).update(query_text=REDACTED_CONTENT)
     # Its draft and a judge's reason quote the text (an LLM judge's reason quotes the excerpt it read).
     CorrectionSuggestion.objects.filter(thought=thought).update(draft={}, reason=REDACTED_CONTENT)
@@ -253,6 +325,8 @@ def _redact(thought: Thought, record: dict, *, broad: bool) -> None:
     # word only this text held leaves no row; and this process's query cache forgets its vectors.
     text_stats.lexemes_fold(space_id=thought.space_id, lexemes=lexemes)
     embedder.query_cache.discard(texts)
+    judge_embedding.vectors_forget(texts)
+    judge_cues.texts_forget()
 
 
 def _texts_of(thought: Thought) -> list[str]:
@@ -302,12 +376,15 @@ def _erase_copies(thought: Thought, texts: list[str], *, broad: bool) -> None:
       the best source's sentence), or a changed correction's: within the part of an answer about one of
       these thoughts or their suggestions (an entry naming its id), and anywhere in the author's own
       answers. A request sent again with that key is answered with the erased answer.
+    - The author's own records: its query-log prompts and what REDACTION_SWEEPS keep of it (its turn
+      log), wherever they quote a text, case and spacing aside (:func:`texts_erase`).
 
-    Text other agents wrote themselves (their prompts, the statements of suggestions they raised against
-    some other thought, their own answers' other parts) is not searched for: an agent's redaction of a
-    few common words must not rewrite others' records. ``broad`` (a human's redaction: staff removing a
-    leaked secret) also replaces each text in every query-log prompt, suggestion statement and kept
-    answer of the space.
+    Text other agents wrote themselves (their prompts, turns and thoughts, the statements of suggestions
+    they raised against some other thought, their own answers' other parts) is not searched for: an
+    agent's redaction of a few common words must not rewrite others' records. ``broad`` (a human's
+    redaction: staff removing a leaked secret) also replaces each text, case and spacing aside, in every
+    thought (``_erase_in_thoughts``; not transition markers), query-log prompt, suggestion statement and
+    turn of the space, and in every kept answer.
     """
     if not texts:
         return
@@ -331,22 +408,28 @@ def _erase_copies(thought: Thought, texts: list[str], *, broad: bool) -> None:
             content=content, corrected_fact=fact, correct_fact=right, corrected_fact_embedding=None
         )
         thought_content_changed(thought_id=str(correction.pk))
+        _admin_history_rename([correction.pk])
         QueryLog.objects.filter(stored_thought=correction).update(query_text=REDACTED_CONTENT)
         CorrectionSuggestion.objects.filter(thought=correction).update(draft={})
         for hook in REDACTION_HOOKS:
             hook(correction.pk)
+    if broad:
+        about |= _erase_in_thoughts(thought, texts)
     # Suggestions a changed correction raised against others quote its content as their statement.
     raised = CorrectionSuggestion.objects.filter(space_id=space_id, contradicting_thought_id__in=about - {thought.pk})
+    prompts = QueryLog.objects.filter(space_id=space_id)
+    author = None if broad else thought.agent_id
     if broad:
         raised = CorrectionSuggestion.objects.filter(space_id=space_id)
-        for text in texts:
-            QueryLog.objects.filter(space_id=space_id, query_text__contains=text).update(
-                query_text=Replace("query_text", Value(text), Value(REDACTED_QUOTE))
-            )
-    for text in texts:
-        raised.filter(statement__contains=text).update(
-            statement=Replace("statement", Value(text), Value(REDACTED_QUOTE))
-        )
+    elif author is not None:
+        prompts = prompts.filter(agent_id=author)
+    else:
+        prompts = prompts.none()  # an operator's restore has no author whose records these are
+    texts_erase(prompts, texts, fields=["query_text"])
+    texts_erase(raised, texts, fields=["statement"])
+    if broad or author is not None:
+        for sweep in REDACTION_SWEEPS:
+            sweep(space_id=space_id, texts=texts, agent_id=author)
     suggestions = CorrectionSuggestion.objects.filter(
         Q(thought_id__in=about) | Q(contradicting_thought_id__in=about), space_id=space_id
     ).values_list("pk", flat=True)
@@ -356,6 +439,26 @@ def _erase_copies(thought: Thought, texts: list[str], *, broad: bool) -> None:
         about=None if broad else {str(pk) for pk in (*about, *suggestions)},
         author_id=thought.agent_id,
     )
+
+
+def _erase_in_thoughts(thought: Thought, texts: list[str]) -> set[uuid.UUID]:
+    """A human's redaction: every other thought of the space quoting ``texts`` (a refinement or consolidation
+    repeating it, any note pasting it) has each copy replaced, whatever its case and spacing, its vectors
+    computed again and its turn excerpts erased; the ids changed. Transition markers are the workflow's
+    audit trail and are left as they are."""
+    others = Thought.objects.filter(space_id=thought.space_id).exclude(pk=thought.pk)
+    others = others.exclude(thought_category=ThoughtCategory.TRANSITION_MARKER)
+    changed = texts_erase(
+        others, texts, fields=["content", "corrected_fact", "correct_fact", "alternatives_considered"]
+    )
+    if changed:
+        Thought.objects.filter(pk__in=changed).update(corrected_fact_embedding=None)
+        for pk in changed:
+            thought_content_changed(thought_id=str(pk))
+            for hook in REDACTION_HOOKS:
+                hook(pk)
+        _admin_history_rename(changed)
+    return changed
 
 
 def _starts(text: str) -> tuple[str, ...]:
@@ -370,9 +473,9 @@ def retraction_guidance(thought: Thought) -> str:
     said = "Retracted: kept for audit, marked superseded without a replacement, ranked below every live thought."
     if (thought.context_metadata or {}).get("retraction", {}).get("redacted"):
         said = (
-            "Retracted and redacted: its text was erased (the thought, its query-log entry, the excerpts the "
-            "quality loop kept, the copies corrections of it made, kept answers quoting it); who retracted it, "
-            "when and why are kept."
+            "Retracted and redacted: its text was erased (the thought with its topic, tags and source, its "
+            "query-log entry, the excerpts the quality loop kept, the copies corrections of it made, kept answers "
+            "quoting it, its author's own prompts and turns quoting it); who retracted it, when and why are kept."
         )
     if thought.live_again:
         noun = "thought it had superseded is" if len(thought.live_again) == 1 else "thoughts it had superseded are"

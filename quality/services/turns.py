@@ -355,6 +355,18 @@ def turn_enqueue_scoring(*, turn_log_id: str) -> None:
     transaction.on_commit(lambda: jobs.score_turn.delay(turn_log_id), robust=True)
 
 
+def turns_redact_texts(*, space_id: int, texts: list[str], agent_id=None) -> int:
+    """Erase the copies of a redacted thought's ``texts`` in the turn log of ``space_id`` (prompts, responses
+    and tool calls, case and spacing aside), of ``agent_id``'s turns only or, None, every turn of the space
+    (``brain.services.retraction.REDACTION_SWEEPS``, registered in ``quality.apps``); returns how many."""
+    from brain.services.retraction import texts_erase
+
+    turns = TurnLog.objects.filter(space_id=space_id)
+    if agent_id is not None:
+        turns = turns.filter(agent_id=agent_id)
+    return len(texts_erase(turns, texts, fields=["user_prompt", "assistant_response"], json_fields=["tool_calls"]))
+
+
 def turn_items_redact(thought_id) -> int:
     """Erase the excerpts (and the judge's details) the turn log kept of a thought that was retracted with ``redact``
     (``brain.services.retraction.REDACTION_HOOKS``, registered in ``quality.apps``); returns how many."""
