@@ -399,8 +399,8 @@ QUALITY_LLM_MODEL = env("QUALITY_LLM_MODEL", "")
 QUALITY_LLM_TIMEOUT = env("QUALITY_LLM_TIMEOUT", 20.0)
 TURN_LOG_RETENTION_DAYS = env("TURN_LOG_RETENTION_DAYS", 90)
 #: Query-log rows (one per memory call) older than this are deleted nightly, except those of a session an
-#: open task's DNA names as its memory_query_session (brain.services.pheromones.query_logs_expire); 0
-#: keeps them forever.
+#: open task's DNA names as its memory_query_session made since the task entered its current state (what its
+#: memory gate can accept; brain.services.pheromones.query_logs_expire); 0 keeps them forever.
 QUERY_LOG_RETENTION_DAYS = env("QUERY_LOG_RETENTION_DAYS", 90)
 #: A memory call's accesses are counted from its query-log row (brain.services.pheromones.reinforcement_fold):
 #: after a response, a web process folds the rows logged since if it has not in this many seconds (0:

@@ -155,16 +155,18 @@ def task_list(
     return _with_links(qs).order_by(*order_by(TASK_LIST_ORDER))
 
 
-def task_memory_sessions_open() -> list[tuple[int, str]]:
-    """``(space id, session id)`` of every ``memory_query_session`` the DNA of a task not complete or
-    cancelled names: the query-log rows its memory gate reads (the query-log retention keeps them, tasks.apps)."""
+def task_memory_sessions_open() -> list[tuple[int, str, datetime]]:
+    """``(space id, session id, since)`` of every ``memory_query_session`` the DNA of a task not complete or
+    cancelled names, ``since`` the moment the task entered its current state: the query-log rows its memory
+    gate can accept are that session's made since then (the query-log retention keeps them, tasks.apps).
+    Older rows of the session are not kept: any agent can name any session in an open task's DNA."""
     rows = (
         Task.objects.exclude(status__in=[TaskStatus.COMPLETE, TaskStatus.CANCELLED])
         .filter(dna__has_key=MQS)
-        .values_list("space_id", f"dna__{MQS}")
+        .values_list("space_id", f"dna__{MQS}", "status_changed_at")
     )
     # The gate reads the value as a string (tasks.services.gates: str(value)), so the same is kept here.
-    return [(space_id, str(session)) for space_id, session in rows if session not in (None, "")]
+    return [(space_id, str(session), since) for space_id, session, since in rows if session not in (None, "")]
 
 
 #: A listed transition's ``dna_diff`` is read whole only up to this many characters (its JSON text);

@@ -16,6 +16,7 @@ from brain.selectors.activity import agent_session_query_times
 from brain.services.pheromones import query_logs_expire
 from config.celery import PERIODIC_JOBS
 from quality.models import TurnLog
+from tasks.models import Task
 from tasks.selectors import task_memory_sessions_open
 from tests.tasks_helpers import make_project, make_task, query_brain
 
@@ -64,14 +65,30 @@ def test_a_session_an_open_task_names_is_kept_until_the_task_closes(agent_factor
     other = _aged(agent, 120)
     project = make_project(space, "colony")
     task = make_task(project, slug="long-task", status="active", dna={"memory_query_session": gated})
-    assert (space.pk, gated) in task_memory_sessions_open()
+    Task.objects.filter(pk=task.pk).update(status_changed_at=timezone.now() - timedelta(days=121))
+    assert (space.pk, gated) in {(space_id, session) for space_id, session, _ in task_memory_sessions_open()}
     assert jobs.query_logs_expire() == 1  # the Celery job keeps the open tasks' sessions (tasks.apps)
     assert agent_session_query_times(space_id=space.pk, agent=agent, session_id=gated)[0]
     assert not QueryLog.objects.filter(session_id=other).exists()
     task.status = "complete"
     task.save(update_fields=["status"])
-    assert (space.pk, gated) not in task_memory_sessions_open()
+    assert not task_memory_sessions_open()
     assert jobs.query_logs_expire() == 1
+
+
+def test_naming_an_old_session_in_an_open_task_does_not_pin_it(agent_factory, space, settings):
+    """Attack: any agent may create a task and put any session id in its DNA (the gate checks it only when
+    the task moves). Naming another agent's session from 200 days ago in an open task kept that session's
+    query-log rows (the other agent's prompts) past QUERY_LOG_RETENTION_DAYS for as long as the task stays
+    open: without the rule, forever. Instead: the retention keeps only the rows the task's memory gate can
+    accept, those made since the task entered its current state."""
+    settings.QUERY_LOG_RETENTION_DAYS = 90
+    victim, attacker = agent_factory("dev").agent, agent_factory("qa").agent
+    old = _aged(victim, 200)
+    make_task(make_project(space, "colony"), slug="pin", status="active", dna={"memory_query_session": old})
+    assert attacker  # the task is the attacker's; the session is the victim's
+    assert query_logs_expire() == 1
+    assert not QueryLog.objects.filter(session_id=old).exists()
 
 
 def test_a_session_named_in_another_space_does_not_keep_this_spaces_rows(agent_factory, space, other_space, settings):

@@ -412,22 +412,24 @@ _QUERY_LOG_EXPIRING_SQL = """
 SELECT q.id FROM brain_querylog q
 WHERE q.space_id = %(space)s AND q.created_at < %(cutoff)s AND q.reinforced
   AND NOT EXISTS (
-      SELECT 1 FROM unnest(%(keep_spaces)s::int[], %(keep_sessions)s::text[]) AS k(space_id, session_id)
-      WHERE k.space_id = q.space_id AND k.session_id = q.session_id)
+      SELECT 1 FROM unnest(%(keep_spaces)s::int[], %(keep_sessions)s::text[], %(keep_since)s::timestamptz[])
+          AS k(space_id, session_id, since)
+      WHERE k.space_id = q.space_id AND k.session_id = q.session_id AND q.created_at >= k.since)
 ORDER BY q.id LIMIT %(batch)s
 """
 
 
-#: Who still reads old query-log rows: callables returning ``(space id, session id)`` pairs whose rows
-#: :func:`query_logs_expire` keeps. An app above brain registers its own when it loads (tasks: the
-#: sessions open tasks' memory gates read, ``tasks.apps``), so brain needs to know none of them.
-QUERY_LOG_KEEPERS: list[Callable[[], Iterable[tuple[int, str]]]] = []
+#: Who still reads old query-log rows: callables returning ``(space id, session id, since)``: the rows of
+#: that session made since then are kept by :func:`query_logs_expire`. An app above brain registers its own
+#: when it loads (tasks: the sessions open tasks' memory gates read, ``tasks.apps``), so brain needs to
+#: know none of them.
+QUERY_LOG_KEEPERS: list[Callable[[], Iterable[tuple[int, str, datetime]]]] = []
 
 
 def query_logs_expire(*, now: datetime | None = None, batch_size: int = 5000) -> int:
     """Delete the query-log rows older than ``QUERY_LOG_RETENTION_DAYS`` (0: none), in batches of
-    ``batch_size`` (each its own transaction), except those of the sessions :data:`QUERY_LOG_KEEPERS`
-    name. Returns how many were deleted. Space by space (:func:`_space_isolated`): a space whose
+    ``batch_size`` (each its own transaction), except those :data:`QUERY_LOG_KEEPERS` name (a session's
+    rows since a moment). Returns how many were deleted. Space by space (:func:`_space_isolated`): a space whose
     delete fails is logged and the others are expired. A turn log that named a deleted row keeps its items and loses
     the link (``on_delete=SET_NULL``).
 
@@ -436,11 +438,12 @@ def query_logs_expire(*, now: datetime | None = None, batch_size: int = 5000) ->
     days = settings.QUERY_LOG_RETENTION_DAYS
     if days <= 0:
         return 0
-    keep = [pair for keeper in QUERY_LOG_KEEPERS for pair in keeper()]
+    keep = [kept for keeper in QUERY_LOG_KEEPERS for kept in keeper()]
     params = {
         "cutoff": (now or timezone.now()) - timedelta(days=days),
-        "keep_spaces": [space_id for space_id, _ in keep],
-        "keep_sessions": [session_id for _, session_id in keep],
+        "keep_spaces": [space_id for space_id, _, _ in keep],
+        "keep_sessions": [session_id for _, session_id, _ in keep],
+        "keep_since": [since for _, _, since in keep],
         "batch": batch_size,
     }
     deleted = 0
