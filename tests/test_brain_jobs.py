@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from io import StringIO
 
@@ -17,6 +18,7 @@ from brain.management.commands.reembed import checkpoint_path
 from brain.models import Thought
 from brain.services.pheromones import thoughts_decay
 from config.celery import PERIODIC_JOBS
+from tests.concurrency_support import row_locked
 from tests.conftest import fake_vector
 
 pytestmark = pytest.mark.django_db
@@ -58,6 +60,34 @@ def test_decay_counts_changed_rows_and_repeats(thought_factory):
     assert thoughts_decay() == 1
     thought.refresh_from_db()
     assert thought.pheromone_weight == pytest.approx(0.995**2)
+
+
+def test_decay_runs_in_batches_and_ages_each_thought_once(thought_factory):
+    thoughts = [thought_factory(f"A thought that ages, number {n}.") for n in range(5)]
+    for thought in thoughts:
+        _aged(thought, created_hours_ago=10, accessed_hours_ago=None, weight=1.0)
+    assert thoughts_decay(batch_size=2) == 5
+    weights = Thought.objects.filter(pk__in=[t.pk for t in thoughts]).values_list("pheromone_weight", flat=True)
+    assert sorted(weights) == [pytest.approx(0.995)] * 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_decay_does_not_wait_for_a_thought_another_transaction_holds(thought_factory):
+    """The hourly decay touches every idle thought of a space. As one UPDATE it held every row it changed
+    until it ended and waited behind any row another transaction held (a memory call's bookkeeping, a
+    correction): one long transaction elsewhere held up the whole space's decay, and the decay's locks
+    held up that space's writers. It runs in batches, each its own transaction, and leaves a row someone
+    holds for the next hour."""
+    held, free = thought_factory("A thought someone is correcting."), thought_factory("A thought nobody holds.")
+    for thought in (held, free):
+        _aged(thought, created_hours_ago=10, accessed_hours_ago=None, weight=1.0)
+    started = time.monotonic()
+    with row_locked(Thought.objects.filter(pk=held.pk), hold_at_most=5):
+        assert thoughts_decay() == 1
+        waited = time.monotonic() - started
+    assert waited < 4, f"the decay waited {waited:.1f} s for a row another transaction held"
+    weights = dict(Thought.objects.values_list("pk", "pheromone_weight"))
+    assert (weights[held.pk], weights[free.pk]) == (1.0, pytest.approx(0.995))
 
 
 def test_decay_is_scheduled_hourly():

@@ -533,7 +533,11 @@ def session_feedback(
         return cursor.fetchone()[0]
 
 
-def thoughts_decay(*, now: datetime | None = None) -> int:
+#: Thoughts the decay changes per transaction.
+DECAY_BATCH = 2000
+
+
+def thoughts_decay(*, now: datetime | None = None, batch_size: int = DECAY_BATCH) -> int:
     """Hourly: ``max(0.1, w·0.995)`` for every thought not accessed in the last hour.
 
     Never-accessed thoughts count from ``created_at``. Accesses not counted yet are folded first, so a
@@ -545,14 +549,30 @@ def thoughts_decay(*, now: datetime | None = None) -> int:
     changed = 0
     for space in Space.objects.order_by("pk"):
         with _space_isolated("The pheromone decay", space):
-            changed += _decay_space(space=space, cutoff=cutoff)
+            changed += _decay_space(space=space, cutoff=cutoff, batch_size=batch_size)
     return changed
 
 
-def _decay_space(*, space: Space, cutoff: datetime) -> int:
-    return (
+def _decay_space(*, space: Space, cutoff: datetime, batch_size: int) -> int:
+    """One space's decay in batches of ``batch_size`` thoughts in id order, each its own transaction, so
+    it holds few rows at a time; a row another transaction holds is skipped (``SKIP LOCKED``: it decays
+    next hour) instead of waited for."""
+    idle = (
         Thought.objects.filter(space=space)
         .alias(seen=Coalesce("last_accessed", "created_at"))
         .filter(seen__lt=cutoff, pheromone_weight__gt=DECAY_FLOOR)
-        .update(pheromone_weight=Greatest(Value(DECAY_FLOOR), F("pheromone_weight") * DECAY_FACTOR))
+        .order_by("pk")
     )
+    changed, after = 0, None
+    while True:
+        with transaction.atomic():
+            batch = idle if after is None else idle.filter(pk__gt=after)
+            locked = batch.select_for_update(skip_locked=True, of=("self",))
+            ids = list(locked.values_list("pk", flat=True)[:batch_size])
+            if ids:
+                changed += Thought.objects.filter(pk__in=ids).update(
+                    pheromone_weight=Greatest(Value(DECAY_FLOOR), F("pheromone_weight") * DECAY_FACTOR)
+                )
+        if len(ids) < batch_size:
+            return changed
+        after = ids[-1]
