@@ -219,8 +219,14 @@ DATABASES["default"]["TEST"] = {"NAME": env("COLONY_TEST_DB", "test_colony")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- auth, i18n, static ---------------------------------------------------------------------------
+# Django's four checks, on every password a human sets (the admin's password change, manage.py
+# changepassword, COLONY_ADMIN_PASSWORD at bootstrap): at least 8 characters, not like the username,
+# not one of the 20,000 commonest passwords, not all digits.
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 # Failed logins (/login/ and /admin/login/, django-axes with core.login_lock's two limits): after

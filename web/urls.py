@@ -2,11 +2,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from web.views import board, brain, home, quality, tokens
+from web.views.common import LoginView
 
 app_name = "web"
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", home.home, name="home"),
     path("home/health/", home.health_panel, name="health"),

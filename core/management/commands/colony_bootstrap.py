@@ -4,7 +4,9 @@ import os
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
 from core import services
 from core.choices import DEFAULT_ROLES
@@ -20,6 +22,13 @@ class Command(BaseCommand):
         username = os.environ.get("COLONY_ADMIN_USER", "admin")
         if not User.objects.filter(username=username).exists():
             password = os.environ.get("COLONY_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+            try:  # the checks a password change on the admin applies (AUTH_PASSWORD_VALIDATORS)
+                validate_password(password, User(username=username))
+            except ValidationError as exc:
+                raise CommandError(
+                    f"COLONY_ADMIN_PASSWORD is refused: {' '.join(exc.messages)} Choose another, or unset it "
+                    "to have one generated and printed."
+                ) from None
             user = User.objects.create_superuser(username=username, email="", password=password)
             space.members.add(user)
             shown = password if "COLONY_ADMIN_PASSWORD" not in os.environ else "(from COLONY_ADMIN_PASSWORD)"
