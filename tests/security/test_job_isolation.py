@@ -91,10 +91,10 @@ def test_one_spaces_failing_decay_does_not_stop_the_others(two_spaces, monkeypat
     Thought.objects.update(created_at=old, pheromone_weight=2.0)
     original = pheromones._decay_space
 
-    def failing(*, space, cutoff):
+    def failing(*, space, **kwargs):
         if space.pk == agent.space.pk:
             raise DataError("a row this space's update can't take")
-        return original(space=space, cutoff=cutoff)
+        return original(space=space, **kwargs)
 
     monkeypatch.setattr(pheromones, "_decay_space", failing)
     with caplog.at_level(logging.ERROR, logger="colony.brain.pheromones"):
