@@ -122,6 +122,9 @@ class Thought(models.Model):
     pheromone_weight = models.FloatField(default=1.0)
     access_count = models.PositiveIntegerField(default=0)
     last_accessed = models.DateTimeField(null=True, blank=True)
+    # The agents that retrieved it, each once, by id (as text; a renamed agent is one agent): highways
+    # count them (brain.selectors.activity). A name only where no agent of the space had it when an
+    # import or migration 0020 mapped names to ids (history with no agent behind it). Shown by name.
     accessed_by = ArrayField(models.CharField(max_length=100), default=list, blank=True)
     co_retrieved_with = models.JSONField(default=dict, blank=True)
 
@@ -172,6 +175,18 @@ class Thought(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} {self.content[:60]}"
+
+    @property
+    def contributor(self) -> str:
+        """Who contributed it, as answers name it: its agent's registered name now (SPEC 2.2; a renamed
+        agent's thoughts follow it, and an agent given a retired agent's name is not their author), else the
+        stored ``contributor_name`` (a human's correction, a marker, an import without an agent). A query
+        of many thoughts annotates ``agent_name`` (the agent's name, joined) so this reads no row of its
+        own; otherwise the thought's agent is read (select it with the thought)."""
+        if self.agent_id is None:
+            return self.contributor_name
+        named = self.__dict__.get("agent_name")
+        return named if named is not None else self.agent.name
 
 
 class SpaceTextStats(models.Model):

@@ -28,6 +28,11 @@ SINGLE_AGENT_FLOOR = 0.5 (it still ranks, at half weight); going lower takes con
 by at least FLOOR_BREAKING_AGENTS = 2 distinct agents. Votes only demote: replacing a thought is a
 correction's work (SPEC 4.5), which supersedes it.
 
+Distinct agents are identities (an agent renamed is still one), and only agents still active count
+(``quality.services.scoring``): once an operator deactivates or deletes an agent, its past reports
+no longer corroborate another agent's, so a revoked agent plus one live agent's single report can't
+take a thought past either bound.
+
 Its mirror, the single-agent ceiling: while the uses a thought has received all come from one agent,
 its effective confidence stays at or below SINGLE_AGENT_CEILING = 1.25 (half the formula's largest
 lift); going higher takes uses reported by at least CEILING_BREAKING_AGENTS = 2 distinct agents. One
@@ -98,8 +103,8 @@ def effective_confidence(
     usage_score: float | None, contradiction_score: float | None, contradicting_agents: int, using_agents: int
 ) -> float:
     """The ranking multiplier: :func:`confidence_formula`, kept at SINGLE_AGENT_FLOOR or above while
-    fewer than FLOOR_BREAKING_AGENTS distinct agents ever reported the thought contradicted, and at
-    SINGLE_AGENT_CEILING or below while fewer than CEILING_BREAKING_AGENTS ever reported it used."""
+    fewer than FLOOR_BREAKING_AGENTS distinct agents (still active) ever reported the thought contradicted,
+    and at SINGLE_AGENT_CEILING or below while fewer than CEILING_BREAKING_AGENTS ever reported it used."""
     value = confidence_formula(usage_score, contradiction_score)
     if contradicting_agents < FLOOR_BREAKING_AGENTS:
         value = max(value, SINGLE_AGENT_FLOOR)

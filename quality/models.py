@@ -6,8 +6,9 @@
   when the session's first turn is logged. Expires once the session has no turn or query log left.
 - ``ConfidenceChange``: every change of a thought's effective confidence made by scoring, so
   demotions and their reversal (``false_demotion_rate``) can be counted. Expires with turn logs.
-- ``QualityRollup``: daily counts per (day, space, agent name; "" = the whole space). Kept forever;
-  the metrics are ratios of sums of these rows.
+- ``QualityRollup``: daily counts per (day, space, agent; none = the whole space). An agent is its id,
+  whatever it is called now; the turns of a deleted agent are counted under the name they carry. Kept
+  forever; the metrics are ratios of sums of these rows.
 - ``JudgeValidation``: one run of ``manage.py validate_judge``; the latest one per judge name
   decides whether ranking may use that judge's verdicts.
 """
@@ -25,7 +26,7 @@ class TurnLog(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="turn_logs")
     agent = models.ForeignKey("core.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    # The rollup key: kept as text so daily rollups survive an agent's removal.
+    # The agent's name when the turn was logged: who it was once the agent is deleted (``agent`` nulled).
     agent_name = models.CharField(max_length=100)
     session_id = models.CharField(max_length=100)
     turn_id = models.CharField(max_length=200)
@@ -160,10 +161,17 @@ class ConfidenceChange(models.Model):
 
 
 class QualityRollup(models.Model):
-    """Counts of one day for one space (``agent_name=""``) or one agent of it. Kept forever."""
+    """Counts of one day for one space (no ``agent_id``, ``agent_name=""``) or one agent of it. Kept forever.
+
+    An agent's row is keyed by its id (``agent_id``; ``agent_name`` is its name when the row was written,
+    for display), so a renamed agent keeps its record and an agent given a retired agent's name starts
+    with none. Turns whose agent was deleted before they were rolled up are counted under the name they
+    carry (``agent_id`` null). ``agent_id`` is a plain column, not a foreign key: the rows outlive the agent.
+    """
 
     day = models.DateField()
     space = models.ForeignKey("core.Space", on_delete=models.CASCADE, related_name="+")
+    agent_id = models.UUIDField(null=True, blank=True, help_text="The agent's id; null for the space's row.")
     agent_name = models.CharField(max_length=100, blank=True, default="")
     turns = models.PositiveIntegerField(default=0)
     turns_pending = models.PositiveIntegerField(default=0, help_text="logged but not scored yet")
@@ -183,7 +191,16 @@ class QualityRollup(models.Model):
     class Meta:
         ordering = ["-day", "space", "agent_name"]
         constraints = [
-            models.UniqueConstraint(fields=["day", "space", "agent_name"], name="rollup_unique_day_space_agent"),
+            models.UniqueConstraint(
+                fields=["day", "space", "agent_id"],
+                condition=models.Q(agent_id__isnull=False),
+                name="rollup_unique_day_space_agent_id",
+            ),
+            models.UniqueConstraint(
+                fields=["day", "space", "agent_name"],
+                condition=models.Q(agent_id__isnull=True),
+                name="rollup_unique_day_space_name",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -83,20 +83,24 @@ def _rates(values: dict[str, float | None]) -> dict[str, float | None]:
 
 
 def quality_metrics(*, space: Space, agent_name: str | None = None, days: int = 30, now=None) -> dict:
-    """Current rolling-7-day metrics, their targets, and ``days`` days of history (oldest first).
+    """Current rolling-7-day metrics, their targets, and ``days`` days of history (oldest first): of the
+    whole space, or of the agent now called ``agent_name`` (its turns, by its id, whatever it was called).
 
     Each history entry has that day's counts and rates (``daily``) and the rolling 7-day rates
     ending that day (``rolling``): the series the dashboard charts.
     """
-    if agent_name is not None:
-        agent_name = agent_get(space=space, name=agent_name).name  # unknown agent: 404 AGENT_NOT_FOUND
+    rows = QualityRollup.objects.filter(space=space)
+    if agent_name is None:
+        rows = rows.filter(agent_id__isnull=True, agent_name="")
+    else:
+        agent = agent_get(space=space, name=agent_name)  # unknown agent: 404 AGENT_NOT_FOUND
+        agent_name = agent.name
+        rows = rows.filter(agent_id=agent.pk)  # its own record, under whatever name it had
     now = now or timezone.now()
     today = now.date()
     window = formulas.WINDOW_DAYS
     first_day = today - dt.timedelta(days=days - 1)
-    rows = QualityRollup.objects.filter(
-        space=space, agent_name=agent_name or "", day__gte=first_day - dt.timedelta(days=window - 1), day__lte=today
-    )
+    rows = rows.filter(day__gte=first_day - dt.timedelta(days=window - 1), day__lte=today)
     per_day: dict[dt.date, Counter] = {}
     computed_at = None  # the rows are read once: their newest computed_at is taken here, not by a second query
     for row in rows:

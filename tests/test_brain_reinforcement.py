@@ -60,7 +60,7 @@ def test_one_access(dev, fake_embedder, thought_factory):
         thought.refresh_from_db()
         assert thought.access_count == 2
         assert thought.pheromone_weight == pytest.approx(1.1)
-        assert thought.accessed_by == [dev.agent.name]  # distinct
+        assert thought.accessed_by == [str(dev.agent.pk)]  # distinct
         assert thought.last_accessed is not None
         assert thought.co_retrieved_with == {partner: 2 for partner in ids - {str(thought.id)}}
 
@@ -126,7 +126,7 @@ def test_calls_folded_together_count_as_the_same_calls_folded_one_by_one(dev, ag
     counts = {str(t.pk): t.access_count for t in Thought.objects.filter(pk__in=[t.pk for t in thoughts])}
     assert [counts[str(t.id)] for t in thoughts] == [2, 2, 3, 2, 1, 1]
     first = Thought.objects.get(pk=thoughts[1].pk)
-    assert first.accessed_by == [dev.agent.name, other.name]  # in the order they first asked
+    assert first.accessed_by == [str(dev.agent.pk), str(other.pk)]  # in the order they first asked
     assert first.co_retrieved_with == {str(thoughts[0].id): 1, str(thoughts[2].id): 2, str(thoughts[3].id): 1}
     assert reinforcement_fold() == pheromones.Fold(logs=0, thoughts=0)  # every row counted once
 
@@ -236,7 +236,7 @@ def test_twenty_concurrent_requests_lose_no_update(agent_factory, fake_embedder,
         thought.refresh_from_db()
         assert thought.access_count == 20
         assert thought.pheromone_weight == pytest.approx(1.0 + 20 * 0.05)
-        assert sorted(thought.accessed_by) == sorted(a.agent.name for a in agents)
+        assert sorted(thought.accessed_by) == sorted(str(a.agent.pk) for a in agents)
         assert thought.co_retrieved_with == {partner: 20 for partner in ids - {str(thought.id)}}
     assert QueryLog.objects.count() == 20 and not QueryLog.objects.filter(reinforced=False).exists()
 
@@ -261,7 +261,7 @@ def test_concurrent_folds_count_every_logged_access_once(agent_factory, thought_
         thought.refresh_from_db()
         assert thought.access_count == 60 and thought.pheromone_weight == pytest.approx(4.0)
         assert thought.co_retrieved_with == {partner: 60 for partner in ids - {str(thought.id)}}
-        assert sorted(thought.accessed_by) == sorted(a.name for a in agents)
+        assert sorted(thought.accessed_by) == sorted(str(a.pk) for a in agents)
 
 
 @pytest.mark.django_db(transaction=True)

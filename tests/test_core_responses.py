@@ -66,4 +66,4 @@ def test_a_memory_answer_is_complete_before_its_reinforcement_runs(dev, fake_emb
     assert Thought.objects.get(pk=thought.pk).access_count == 0
     response.close()  # ... the reinforcement once the server has sent it
     reinforced = Thought.objects.get(pk=thought.pk)
-    assert (reinforced.access_count, reinforced.accessed_by) == (1, [dev.agent.name])
+    assert (reinforced.access_count, reinforced.accessed_by) == (1, [str(dev.agent.pk)])

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from brain.choices import SuggestionOrigin
 from brain.services.suggestions import suggestion_create
+from core.models import Agent
 from quality.models import JudgeValidation, QualityRollup, TurnItem, TurnLog
 from tests import web_support
 from tests.web_support import make_marker
@@ -23,6 +24,7 @@ def rollup(space, days_ago: int, *, agent: str = "", items=10, on_topic=9, used=
     return QualityRollup.objects.create(
         space=space,
         day=timezone.now().date() - dt.timedelta(days=days_ago),
+        agent_id=Agent.objects.get(space=space, name=agent).pk if agent else None,  # an agent's row is keyed by id
         agent_name=agent,
         turns=items // 2,
         items=items,

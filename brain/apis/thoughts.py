@@ -29,7 +29,7 @@ class CorrectedBySerializer(serializers.Serializer):
     thought_id = strict.UUIDField(source="id")
     correct_fact = strict.CharField()
     corrected_fact = strict.CharField()
-    contributor = strict.CharField(source="contributor_name")
+    contributor = strict.CharField(help_text="The contributing agent's registered name (a human's name otherwise).")
     created_at = serializers.DateTimeField()
 
 
@@ -61,6 +61,12 @@ class ThoughtOutputSerializer(serializers.ModelSerializer):
     )
     corrected_by_count = serializers.IntegerField(read_only=True)
     corrects = CorrectsSerializer(many=True, read_only=True, help_text="For a correction: what it superseded.")
+    accessed_by = serializers.ListField(
+        child=serializers.CharField(),
+        source="accessed_by_names",
+        read_only=True,
+        help_text="The agents that retrieved it, each once, by the names they have now.",
+    )
 
     class Meta:
         model = Thought
@@ -150,7 +156,7 @@ class ThoughtListItemSerializer(serializers.Serializer):
     retraction = serializers.SerializerMethodField()
 
     def get_contributor(self, thought: Thought) -> str:
-        return thought.agent.name if thought.agent_id else thought.contributor_name
+        return thought.contributor
 
     def get_retraction(self, thought: Thought) -> dict | None:
         return (thought.context_metadata or {}).get("retraction")

@@ -18,7 +18,8 @@ from core.models import Agent, Space
 
 #: A highway: a thought at least this often accessed ...
 HIGHWAY_MIN_ACCESS = 3
-#: ... by at least this many distinct agents. traffic = access_count × agents.
+#: ... by at least this many distinct agents (identities: ``Thought.accessed_by`` holds ids).
+#: traffic = access_count × agents.
 HIGHWAY_MIN_AGENTS = 2
 #: "Nearby": a highway among the thoughts the query's own search fetched (its dense and lexical
 #: candidates, before the page is cut) that is at least this similar to the query. No query of its
@@ -55,7 +56,7 @@ def _highway(thought: Thought) -> dict:
 
 
 def highways_among(
-    candidates: Iterable[Candidate], *, accessed_ids: set[str], agent_name: str, limit: int = HIGHWAYS_RETURNED
+    candidates: Iterable[Candidate], *, accessed_ids: set[str], agent_id: str, limit: int = HIGHWAYS_RETURNED
 ) -> list[dict]:
     """Heavily travelled live thoughts (SPEC 2.6) among a search's candidates: the most agents first,
     then the most traffic (one agent's many accesses don't outrank several agents' use).
@@ -63,11 +64,12 @@ def highways_among(
     A superseded thought is never one: the traffic a fact earned before it was corrected, replaced or
     retracted would send agents back to it. Nor is a live repeat of a corrected fact (flagged
     ``contradicts_correction``): its traffic would advertise the wrong fact as the team's most used.
-    The agent asking (``agent_name``) is not counted towards HIGHWAY_MIN_AGENTS: a highway shown to it
-    is one at least that many other agents used.
+    Agents are counted by identity (``accessed_by`` holds their ids: a renamed agent is one agent). The
+    agent asking (``agent_id``, as text) is not counted towards HIGHWAY_MIN_AGENTS: a highway shown to
+    it is one at least that many other agents used.
 
     The candidates were read before this call's own reinforcement: those in ``accessed_ids`` (the
-    results it returned, and so reinforced) count one more access, by ``agent_name``.
+    results it returned, and so reinforced) count one more access, by ``agent_id``.
     """
     highways = []
     for candidate in candidates:
@@ -79,10 +81,10 @@ def highways_among(
         access_count, agents = thought.access_count, set(thought.accessed_by or [])
         if candidate.id in accessed_ids:
             access_count += 1
-            agents.add(agent_name)
+            agents.add(agent_id)
         # The agent being answered doesn't vouch for its own answer: other agents must have used it
         # (one agent's traffic plus the reader's first look would otherwise make a highway).
-        if access_count < HIGHWAY_MIN_ACCESS or len(agents - {agent_name}) < HIGHWAY_MIN_AGENTS:
+        if access_count < HIGHWAY_MIN_ACCESS or len(agents - {agent_id}) < HIGHWAY_MIN_AGENTS:
             continue
         highways.append(
             {
@@ -96,6 +98,40 @@ def highways_among(
         )
     highways.sort(key=lambda h: (-h["agents"], -h["traffic"], -h["similarity"]))
     return highways[:limit]
+
+
+# --- who accessed a thought: ``Thought.accessed_by`` holds agents' ids, shown and exported by name ---
+
+
+def _agent_ids(entries: Iterable[str]) -> list[uuid.UUID]:
+    ids = []
+    for entry in entries:
+        try:
+            ids.append(uuid.UUID(entry))
+        except (TypeError, ValueError):
+            continue  # a name no agent had when it was mapped (history), shown as it is
+    return ids
+
+
+def agent_names_by_id(*, space_id: int, entries: Iterable[str] | None = None) -> dict[str, str]:
+    """{agent id as text: its name now} of the agents of the space (only those in ``entries``, when
+    given): what :func:`accessed_by_named` shows ``accessed_by`` entries as. One query."""
+    agents = Agent.objects.filter(space_id=space_id)
+    if entries is not None:
+        agents = agents.filter(pk__in=_agent_ids(entries))
+    return {str(pk): name for pk, name in agents.values_list("pk", "name")}
+
+
+def accessed_by_named(entries: Iterable[str], names: dict[str, str]) -> list[str]:
+    """``accessed_by`` as names: each agent's name now (``names``, from :func:`agent_names_by_id`); an
+    entry that is no agent of the space (a name from history, a deleted agent's id) as it is."""
+    return [names.get(entry, entry) for entry in entries]
+
+
+def accessed_by_ids(entries: Iterable[str], ids: dict[str, str]) -> list[str]:
+    """What an import stores as ``accessed_by`` from the names a file gives: each name of an agent of the
+    space its id (``ids``: {name: id as text}), any other entry as it is, each once, in order."""
+    return list(dict.fromkeys(ids.get(entry, entry) for entry in entries))
 
 
 def thought_highways(*, space: Space, limit: int = 20) -> list[dict]:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import uuid
 
 from django.db import connection
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, ExpressionWrapper, F, Q
 from django.db.models.functions import Left
 
 from api.errors import NotFound
 from api.paging import newest
 from brain.choices import ThoughtCategory, ThoughtType
 from brain.models import Thought, thought_defer_bulky
+from brain.selectors import activity
 from core.models import Space
 
 DEFAULT_MAX_DEPTH = 10
@@ -72,11 +73,15 @@ def thought_detail(*, space: Space, thought_id: str | uuid.UUID) -> Thought:
         Thought.objects.filter(
             space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
         )
-        .only("id", "correct_fact", "corrected_fact", "contributor_name", "created_at")
+        .only("id", "correct_fact", "corrected_fact", "agent_id", "contributor_name", "created_at")
+        .annotate(agent_name=F("agent__name"))  # Thought.contributor: the agent's name now
         .order_by("-created_at", "-id"),
         DETAIL_CORRECTIONS_MAX,
     )
     thought.corrected_by, thought.corrected_by_count = corrections.items, corrections.total
+    # accessed_by holds agents' ids: shown by the names they have now.
+    names = activity.agent_names_by_id(space_id=space.pk, entries=thought.accessed_by) if thought.accessed_by else {}
+    thought.accessed_by_names = activity.accessed_by_named(thought.accessed_by, names)
     thought.corrects = []
     if thought.thought_category == ThoughtCategory.CORRECTION and thought.supersedes:
         by_id = {
@@ -95,7 +100,7 @@ def _node(thought: Thought, depth: int) -> dict:
         "thought_id": str(thought.id),
         "thought_type": thought.thought_type,
         "content_preview": preview if preview is not None else thought.content[:PREVIEW_CHARS],
-        "contributor": thought.contributor_name,
+        "contributor": thought.contributor,
         "created_at": thought.created_at.isoformat(),
         "source_ids": [str(i) for i in thought.source_ids],
         "depth": depth,
@@ -160,8 +165,10 @@ def thought_lineage_of(*, space: Space, root: Thought, max_depth: int = DEFAULT_
         signed = dict(sorted(signed.items(), key=lambda item: (abs(item[1]), str(item[0])))[:LINEAGE_NODES_MAX])
     rows = (
         Thought.objects.filter(space=space, id__in=list(signed))
-        .only("id", "thought_type", "contributor_name", "created_at", "source_ids", "superseded", "refined_by")
-        .annotate(preview=Left("content", PREVIEW_CHARS))
+        .only(
+            "id", "thought_type", "agent_id", "contributor_name", "created_at", "source_ids", "superseded", "refined_by"
+        )
+        .annotate(preview=Left("content", PREVIEW_CHARS), agent_name=F("agent__name"))
     )
     chain = sorted(
         [_node(root, 0), *(_node(t, signed[t.id]) for t in rows)], key=lambda n: (n["depth"], n["created_at"])

@@ -367,6 +367,7 @@ everything AS (
 )
 SELECT {columns},
        sb.thought_category AS superseded_by_category,
+       ag.name AS agent_name,
        CASE WHEN t.embedding IS NULL THEN NULL ELSE 1 - (t.embedding <=> %(vector)s::vector) END AS similarity,
        COALESCE(l.bm25, {bm25_t}) AS bm25,
        d.rank AS dense_rank, l.rank AS lexical_rank,
@@ -377,6 +378,7 @@ SELECT {columns},
 FROM everything e
 JOIN brain_thought t ON t.id = e.id
 LEFT JOIN brain_thought sb ON sb.id = t.superseded_by_id
+LEFT JOIN core_agent ag ON ag.id = t.agent_id
 LEFT JOIN dense d ON d.id = t.id
 LEFT JOIN lexical l ON l.id = t.id
 LEFT JOIN corrections c ON c.id = t.id
@@ -517,6 +519,7 @@ def _fetch(
         thought = thought_from_row(attnames, values, db=db)
         (
             superseded_by_category,
+            agent_name,
             similarity,
             bm25,
             dense_rank,
@@ -527,6 +530,7 @@ def _fetch(
             stored_vector,
         ) = row[width:]
         thought.superseded_by_category = superseded_by_category
+        thought.agent_name = agent_name  # what Thought.contributor names, without a query per candidate
         candidates.append(
             ranking.Candidate(
                 thought=thought,

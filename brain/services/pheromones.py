@@ -60,14 +60,16 @@ _RESULT_IDS_SQL = r"""
 #:   space), locked, and skipped by a concurrent fold (``SKIP LOCKED``), and ``marked`` reinforced in
 #:   this same statement, so each row is counted once: two folds never take the same row, and a fold
 #:   that fails changed nothing, its rows included.
-#: - ``access``: one row per (log row, thought it returned), with who asked, when, and the row's
-#:   other thoughts (the access's co-retrieval partners).
+#: - ``access``: one row per (log row, thought it returned), with who asked (the agent's id, as text;
+#:   none once the agent is deleted: never the name a request body claimed, ``agent_ref``), when, and
+#:   the row's other thoughts (the access's co-retrieval partners).
 #: - ``locked``: those thoughts of the row's own space, locked in id order (as every write here
 #:   locks), so a fold and a memory call's other writes touching overlapping thoughts can't deadlock.
 #: - ``tally``, per thought: ``n`` accesses (``min(access_count + n, COUNTER_MAX)``; weight
 #:   ``min(max, w + n × step)``, which is what ``n`` capped steps add), the newest access's time as
 #:   ``last_accessed`` (when it was asked, not when it was counted), the agents in the order they
-#:   asked (new ones are appended to ``accessed_by``), and every access's partners (+1 each time a
+#:   asked (new ones are appended to ``accessed_by``, by id: a renamed agent stays one agent), and every
+#:   access's partners (+1 each time a
 #:   partner came back with it). At most ``cap`` partners are kept: those of the counted accesses
 #:   first (the most frequent of them first), then the most frequent earlier ones, ties by key; one
 #:   access at a time this is the rule "a new partner always gets in and the rarest old one makes
@@ -87,10 +89,9 @@ WITH claimed AS MATERIALIZED (
 ), marked AS (
     UPDATE brain_querylog q SET reinforced = true WHERE q.id IN (SELECT id FROM claimed)
 ), access AS MATERIALIZED (
-    SELECT c.id AS log_id, c.space_id, c.created_at, COALESCE(a.name, c.agent_ref)::varchar AS agent,
+    SELECT c.id AS log_id, c.space_id, c.created_at, c.agent_id::varchar AS agent,
            x.thought_id, array_remove(r.ids, x.thought_id) AS partners
     FROM claimed c
-    LEFT JOIN core_agent a ON a.id = c.agent_id
     CROSS JOIN LATERAL ({_RESULT_IDS_SQL.format(results="c.results")}) AS r
     CROSS JOIN LATERAL unnest(r.ids) AS x(thought_id)
 ), locked AS MATERIALIZED (
@@ -110,8 +111,8 @@ WITH claimed AS MATERIALIZED (
         pheromone_weight = LEAST(%(max)s, t.pheromone_weight + g.n * %(step)s),
         last_accessed = GREATEST(t.last_accessed, g.last_at),
         accessed_by = t.accessed_by || ARRAY(
-            SELECT x.name FROM unnest(g.agents) WITH ORDINALITY AS x(name, ord)
-            WHERE NOT (x.name = ANY(t.accessed_by)) GROUP BY x.name ORDER BY min(x.ord)),
+            SELECT x.agent FROM unnest(g.agents) WITH ORDINALITY AS x(agent, ord)
+            WHERE x.agent IS NOT NULL AND NOT (x.agent = ANY(t.accessed_by)) GROUP BY x.agent ORDER BY min(x.ord)),
         co_retrieved_with = (
             SELECT COALESCE(jsonb_object_agg(kept.k, kept.c), '{{}}'::jsonb) FROM (
                 SELECT merged.k, LEAST(SUM(merged.c), %(counter_max)s)::int AS c FROM (

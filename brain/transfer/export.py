@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from brain import embedding as embedder
 from brain.models import CorrectionSuggestion, QueryLog, Thought
+from brain.selectors import activity
 from brain.services import pheromones
 from brain.transfer.serializers import ARRAY_REFS, FK_REFS, VALUE_FIELDS, VECTOR_FIELDS
 from core.models import Space
@@ -24,11 +25,19 @@ def _iso(value: Any) -> Any:
     return value.isoformat() if isinstance(value, (dt.datetime, dt.date)) else value
 
 
-def thought_export_row(thought: Thought, related: list[str], *, embeddings: bool = True) -> dict[str, Any]:
+def thought_export_row(
+    thought: Thought, related: list[str], *, embeddings: bool = True, agent_names: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """One thought's line. ``accessed_by`` (agents' ids, which mean nothing in another space) is written
+    with each agent's name now (``agent_names``: ``activity.agent_names_by_id`` of the space, read here
+    when not given); an import maps the names back to the ids of the target space's agents."""
     row: dict[str, Any] = {"kind": "thought", "id": str(thought.id)}
     row["agent"] = thought.agent.name if thought.agent_id else ""
     for name in VALUE_FIELDS:
         row[name] = _iso(getattr(thought, name))
+    if agent_names is None:
+        agent_names = activity.agent_names_by_id(space_id=thought.space_id, entries=thought.accessed_by)
+    row["accessed_by"] = activity.accessed_by_named(thought.accessed_by, agent_names)
     for name in ARRAY_REFS:
         row[name] = [str(v) for v in getattr(thought, name)]
     for name in FK_REFS:
@@ -67,6 +76,7 @@ def space_export_rows(*, space: Space, embeddings: bool = True, chunk: int = 100
         "counts": space_export_counts(space=space),
     }
     through = Thought.related_thoughts.through
+    agent_names = activity.agent_names_by_id(space_id=space.pk)
     thoughts = Thought.objects.filter(space=space).select_related("agent").order_by("created_at", "id")
     if not embeddings:
         thoughts = thoughts.defer("embedding", "corrected_fact_embedding")
@@ -79,7 +89,9 @@ def space_export_rows(*, space: Space, embeddings: bool = True, chunk: int = 100
         ):
             related.setdefault(a, []).append(str(b))
         for thought in batch:
-            yield thought_export_row(thought, related.get(thought.id, []), embeddings=embeddings)
+            yield thought_export_row(
+                thought, related.get(thought.id, []), embeddings=embeddings, agent_names=agent_names
+            )
 
     for thought in thoughts.iterator(chunk_size=chunk):
         batch.append(thought)

@@ -45,6 +45,7 @@ from api.errors import ApplicationError, ServiceFailure
 from brain import embedding as embedder
 from brain.choices import IMPORTED_KEY, QualityFlag, ThoughtCategory, ThoughtType
 from brain.models import EMBEDDING_DIMENSIONS, CorrectionSuggestion, QueryLog, Thought
+from brain.selectors import activity
 from brain.services import flags
 from brain.services.corrections import corrections_replaced
 from brain.services.lineage import unrelated_refuse
@@ -447,6 +448,14 @@ def thoughts_import(
     elif names:
         agents = {a.name: a for a in Agent.objects.filter(space=space, name__in=names)}
     default_name = agent.name if agent is not None else "import"
+    # accessed_by comes by name (an export writes names: ids are one space's); stored by the ids of the
+    # space's agents of those names (an agent's own import names only itself), other names as they are.
+    if agent_mode:
+        reader_ids = {agent.name: str(agent.pk)}
+    else:
+        readers = {name for _, row in cleaned for name in row["accessed_by"]}
+        named = Agent.objects.filter(space=space, name__in=readers).values_list("name", "pk") if readers else []
+        reader_ids = {name: str(pk) for name, pk in named}
     rows: list[Thought] = []
     related_pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
     for _, row in cleaned:
@@ -456,6 +465,7 @@ def thoughts_import(
             for name in FK_REFS
         }
         values = {name: row[name] for name in VALUE_FIELDS}
+        values["accessed_by"] = activity.accessed_by_ids(row["accessed_by"], reader_ids)
         values["contributor_id"] = row["contributor_id"] or default_name
         values["contributor_name"] = row["contributor_name"] or row["contributor_id"] or default_name
         values["created_at"] = row["created_at"] or now

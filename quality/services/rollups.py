@@ -1,6 +1,9 @@
 """Daily rollups, turn-log expiry and the ``unverified`` flag (SPEC 4.3, 4.5; seeds/004 section 2).
 
-Rollup rows are keyed by (day, space, agent name); ``agent_name=""`` is the whole space. A day is
+Rollup rows are keyed by (day, space, agent); the row without an agent is the whole space. An agent
+is its id, whatever it is called (a renamed agent keeps its record; an agent given a retired agent's
+name starts with none); the turns of an agent deleted before they were rolled up count under the name
+they carry (``TurnLog.agent_name``), since their link to it is gone. A day is
 the UTC calendar day a turn was *logged* (``TurnLog.created_at``). Recomputing a day deletes that
 day's rows and writes them again in one transaction, so the hourly job can recompute recent days
 as often as it likes: the last ``ROLLUP_RECOMPUTE_DAYS`` (15) days, because a contradiction raised
@@ -34,13 +37,15 @@ from collections import Counter, defaultdict
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, Min, OuterRef, Q
+from django.db.models import Count, Exists, Min, OuterRef, Q, TextField, Value
+from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
 from brain.choices import SuggestionStatus
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services import flags
 from core.db import ROLLUP_LOCK_NAMESPACE
+from core.models import Agent
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
 from quality.models import ConfidenceChange, QualityRollup, SessionOwner, TurnItem, TurnLog
@@ -68,8 +73,32 @@ def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
     return start, start + dt.timedelta(days=1)
 
 
-def _keys(space_id, agent_name: str) -> tuple[tuple, tuple]:
-    return (space_id, agent_name), (space_id, "")
+#: Who a row of the day counts for (see the module's docstring), as one text a query groups by: the
+#: agent's id, or NAMED + the name a deleted agent's turn carries.
+NAMED = "name:"
+
+
+def _who(prefix: str = ""):
+    return Coalesce(
+        Cast(f"{prefix}agent_id", TextField()), Concat(Value(NAMED), f"{prefix}agent_name", output_field=TextField())
+    )
+
+
+def _keys(space_id, who: str) -> tuple[tuple, tuple]:
+    """The agent's row and the space's row (``who`` "")."""
+    return (space_id, who), (space_id, "")
+
+
+def _rollup(*, day: dt.date, space_id, who: str, names: dict[str, str], counter: Counter, now) -> QualityRollup:
+    if not who:
+        agent_id, agent_name = None, ""
+    elif who.startswith(NAMED):
+        agent_id, agent_name = None, who.removeprefix(NAMED)
+    else:
+        agent_id, agent_name = who, names.get(who, "")
+    return QualityRollup(
+        day=day, space_id=space_id, agent_id=agent_id, agent_name=agent_name, computed_at=now, **dict(counter)
+    )
 
 
 def quality_rollup_day(*, day: dt.date, now: dt.datetime | None = None) -> int:
@@ -82,9 +111,13 @@ def quality_rollup_day(*, day: dt.date, now: dt.datetime | None = None) -> int:
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [ROLLUP_LOCK_NAMESPACE, day.toordinal()])
+        counts = _day_counts(day, now)
+        ids = [who for _, who in counts if who and not who.startswith(NAMED)]
+        # Each agent's row shows the name it has now.
+        names = {str(pk): name for pk, name in Agent.objects.filter(pk__in=ids).values_list("pk", "name")}
         rows = [
-            QualityRollup(day=day, space_id=space_id, agent_name=agent_name, computed_at=now, **dict(counter))
-            for (space_id, agent_name), counter in _day_counts(day, now).items()
+            _rollup(day=day, space_id=space_id, who=who, names=names, counter=counter, now=now)
+            for (space_id, who), counter in counts.items()
         ]
         QualityRollup.objects.filter(day=day).delete()
         QualityRollup.objects.bulk_create(rows)
@@ -96,10 +129,10 @@ def _day_counts(day: dt.date, now: dt.datetime) -> dict[tuple, Counter]:
     counts: dict[tuple, Counter] = defaultdict(Counter)
 
     turns = TurnLog.objects.filter(created_at__gte=start, created_at__lt=end)
-    for row in turns.values("space_id", "agent_name").annotate(
+    for row in turns.values("space_id", who=_who()).annotate(
         n=Count("id"), pending=Count("id", filter=Q(status=TurnStatus.PENDING))
     ):
-        for key in _keys(row["space_id"], row["agent_name"]):
+        for key in _keys(row["space_id"], row["who"]):
             counts[key]["turns"] += row["n"]
             counts[key]["turns_pending"] += row["pending"]
 
@@ -111,7 +144,7 @@ def _day_counts(day: dt.date, now: dt.datetime) -> dict[tuple, Counter]:
     # naming the same few shown thoughts turn after turn can't set the space's rates.
     for row in (
         items.filter(in_injection=True, on_topic__isnull=False)
-        .values("turn__space_id", "turn__agent_name", "turn__session_id", "thought_id")
+        .values("turn__space_id", "turn__session_id", "thought_id", who=_who("turn__"))
         .annotate(
             on_topic=Count("id", filter=Q(on_topic=True)),
             used=Count("id", filter=Q(used=True)),
@@ -120,7 +153,7 @@ def _day_counts(day: dt.date, now: dt.datetime) -> dict[tuple, Counter]:
         )
         .iterator()
     ):
-        for key in _keys(row["turn__space_id"], row["turn__agent_name"]):
+        for key in _keys(row["turn__space_id"], row["who"]):
             counts[key]["items"] += 1
             counts[key]["on_topic"] += bool(row["on_topic"])
             counts[key]["used"] += bool(row["used"])
@@ -136,10 +169,10 @@ def _count_discovery(items, counts: dict[tuple, Counter], now: dt.datetime) -> N
     raised: dict[tuple, dict] = defaultdict(dict)  # key -> {thought_id: first contradicted at}
     for row in (
         items.filter(contradicted=True)
-        .values("turn__space_id", "turn__agent_name", "thought_id")
+        .values("turn__space_id", "thought_id", who=_who("turn__"))
         .annotate(first=Min("turn__created_at"))
     ):
-        for key in _keys(row["turn__space_id"], row["turn__agent_name"]):
+        for key in _keys(row["turn__space_id"], row["who"]):
             previous = raised[key].get(row["thought_id"])
             raised[key][row["thought_id"]] = min(previous, row["first"]) if previous else row["first"]
     thought_ids = {thought_id for group in raised.values() for thought_id in group}
@@ -161,10 +194,10 @@ def _count_demotions(start: dt.datetime, end: dt.datetime, counts: dict[tuple, C
         ConfidenceChange.objects.filter(
             changed_at__gte=start, changed_at__lt=end, old_confidence__gte=1.0, new_confidence__lt=1.0
         )
-        .values("space_id", "agent_name", "thought_id")
+        .values("space_id", "thought_id", who=_who())
         .annotate(first=Min("changed_at"))
     ):
-        for key in _keys(row["space_id"], row["agent_name"]):
+        for key in _keys(row["space_id"], row["who"]):
             previous = demoted[key].get(row["thought_id"])
             demoted[key][row["thought_id"]] = min(previous, row["first"]) if previous else row["first"]
     if not demoted:
@@ -238,8 +271,10 @@ def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
     or when a reviewer dismissed a correction suggestion on it after the contradiction was raised
     (the thought was checked and stands). Only contradictions that ranking trusts count (explicit
     feedback, or a judge validated at the time: ``fed_ema``): the flag is a ranking signal, and an
-    unvalidated judge's verdicts only ever reach reviewers, as suggestions. Returns how many
-    thoughts were newly flagged.
+    unvalidated judge's verdicts only ever reach reviewers, as suggestions. Only the contradictions of
+    agents still active count: a deactivated or deleted agent's reports no longer flag anything
+    (its pending suggestions stay for a reviewer to decide). Returns how many thoughts were newly
+    flagged.
     """
     now = now or timezone.now()
     cutoff = flags.unverified_cutoff(now=now)
@@ -249,6 +284,10 @@ def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
         resolved_at__gte=OuterRef("turn__created_at"),
     )
     unresolved = TurnItem.objects.filter(
-        thought_id=OuterRef("pk"), contradicted=True, fed_ema=True, turn__created_at__lte=cutoff
+        thought_id=OuterRef("pk"),
+        contradicted=True,
+        fed_ema=True,
+        turn__created_at__lte=cutoff,
+        turn__agent__active=True,
     ).exclude(Exists(dismissed_since))
     return flags.thoughts_flag_unverified(unresolved_contradiction=Exists(unresolved))

@@ -37,7 +37,13 @@ What feeds the EMAs (``usage_score``, ``contradiction_score``, ``effective_confi
   distinct agents are recorded (``ConfidenceChange`` rows, this turn's included), effective confidence
   stays at or above ``formulas.SINGLE_AGENT_FLOOR``; nor lift one: until uses from
   ``formulas.CEILING_BREAKING_AGENTS`` distinct agents are recorded, it stays at or below
-  ``formulas.SINGLE_AGENT_CEILING``.
+  ``formulas.SINGLE_AGENT_CEILING``. Only agents still active count (by identity, whatever they are
+  called now): a deactivated or deleted agent's past reports corroborate nothing.
+- A revoked agent acts no more: a turn whose agent is deactivated or deleted by the time it is scored
+  (its job was queued before the operator shut the door) moves no thought and raises no suggestion.
+  It is still marked scored, for the record; if the agent was revoked before the judge was asked,
+  the judge is not asked at all (its explicit feedback is recorded as given, the other items stay
+  unjudged and out of the rates).
 
 The update runs in one transaction with the thoughts' rows locked (in id order, so two workers
 scoring overlapping turns can't deadlock or lose an update), writes one ``ConfidenceChange`` per
@@ -59,7 +65,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -69,6 +75,7 @@ from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory
 from brain.judging import JudgeAnswerInvalid, JudgeUnavailable, get_judge
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services.thoughts import thoughts_lock
+from core.models import Agent
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
 from quality.models import TURN_ITEM_VERDICT_FIELDS, ConfidenceChange, TurnItem, TurnLog
@@ -200,9 +207,18 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
         judge_name = judge.name
     trusted = judge_trust(judge_name=judge_name).trusted
     response_text = turn_response_text(assistant_response=turn.assistant_response, tool_calls=turn.tool_calls)
+    # Read again under the turn's lock below; read here too so a revoked agent's words cost no judge call.
+    acting = _agent_acting(agent_id=turn.agent_id)
 
     for item in items:
         explicit = item.explicit_used is not None or item.explicit_contradicted is not None
+        if not explicit and not acting:
+            # Revoked before its turn was judged: no judge reads its words; the item stays unjudged.
+            item.judge_details = {}
+            item.judge_on_topic = item.judge_used = item.judge_contradicted = None
+            item.on_topic = item.used = item.contradicted = None
+            item.fed_ema = False
+            continue
         if explicit:
             # Explicit feedback fixes all three outcomes, so the judge is not asked at all: with an
             # LLM judge every question costs a request, and its answer would be thrown away.
@@ -245,6 +261,10 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
         locked = TurnLog.objects.select_for_update().filter(pk=turn.pk, status=TurnStatus.PENDING).first()
         if locked is None:
             return TurnScored(turn_log_id=str(turn.pk), already_scored=True)
+        acting = _agent_acting(agent_id=locked.agent_id, lock=True)
+        if not acting:
+            for item in items:
+                item.fed_ema = False
         now = timezone.now()
         # Excerpts read again under their locks: one a redaction erased while the judge ran keeps no
         # judge's details (an LLM judge's reasons quote what it read).
@@ -261,7 +281,7 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
         thought_outcomes_apply(turn=locked, items=feeding, at=now)
         suggestions = 0
         for item in items:
-            if item.contradicted and _raise_suggestion(turn=locked, item=item, response_text=response_text):
+            if acting and item.contradicted and _raise_suggestion(turn=locked, item=item, response_text=response_text):
                 suggestions += 1
         TurnLog.objects.filter(pk=turn.pk).update(
             status=TurnStatus.SCORED, scored_at=now, judge_name=judge_name, judge_trusted=trusted
@@ -275,6 +295,25 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
         suggestions=suggestions,
         judge_trusted=trusted,
     )
+
+
+#: Whether an agent exists and is active, its row share-locked: an operator's deactivation or deletion
+#: committed first is seen, and one made meanwhile waits for this transaction (which then acted while the
+#: agent was still active). Share locks don't wait for each other: turns of one agent score side by side.
+_AGENT_ACTIVE_SQL = "SELECT active FROM core_agent WHERE id = %s FOR SHARE"
+
+
+def _agent_acting(*, agent_id, lock: bool = False) -> bool:
+    """Whether a turn's agent may still act: it exists (``TurnLog.agent`` is nulled when it is deleted)
+    and is active. With ``lock`` (inside the scoring transaction), see ``_AGENT_ACTIVE_SQL``."""
+    if agent_id is None:
+        return False
+    if not lock:
+        return Agent.objects.filter(pk=agent_id, active=True).exists()
+    with connection.cursor() as cursor:
+        cursor.execute(_AGENT_ACTIVE_SQL, [agent_id])
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def _once_per_showing(*, turn: TurnLog, items: list[TurnItem]) -> None:
@@ -323,22 +362,22 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
         .order_by("pk")
         .values_list("pk", "usage_score", "contradiction_score", "effective_confidence")
     )
-    # The distinct agents that ever reported each thought contradicted / used (the floor and the ceiling),
-    # by identity: an agent renamed is still one agent (its name counts only when the agent is gone).
+    # The distinct agents still active that ever reported each thought contradicted / used (the floor and
+    # the ceiling), by identity: an agent renamed is still one agent, and a deactivated or deleted one
+    # (its reports' agent nulled) vouches for nothing any more.
     contradictors: dict = {thought_id: set() for thought_id in by_thought}
     users: dict = {thought_id: set() for thought_id in by_thought}
-    for thought_id, agent_id, agent_name, used, contradicted in (
-        ConfidenceChange.objects.filter(thought_id__in=list(by_thought))
+    for thought_id, agent_id, used, contradicted in (
+        ConfidenceChange.objects.filter(thought_id__in=list(by_thought), agent__active=True)
         .filter(Q(contradicted=True) | Q(used=True))
-        .values_list("thought_id", "agent_id", "agent_name", "used", "contradicted")
+        .values_list("thought_id", "agent_id", "used", "contradicted")
         .distinct()
     ):
-        who = agent_id or f"name:{agent_name}"
         if contradicted:
-            contradictors[thought_id].add(who)
+            contradictors[thought_id].add(agent_id)
         if used:
-            users[thought_id].add(who)
-    me = turn.agent_id or f"name:{turn.agent_name}"
+            users[thought_id].add(agent_id)
+    me = turn.agent_id  # active: turn_score checked it under the turn's lock
     changes, stepped = [], []
     for thought_id, usage_score, contradiction_score, old_confidence in rows:
         item = by_thought[thought_id]

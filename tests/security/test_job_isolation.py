@@ -48,7 +48,7 @@ def test_a_counter_at_int32_max_does_not_stop_reinforcement_in_any_space(two_spa
     assert jobs.reinforcement_fold() == 2  # the worker's minute job
 
     healthy.refresh_from_db()
-    assert healthy.access_count == 1 and healthy.accessed_by == [healthy_agent.name]
+    assert healthy.access_count == 1 and healthy.accessed_by == [str(healthy_agent.pk)]
     poisoned.refresh_from_db()
     assert poisoned.access_count == COUNTER_MAX  # saturated, not overflowed
     assert poisoned.co_retrieved_with == {str(partner.pk): COUNTER_MAX}

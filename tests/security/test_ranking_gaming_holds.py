@@ -223,7 +223,7 @@ def test_one_agent_resending_its_thought_stores_one_row_and_moves_it_by_at_most_
     stored = Thought.objects.get(pk=claim)
     assert Thought.objects.filter(agent=mallory.agent).count() == 1
     assert stored.pheromone_weight == pytest.approx(PHEROMONE_MAX)
-    assert stored.accessed_by.count("mallory") == 1
+    assert stored.accessed_by.count(str(mallory.agent.pk)) == 1
     page = ask(victim)
     after = {s["thought_id"]: s["score"] for s in page}
     assert after[claim] <= before[claim] * (1 + PHEROMONE_BOOST_MAX) + 1e-3, (before[claim], after[claim])

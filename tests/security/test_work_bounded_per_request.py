@@ -289,4 +289,4 @@ def test_claimed_agent_ids_do_not_grow_a_thoughts_accessed_by(dev, space, fake_e
         memory_answer(dev, prompt=fact, contribute=False, agent_id=f"claimed-agent-{i}", agent_name=f"Claimed {i}")
     accessed = Thought.objects.get(pk=thought)
     assert accessed.access_count >= 30
-    assert accessed.accessed_by == [dev.agent.name]
+    assert accessed.accessed_by == [str(dev.agent.pk)]

@@ -18,7 +18,7 @@ def source_render(candidate: Candidate) -> dict[str, Any]:
     thought = candidate.thought
     return {
         "thought_id": candidate.id,
-        "contributor": thought.contributor_name,
+        "contributor": thought.contributor,  # the agent's name now (read with the candidates)
         "score": round(candidate.score, 4),
         "relevance": round(candidate.probability, 4),
         "content_preview": thought.content[:PREVIEW_CHARS],
@@ -47,7 +47,7 @@ def _response_text(call: MemoryCall) -> str:
         top = call.sources[0]
         parts.append(
             f"Found {len(call.sources)} relevant thought(s). Best ({top.score:.2f}, "
-            f"{top.thought.contributor_name}): {quoted(top.thought.content[:BEST_QUOTE_CHARS])}"
+            f"{top.thought.contributor}): {quoted(top.thought.content[:BEST_QUOTE_CHARS])}"
         )
     else:
         parts.append("No relevant thoughts found in the brain yet.")

@@ -611,7 +611,7 @@ def step_highways(call: MemoryCall) -> None:
     call.highways = activity.highways_among(
         call.search.fetched if call.search else [],
         accessed_ids={candidate.id for candidate in call.sources},
-        agent_name=call.agent.name,
+        agent_id=str(call.agent.pk),
     )
     call.operations.append(f"highways:{len(call.highways)}")
 
