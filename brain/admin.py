@@ -6,7 +6,7 @@ from django.utils.html import format_html, format_html_join
 from rest_framework import serializers
 
 from brain.choices import QualityFlag, ThoughtCategory, topic_normal
-from brain.inputs import temporal_scope_checked
+from brain.inputs import PROMPT_MAX_CHARS, temporal_scope_checked
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.selectors.lineage import thought_lineage_of
 from brain.services.pipeline import thought_content_changed
@@ -18,15 +18,24 @@ LINK_FIELDS = ("refined_by", "superseded_by", "contradicted_by")
 
 
 class ThoughtForm(forms.ModelForm):
-    """A thought as the admin edits it (ThoughtAdmin gives the model and the fields): its links stay in its
-    space, and only a task transition writes a transition marker (SPEC 3.3), so the category can't be
-    changed to one."""
+    """A thought as the admin edits it (ThoughtAdmin gives the model and the fields): its content is held to
+    PROMPT_MAX_CHARS, its links stay in its space, and only a task transition writes a transition marker
+    (SPEC 3.3), so the category can't be changed to one."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         category = self.fields.get("thought_category")
         if category is not None:
             category.choices = [c for c in category.choices if c[0] != ThoughtCategory.TRANSITION_MARKER]
+
+    def clean_content(self):
+        value = self.cleaned_data.get("content") or ""
+        if len(value) > PROMPT_MAX_CHARS:  # the bound of every other door (memory calls, imports, the pages)
+            raise forms.ValidationError(
+                f"A thought is at most {PROMPT_MAX_CHARS} characters; this one has {len(value)}. Keep the part "
+                "agents need, or split it into several thoughts."
+            )
+        return value
 
     def clean_context_metadata(self):
         value = self.cleaned_data.get("context_metadata")

@@ -4,9 +4,11 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django.contrib.postgres.forms import SimpleArrayField
 from django.db import DataError, models, transaction
 
 from api.parsers import JSONTooDeep, NumberCheckedDecoder, unstorable_text
+from api.text import json_storable, storable
 from core.models import Agent, AgentToken, Space, UrlToken
 
 
@@ -14,7 +16,8 @@ class StorableJSONFormField(forms.JSONField):
     """The admin's JSON field: "\\u0000" in the text is a NUL once parsed, which jsonb can't store,
     "\\ud800" a lone surrogate, which isn't text, and a nesting past MAX_JSON_DEPTH runs into Python's
     recursion limit, and an integer of more than 4,300 digits is more than Python converts: each is a
-    form error, not a 500."""
+    form error, not a 500. What it keeps is stored as the API stores JSON (``api.text.json_storable``: every
+    key and string)."""
 
     def __init__(self, *args, **kwargs):
         if kwargs.get("decoder") is None:
@@ -30,7 +33,45 @@ class StorableJSONFormField(forms.JSONField):
             raise too_deep from None
         if found:
             raise forms.ValidationError(found)
-        return parsed
+        return json_storable(parsed)
+
+
+class StorableText:
+    """A text form field's mixin: the text as the API stores it (``api.text.storable``: no invisible
+    controls, a feedback marker defanged), before the field's own checks, so its ``max_length`` bounds
+    what is stored."""
+
+    def to_python(self, value):
+        return super().to_python(storable(value) if isinstance(value, str) else value)
+
+
+_STORABLE_CLASSES: dict[type, type] = {}
+
+
+def storable_formfield(field: forms.Field | None) -> forms.Field | None:
+    """``field`` storing its text as the API stores it: a text field (a CharField of any kind) gets
+    :class:`StorableText` mixed into its own class (a SlugField still checks a slug), an array field
+    each of its items (its base field parses them). Any other field is returned as it is."""
+    if isinstance(field, SimpleArrayField):
+        storable_formfield(field.base_field)
+    elif isinstance(field, forms.CharField) and not isinstance(field, StorableText):
+        kind = type(field)
+        if kind not in _STORABLE_CLASSES:
+            _STORABLE_CLASSES[kind] = type(kind.__name__, (StorableText, kind), {})
+        field.__class__ = _STORABLE_CLASSES[kind]
+    return field
+
+
+class StoredTextFields:
+    """An admin (a page or an inline) whose forms store every text as the API stores an agent's: each text
+    field and each array field's items (:func:`storable_formfield`), each JSON field
+    (:class:`StorableJSONFormField`). Agents read what the admin saves (task titles, project and agent
+    names, thoughts and their tags), as they read what the pages and the API save."""
+
+    formfield_overrides = {models.JSONField: {"form_class": StorableJSONFormField}}
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        return storable_formfield(super().formfield_for_dbfield(db_field, request, **kwargs))
 
 
 class _ChangeList(ChangeList):
@@ -91,13 +132,11 @@ def in_members_spaces(queryset, user):
     return queryset.filter(**{path: user})
 
 
-class ColonyModelAdmin(_Lists, admin.ModelAdmin):
-    """Every Colony model's admin: JSON fields refuse what PostgreSQL can't store, and its list holds
-    (:class:`_Lists`). A staff user who is not a superuser sees, edits and picks only the rows of its own
-    spaces (:func:`in_members_spaces`): its lists, the rows it opens, a form's choices and a list's
-    filters."""
-
-    formfield_overrides = {models.JSONField: {"form_class": StorableJSONFormField}}
+class ColonyModelAdmin(StoredTextFields, _Lists, admin.ModelAdmin):
+    """Every Colony model's admin: its forms store text as the API does and refuse JSON PostgreSQL can't
+    store (:class:`StoredTextFields`), and its list holds (:class:`_Lists`). A staff user who is not a
+    superuser sees, edits and picks only the rows of its own spaces (:func:`in_members_spaces`): its lists,
+    the rows it opens, a form's choices and a list's filters."""
 
     def get_queryset(self, request):
         return in_members_spaces(super().get_queryset(request), request.user)
@@ -160,7 +199,7 @@ class AgentTokenForm(forms.ModelForm):
         return value
 
 
-class AgentTokenInline(admin.TabularInline):
+class AgentTokenInline(StoredTextFields, admin.TabularInline):
     model = AgentToken
     form = AgentTokenForm
     fields = ["prefix", "label", "created_at", "last_used_at", "revoked_at"]

@@ -1,4 +1,5 @@
-"""Writes for spaces, agents and tokens."""
+"""Writes for spaces, agents and tokens. A name or label is stored as the API stores text
+(``api.text.storable``), whoever calls: the API, the pages, the management commands."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from api.errors import Conflict, NotFound, ValidationFailed, did_you_mean
+from api.text import storable
 from core.choices import DEFAULT_SPACE_SLUG, ROLE_SYNONYMS, AgentRole
 from core.logging import TOKEN_PREFIX, URL_TOKEN_PREFIX
 from core.models import Agent, AgentToken, Space, UrlToken, WorkerHeartbeat
@@ -51,7 +53,7 @@ def space_create(*, slug: str, name: str = "") -> Space:
         raise ValidationFailed(
             f"{slug!r} is not a space slug: use 1-64 lowercase letters, digits and hyphens, e.g. team-blue."
         )
-    name = name.strip() or slug
+    name = storable(name).strip() or slug
     if len(name) > 200:
         raise ValidationFailed("A space name is at most 200 characters.")
     with transaction.atomic():
@@ -70,6 +72,7 @@ def _within_column(model, field: str, value: str, what: str) -> None:
 
 def token_create(*, agent: Agent, label: str = "") -> str:
     """Create a token for ``agent`` and return it. This is the only time it is seen in clear."""
+    label = storable(label)
     _within_column(AgentToken, "label", label, "A token label")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     AgentToken.objects.create(agent=agent, key_hash=_hash(raw), prefix=raw[:12], label=label)
@@ -199,6 +202,9 @@ _TOKEN_SQL = None
 @transaction.atomic
 def agent_create(*, name: str, role: str, space: Space, label: str = "") -> tuple[Agent, str]:
     """Create an agent with its first token; returns (agent, token)."""
+    name, label = storable(name), storable(label)
+    if not name.strip():
+        raise ValidationFailed("An agent needs a name of visible characters, e.g. dev-1.")
     if role not in AgentRole.values:
         hint = did_you_mean(role, AgentRole.values, synonyms=ROLE_SYNONYMS)
         raise ValidationFailed(f"Unknown role {role!r}.{hint} Use one of {', '.join(AgentRole.values)}.")
@@ -242,6 +248,7 @@ def url_token_create(
     the human making it (the tokens page), whom it answers for only while they may act in the space."""
     if not 1 <= days <= URL_TOKEN_MAX_DAYS:
         raise ValidationFailed(f"A URL token lives 1 to {URL_TOKEN_MAX_DAYS} days; got {days}.")
+    label = storable(label)
     _within_column(UrlToken, "label", label, "A URL token label")
     if user is not None:
         live = UrlToken.objects.filter(created_by_user=user, revoked_at__isnull=True, expires_at__gt=timezone.now())

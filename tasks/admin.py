@@ -15,7 +15,6 @@ from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
 from api.errors import ApplicationError
-from api.text import json_storable
 from core.admin import ColonyModelAdmin
 from tasks.choices import TaskStatus
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog, dna_digest
@@ -153,7 +152,7 @@ class TaskForm(forms.ModelForm):
             return self.instance.dna  # a post without the field (a script's) leaves it as it is
         if not isinstance(dna, dict):
             raise forms.ValidationError("DNA must be a JSON object ({...}); {} for none.")
-        return json_storable(dna)
+        return dna  # its texts cleaned by its field (core.admin.StorableJSONFormField)
 
     def _dna_as_stored_now(self, data: dict) -> None:
         """Under the task's row lock (the admin saves in one transaction): keep the DNA agents wrote since

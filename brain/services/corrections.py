@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from api.errors import Conflict, ServiceFailure, ValidationFailed
-from api.text import quoted
+from api.text import quoted, storable
 from brain import embedding as embedder
 from brain.choices import DEFAULT_TOPIC, QualityFlag, SuggestionStatus, ThoughtCategory
 from brain.inputs import PROMPT_MAX_CHARS
@@ -91,7 +91,11 @@ def thought_correct(
     ``read_as``: the texts of targets the caller read to write the correction (its wrong fact); one
     changed by the time it is locked (retracted and redacted meanwhile) is a 409 and nothing is stored,
     so no erased text is copied into the correction.
+
+    Its three texts are stored as the API stores text (``api.text.storable``), whoever calls: the API,
+    the pages, ``manage.py brain correct``.
     """
+    content, corrected_fact, correct_fact = (storable(text or "") for text in (content, corrected_fact, correct_fact))
     too_long = {
         name: [f"At most {PROMPT_MAX_CHARS} characters."]
         for name, value in (("content", content), ("corrected_fact", corrected_fact), ("correct_fact", correct_fact))

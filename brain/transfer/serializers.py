@@ -27,6 +27,7 @@ from api import fields as strict
 from api.fields import FieldsReusedPerThread
 from api.parsers import unstorable_paths
 from api.schema import JSON_VALUE_REF, NO_NUL_PATTERN
+from api.text import json_storable
 from brain.choices import (
     TOPIC_MAX_CHARS,
     QualityFlag,
@@ -36,7 +37,14 @@ from brain.choices import (
     ThoughtType,
     topic_normal,
 )
-from brain.inputs import FACT_MAX_CHARS, MAX_TAGS, PROMPT_MAX_CHARS, SourceRefSerializer, temporal_scope_checked
+from brain.inputs import (
+    FACT_MAX_CHARS,
+    MAX_ID_LIST,
+    MAX_TAGS,
+    PROMPT_MAX_CHARS,
+    SourceRefSerializer,
+    temporal_scope_checked,
+)
 from brain.models import EMBEDDING_DIMENSIONS, Thought
 from brain.ranking import PHEROMONE_MAX
 from brain.services import pheromones
@@ -71,6 +79,12 @@ INT_MAX = 2**31 - 1
 #: is bounded by the API's parser, api.parsers.MAX_JSON_DEPTH). What Colony writes there itself is a few
 #: thousand: a memory call's session, context (2,000) and names, a retraction's reasons (2 x 2,000).
 CONTEXT_METADATA_MAX_CHARS = 20_000
+#: The longest text of a thought the operator's restore takes (its content and its facts): ten times what
+#: every other door takes (PROMPT_MAX_CHARS), so a dump holding longer texts (a Mem0 or seed-brain dump, an
+#: export of a brain edited in the admin) is restored as it is, and within what PostgreSQL's full-text index
+#: holds of one text (a tsvector of at most 1 MB: at worst about 6 bytes a character, single CJK characters
+#: between spaces), past which storing the content fails.
+RESTORE_TEXT_MAX_CHARS = 100_000
 
 #: Other dumps' names for an import item's fields: a Mem0 get_all() item's "memory", a hand-written "text".
 #: The API takes Colony's own fields; ``manage.py brain import FILE`` reads Mem0 and seed-brain dumps as they are.
@@ -215,12 +229,17 @@ class _Date(_BlankIsNotGiven, strict.DateField):
 
 
 class _Ids(serializers.ListField):
-    """Thought ids, each once, in the order given."""
+    """Thought ids, each once, in the order given; ``max_length`` bounds how many (None: any number), checked
+    before a single id is parsed."""
 
-    def __init__(self, **kwargs):
-        super().__init__(child=_Uuid(), default=list, **kwargs)
+    default_error_messages = {"max_length": "at most {max_length} thought ids, as a memory call takes."}
+
+    def __init__(self, *, max_length: int | None = MAX_ID_LIST, **kwargs):
+        super().__init__(child=_Uuid(), default=list, max_length=max_length, **kwargs)
 
     def to_internal_value(self, data):
+        if self.max_length is not None and isinstance(data, list) and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 
@@ -286,7 +305,9 @@ def _not_blank(value: str) -> None:
     }
 )
 class _Metadata(serializers.JSONField):
-    """An object; ``max_chars`` bounds its compact JSON (None: only what the column holds)."""
+    """An object; ``max_chars`` bounds its compact JSON (None: only what the column holds). Its keys and
+    strings are stored as the API stores text (``api.text.json_storable``, as a task's DNA is): other agents
+    read it (``GET /api/v1/thoughts/{id}``)."""
 
     def __init__(self, *, max_chars: int | None = CONTEXT_METADATA_MAX_CHARS):
         self.max_chars = max_chars
@@ -297,13 +318,13 @@ class _Metadata(serializers.JSONField):
             data = {"text": data}
         if not isinstance(data, dict):
             raise serializers.ValidationError("must be an object (a string is kept as {'text': ...}).")
-        if self.max_chars is not None:
+        if self.max_chars is not None:  # as sent, as api.fields.CharField's max_length
             size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
             if size > self.max_chars:
                 raise serializers.ValidationError(
                     f"at most {self.max_chars} characters of JSON (got {size}); an import over the API refuses more."
                 )
-        return data
+        return json_storable(data)
 
 
 _COUNT = {"type": "integer", "minimum": 0, "maximum": COUNTER_MAX}
@@ -558,21 +579,30 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
 
 class RestoreItemSerializer(ImportItemSerializer):
     """The operator's restore (``manage.py brain import``): other agents' thoughts, any past date,
-    transition markers, texts of any length and any value the columns hold."""
+    transition markers, texts up to RESTORE_TEXT_MAX_CHARS, id lists of any length and any value the
+    columns hold."""
 
     content = strict.CharField(
+        max_length=RESTORE_TEXT_MAX_CHARS,
         trim_whitespace=False,
         validators=[_not_blank],
-        error_messages=_CONTENT_REQUIRED,
+        error_messages={
+            **_CONTENT_REQUIRED,
+            "max_length": "at most {max_length} characters, what the full-text index holds of one text: split "
+            "it into several thoughts in the file.",
+        },
     )
     thought_category = _Category(
         choices=ThoughtCategory.choices, allow_blank=True, default=ThoughtCategory.UNCATEGORIZED
     )
     tags = _texts(100)
     source_ref = serializers.DictField(default=None)
-    alternatives_considered = _text()
-    corrected_fact = _text()
-    correct_fact = _text()
+    alternatives_considered = _text(RESTORE_TEXT_MAX_CHARS)
+    corrected_fact = _text(RESTORE_TEXT_MAX_CHARS)
+    correct_fact = _text(RESTORE_TEXT_MAX_CHARS)
+    source_ids = _Ids(max_length=None)
+    supersedes = _Ids(max_length=None)
+    related_thoughts = _Ids(max_length=None)
     superseded_by = _OptionalUuid(default=None)
     refined_by = _OptionalUuid(default=None)
     accessed_by = _texts(100)

@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils.text import slugify
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
-from api.text import json_storable
+from api.text import json_storable, storable
 from brain.confusables import skeleton
 from core.models import Agent, Space
 from tasks import workflow
@@ -27,7 +27,9 @@ DNA_KEYS_OPEN_WHEN_COMPLETE = frozenset({"rework_target_role"})
 def project_create(
     *, space: Space, slug: str, name: str = "", approval_mode: str = ApprovalMode.MANUAL, agent: Agent | None = None
 ) -> Project:
-    """Create a project. How much humans gate its tasks is a human decision: agents create manual projects only."""
+    """Create a project. How much humans gate its tasks is a human decision: agents create manual projects only.
+    Its name is stored as the API stores text (``api.text.storable``)."""
+    name = storable(name)
     if approval_mode not in ApprovalMode.values:
         raise ValidationFailed(f"approval_mode must be one of {', '.join(ApprovalMode.values)}.")
     if agent is not None and approval_mode != ApprovalMode.MANUAL:
@@ -136,7 +138,10 @@ def task_create(
     depends_on: Iterable[str] = (),
     created_by: Agent | None = None,
 ) -> Task:
-    """Create a task in ``backlog`` (or ``pending``). Bugs must name their parent task(s)."""
+    """Create a task in ``backlog`` (or ``pending``). Bugs must name their parent task(s). The title and
+    description are stored as the API stores text (``api.text.storable``), whoever calls: the API, the
+    pages, ``manage.py task create``."""
+    title, description = storable(title), storable(description)
     dna = dna_validate(patch=dict(dna or {}))
     if type not in TaskType.values:
         raise ValidationFailed(f"type must be one of {', '.join(TaskType.values)}.")

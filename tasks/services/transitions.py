@@ -20,6 +20,7 @@ from django.db import OperationalError, transaction
 from django.utils import timezone
 
 from api.errors import ApplicationError, Conflict, ValidationFailed, did_you_mean
+from api.text import storable
 from core.models import Agent
 from tasks import workflow
 from tasks.choices import RESTORE, TaskStatus
@@ -96,7 +97,7 @@ def task_transition(
             f"Unknown target {to!r}.{hint} Use one of {', '.join(TaskStatus.values)} or {RESTORE!r}.",
             code="UNKNOWN_STATUS",
         )
-    summary = (summary or "").strip()
+    summary = storable(summary or "").strip()  # the log's copy as the marker's: whoever calls
     if len(summary) > SUMMARY_MAX_CHARS:
         raise ValidationFailed(
             f"summary has {len(summary)} characters; at most {SUMMARY_MAX_CHARS} (one sentence: the marker quotes it).",
