@@ -545,7 +545,7 @@ async def thought_retract(
 ) -> CallToolResult:
     """Withdraw a thought that should not have been stored (a mistake, a leaked secret, noise) when
     there is nothing to replace it with. It is marked superseded without a replacement, flagged
-    retracted and ranks below every live thought; with redact (a leaked secret) its text is erased,
+    retracted and no memory search returns it; with redact (a leaked secret) its text is erased,
     otherwise it is kept for audit; what it superseded (as a
     refinement, consolidation or correction) is live again (live_again). For a wrong fact with a
     right one, use memory_correct; for an outdated fact, memory_contribute with refines."""

@@ -28,10 +28,11 @@ SINGLE_AGENT_FLOOR = 0.5 (it still ranks, at half weight); going lower takes con
 by at least FLOOR_BREAKING_AGENTS = 2 distinct agents. Votes only demote: replacing a thought is a
 correction's work (SPEC 4.5), which supersedes it.
 
-Distinct agents are identities (an agent renamed is still one), and only agents still active count
-(``quality.services.scoring``): once an operator deactivates or deletes an agent, its past reports
-no longer corroborate another agent's, so a revoked agent plus one live agent's single report can't
-take a thought past either bound.
+Distinct agents are identities (an agent renamed is still one), only agents still active count
+(``quality.services.scoring``), and only reports of the last CORROBORATION_DAYS = 30 days: once an
+operator deactivates or deletes an agent its past reports corroborate no one's, and one slip of
+another agent months ago, long outweighed, doesn't hand a single agent the power to take a thought
+past either bound today.
 
 Its mirror, the single-agent ceiling: while the uses a thought has received all come from one agent,
 its effective confidence stays at or below SINGLE_AGENT_CEILING = 1.25 (half the formula's largest
@@ -53,6 +54,7 @@ SINGLE_AGENT_FLOOR = REPORTS_FLOOR  # lowest effective confidence one agent's co
 FLOOR_BREAKING_AGENTS = 2  # distinct contradicting agents it takes to go below the floor
 SINGLE_AGENT_CEILING = 1.0 + ALPHA / 2  # highest effective confidence one agent's uses can cause
 CEILING_BREAKING_AGENTS = 2  # distinct using agents it takes to go above the ceiling
+CORROBORATION_DAYS = 30  # an agent's report counts towards those distinct agents for this long
 
 # Targets of SPEC 4.3 / seeds/004 section 2, with the direction that meets them.
 TARGETS: dict[str, tuple[str, float]] = {

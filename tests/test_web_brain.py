@@ -84,8 +84,8 @@ def test_search_ranks_with_the_agents_retrieval_and_shows_category_flags_state_a
     client, ada, space, other_space, fake_embedder
 ):
     text = "Deploys run through the blue green pipeline on Fridays."
-    old = store(space, text, superseded=True)
     hit = store(space, text, thought_category="operational_learning", topic="deploy")
+    old = store(space, text, superseded=True, superseded_by=hit)  # what hit replaced (a dead end isn't searched)
     flagged = store(space, "Deploys pipeline notes.", quality_flags=["stale"])
     store(space, "Unrelated note about lunch menus.")
     store(other_space, "Deploys run through the rival pipeline.")

@@ -251,7 +251,7 @@ class ThoughtRetractOutputSerializer(serializers.Serializer):
 
 class ThoughtRetractApi(APIView):
     """Retract a thought you contributed: superseded without a replacement, flagged ``retracted``,
-    kept for audit (never deleted) and ranked below every live thought."""
+    kept for audit (never deleted); memory calls no longer return it."""
 
     @extend_schema(
         request=ThoughtRetractInputSerializer,

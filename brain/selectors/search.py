@@ -39,6 +39,8 @@ planner off HNSW for that part.
 from __future__ import annotations
 
 import contextlib
+import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -409,8 +411,31 @@ def thought_from_row(attnames: list[str], values: list, *, db: str | None = None
     return thought
 
 
-def _filters(*, filter_topic: str | None, filter_category: str | None, exclude_ids: list[str]) -> tuple[str, str, dict]:
-    parts, params = [], {}
+#: The candidate pools leave out dead ends: thoughts superseded with nothing after them (retracted, or
+#: imported so). A superseded thought with a successor stays a candidate (its live replacement is fetched
+#: with it); a dead end has nothing to hand over, and a batch of them (one agent's withdrawn notes echoing
+#: a question) would take the pools' places that live thoughts need.
+_NOT_A_DEAD_END = "AND NOT (t.superseded AND t.superseded_by_id IS NULL AND t.refined_by_id IS NULL)"
+
+
+#: One contributor's notes can't fill the pools: when a pool came back full and one contributor holds at
+#: least this share of what the pools found, in a space where others have contributed, the search fetches
+#: again without that contributor and ranks both fetches together (``_round``). Without it, 40 notes of one
+#: agent echoing a question took every place of both pools, a teammate's answer was never fetched, and
+#: ranking's one-contributor rule (SAME_CONTRIBUTOR_PLACES) saw a one-author page and stood down.
+POOL_CROWDED_SHARE = 0.9
+#: How long a process remembers that a space holds another contributor's thoughts than the crowding one's.
+OTHERS_CACHE_SECONDS = 60.0
+_OTHERS_CACHE: dict[tuple[int, str], tuple[float, bool]] = {}
+
+
+def _filters(
+    *, filter_topic: str | None, filter_category: str | None, exclude_ids: list[str], without: str | None = None
+) -> tuple[str, str, dict]:
+    parts, params = [_NOT_A_DEAD_END], {}
+    if without is not None:
+        parts.append("AND COALESCE(t.agent_id::text, t.contributor_id) <> %(without)s")
+        params["without"] = without
     if filter_topic:
         parts.append("AND t.topic = %(filter_topic)s")
         params["filter_topic"] = filter_topic
@@ -444,6 +469,7 @@ def _fetch(
     exclude_ids: list[str],
     pending_text: str | None = None,
     companion: Companion | None = None,
+    without: str | None = None,
 ) -> tuple[list[ranking.Candidate], list[float], tuple | None]:
     """The search's three statements (candidates, each carrying its ranking inputs; the query's
     vector, computed here when ``vector`` is a callable; the ``companion`` statement's row, run
@@ -457,7 +483,7 @@ def _fetch(
     thoughts. A statement that fails surfaces at the read, like any other. Without pipelining they run
     one by one in a transaction of their own."""
     filters, exclude, params = _filters(
-        filter_topic=filter_topic, filter_category=filter_category, exclude_ids=exclude_ids
+        filter_topic=filter_topic, filter_category=filter_category, exclude_ids=exclude_ids, without=without
     )
     params.update(
         _terms_params(
@@ -592,9 +618,73 @@ def _round(
         pending_text=pending_text,
         companion=companion,
     )
+    crowding = _crowding(candidates, pool=pool, space_id=space.pk)
+
+    if crowding is not None:
+        more, _vector, _none = _fetch(
+            space=space,
+            vector=vector,
+            query_text=query_text,
+            pool=pool,
+            filter_topic=filter_topic,
+            filter_category=filter_category,
+            exclude_ids=exclude_ids,
+            pending_text=pending_text,
+            without=crowding,
+        )
+        fetched = {candidate.id for candidate in candidates}
+        candidates += [candidate for candidate in more if candidate.id not in fetched]
     for candidate in candidates:
         _explain(candidate, filter_topic=filter_topic, filter_category=filter_category)
     return ranking.rank(candidates, filter_topic=filter_topic, limit=limit), candidates, vector, companion_row
+
+
+def _owner(thought: Thought) -> str:
+    """Who a candidate is by: its agent (whatever it is called now), else the stored contributor id."""
+    return str(thought.agent_id) if thought.agent_id else thought.contributor_id
+
+
+def _crowding(candidates: list[ranking.Candidate], *, pool: int, space_id: int) -> str | None:
+    """The contributor whose thoughts crowd the pools (see :data:`POOL_CROWDED_SHARE`), or None."""
+    found = [c for c in candidates if c.dense_rank is not None or c.lexical_rank is not None]
+    full = (
+        sum(c.dense_rank is not None for c in found) >= pool or sum(c.lexical_rank is not None for c in found) >= pool
+    )
+    if not full:
+        return None
+    counts: dict[str, int] = {}
+    for candidate in found:
+        owner = _owner(candidate.thought)
+        counts[owner] = counts.get(owner, 0) + 1
+    owner, most = max(counts.items(), key=lambda item: item[1])
+    if most < POOL_CROWDED_SHARE * len(found) or not _others_contributed(space_id=space_id, owner=owner):
+        return None
+    return owner
+
+
+def _others_contributed(*, space_id: int, owner: str) -> bool:
+    """Whether the space holds a live thought of another contributor than ``owner`` (remembered a while:
+    in a one-author space every full page is that author's, and the answer there is always no)."""
+    key = (space_id, owner)
+    now = time.monotonic()
+    known = _OTHERS_CACHE.get(key)
+    if known is not None and known[0] > now:
+        return known[1]
+    live = Thought.objects.filter(space_id=space_id, superseded=False)
+    by_others = live.exclude(agent_id=owner) if _is_uuid(owner) else live.exclude(contributor_id=owner, agent_id=None)
+    others = by_others.exists()
+    if len(_OTHERS_CACHE) > 10_000:
+        _OTHERS_CACHE.clear()
+    _OTHERS_CACHE[key] = (now + OTHERS_CACHE_SECONDS, others)
+    return others
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 def thought_search(

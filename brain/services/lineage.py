@@ -14,13 +14,13 @@ import json
 import uuid
 from collections.abc import Iterable
 
-from django.db.models import Q
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Now
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from brain import embedding as embedder
 from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
-from brain.models import Thought
+from brain.models import Thought, content_key
 from brain.services.suggestions import suggestions_close_superseded
 from core.db import binary_vector, prepared_cursor
 from core.models import Agent, Space
@@ -188,7 +188,7 @@ def lineage_lock_sources(*, space: Space, source_ids: list[uuid.UUID]) -> list[T
         for t in Thought.objects.select_for_update()
         .filter(space=space, id__in=source_ids)
         .order_by("id")
-        .only("id", "pheromone_weight", "thought_category")
+        .only("id", "pheromone_weight", "thought_category", "agent_id", *QUALITY_FIELDS)
     }
     missing = [str(i) for i in source_ids if i not in rows]
     if missing:
@@ -209,6 +209,36 @@ def lineage_supersede(*, thought: Thought, source_ids: list[uuid.UUID]) -> int:
     )
     suggestions_close_superseded(thought_ids=[pk for pk in source_ids if pk != thought.id], by=thought)
     return count
+
+
+#: What the quality loop has said about a thought (its EMAs and the confidence ranking multiplies by).
+QUALITY_FIELDS = ("usage_score", "contradiction_score", "effective_confidence")
+
+
+def quality_inherited(*, space: Space, agent: Agent | None, sources: list[Thought], content: str) -> dict:
+    """What a new thought of ``agent`` starts with from the quality loop: what was reported about the claim
+    it restates, where it restates its author's own claim (SPEC 6: reports, not re-sends, decide). Its own
+    sources (a refinement or consolidation of its own thoughts) and its own withdrawn thought of the same
+    text (retracted, then sent again: ``brain.models.content_key``) pass on the EMAs and effective
+    confidence of the one that stands lowest; the reports made about its own sources count for the new
+    one's floor and ceiling too (``quality.services.scoring``: its own lineage; a re-sent copy has no
+    lineage and passes on its scores only). Another agent's thoughts pass on
+    nothing: improving a teammate's statement starts afresh, and only a correction starts a fact afresh
+    for its author. ``{}`` when nothing is passed on."""
+    if agent is None:
+        return {}
+    own = [source for source in sources if source.agent_id == agent.id]
+    withdrawn = (
+        Thought.objects.filter(space=space, agent=agent, superseded=True, superseded_by=None, refined_by=None)
+        .alias(key=content_key(F("content")))
+        .filter(key=content_key(Value(content)))
+        .only("id", *QUALITY_FIELDS)
+    )
+    reported = [t for t in [*own, *withdrawn] if t.usage_score is not None or t.contradiction_score is not None]
+    if not reported:
+        return {}
+    lowest = min(reported, key=lambda t: t.effective_confidence)
+    return {name: getattr(lowest, name) for name in QUALITY_FIELDS}
 
 
 #: Retracted links a release follows down at most (a chain of withdrawn replacements); deeper rows stay as

@@ -3,8 +3,9 @@
 A retracted thought is superseded without a replacement: ``superseded=True`` with no
 ``superseded_by``/``refined_by``, flagged ``retracted``, and who, when and why are kept in
 ``context_metadata["retraction"]``. It is never deleted (seeds: thoughts stay for audit) and it
-ranks below every live thought (``brain.ranking.rank``). What it superseded is live again, as if it
-had never been contributed (its own ``source_ids`` / ``supersedes`` keep the history).
+answers no memory call (the search's pools skip dead ends, ``brain.selectors.search``). What it
+superseded is live again, as if it had never been contributed (its own ``source_ids`` /
+``supersedes`` keep the history).
 """
 
 from __future__ import annotations
@@ -470,7 +471,7 @@ def _starts(text: str) -> tuple[str, ...]:
 
 def retraction_guidance(thought: Thought) -> str:
     """What the answer to a retraction says (API; the thought page says the same)."""
-    said = "Retracted: kept for audit, marked superseded without a replacement, ranked below every live thought."
+    said = "Retracted: kept for audit, marked superseded without a replacement; memory calls no longer return it."
     if (thought.context_metadata or {}).get("retraction", {}).get("redacted"):
         said = (
             "Retracted and redacted: its text was erased (the thought with its topic, tags and source, its "

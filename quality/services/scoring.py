@@ -38,7 +38,8 @@ What feeds the EMAs (``usage_score``, ``contradiction_score``, ``effective_confi
   stays at or above ``formulas.SINGLE_AGENT_FLOOR``; nor lift one: until uses from
   ``formulas.CEILING_BREAKING_AGENTS`` distinct agents are recorded, it stays at or below
   ``formulas.SINGLE_AGENT_CEILING``. Only agents still active count (by identity, whatever they are
-  called now): a deactivated or deleted agent's past reports corroborate nothing.
+  called now), and only their reports of the last ``formulas.CORROBORATION_DAYS``: a deactivated or
+  deleted agent's past reports, or one agent's report from months ago, corroborate nothing.
 - A revoked agent acts no more: a turn whose agent is deactivated or deleted by the time it is scored
   (its job was queued before the operator shut the door) moves no thought and raises no suggestion.
   It is still marked scored, for the record; if the agent was revoked before the judge was asked,
@@ -62,6 +63,7 @@ import logging
 import re
 from collections import Counter
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -316,6 +318,30 @@ def _agent_acting(*, agent_id, lock: bool = False) -> bool:
     return bool(row and row[0])
 
 
+#: How many versions back a thought's own lineage is read for its reports (a bound on a walk an agent's
+#: refinements lengthen, not a design limit).
+OWN_VERSIONS_DEPTH = 50
+
+_OWN_EARLIER_VERSIONS_SQL = """
+WITH RECURSIVE earlier(latest, id, agent_id, depth) AS (
+    SELECT t.id, t.id, t.agent_id, 0 FROM brain_thought t WHERE t.id = ANY(%(ids)s::uuid[]) AND t.agent_id IS NOT NULL
+    UNION ALL
+    SELECT e.latest, s.id, e.agent_id, e.depth + 1
+    FROM earlier e JOIN brain_thought s ON s.refined_by_id = e.id
+    WHERE s.agent_id = e.agent_id AND e.depth < %(depth)s
+)
+SELECT id, latest FROM earlier WHERE depth > 0
+"""
+
+
+def _own_earlier_versions(thought_ids: list) -> dict:
+    """``{earlier version: thought}`` for each of ``thought_ids``: the thoughts its author's refinements
+    and consolidations replaced with it, down its own lineage (``refined_by``, the same agent)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_OWN_EARLIER_VERSIONS_SQL, {"ids": [str(pk) for pk in thought_ids], "depth": OWN_VERSIONS_DEPTH})
+        return dict(cursor.fetchall())
+
+
 def _once_per_showing(*, turn: TurnLog, items: list[TurnItem]) -> None:
     """Clear ``fed_ema`` on the items whose thought already moved once for each time a memory call of
     this agent's session (its newest SESSION_CALLS_READ) returned it: one showing, one EMA step, however
@@ -362,21 +388,31 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
         .order_by("pk")
         .values_list("pk", "usage_score", "contradiction_score", "effective_confidence")
     )
-    # The distinct agents still active that ever reported each thought contradicted / used (the floor and
-    # the ceiling), by identity: an agent renamed is still one agent, and a deactivated or deleted one
-    # (its reports' agent nulled) vouches for nothing any more.
+    # The distinct agents still active that reported each thought contradicted / used in the last
+    # CORROBORATION_DAYS (the floor and the ceiling), by identity: an agent renamed is still one agent, a
+    # deactivated or deleted one (its reports' agent nulled) vouches for nothing any more, and an old
+    # report, long outweighed, doesn't make today's single agent a second one.
+    # A thought's reports include those about the earlier versions of it its author replaced (its own
+    # lineage: brain.services.lineage.quality_inherited), so restating one's contradicted claim as a
+    # refinement doesn't clear who contradicted it.
+    version_of = {thought_id: thought_id for thought_id in by_thought}
+    version_of.update(_own_earlier_versions(list(by_thought)))
     contradictors: dict = {thought_id: set() for thought_id in by_thought}
     users: dict = {thought_id: set() for thought_id in by_thought}
     for thought_id, agent_id, used, contradicted in (
-        ConfidenceChange.objects.filter(thought_id__in=list(by_thought), agent__active=True)
+        ConfidenceChange.objects.filter(
+            thought_id__in=list(version_of),
+            agent__active=True,
+            changed_at__gte=at - timedelta(days=formulas.CORROBORATION_DAYS),
+        )
         .filter(Q(contradicted=True) | Q(used=True))
         .values_list("thought_id", "agent_id", "used", "contradicted")
         .distinct()
     ):
         if contradicted:
-            contradictors[thought_id].add(agent_id)
+            contradictors[version_of[thought_id]].add(agent_id)
         if used:
-            users[thought_id].add(agent_id)
+            users[version_of[thought_id]].add(agent_id)
     me = turn.agent_id  # active: turn_score checked it under the turn's lock
     changes, stepped = [], []
     for thought_id, usage_score, contradiction_score, old_confidence in rows:

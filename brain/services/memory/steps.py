@@ -299,6 +299,7 @@ def step_contribute(call: MemoryCall) -> None:
         weight = lineage.lineage_inherited_weight(
             thought_type=call.thought_type, source_weights=[s.pheromone_weight for s in sources]
         )
+        reported = lineage.quality_inherited(space=call.space, agent=call.agent, sources=sources, content=call.prompt)
         call.thought = thought_create(
             space=call.space,
             content=call.prompt,
@@ -309,11 +310,18 @@ def step_contribute(call: MemoryCall) -> None:
             source_ids=list(call.lineage_ids),
             pheromone_weight=weight,
             related_thoughts=list(call.request.get("related_thoughts") or []),
+            **reported,
             **_thought_fields(call),
         )
         thought_schedule_followups(thought=call.thought, detect_contradictions=True, defer=defer)
         if call.lineage_ids:
             lineage.lineage_supersede(thought=call.thought, source_ids=call.lineage_ids)
+        if reported.get("effective_confidence", 1.0) < 1.0:
+            call.guidance.append(
+                f"This restates your own claim, which teammates reported wrong: it keeps what they reported "
+                f"(effective confidence {reported['effective_confidence']:.2f}). If it fixes a wrong fact, send "
+                "the fix as a correction (POST /api/v1/thoughts/{id}/correct): a correction starts afresh."
+            )
     call.operations.append(f"contribute:{call.thought_type}")
     call.operations.append("contradiction_check:scheduled")
 
