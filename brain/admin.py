@@ -8,6 +8,7 @@ from rest_framework import serializers
 from brain.choices import QualityFlag, ThoughtCategory, topic_normal
 from brain.inputs import PROMPT_MAX_CHARS, temporal_scope_checked
 from brain.models import CorrectionSuggestion, QueryLog, Thought
+from brain.selectors.activity import accessed_by_named, agent_names_by_id
 from brain.selectors.lineage import thought_lineage_of
 from brain.services.pipeline import thought_content_changed
 from brain.services.suggestions import draft_problem
@@ -91,12 +92,12 @@ class ThoughtAdmin(ColonyModelAdmin):
     list_filter = ["space", "thought_category", "thought_type", "superseded"]
     search_fields = ["content", "topic", "contributor_id", "contributor_name"]
     date_hierarchy = "created_at"
-    exclude = ["embedding", "corrected_fact_embedding"]
+    exclude = ["embedding", "corrected_fact_embedding", "accessed_by"]  # accessed_by: shown by name, below
     raw_id_fields = ["agent", "refined_by", "superseded_by", "contradicted_by", "related_thoughts"]
     form = ThoughtForm
     #: Reinforcement and the quality loop's numbers come from their formulas (SPEC 2.6, 4.4), not from a form.
     readonly_fields = ["id", "created_at", "embedding_model", "has_embedding", "lineage", "access_count",
-                       "last_accessed", "accessed_by", "co_retrieved_with", "pheromone_weight", "usage_score",
+                       "last_accessed", "accessed_by_names", "co_retrieved_with", "pheromone_weight", "usage_score",
                        "contradiction_score", "effective_confidence"]  # fmt: skip
 
     @staticmethod
@@ -116,6 +117,12 @@ class ThoughtAdmin(ColonyModelAdmin):
     @admin.display(description="content")
     def short_content(self, thought: Thought) -> str:
         return thought.content[:80]
+
+    @admin.display(description="accessed by")
+    def accessed_by_names(self, thought: Thought) -> str:
+        """The agents that retrieved it, by their names now (``accessed_by`` holds their ids)."""
+        names = agent_names_by_id(space_id=thought.space_id, entries=thought.accessed_by)
+        return ", ".join(accessed_by_named(thought.accessed_by, names)) or "-"
 
     @admin.display(boolean=True)
     def has_embedding(self, thought: Thought) -> bool:

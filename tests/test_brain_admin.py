@@ -70,3 +70,15 @@ def test_a_nul_in_an_admin_json_field_is_a_form_error_not_a_500(rf, thought_fact
             assert not huge.is_valid()
             assert huge.errors[field][0].startswith("n: Not a finite number"), huge.errors
     assert Task.objects.get(pk=task.pk).dna == {"a": 1}
+
+
+def test_the_change_page_names_the_agents_that_read_a_thought(staff, thought_factory, agent_factory):
+    """accessed_by holds agent ids (a renamed agent is one agent); the admin shows their names now."""
+    reader = agent_factory("qa", name="qa-reader")
+    thought = thought_factory("A thought someone read.")
+    Thought.objects.filter(pk=thought.pk).update(accessed_by=[str(reader.agent.pk), "old-name"])
+    reader.agent.name = "qa-renamed"
+    reader.agent.save(update_fields=["name"])
+    body = staff.get(f"/admin/brain/thought/{thought.pk}/change/").content.decode()
+    assert "qa-renamed, old-name" in body and str(reader.agent.pk) not in body
+    assert 'name="accessed_by"' not in body  # reinforcement's record, not a form field
