@@ -36,6 +36,8 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import jsonrpc_message_adapter
+from pydantic import ValidationError
 
 from api.errors import asgi_json_send, database_outage_response, error_body, throttled_answer
 from colony_mcp.server import mcp
@@ -211,16 +213,17 @@ class McpEndpoint:
             )
             return
         agent, token = found
-        receive, method, message = await _one_message_object(receive)
+        receive, parsed, message = await _one_message_object(receive)
         if message is not None:
             await asgi_json_send(
                 send, 400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
             )
             return
-        if method != "tools/call":
-            # A tool call is counted by the REST view it runs; every other message (ping, tools/list,
-            # initialize, a notification, a body the SDK will refuse) is counted here, as REST counts
-            # every request of a token.
+        if not _a_tool_call(parsed):
+            # A tool call is counted by the REST view it runs (or, refused before it, by call_tool's
+            # _counted); every other message (ping, tools/list, initialize, a notification, a tools/call
+            # whose params the SDK refuses before any tool runs, a body that is not JSON) is counted here,
+            # as REST counts every request of a token.
             try:
                 wait = await loop.run_in_executor(self.executor, _count_request, token)
             except Exception as exc:  # noqa: BLE001 - the database is down: answered as the lookup's failure
@@ -239,11 +242,24 @@ class McpEndpoint:
         await self.app({**scope, "colony.agent": agent, "colony.executor": self.executor}, receive, send)
 
 
+def _a_tool_call(message: dict | None) -> bool:
+    """Whether the SDK hands ``message`` to ``call_tool``: a tools/call whose params name a tool and carry
+    arguments as an object (or none). Any other tools/call is refused by the SDK before a tool runs."""
+    if message is None or message.get("method") != "tools/call":
+        return False
+    params = message.get("params")
+    return (
+        isinstance(params, dict)
+        and isinstance(params.get("name"), str)
+        and isinstance(params.get("arguments", {}), (dict, type(None)))
+    )
+
+
 async def _one_message_object(receive):
-    """(receive, its method, None) for a body that is one JSON object, with a ``receive`` that hands the
-    body on; else (receive, None, what to send instead): a batch (an array, as an older transport allowed)
-    or a bare value got pydantic's validation text, naming the library and its version. The method is
-    None when the object has none or the body is not JSON (the SDK answers that)."""
+    """(receive, the message, None) for a body that is one JSON-RPC message object, with a ``receive`` that
+    hands the body on; else (receive, None, what to send instead): a batch (an array, as an older transport
+    allowed), a bare value or an object that is no JSON-RPC message got pydantic's validation text, naming
+    the library and its version. The message is None when the body is not JSON (the SDK answers that)."""
     messages, chunks = [], []
     while True:
         event = await receive()
@@ -259,15 +275,27 @@ async def _one_message_object(receive):
         kind = "a batch (an array)" if start == b"[" else "not a JSON object"
         return receive, None, f"Invalid Request: the body is {kind}; send one JSON-RPC message object per POST."
     try:
-        method = json.loads(body).get("method")
-    except (ValueError, RecursionError, AttributeError):
-        method = None
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        parsed = None
+    if isinstance(parsed, dict):
+        try:
+            jsonrpc_message_adapter.validate_python(parsed, by_name=False)
+        except ValidationError:
+            return (
+                receive,
+                None,
+                (
+                    'Invalid Request: not a JSON-RPC 2.0 message: send an object with "jsonrpc": "2.0", a '
+                    '"method" and, for a request, an "id" and "params" as an object.'
+                ),
+            )
     replay = iter(messages)
 
     async def replayed():
         return next(replay, None) or await receive()
 
-    return replayed, method if isinstance(method, str) else None, None
+    return replayed, parsed if isinstance(parsed, dict) else None, None
 
 
 class ColonyAsgi:

@@ -98,6 +98,24 @@ def test_messages_that_are_not_tool_calls_count_against_the_throttle(asgi_server
     assert int(answers[-1].headers["Retry-After"]) >= 1
 
 
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"name": 5}, {"arguments": {}}, {"name": "memory_search", "arguments": 5}, None],
+    ids=["empty", "name-not-text", "no-name", "arguments-not-an-object", "no-params"],
+)
+def test_a_tool_call_the_sdk_refuses_counts_against_the_throttle(asgi_server, agent_factory, settings, params):
+    """Attack: tools/call messages whose params the SDK refuses before any tool runs (no tool name, a name
+    that is not text, arguments that are not an object). The door left tools/call to the REST view to
+    count, and no view ran: without the rule, 6 such calls at 3/min are 6 answers, as fast as the agent
+    sends them. Instead: a tools/call that won't reach a tool is counted at the door like any message."""
+    settings.API_THROTTLE_RATE = "3/min"
+    dev = agent_factory("dev")
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", **({"params": params} if params is not None else {})}
+    answers = [raw_post(asgi_server.url, dev.token, json.dumps(message)) for _ in range(6)]
+    assert answers[-1].status_code == 429, [answer.status_code for answer in answers]
+    assert answers[-1].json()["error"]["code"] == "THROTTLED"
+
+
 def test_a_tool_call_counts_once_against_the_throttle(asgi_server, agent_factory, settings, fake_embedder):
     """Rule: a tool call is counted once, by its REST view (the door's count skips tools/call): at 3/min
     an agent makes three searches, as it makes three REST requests, and the fourth is THROTTLED."""
@@ -253,8 +271,10 @@ def test_an_unknown_prompt_is_a_plain_json_rpc_error_not_a_logged_traceback(asgi
     [
         '[{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "task_list", "arguments": {}}}]',
         '"tools/list"',
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "task_list"}',
+        '{"jsonrpc": "1.0", "id": 1, "method": "ping"}',
     ],
-    ids=["batch", "not-an-object"],
+    ids=["batch", "not-an-object", "params-not-an-object", "not-json-rpc-2"],
 )
 def test_a_message_that_is_not_one_json_rpc_object_gets_a_plain_error(asgi_server, agent_factory, payload):
     """Attack: a JSON-RPC batch (an array of requests, as the 2025-03-26 transport allowed) or a bare string
