@@ -278,3 +278,25 @@ def test_explorer_search_and_thought_page_query_counts_are_fixed(
     # session, user, spaces, thought (x2), ancestors, descendants, corrections, related, suggestions
     with django_assert_max_num_queries(10):
         assert client.get(f"/brain/thoughts/{thoughts[0].id}/").status_code == 200
+
+
+def test_pages_name_a_thoughts_agent_as_it_is_called_now(client, ada, space, agent_factory, fake_embedder):
+    """A renamed agent's thoughts follow it, and a newcomer given its old name is credited with none of
+    them: the explorer's list, its search, the thought page and its corrections say the name now."""
+    dev = agent_factory("dev", name="dev-old").agent
+    thought = store(space, "Deploys run through the blue green pipeline.", agent=dev, contributor_name="dev-old")
+    correction = store(
+        space, "Deploys run through the canary pipeline.", agent=dev, contributor_name="dev-old",
+        thought_category="correction", supersedes=[thought.id], correct_fact="canary",
+    )  # fmt: skip
+    dev.name = "dev-renamed"
+    dev.save(update_fields=["name"])
+    agent_factory("dev", name="dev-old")  # someone else has the old name now
+    pages = [
+        _body(client.get("/brain/")),
+        _body(client.get("/brain/", {"q": "deploys pipeline"})),
+        _body(client.get(f"/brain/thoughts/{thought.id}/")),
+    ]
+    for body in pages:
+        assert "dev-renamed" in body and "dev-old" not in body, body[-1500:]
+    assert str(correction.id) in pages[2]

@@ -31,6 +31,7 @@ THOUGHT_LIST_FIELDS = (
     "space_id",
     "content",
     "contributor_name",
+    "agent_id",
     "created_at",
     "thought_category",
     "topic",
@@ -38,6 +39,11 @@ THOUGHT_LIST_FIELDS = (
     "quality_flags",
     "superseded",
 )
+
+
+def _listed(rows: QuerySet[Thought], *extra: str) -> QuerySet[Thought]:
+    """The columns a list of thoughts shows, with each one's agent's name now (``Thought.contributor``)."""
+    return rows.only(*THOUGHT_LIST_FIELDS, *extra).annotate(agent_name=F("agent__name"))
 
 
 def project_list_for_filter(*, space: Space, limit: int, selected: str = "") -> tuple[list[Project], int]:
@@ -59,28 +65,27 @@ def project_list_for_filter(*, space: Space, limit: int, selected: str = "") -> 
 
 def marker_list_recent(*, space: Space, limit: int = 10) -> QuerySet[Thought]:
     """The newest transition markers of ``space``: what moved lately, newest first."""
-    return (
-        Thought.objects.filter(space=space, thought_category=ThoughtCategory.TRANSITION_MARKER)
-        .only(*THOUGHT_LIST_FIELDS)
-        .order_by("-created_at")[:limit]
-    )
+    return _listed(Thought.objects.filter(space=space, thought_category=ThoughtCategory.TRANSITION_MARKER)).order_by(
+        "-created_at"
+    )[:limit]
 
 
 def thought_list_by_ids(*, space: Space, ids) -> list[Thought]:
     """Thoughts of ``space`` among ``ids`` (another space's ids are simply not found), oldest first."""
     if not ids:
         return []
-    return list(Thought.objects.filter(space=space, id__in=list(ids)).only(*THOUGHT_LIST_FIELDS).order_by("created_at"))
+    return list(_listed(Thought.objects.filter(space=space, id__in=list(ids))).order_by("created_at"))
 
 
 def thought_corrections_of(*, space: Space, thought: Thought) -> Newest:
     """The corrections that supersede ``thought``, newest first (``superseded_by`` keeps only one)."""
     return newest(
-        Thought.objects.filter(
-            space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
-        )
-        .only(*THOUGHT_LIST_FIELDS, "correct_fact")
-        .order_by("-created_at", "-id"),
+        _listed(
+            Thought.objects.filter(
+                space=space, thought_category=ThoughtCategory.CORRECTION, supersedes__contains=[thought.id]
+            ),
+            "correct_fact",
+        ).order_by("-created_at", "-id"),
         PAGE_LIST_MAX,
     )
 
@@ -184,9 +189,7 @@ def thought_list_most_contradicted(*, space: Space, days: int = 30, limit: int =
         .order_by("-n")
         .values_list("thought_id", "n")[: limit * 3]
     )
-    thoughts = list(
-        Thought.objects.filter(space=space, id__in=counts).only(*THOUGHT_LIST_FIELDS, "contradiction_score")
-    )
+    thoughts = list(_listed(Thought.objects.filter(space=space, id__in=counts), "contradiction_score"))
     for thought in thoughts:
         thought.times_contradicted = counts[thought.id]
     thoughts.sort(key=lambda t: (-t.times_contradicted, -(t.contradiction_score or 0.0), str(t.id)))
