@@ -39,6 +39,7 @@ planner off HNSW for that part.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -607,31 +608,20 @@ def _round(
 ) -> tuple[list[ranking.Candidate], list[ranking.Candidate], list[float], tuple | None]:
     """One search: (the ranked page, every candidate fetched, the query's vector, the companion's row)."""
     pool = max(MIN_POOL, limit * POOL_FACTOR)
-    candidates, vector, companion_row = _fetch(
+    fetch = functools.partial(
+        _fetch,
         space=space,
-        vector=vector,
         query_text=query_text,
         pool=pool,
         filter_topic=filter_topic,
         filter_category=filter_category,
         exclude_ids=exclude_ids,
         pending_text=pending_text,
-        companion=companion,
     )
+    candidates, vector, companion_row = fetch(vector=vector, companion=companion)
     crowding = _crowding(candidates, pool=pool, space_id=space.pk)
-
     if crowding is not None:
-        more, _vector, _none = _fetch(
-            space=space,
-            vector=vector,
-            query_text=query_text,
-            pool=pool,
-            filter_topic=filter_topic,
-            filter_category=filter_category,
-            exclude_ids=exclude_ids,
-            pending_text=pending_text,
-            without=crowding,
-        )
+        more, _vector, _none = fetch(vector=vector, without=crowding)
         fetched = {candidate.id for candidate in candidates}
         candidates += [candidate for candidate in more if candidate.id not in fetched]
     for candidate in candidates:

@@ -39,6 +39,18 @@ def remember(client, prompt: str, **fields) -> str:
     return stored
 
 
+# --- a leaked secret and its redaction -----------------------------------------------------------------
+LEAKED = "Qx7Zebrapass"
+LEAKED_NOTE = f"The production database password is {LEAKED} and the deploy script reads it from this note here."
+
+
+def redact(client, thought_id: str) -> None:
+    """The author's redaction (``POST /api/v1/thoughts/{id}/retract`` with ``redact``), which must succeed."""
+    response = client.post(f"/api/v1/thoughts/{thought_id}/retract", {"reason": "a leaked password", "redact": True},
+                           format="json")  # fmt: skip
+    assert response.status_code == 200, response.content
+
+
 # --- the import endpoint -------------------------------------------------------------------------------
 def import_post(client, items):
     """``POST /api/v1/thoughts/import`` with ``items`` as its JSON body: the response."""

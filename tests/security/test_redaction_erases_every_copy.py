@@ -16,20 +16,15 @@ from django.db import connection
 from brain.models import Thought
 from tests import web_support
 from tests.conftest import fake_vector
+from tests.security import support
 from tests.security.support import remember, rows_holding
 
 pytestmark = pytest.mark.django_db
 ada = web_support.ada
 
 MEMORY = "/api/v1/memory"
-TOKEN = "Qx7Zebrapass"
-SECRET = f"The production database password is {TOKEN} and the deploy script reads it from this note here."
-
-
-def _redact(client, thought_id: str) -> None:
-    response = client.post(f"/api/v1/thoughts/{thought_id}/retract", {"reason": "a leaked password", "redact": True},
-                           format="json")  # fmt: skip
-    assert response.status_code == 200, response.content
+TOKEN, SECRET = support.LEAKED, support.LEAKED_NOTE
+_redact = support.redact
 
 
 def test_a_redaction_leaves_no_word_of_the_erased_text_in_the_term_statistics(agent_factory, space, fake_embedder):

@@ -26,15 +26,8 @@ boss = support.boss
 
 MEMORY = "/api/v1/memory"
 TURNS = "/api/v1/turns"
-TOKEN = "Qx7Zebrapass"
-SECRET = f"The production database password is {TOKEN} and the deploy script reads it from this note here."
-
-
-def _redact(client, thought_id: str) -> None:
-    """The author's redaction (``POST /api/v1/thoughts/{id}/retract`` with ``redact``)."""
-    response = client.post(f"/api/v1/thoughts/{thought_id}/retract", {"reason": "a leaked password", "redact": True},
-                           format="json")  # fmt: skip
-    assert response.status_code == 200, response.content
+TOKEN, SECRET = support.LEAKED, support.LEAKED_NOTE
+_redact = support.redact
 
 
 def _human_redacts(client, thought_id: str) -> None:
