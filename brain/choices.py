@@ -40,6 +40,9 @@ class SuggestionStatus(models.TextChoices):
     PENDING = "pending"
     ACCEPTED = "accepted"
     DISMISSED = "dismissed"
+    # Dismissed by the agent that raised it (it took its report back): it settles that agent's
+    # contradictions of the thought, not another agent's still pending.
+    WITHDRAWN = "withdrawn"
     # Closed by Colony: its thought was corrected, refined, consolidated or retracted before anyone
     # resolved it (the quality loop raises none on a superseded thought, for the same reason).
     SUPERSEDED = "superseded"

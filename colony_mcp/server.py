@@ -559,11 +559,14 @@ async def corrections_pending(
     ctx: Context,
     mine: Annotated[bool, Field(description="Only suggestions addressed to you.")] = False,
     limit: Annotated[int | None, Field(description="At most this many (1-200, default 50).", ge=1, le=200)] = None,
+    cursor: Annotated[str | None, Field(description=CURSOR_DESCRIPTION, max_length=1000)] = None,
 ) -> CallToolResult:
     """Pending correction suggestions of your space (yours first): a thought that something
     contradicts, the contradicting statement and a draft correction. Resolve each with
-    correction_accept (creates the correction) or correction_dismiss (the thought stands)."""
-    return await _call(ctx, "GET", "corrections", query=_given(status="pending", mine=mine, limit=limit))
+    correction_accept (creates the correction) or correction_dismiss (the thought stands). count says how
+    many are pending; next_cursor, sent back as cursor, gives the next page."""
+    query = _given(status="pending", mine=mine, limit=limit, cursor=cursor)
+    return await _call(ctx, "GET", "corrections", query=query)
 
 
 @mcp.tool(annotations=WRITES)

@@ -152,6 +152,7 @@ CROSS_FIELD_RULES = {
     "GET /api/v1/tasks": lambda case: not (case.query or {}).get("cursor"),
     "GET /api/v1/projects": lambda case: not (case.query or {}).get("cursor"),
     "GET /api/v1/agents/{role}/in-flight": lambda case: not (case.query or {}).get("cursor"),
+    "GET /api/v1/corrections": lambda case: not (case.query or {}).get("cursor"),
     "POST /api/v1/memory": lambda case: memory_rules_hold(case.body) and key_names_one_request(case),
     "GET /api/v1/memory": lambda case: memory_rules_hold(case.query),
     "POST /api/v1/thoughts/import": lambda case: import_rules_hold(case.body) and key_names_one_request(case),

@@ -51,10 +51,13 @@ def test_list_pending_own_first_then_newest(space, other_space, agent_factory):
     old = store(space, WRONG, topic="team")
     for_qa = suggest(old, "statement for qa", agent=qa.agent)
     for_dev = suggest(old, "statement for dev", agent=dev.agent)
-    newest_for_qa = suggest(old, "newest statement for qa", agent=qa.agent)
+    # one pending suggestion per agent and thought: qa's newest is about another thought
+    newest_for_qa = suggest(store(space, WRONG + " Again."), "newest statement for qa", agent=qa.agent)
     suggest(store(other_space, WRONG), "elsewhere")
-    done = suggest(old, "already dismissed", agent=dev.agent)
-    CorrectionSuggestion.objects.filter(pk=done.pk).update(status="dismissed")
+    CorrectionSuggestion.objects.create(
+        space=space, thought=old, statement="already dismissed", origin="contradiction_detector", agent=dev.agent,
+        status="dismissed",
+    )  # fmt: skip
 
     response = dev.get("/api/v1/corrections?status=pending")
     assert response.status_code == 200
@@ -67,7 +70,11 @@ def test_list_pending_own_first_then_newest(space, other_space, agent_factory):
     assert [i["suggestion_id"] for i in dev.get("/api/v1/corrections?mine=true").json()["results"]] == [str(for_dev.id)]
     assert dev.get("/api/v1/corrections?status=dismissed").json()["count"] == 1
     assert dev.get("/api/v1/corrections?status=all").json()["count"] == 4
-    assert dev.get("/api/v1/corrections?limit=1").json()["count"] == 1
+    first = dev.get("/api/v1/corrections?limit=1").json()
+    assert first["count"] == 3 and [i["suggestion_id"] for i in first["results"]] == [str(for_dev.id)]
+    second = dev.get("/api/v1/corrections", {"limit": 2, "cursor": first["next_cursor"]}).json()
+    assert [i["suggestion_id"] for i in second["results"]] == [str(newest_for_qa.id), str(for_qa.id)]
+    assert second["next_cursor"] is None
 
 
 @pytest.mark.parametrize("query", ["status=maybe", "limit=0", "limit=abc", "mine=perhaps"])
@@ -148,7 +155,7 @@ def test_a_suggestion_whose_thought_is_corrected_first_is_closed_as_superseded(s
     assert Thought.objects.filter(thought_category="correction").count() == 1
 
 
-def test_a_suggestion_whose_thought_is_refined_or_retracted_is_closed_and_an_accepted_one_stays_accepted(space, dev):
+def test_a_suggestion_whose_thought_is_refined_moves_to_the_refinement_one_retracted_is_closed(space, dev):
     refined, retracted, accepted = (
         thought_create(
             space=space,
@@ -171,12 +178,16 @@ def test_a_suggestion_whose_thought_is_refined_or_retracted_is_closed_and_an_acc
     assert dev.post(f"/api/v1/thoughts/{retracted.id}/retract", {"reason": "wrong"}, format="json").status_code == 200
     assert dev.post(f"/api/v1/corrections/{taken.id}/accept", {}, format="json").status_code == 201
     status = dict(CorrectionSuggestion.objects.values_list("id", "status"))
+    # Its author's refinement restates the claim: the contradiction stays open, on the new version (a fix
+    # of a wrong fact is a correction, which closes it).
     assert [status[s.id] for s in (on_refined, on_retracted, taken, sibling)] == [
-        "superseded",
+        "pending",
         "superseded",
         "accepted",
         "superseded",
     ]
+    refinement = response.json()["trace"]["thought_id"]
+    assert str(CorrectionSuggestion.objects.get(pk=on_refined.pk).thought_id) == refinement
     assert CorrectionSuggestion.objects.get(pk=taken.pk).resolved_by == dev.agent.name
 
 
@@ -381,8 +392,9 @@ def test_pending_for_an_agent_or_its_session(space, other_space, agent_factory):
     by_agent = suggest(old, "one", agent=dev.agent)
     by_session = suggest(old, "two", session_id="sess-1")
     by_other = suggest(old, "three", agent=qa.agent, session_id="sess-2")
-    closed = suggest(old, "four", agent=dev.agent)
-    CorrectionSuggestion.objects.filter(pk=closed.pk).update(status="accepted")
+    CorrectionSuggestion.objects.create(
+        space=space, thought=old, statement="four", origin="contradiction_detector", agent=dev.agent, status="accepted"
+    )
     suggest(store(other_space, WRONG), "five", session_id="sess-1")
 
     def pending(agent=None, session_id=None, limit=20) -> list[str]:

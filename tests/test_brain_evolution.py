@@ -401,7 +401,8 @@ def test_a_dismissed_suggestion_is_closed_and_changes_nothing(agent_factory, dja
     pending = memory(second, prompt="new-checkout flag state?")["result"]["pending_corrections"]
     assert len(pending) == 1 and pending[0]["thought_id"] == old_id
     response = second.post(pending[0]["dismiss"], {"reason": "both were true at different times"}, format="json")
-    assert response.status_code == 200 and response.json()["suggestion"]["status"] == "dismissed"
+    # the agent whose statement raised it takes it back: withdrawn (it settles that agent's contradiction)
+    assert response.status_code == 200 and response.json()["suggestion"]["status"] == "withdrawn"
     assert memory(second, prompt="new-checkout flag state?")["result"]["pending_corrections"] == []
     assert not Thought.objects.get(pk=old_id).superseded
     assert not Thought.objects.filter(thought_category="correction").exists()

@@ -598,10 +598,10 @@ def test_pending_corrections_for_this_agent_or_session(agent_factory, fake_embed
     suggestion_create(
         thought=thought, statement="Not for me.", origin=SuggestionOrigin.QUALITY_JUDGE, agent=other.agent
     )
-    resolved, _ = suggestion_create(
-        thought=thought, statement="Old news.", origin=SuggestionOrigin.QUALITY_JUDGE, agent=me.agent
-    )
-    CorrectionSuggestion.objects.filter(pk=resolved.pk).update(status=SuggestionStatus.DISMISSED)
+    CorrectionSuggestion.objects.create(  # one pending per agent and thought: a resolved one beside it
+        space=thought.space, thought=thought, statement="Old news.", origin=SuggestionOrigin.QUALITY_JUDGE,
+        agent=me.agent, status=SuggestionStatus.DISMISSED,
+    )  # fmt: skip
 
     body = memory(me, prompt="cache?", session_id="s-1")
     pending = body["result"]["pending_corrections"]

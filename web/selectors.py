@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 
-from django.db.models import Count, F, Max, QuerySet, Sum
+from django.db.models import Count, F, Max, QuerySet, Sum, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from api.paging import Newest, newest
@@ -121,10 +122,20 @@ def suggestion_list_for_thought(*, thought: Thought) -> Newest:
     )
 
 
+#: The dashboard's pending suggestions hold at most this many of one raising agent's (its newest), so
+#: one agent's twenty contradicting notes can't push every teammate's suggestion off the list.
+PENDING_SHOWN_PER_AGENT = 5
+
+
 def suggestion_list_pending(*, space: Space, limit: int = 20) -> list[CorrectionSuggestion]:
-    return list(
+    """The newest pending suggestions of ``space``, at most :data:`PENDING_SHOWN_PER_AGENT` of one agent's."""
+    newest_of_each = (
         CorrectionSuggestion.objects.filter(space=space, status=SuggestionStatus.PENDING)
-        .select_related("thought")
+        .annotate(nth=Window(RowNumber(), partition_by=[F("agent_id")], order_by=[F("created_at").desc(), "id"]))
+        .filter(nth__lte=PENDING_SHOWN_PER_AGENT)
+    )
+    return list(
+        newest_of_each.select_related("thought")
         .only("id", "statement", "created_at", "thought_id", "thought__id", "thought__content")
         .order_by("-created_at")[:limit]
     )

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api import fields as strict
+from api import paging
 from api.schema import error_responses
 from brain.apis.idempotency import KEY_CONFLICT_RESPONSES, answered_once, idempotency_parameters, request_key
 from brain.choices import TOPIC_MAX_CHARS, SuggestionStatus
@@ -19,7 +20,7 @@ from brain.inputs import PROMPT_MAX_CHARS, SourceRefSerializer, thought_ids_fiel
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.corrections import correction_supersede_guidance, suggestion_accept, thought_correct_by_id
 from brain.services.receipts import fields_fingerprint
-from brain.services.suggestions import suggestion_dismiss, suggestion_get, suggestions_list
+from brain.services.suggestions import SUGGESTION_LIST_ORDER, suggestion_dismiss, suggestion_get, suggestions_list
 
 
 class CorrectionThoughtOutputSerializer(serializers.ModelSerializer):
@@ -100,7 +101,10 @@ class CorrectionDismissOutputSerializer(serializers.Serializer):
 
 
 class SuggestionListOutputSerializer(serializers.Serializer):
-    count = strict.IntegerField(help_text="How many suggestions are in results.")
+    count = strict.IntegerField(help_text="How many suggestions match the filters (every page's).")
+    next_cursor = strict.CharField(
+        allow_null=True, help_text="Send it back as cursor for the next page; null on the last."
+    )
     results = SuggestionOutputSerializer(many=True)
 
 
@@ -116,6 +120,7 @@ class CorrectionListApi(APIView):
         status = strict.ChoiceField(choices=[*SuggestionStatus.values, "all"], default=SuggestionStatus.PENDING)
         mine = strict.BooleanField(default=False, help_text="Only suggestions addressed to the caller.")
         limit = strict.IntegerField(min_value=1, max_value=200, default=50)
+        cursor = paging.CursorField(order=SUGGESTION_LIST_ORDER)
 
     @extend_schema(
         parameters=[CorrectionListFilterSerializer],
@@ -132,8 +137,17 @@ class CorrectionListApi(APIView):
             agent=request.user,
             mine=data["mine"],
         )
-        page = list(suggestions[: data["limit"]])
-        return Response({"count": len(page), "results": SuggestionOutputSerializer(page, many=True).data})
+        count = suggestions.count()
+        page, next_cursor = paging.page_after(
+            suggestions, order=SUGGESTION_LIST_ORDER, cursor=data.get("cursor"), limit=data["limit"]
+        )
+        return Response(
+            {
+                "count": count,
+                "next_cursor": next_cursor,
+                "results": SuggestionOutputSerializer(page, many=True).data,
+            }
+        )
 
 
 class CorrectionAcceptApi(APIView):

@@ -106,6 +106,11 @@ def thought_correct(
             f"{', '.join(too_long)}: at most {PROMPT_MAX_CHARS} characters each. Nothing was stored.",
             extra={"fields": too_long},
         )
+    if corrected_fact.strip() and _same_fact(corrected_fact, correct_fact):
+        problem = (
+            "correct_fact says what corrected_fact says (case and spacing aside): a correction states another fact."
+        )
+        raise ValidationFailed(f"{problem} Nothing was stored.", extra={"fields": {"correct_fact": [problem]}})
     supersede_ids = parse_thought_ids(supersedes, field="supersedes")
     related_ids = parse_thought_ids(related_thoughts, field="related_thoughts")
     category_validate(
@@ -281,6 +286,10 @@ def correction_supersede_guidance(*, count: int, repeats: list[uuid.UUID] | None
 REPEATS_NAMED = 10
 
 
+def _same_fact(a: str, b: str) -> bool:
+    return " ".join(a.casefold().split()) == " ".join(b.casefold().split())
+
+
 @transaction.atomic
 def suggestion_accept(
     *,
@@ -305,8 +314,20 @@ def suggestion_accept(
     corrections_lock(space_id=suggestion.space_id)  # before the suggestion's thoughts (see corrections_lock)
     locked = suggestion_lock_pending(suggestion=suggestion, action="accepted")
     statement_refuse_replaced(locked)
+    if Thought.objects.filter(pk=locked.thought_id, superseded=True).exists():
+        raise Conflict(
+            f"Correction suggestion {locked.id} is about thought {locked.thought_id}, which was corrected, refined, "
+            "consolidated or retracted since: there is no live thought left for it to correct. Nothing was changed; "
+            "dismiss it.",
+            code="CONFLICT",
+        )
     draft = {} if draft_problem(locked.draft) else locked.draft  # a broken draft: the statement and the thought
-    fact = (correct_fact or "").strip() or draft.get("correct_fact") or locked.statement
+    # A draft with an empty correct fact: the suggestion has no statement (a turn that reported the thought
+    # contradicted without saying what is right); the accepting agent or human writes the fact.
+    fact = (correct_fact or "").strip() or (draft["correct_fact"] if "correct_fact" in draft else locked.statement)
+    if not fact.strip():
+        problem = "This suggestion has no statement to take as the correct fact: send correct_fact."
+        raise ValidationFailed(f"{problem} Nothing was changed.", extra={"fields": {"correct_fact": [problem]}})
     correction, _count = thought_correct(
         space=locked.space,
         agent=agent,

@@ -19,8 +19,8 @@ from django.db.models.functions import Coalesce, Now
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from brain import embedding as embedder
-from brain.choices import QualityFlag, ThoughtCategory, ThoughtType
-from brain.models import Thought, content_key
+from brain.choices import QualityFlag, SuggestionStatus, ThoughtCategory, ThoughtType
+from brain.models import CorrectionSuggestion, Thought, content_key
 from brain.services.suggestions import suggestions_close_superseded
 from core.db import binary_vector, prepared_cursor
 from core.models import Agent, Space
@@ -201,12 +201,17 @@ def lineage_lock_sources(*, space: Space, source_ids: list[uuid.UUID]) -> list[T
 def lineage_supersede(*, thought: Thought, source_ids: list[uuid.UUID]) -> int:
     """Mark the sources superseded by ``thought`` (the newest refiner); returns how many rows changed.
 
-    Their pending correction suggestions are closed (``suggestions_close_superseded``)."""
+    Their pending correction suggestions are closed (``suggestions_close_superseded``), except those on
+    the author's own sources: a restated claim keeps what was reported about it (:func:`quality_inherited`),
+    so they move to ``thought`` and stay pending for a reviewer (its author can't dismiss them)."""
     count = (
         Thought.objects.filter(id__in=source_ids)
         .filter(~Q(id=thought.id))
         .update(superseded=True, refined_by=thought, superseded_at=Coalesce("superseded_at", Now()))
     )
+    if thought.agent_id is not None:
+        own = Thought.objects.filter(id__in=source_ids, agent_id=thought.agent_id).exclude(id=thought.id)
+        CorrectionSuggestion.objects.filter(thought__in=own, status=SuggestionStatus.PENDING).update(thought=thought)
     suggestions_close_superseded(thought_ids=[pk for pk in source_ids if pk != thought.id], by=thought)
     return count
 

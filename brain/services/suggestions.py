@@ -9,12 +9,14 @@ statement however often it is raised.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.db import connection, transaction
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.utils import timezone
 
 from api.errors import Conflict, Forbidden, NotFound
+from api.paging import order_by
 from api.text import quoted
 from brain.choices import DEFAULT_TOPIC, SuggestionStatus, ThoughtCategory
 from brain.models import CorrectionSuggestion, Thought, thought_defer_bulky
@@ -25,16 +27,18 @@ from core.db import prepared_cursor
 from core.models import Agent, Space
 
 
-def suggestion_draft(*, thought: Thought, statement: str) -> dict:
+def suggestion_draft(*, thought: Thought, statement: str | None) -> dict:
     """The memory-endpoint payload of the correction that accepting the suggestion would create: the
-    wrong fact and the text as ``POST /thoughts/{id}/correct`` of the thought would have them."""
+    wrong fact and the text as ``POST /thoughts/{id}/correct`` of the thought would have them. ``statement``
+    None (a report without one): the draft's ``prompt`` and ``correct_fact`` are empty, for whoever accepts
+    to write."""
     wrong = correction_replaced_fact(thought)
     return {
-        "prompt": correction_default_content(corrected_fact=wrong, correct_fact=statement),
+        "prompt": correction_default_content(corrected_fact=wrong, correct_fact=statement) if statement else "",
         "thought_category": ThoughtCategory.CORRECTION.value,
         "topic": thought.topic or DEFAULT_TOPIC,
         "corrected_fact": wrong,
-        "correct_fact": statement,
+        "correct_fact": statement or "",
         "supersedes": [str(thought.id)],
     }
 
@@ -77,8 +81,12 @@ def suggestion_create(
     agent: Agent | None = None,
     session_id: str = "",
     contradicting_thought: Thought | None = None,
+    stated: bool = True,
 ) -> tuple[CorrectionSuggestion | None, bool]:
-    """Raise a pending suggestion; returns (suggestion, created). An identical pending one is reused.
+    """Raise a pending suggestion; returns (suggestion, created). An identical pending one is reused, and so
+    is ``agent``'s pending one on ``thought``.
+    ``stated`` False: ``statement`` is Colony's note of a report that said nothing (not a fact to take as
+    the correct one: the draft offers none).
 
     Producers judge off any transaction (an LLM judge takes seconds), so under the locks the thoughts
     are read again: when ``thought`` or ``contradicting_thought`` was superseded, retracted or edited
@@ -104,12 +112,18 @@ def suggestion_create(
         existing = cursor.fetchone()
     if existing is not None:
         return CorrectionSuggestion.objects.get(pk=existing[0]), False
+    # One agent holds at most one pending suggestion per thought, whichever loop raises it: twenty notes of
+    # one agent contradicting a teammate's thought are one item in the reviewers' queue, not twenty.
+    if agent is not None:
+        held = CorrectionSuggestion.objects.filter(thought=thought, agent=agent, status=SuggestionStatus.PENDING)
+        if (mine := held.order_by("created_at", "id").first()) is not None:
+            return mine, False
     suggestion = CorrectionSuggestion.objects.create(
         space_id=thought.space_id,
         thought=thought,
         statement=statement,
         contradicting_thought=contradicting_thought,
-        draft=suggestion_draft(thought=thought, statement=statement),
+        draft=suggestion_draft(thought=thought, statement=statement if stated else None),
         origin=origin,
         confidence=confidence,
         reason=reason,
@@ -152,7 +166,8 @@ def suggestion_dismiss(
     its author is the one party whose word can't settle it (it may accept it, correcting its own
     thought); another agent or a human can. The dismissal resolves every contradiction of the thought
     raised before it (the quality loop's rule), so an ``unverified`` flag those contradictions earned
-    comes off in the same transaction.
+    comes off in the same transaction. The agent that raised the suggestion dismissing it takes its own
+    report back: status ``withdrawn``, which resolves only that agent's contradictions of the thought.
     """
     if agent is not None and suggestion.thought.agent_id == agent.pk:
         raise Forbidden(
@@ -161,13 +176,15 @@ def suggestion_dismiss(
             code="OWN_THOUGHT",
         )
     locked = suggestion_lock_pending(suggestion=suggestion, action="dismissed")
-    locked.status = SuggestionStatus.DISMISSED
+    withdrawn = agent is not None and locked.agent_id == agent.pk
+    locked.status = SuggestionStatus.WITHDRAWN if withdrawn else SuggestionStatus.DISMISSED
     locked.resolved_at = timezone.now()
     locked.resolved_by = resolved_by
     if reason:
         locked.reason = f"{locked.reason}\nDismissed: {quoted(reason)}".strip()
     locked.save(update_fields=["status", "resolved_at", "resolved_by", "reason"])
-    thought_unflag_unverified(thought_id=locked.thought_id)
+    if not withdrawn:  # a withdrawal settles one agent's report; the flag may rest on others' still
+        thought_unflag_unverified(thought_id=locked.thought_id)
     return locked
 
 
@@ -220,6 +237,11 @@ def suggestion_get(*, space: Space, suggestion_id: uuid.UUID | str) -> Correctio
     return suggestion
 
 
+#: The corrections list's order, as its cursor pages it (``api.paging``): the caller's own first, then
+#: newest first.
+SUGGESTION_LIST_ORDER = (("own_first", False, int), ("created_at", True, datetime), ("id", True, uuid.UUID))
+
+
 def suggestions_list(
     *, space: Space, status: str | None = SuggestionStatus.PENDING, agent: Agent | None = None, mine: bool = False
 ) -> QuerySet[CorrectionSuggestion]:
@@ -234,12 +256,14 @@ def suggestions_list(
     )
     if status:
         suggestions = suggestions.filter(status=status)
-    if agent is None:
-        return suggestions.order_by("-created_at")
     if mine:
-        return suggestions.filter(agent=agent).order_by("-created_at")
-    own_first = Case(When(agent=agent, then=Value(0)), default=Value(1), output_field=IntegerField())
-    return suggestions.annotate(own_first=own_first).order_by("own_first", "-created_at")
+        suggestions = suggestions.filter(agent=agent)
+    own_first = (
+        Value(1, output_field=IntegerField())
+        if agent is None
+        else Case(When(agent=agent, then=Value(0)), default=Value(1), output_field=IntegerField())
+    )
+    return suggestions.annotate(own_first=own_first).order_by(*order_by(SUGGESTION_LIST_ORDER))
 
 
 #: What a memory response's pending correction shows of a suggestion (read as values, no instances).

@@ -818,4 +818,8 @@ def suggestions_import(*, space: Space, rows: list[Any], precleaned: bool = Fals
         for r in rows
     ]
     CorrectionSuggestion.objects.bulk_create(objs, batch_size=1000)
+    # A pending suggestion about a thought that is superseded here was settled by what superseded it (as
+    # a live supersede closes it): accepting it would correct a thought nobody is served, over that.
+    stale = Thought.objects.filter(space=space, superseded=True, pk__in={o.thought_id for o in objs})
+    suggestions_close_superseded(thought_ids=list(stale.values_list("pk", flat=True)), by=None)
     return len(objs)

@@ -269,7 +269,8 @@ def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
 
     A raised contradiction (a contradicted turn item) is resolved when the thought is superseded,
     or when a reviewer dismissed a correction suggestion on it after the contradiction was raised
-    (the thought was checked and stands). Only contradictions that ranking trusts count (explicit
+    (the thought was checked and stands); an agent withdrawing its own suggestion resolves only its own
+    contradictions. Only contradictions that ranking trusts count (explicit
     feedback, or a judge validated at the time: ``fed_ema``): the flag is a ranking signal, and an
     unvalidated judge's verdicts only ever reach reviewers, as suggestions. Only the contradictions of
     agents still active count: a deactivated or deleted agent's reports no longer flag anything
@@ -279,8 +280,9 @@ def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
     now = now or timezone.now()
     cutoff = flags.unverified_cutoff(now=now)
     dismissed_since = CorrectionSuggestion.objects.filter(
+        Q(status=SuggestionStatus.DISMISSED)
+        | Q(status=SuggestionStatus.WITHDRAWN, agent_id=OuterRef("turn__agent_id")),
         thought_id=OuterRef("thought_id"),
-        status=SuggestionStatus.DISMISSED,
         resolved_at__gte=OuterRef("turn__created_at"),
     )
     unresolved = TurnItem.objects.filter(

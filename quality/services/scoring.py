@@ -474,12 +474,14 @@ def _raise_suggestion(*, turn: TurnLog, item: TurnItem, response_text: str) -> b
         confidence = float(verdict.get("confidence", 0.0))
         reason = f"The quality judge found turn {turn.turn_id} of {turn.agent_name} contradicting this thought: "
         reason += quoted(str(verdict.get("reason", "")))  # the judge's words, which a thought may have steered
-    statement = contradicting_statement(response=response_text, item=item.excerpt) or (
+    said = contradicting_statement(response=response_text, item=item.excerpt)
+    statement = said or (
         f"{turn.agent_name} marked this thought as contradicted in turn {turn.turn_id} without a statement."
     )
     _, created = suggestion_create(
         thought=thought,
         statement=statement,
+        stated=bool(said),
         origin=SuggestionOrigin.QUALITY_JUDGE,
         confidence=confidence,
         reason=reason,
