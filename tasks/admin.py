@@ -19,6 +19,7 @@ from core.admin import ColonyModelAdmin
 from tasks.choices import TaskStatus
 from tasks.models import HumanConfirmation, Project, Task, TransitionLog, dna_digest
 from tasks.services.confirmations import task_confirm_human
+from tasks.services.tasks import dependencies_check
 
 
 @admin.register(Project)
@@ -173,6 +174,17 @@ class TaskForm(forms.ModelForm):
             "and make your change again on the DNA it shows.",
         )
 
+    def _dependency_refused(self, linked) -> bool:
+        """A dependency added here is refused as the API refuses it (``dependencies_check``); one the task
+        had already stays, so the task's other fields can still be saved (remove it to free the task)."""
+        kept = self.instance.depends_on.all() if self.instance.pk is not None else Task.objects.none()
+        try:
+            dependencies_check(dependencies=linked.exclude(pk__in=kept.values("pk")))
+        except ApplicationError as exc:
+            self.add_error("depends_on", exc.message)
+            return True
+        return False
+
     def clean(self):
         data = super().clean()
         self._dna_as_stored_now(data)
@@ -186,6 +198,8 @@ class TaskForm(forms.ModelForm):
             linked = data.get(name)
             if linked is not None and linked.exclude(space=space).exists():
                 self.add_error(name, "A task of another space: links stay within the task's space.")
+            elif name == "depends_on" and linked is not None and self._dependency_refused(linked):
+                continue
             elif linked is not None and self.instance.pk is not None:
                 looped = _reaching(linked, name, self.instance.pk)
                 if looped:

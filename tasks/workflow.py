@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from api.text import one_line
 from tasks.choices import ACTORS, HUMAN, RESTORE, SYSTEM, ApprovalMode, TaskStatus, TaskType
 
 MQS = "memory_query_session"
@@ -54,7 +55,7 @@ class Rule:
     actors: tuple[str, ...]
     require_role: str | None = None  # the task's current role must be this
     new_role: str | None = None  # role after the transition (None = unchanged)
-    requires_dna: tuple[str, ...] = ()  # DNA keys that must be present and non-empty
+    requires_dna: tuple[str, ...] = ()  # DNA keys that must hold a reference (see ``dna_reference_present``)
     clears_dna: tuple[str, ...] = ()  # DNA keys removed by the transition
     human_confirmation: bool = False  # a logged-in human must confirm (see approval modes)
     requires_dependencies_complete: bool = False  # every ``depends_on`` task is complete
@@ -241,6 +242,12 @@ def targets_from(*, task_type: str, from_status: str) -> list[str]:
         if applies and target not in targets:
             targets.append(target)
     return targets
+
+
+def dna_reference_present(value) -> bool:
+    """Whether ``value`` satisfies a rule's ``requires_dna``: a string with a visible character. Spaces,
+    invisible controls, ``false``, ``0``, lists and objects name no design, abstract or reason."""
+    return isinstance(value, str) and one_line(value) != ""
 
 
 def is_protected_dna_key(key: str) -> bool:

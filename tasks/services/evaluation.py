@@ -6,6 +6,7 @@ is refused (empty = allowed); ``task_transition`` and the "what may I do" option
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from api.errors import ApplicationError
@@ -48,6 +49,7 @@ class Evaluation:
     new_role: str = ""
     human_confirmation_needed: bool = False
     confirmation: HumanConfirmation | None = None
+    contribution_id: uuid.UUID | None = None  # the verified memory_contribution_id of a hand-off
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -62,10 +64,6 @@ class Evaluation:
         message = " ".join(p.message for p in self.problems)
         reasons = [{"code": p.code, "message": p.message} for p in self.problems]
         return TransitionRefused(message, code=first.code, status=first.status, extra={"reasons": reasons})
-
-
-def _present(value) -> bool:
-    return value is not None and value != "" and value != [] and value != {}
 
 
 def _already_there(task: Task, actor: Actor) -> str:
@@ -88,8 +86,12 @@ def _already_there(task: Task, actor: Actor) -> str:
     return f"The task is already '{task.status}': {who} moved it there at {when}. Nothing changed."
 
 
-def task_transition_evaluate(*, task: Task, to: str, actor: Actor) -> Evaluation:
-    """Check every gate of ``task -> to`` for ``actor`` without changing anything."""
+def task_transition_evaluate(*, task: Task, to: str, actor: Actor, lock_evidence: bool = False) -> Evaluation:
+    """Check every gate of ``task -> to`` for ``actor`` without changing anything.
+
+    ``lock_evidence``: the caller's transaction acts on the verdict (``task_transition``), so the
+    contribution a hand-off names is locked until it commits: two tasks handing off on one thought at
+    once are checked one after the other, and the second sees the first's hand-off."""
     ev = Evaluation(to=to)
     resolved = workflow.rule_lookup(
         task_type=task.type, from_status=task.status, to=to, role=task.role, actor=actor.kind
@@ -135,7 +137,7 @@ def task_transition_evaluate(*, task: Task, to: str, actor: Actor) -> Evaluation
             ev.new_role = actor.kind
         elif rule.new_role == workflow.DNA_REWORK_TARGET:
             target = dna.get("rework_target_role")
-            if _present(target) and target not in workflow.AGENT_ROLES:
+            if workflow.dna_reference_present(target) and target not in workflow.AGENT_ROLES:
                 ev.refuse(
                     "INVALID_DNA",
                     f"rework_target_role must be one of {', '.join(workflow.AGENT_ROLES)}, not {target!r}.",
@@ -144,16 +146,20 @@ def task_transition_evaluate(*, task: Task, to: str, actor: Actor) -> Evaluation
         elif rule.new_role:
             ev.new_role = rule.new_role
 
-    missing = [name for name in rule.requires_dna if not _present(dna.get(name))]
+    present = workflow.dna_reference_present
+    missing = [name for name in rule.requires_dna if not present(dna.get(name))]
     if missing:
+        unreadable = ", ".join(name for name in missing if dna.get(name) is not None)
+        why = f" {unreadable}: set, but with no visible text." if unreadable else ""
         ev.refuse(
             "MISSING_DNA",
-            f"Rule {resolved.key} needs DNA {', '.join(missing)}; set them with PATCH /api/v1/tasks/{task.slug}/dna.",
+            f"Rule {resolved.key} needs DNA {', '.join(missing)} (a text each: a path, an id, a reason).{why} "
+            f"Set them with PATCH /api/v1/tasks/{task.slug}/dna.",
         )
-    if MQS in rule.requires_dna and _present(dna.get(MQS)):
+    if MQS in rule.requires_dna and present(dna.get(MQS)):
         memory_query_check(ev, task=task, actor=actor, value=dna[MQS])
-    if MCI in rule.requires_dna and _present(dna.get(MCI)):
-        memory_contribution_check(ev, task=task, actor=actor, value=dna[MCI])
+    if MCI in rule.requires_dna and present(dna.get(MCI)):
+        ev.contribution_id = memory_contribution_check(ev, task=task, actor=actor, value=dna[MCI], lock=lock_evidence)
 
     if rule.requires_dependencies_complete:
         open_deps = [d for d in task.depends_on.all() if d.status != TaskStatus.COMPLETE]

@@ -2,8 +2,10 @@
 
 A ``memory_query_session`` must be a session in which the acting agent queried the brain after the
 task entered its current state, a ``memory_contribution_id`` a thought the agent contributed since
-then (markers don't count). :func:`~tasks.services.evaluation.task_transition_evaluate` calls them
-for a rule that requires those DNA keys.
+then (markers don't count) that no other hand-off was given on: the marker of a hand-off names its
+contribution (``context_metadata[memory_contribution_id]``), and one contribution records what was
+learned in one task. :func:`~tasks.services.evaluation.task_transition_evaluate` calls them for a
+rule that requires those DNA keys.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import datetime
 from typing import Protocol
 
 from brain.choices import IMPORTED_KEY, QualityFlag, ThoughtCategory
+from brain.models import Thought
 from brain.selectors.activity import agent_session_query_times, thought_contribution_get
 from tasks.models import Task
 from tasks.services.actors import Actor
@@ -51,11 +54,32 @@ def memory_query_check(ev: Refusals, *, task: Task, actor: Actor, value) -> None
         )
 
 
-def memory_contribution_check(ev: Refusals, *, task: Task, actor: Actor, value) -> None:
+def _handed_off_on(*, space_id: int, thought: Thought) -> str | None:
+    """The slug of a task whose hand-off marker names ``thought`` as its contribution, or None. Only the
+    markers written since the thought are read (a hand-off comes after its contribution)."""
+    marker = (
+        Thought.objects.filter(
+            space_id=space_id,
+            thought_category=ThoughtCategory.TRANSITION_MARKER,
+            created_at__gte=thought.created_at,
+            context_metadata__contains={MCI: str(thought.id)},
+        )
+        .values_list("source_ref")
+        .first()
+    )
+    if marker is None:
+        return None
+    return str((marker[0] or {}).get("value") or "another task")
+
+
+def memory_contribution_check(ev: Refusals, *, task: Task, actor: Actor, value, lock: bool = False) -> uuid.UUID | None:
+    """Refuse ``value`` unless it is a contribution that opens this task's hand-off; returns its id when
+    it does. ``lock`` (inside the transition's transaction): the thought's row is locked before it is
+    looked for among the hand-offs, so of two hand-offs on it at once the second waits and sees the first."""
     since = task.status_changed_at
     if actor.agent is None:
         ev.refuse("MEMORY_NOT_VERIFIED", f"{MCI} can only be verified for an agent's own contributions.")
-        return
+        return None
     try:
         thought_id = uuid.UUID(str(value))
     except ValueError:
@@ -64,7 +88,9 @@ def memory_contribution_check(ev: Refusals, *, task: Task, actor: Actor, value) 
             f"{MCI} {value!r} is not a thought id. Contribute what you learned (POST /api/v1/memory) and put "
             "trace.thought_id into DNA.",
         )
-        return
+        return None
+    if lock:
+        list(Thought.objects.select_for_update(no_key=True).filter(pk=thought_id, space_id=task.space_id).values("pk"))
     thought = thought_contribution_get(space_id=task.space_id, thought_id=thought_id)
     if thought is None:
         problem = f"{MCI} {value!r} is not a thought in this space."
@@ -78,9 +104,15 @@ def memory_contribution_check(ev: Refusals, *, task: Task, actor: Actor, value) 
         problem = f"{MCI} {value!r} was retracted: a withdrawn contribution records nothing learned."
     elif thought.created_at < since:
         problem = f"{MCI} {value!r} was contributed before the current '{task.status}' phase began ({_when(since)})."
+    elif (other := _handed_off_on(space_id=task.space_id, thought=thought)) is not None:
+        problem = (
+            f"{MCI} {value!r} is already what task {other} was handed off on: one contribution records what "
+            "was learned in one task."
+        )
     else:
-        return
+        return thought.id
     ev.refuse(
         "MEMORY_NOT_VERIFIED",
         f"{problem} Contribute what you learned in this phase (POST /api/v1/memory) and put trace.thought_id into DNA.",
     )
+    return None

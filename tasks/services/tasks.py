@@ -123,6 +123,19 @@ def _resolve_refs(*, space: Space, refs: Iterable[str], what: str) -> list[Task]
     return found
 
 
+def dependencies_check(*, dependencies: Iterable[Task]) -> None:
+    """409 ``DEPENDENCY_CANCELLED`` when a task would depend on a cancelled task: cancelled is final, so
+    pending->ready (every dependency complete) could never pass and the task would wait for good."""
+    cancelled = sorted(task.slug for task in dependencies if task.status == TaskStatus.CANCELLED)
+    if cancelled:
+        raise Conflict(
+            f"depends_on: {', '.join(cancelled)} {'is' if len(cancelled) == 1 else 'are'} cancelled and will never "
+            "complete, so this task could never become ready. Depend on the task that carries that work on, or "
+            "leave it out.",
+            code="DEPENDENCY_CANCELLED",
+        )
+
+
 def task_create(
     *,
     space: Space,
@@ -191,6 +204,7 @@ def task_create(
         )
     parents = _resolve_refs(space=space, refs=parent_ids, what="parent_ids")
     dependencies = _resolve_refs(space=space, refs=depends_on, what="depends_on")
+    dependencies_check(dependencies=dependencies)
     try:
         with transaction.atomic():
             task = Task.objects.create(

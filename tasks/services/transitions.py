@@ -113,7 +113,7 @@ def task_transition(
                 "read the task again and make the move on what it shows.",
                 code="STALE_PAGE",
             )
-        ev = task_transition_evaluate(task=locked, to=to, actor=actor)
+        ev = task_transition_evaluate(task=locked, to=to, actor=actor, lock_evidence=True)
         if not ev.allowed:
             raise ev.as_error()
 
@@ -169,6 +169,7 @@ def task_transition(
                     rule_key=ev.rule_key,
                     from_status=from_status,
                     to_status=locked.status,
+                    contribution_id=ev.contribution_id,
                 )
         except Exception as exc:
             logger.exception("Brain marker for %s %s->%s failed; transition rolled back", locked.slug, from_status, to)

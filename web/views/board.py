@@ -85,6 +85,9 @@ def _task_or_none(request, ref: str):
 
 
 def _options_context(request, task) -> dict:
+    """What the moves panel draws (the task page's and the board card's): the moves, the human gates, and
+    the DNA with its digest, which a human-gated move or confirmation is given on and which the panel
+    shows next to it (a human never confirms DNA they have not seen)."""
     options = task_transition_options(task=task, actor_user=request.user)
     confirmations = confirmations_by_target(confirmation_list_open(task=task))
     gates = [
@@ -92,7 +95,17 @@ def _options_context(request, task) -> dict:
         for option in options
         if option["human_confirmation_needed"]
     ]
-    return {"task": task, "options": options, "gates": gates, "dna_digest": dna_digest(task.dna)}
+    editable, gate = dna_split(task.dna or {}, is_gate_key=dna_is_gate_key)
+    return {
+        "task": task,
+        "options": options,
+        "gates": gates,
+        "dna_digest": dna_digest(task.dna),
+        # As (key, value) pairs: a template's dict.items reads a DNA key named "items" first, so an
+        # agent's {"items": [["pdsa_ref", "…"]]} would be drawn in place of the task's own DNA.
+        "dna_editable": list(editable.items()),
+        "dna_gate": list(gate.items()),
+    }
 
 
 @require_GET
@@ -101,17 +114,8 @@ def task_detail(request, ref: str):
     task = _task_or_none(request, ref)
     if task is None:
         return render(request, "web/not_found.html", {"back": reverse("web:board")}, status=404)
-    editable, gate = dna_split(task.dna or {}, is_gate_key=dna_is_gate_key)
-    context = {
-        "nav": "board",
-        "history": transition_history(task=task),
-        # As (key, value) pairs: a template's dict.items reads a DNA key named "items" first, so an
-        # agent's {"items": [["pdsa_ref", "…"]]} would be drawn in place of the task's own DNA.
-        "dna_editable": list(editable.items()),
-        "dna_gate": list(gate.items()),
-        "dna_text": json.dumps(editable, indent=2, sort_keys=True, ensure_ascii=False),
-        **_options_context(request, task),
-    }
+    context = {"nav": "board", "history": transition_history(task=task), **_options_context(request, task)}
+    context["dna_text"] = json.dumps(dict(context["dna_editable"]), indent=2, sort_keys=True, ensure_ascii=False)
     return render(request, "web/task.html", context)
 
 
