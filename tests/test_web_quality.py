@@ -4,6 +4,7 @@ the judge's validation status, the most contradicted thoughts and pending correc
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.utils import timezone
@@ -133,3 +134,23 @@ def test_dashboard_query_count_is_fixed(client, ada, space, agent_factory, djang
         assert client.get("/quality/").status_code == 200
     with django_assert_max_num_queries(11):  # + the agent's lookup
         assert client.get("/quality/?agent=dev-1").status_code == 200
+
+
+def test_dashboard_per_agent_keeps_agents_apart_by_identity(client, ada, space, agent_factory):
+    """A renamed agent's rows are one agent under its name now; a deleted agent's rows stay its own even
+    when a newcomer was given its name."""
+    agent_factory("dev", name="dev-7")
+    rollup(space, 1, agent="dev-7", items=10, used=1)  # written while it was called dev-7
+    renamed = Agent.objects.get(space=space, name="dev-7")
+    renamed.name = "dev-8"
+    renamed.save(update_fields=["name"])
+    rollup(space, 0, agent="dev-8", items=10, used=3)
+    retired = agent_factory("qa", name="qa-1").agent
+    rollup(space, 1, agent="qa-1", items=10, used=10)
+    Agent.objects.filter(pk=retired.pk).delete()
+    agent_factory("qa", name="qa-1")  # a newcomer with the retired agent's name
+    rollup(space, 0, agent="qa-1", items=10, used=0)
+    per_agent = _body(client.get("/quality/")).split('id="agents-h"', 1)[1].split("</table>", 1)[0]
+    usage = re.findall(r'">([^<]+)</a></th><td>[^<]*</td><td>([^<]*)</td>', per_agent)
+    # dev-7 then dev-8: one agent, 4 of 20 items used; the retired qa-1 and the newcomer: two agents
+    assert sorted(usage) == [("dev-8", "20.0%"), ("qa-1", "0.0%"), ("qa-1", "100.0%")], per_agent

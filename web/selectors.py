@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 
-from django.db.models import Count, F, Max, QuerySet, Sum, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Count, F, Max, QuerySet, Sum, TextField, Value, Window
+from django.db.models.functions import Cast, Coalesce, Concat, RowNumber
 from django.utils import timezone
 
 from api.paging import Newest, newest
@@ -171,19 +171,29 @@ def agent_names_with_quality(*, space: Space) -> list[str]:
 
 
 def quality_per_agent(*, space: Space, now=None) -> list[dict]:
-    """Each agent's rates over the current rolling window, from the rollups, in one query."""
+    """Each agent's rates over the current rolling window, from the rollups: an agent is its identity
+    (``agent_id``: a renamed agent is one row, under its name now; a deleted agent's rows stay apart from a
+    newcomer given its name), rows whose agent was gone before they were written by the name they carry."""
     today = (now or timezone.now()).date()
     first = today - dt.timedelta(days=formulas.WINDOW_DAYS - 1)
-    rows = (
+    rows = list(
         QualityRollup.objects.filter(space=space, day__gte=first, day__lte=today)
         .exclude(agent_name="")
-        .values("agent_name")
-        .annotate(**{f: Sum(f) for f in COUNT_FIELDS})
-        .order_by("agent_name")
+        .annotate(
+            who=Coalesce(
+                Cast("agent_id", TextField()),
+                Concat(Value("name:"), "agent_name", output_field=TextField()),
+                output_field=TextField(),
+            )
+        )
+        .values("who")
+        .annotate(written_as=Max("agent_name"), **{f: Sum(f) for f in COUNT_FIELDS})
     )
+    ids = [row["who"] for row in rows if not row["who"].startswith("name:")]
+    names = {str(pk): name for pk, name in Agent.objects.filter(pk__in=ids).values_list("pk", "name")}
+    agents = sorted(((names.get(row["who"], row["written_as"]), row) for row in rows), key=lambda pair: pair[0])
     return [
-        {"agent": row["agent_name"], "rates": metric_values(Counter({f: row[f] or 0 for f in COUNT_FIELDS}))}
-        for row in rows
+        {"agent": name, "rates": metric_values(Counter({f: row[f] or 0 for f in COUNT_FIELDS}))} for name, row in agents
     ]
 
 
