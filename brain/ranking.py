@@ -215,9 +215,9 @@ DIVERSITY_WINDOW = 30
 SAME_CONTRIBUTOR_COSINE = 0.8
 SAME_CONTRIBUTOR_PLACES = 2
 #: The diversity window holds at most this many candidates of one contributor (the next best of others
-#: take the rest): 40 of one agent's notes echoing a question filled the whole window, the page counted
-#: as a one-author page and SAME_CONTRIBUTOR_PLACES stood down. Two thirds of the window: both
-#: benchmarks' dev figures are the same with it as without.
+#: take the rest), so one agent's many notes echoing a question can't make a window of one author, in
+#: which SAME_CONTRIBUTOR_PLACES stands down. Two thirds of the window: both benchmarks' dev figures are
+#: the same with it as without.
 WINDOW_PER_CONTRIBUTOR = 20
 
 SCORE_CAP = 1.0

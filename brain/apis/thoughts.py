@@ -251,7 +251,7 @@ class ThoughtRetractOutputSerializer(serializers.Serializer):
 
 class ThoughtRetractApi(APIView):
     """Retract a thought you contributed: superseded without a replacement, flagged ``retracted``,
-    kept for audit (never deleted); memory calls no longer return it."""
+    kept for audit (never deleted); memory calls don't return it."""
 
     @extend_schema(
         request=ThoughtRetractInputSerializer,

@@ -421,9 +421,9 @@ _NOT_A_DEAD_END = "AND NOT (t.superseded AND t.superseded_by_id IS NULL AND t.re
 
 #: One contributor's notes can't fill the pools: when a pool came back full and one contributor holds at
 #: least this share of what the pools found, in a space where others have contributed, the search fetches
-#: again without that contributor and ranks both fetches together (``_round``). Without it, 40 notes of one
-#: agent echoing a question took every place of both pools, a teammate's answer was never fetched, and
-#: ranking's one-contributor rule (SAME_CONTRIBUTOR_PLACES) saw a one-author page and stood down.
+#: again without that contributor and ranks both fetches together (``_round``): a teammate's answer behind
+#: one agent's many notes echoing a question is still fetched, and ranking's one-contributor rule
+#: (SAME_CONTRIBUTOR_PLACES) sees a page of several authors.
 POOL_CROWDED_SHARE = 0.9
 #: How long a process remembers that a space holds another contributor's thoughts than the crowding one's.
 OTHERS_CACHE_SECONDS = 60.0

@@ -39,7 +39,7 @@ def test_a_link_to_the_login_page_that_returns_to_itself_is_not_a_500_for_a_logg
     ``/login/?next=/login/``. The login view is ``LoginView(redirect_authenticated_user=True)``
     (web/urls.py): for a logged-in human it computes the success URL from ``next`` and, finding it is the
     login page itself, raises ValueError ("Redirection loop for authenticated user detected"): a 500 and
-    a logged traceback per click (measured: 500). Rule: bad input is a 4xx or a page, never a 500 -- a
+    a logged traceback per click (without the rule: 500). Rule: bad input is a 4xx or a page, never a 500 -- a
     logged-in human sent to the login page goes to LOGIN_REDIRECT_URL ("/") when ``next`` is the login
     page."""
     client = Client(raise_request_exception=False)
@@ -90,7 +90,7 @@ def test_a_form_shown_in_one_space_does_not_act_in_the_space_the_session_switche
     web.views.tokens.url_tokens): the DNA she typed for her task, possibly a secret, is written into the
     other tenant's ``release`` (its agents read it); her human confirmation opens the other tenant's
     review->complete gate (the DNA digest only checks the DNA, equal here); the read-only URL token she
-    hands to a chat client of the default space reads the *other* space's brain (measured: all three
+    hands to a chat client of the default space reads the *other* space's brain (without the rule: all three
     land in the other space). Rule: a page's form acts in the space the page was shown in -- the form
     carries that space (or the task's/agent's id), and a post whose space is not the session's current
     one is refused with a message and changes nothing."""
@@ -155,7 +155,7 @@ def test_extra_fields_posted_with_a_pages_form_change_nothing_the_form_does_not_
 def test_pages_that_show_the_brain_and_task_dna_are_not_kept_by_the_browser(client, space, thought_factory, page):
     """Attack: the pages that show a space's knowledge -- a thought (the text of a leaked secret before a
     human redacts it), a task's DNA, the explorer, the board, home's markers, the quality dashboard --
-    are sent without any Cache-Control (measured: none; only ``Vary: Cookie``), so the browser keeps them
+    are sent without any Cache-Control (without the rule: none; only ``Vary: Cookie``), so the browser keeps them
     in its disk cache and back/forward cache: after Ada logs out on a shared machine, Back shows them,
     and after she redacts a thought (SPEC: "erases its text where Colony keeps it") the browser still
     holds the old page. The admin sends ``no-store, private`` for the same records, and so do /login/
@@ -177,7 +177,7 @@ def test_a_staff_user_can_not_change_their_password_to_a_common_one(client, spac
     """Attack: a staff user changes their password at /admin/password_change/ to "password" or
     "12345678". AUTH_PASSWORD_VALIDATORS (config/settings.py) keeps only MinimumLengthValidator
     (Django's project template also has CommonPasswordValidator, NumericPasswordValidator and
-    UserAttributeSimilarityValidator), so any 8 characters are accepted (measured: 302, changed). The
+    UserAttributeSimilarityValidator), so any 8 characters are accepted (without the rule: 302, changed). The
     login throttle allows 20 failures per address and cool-off, so an attacker spraying the top common
     passwords from a few addresses finds such an account; the admin is the whole of Colony. Rule: the
     password checks refuse common, all-numeric and username-like passwords; the old password stays."""
@@ -197,7 +197,7 @@ def test_the_bootstrap_admin_does_not_get_a_password_the_checks_refuse(space, mo
     """Attack: the operator starts Colony with ``COLONY_ADMIN_PASSWORD=admin`` (docs/configuration.md
     offers the variable). ``colony_bootstrap`` (core/management/commands/colony_bootstrap.py) hands it
     to ``create_superuser`` without ``validate_password``: a superuser ``admin``/``admin`` exists, below
-    even the 8-character minimum the password checks ask of everyone else (measured: created, login
+    even the 8-character minimum the password checks ask of everyone else (without the rule: created, login
     works). Rule: the bootstrap checks the password (validate_password) and refuses a weak one with a
     clear message (no superuser made), as ``createsuperuser`` and ``changepassword`` do."""
     monkeypatch.setenv("COLONY_ADMIN_PASSWORD", weak)

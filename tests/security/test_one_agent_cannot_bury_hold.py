@@ -87,7 +87,7 @@ def test_retracted_notes_do_not_push_another_agents_thought_out_of_the_search(te
     ``_SEARCH_SQL`` ``dense`` and ``_TERMS_LEXICAL_SQL`` ``lexical``) take retracted and superseded thoughts
     like live ones: her 40 withdrawn notes fill both, and honest's answer is never fetched.
 
-    Measured, for "Where do I find the staging database password?" (limit 5): before, honest's answer is
+    Without the rule, for "Where do I find the staging database password?" (limit 5): before, honest's answer is
     first (score 0.65, relevance 0.71) and the only thing ``inject: true`` hands over; after, the top 5 is
     five of mallory's RETRACTED notes (scores 0.58-0.59) and so is the injection (relevance 0.32-0.59: the
     threshold keeps what is retracted, since no live source is left to outrank it). 25 notes leave the answer
@@ -132,7 +132,7 @@ def test_one_agents_flood_past_the_candidate_pools_does_not_push_another_agents_
     rows a side, honest's answer is not fetched at all, every candidate is mallory's, the page counts as a
     one-author space and the cap is off.
 
-    Measured, for "Where do I find the staging database password?" (limit 5): before, honest's answer first
+    Without the rule, for "Where do I find the staging database password?" (limit 5): before, honest's answer first
     (0.65, relevance 0.71); after, the top 5 and the injection are five of mallory's notes (0.83-0.84),
     honest's answer nowhere.
 
@@ -186,7 +186,7 @@ def test_one_old_report_of_another_agent_does_not_hand_one_agent_the_power_to_bu
     ``ConfidenceChange`` rows, no time bound, no weight): qa-old's one outweighed report makes two, the floor
     is off, and mallory's reports alone take T from 1.25 to 0.0.
 
-    Measured: without qa-old's report, mallory's six reports stop at 0.5 (the floor); with it, 0.0: T's score
+    Without the rule: without qa-old's report, mallory's six reports stop at 0.5 (the floor); with it, 0.0: T's score
     is multiplied by 0 in every agent's ranking, last on the page, below a thought that barely answers the
     question. One agent's reports did that; the other agent's single report from 90 days ago, since
     outweighed by five uses, took it to 0.5 at the time and not lower.
@@ -238,7 +238,7 @@ def test_an_agent_cannot_wipe_the_contradictions_of_its_claim_by_storing_it_agai
     ``superseded`` (which the discovery metric counts as resolved), and the claim is back above T for every
     agent.
 
-    Measured: before the reports, L first (score 0.71), T second (0.28); after them, T first, L last (0.0);
+    Without the rule: before the reports, L first (score 0.71), T second (0.28); after them, T first, L last (0.0);
     after the re-store, the claim first again at full weight (0.69), T second, the reviewers' queue empty.
 
     Rule (SPEC 6 "corrections, not votes, supersede"; SPEC 4.4): what the team reported about a claim stays

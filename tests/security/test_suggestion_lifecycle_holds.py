@@ -72,7 +72,7 @@ def test_dismissing_ones_own_suggestion_does_not_resolve_another_agents_pending_
     suggestion of the thought was dismissed after it, so qa's contradiction is resolved by Mallory's
     dismissal of her own report although S_qa is still pending, unanswered.
 
-    Measured: 15 days on, S_qa still pending and T not flagged (0 thoughts flagged); without Mallory's
+    Without the rule: 15 days on, S_qa still pending and T not flagged (0 thoughts flagged); without Mallory's
     round trip, 1 (T). One agent took back its own report and cancelled another's with it.
 
     Rule (SPEC 4.5 "unresolved after 14 days, the original gets the unverified flag"; docs/agents.md
@@ -99,14 +99,11 @@ def test_dismissing_ones_own_suggestion_does_not_resolve_another_agents_pending_
 @pytest.mark.usefixtures("fake_embedder")
 def test_the_author_cannot_close_the_contradictions_of_its_thought_by_refining_it(agent_factory, space):
     """Attack: qa reports mallory's thought L contradicted; its suggestion waits for a reviewer. Mallory may
-    not dismiss it (403 OWN_THOUGHT), so she refines L with one word changed (``refines``, her own thought),
-    or retracts L and sends its text again. ``lineage_supersede`` (``thought_retract``) closes every pending
-    suggestion of L as ``superseded`` (resolved by "colony"), and the unverified clock, which reads the turn
-    items of L only, never reaches the new version.
+    not dismiss it (403 OWN_THOUGHT), so she refines L with one word changed (``refines``, her own thought).
 
-    Measured (both ways): afterwards, 0 pending suggestions on L or its new version (qa's is "superseded");
-    the unverified job reads turn items of L only, which is no longer live, so nothing is ever flagged.
-    The reviewers' queue went quiet at the author's word, the one word OWN_THOUGHT refuses.
+    Without the rule: ``lineage_supersede`` closes every pending suggestion of L as ``superseded`` (resolved by
+    "colony"): 0 pending suggestions on L or its new version. The reviewers' queue goes quiet at the author's
+    word, the one word OWN_THOUGHT refuses.
 
     Rule (SPEC 4.5, docs/agents.md: "only a correction starts a fact afresh"): the author's refinement of its
     own contradicted thought keeps the contradiction open: its pending suggestion moves to the new version
@@ -142,7 +139,7 @@ def test_a_correction_that_declares_the_wrong_fact_correct_is_refused(agent_fact
     F another agent stored is flagged ``contradicts_correction`` in the same transaction, and every later
     contribution stating F is flagged and told "this repeats a fact that was corrected ... (wrong: F)".
 
-    Measured: 201 (200 for memory), F superseded, the teammate's copy flagged, the correction reading
+    Without the rule: 201 (200 for memory), F superseded, the teammate's copy flagged, the correction reading
     "CORRECTION: It is wrong that F Correct: F".
 
     Rule (SPEC 2.5, SPEC 6 "bad input gets a clear 4xx and changes nothing"): a correction whose
@@ -193,7 +190,7 @@ def test_a_suggestion_without_a_statement_is_not_accepted_with_colonys_note_as_t
     "accept or dismiss" it; one accept with an empty body (the API's, or a human's Accept button with the
     correct-fact box left empty) stores a live correction whose correct fact is that note, superseding F.
 
-    Measured: accept {} is 201; F superseded; the correction reads "CORRECTION: It is wrong that <F> Correct:
+    Without the rule: accept {} is 201; F superseded; the correction reads "CORRECTION: It is wrong that <F> Correct:
     mallory marked this thought as contradicted in turn t1 without a statement."
 
     Rule (SPEC 4.5: the suggestion carries "the contradicting statement, draft correction payload"; SPEC 6):
@@ -226,7 +223,7 @@ def test_accepting_a_restored_pending_suggestion_of_a_corrected_thought_keeps_th
     stands, not the thought it corrects: one accept ({}), by any agent, stores the stale statement as the
     correct fact and, through ``corrections_replaced``, supersedes C, the live correction of the fact.
 
-    Measured: accept is 201; C superseded by the new correction, whose correct_fact is the old statement.
+    Without the rule: accept is 201; C superseded by the new correction, whose correct_fact is the old statement.
 
     Rule (SPEC 2.5: one live correction per fact; SPEC 4.5: a suggestion whose thought was superseded is
     closed): accepting a suggestion of a superseded thought is a 409 CONFLICT and changes nothing (and an
@@ -278,7 +275,7 @@ def test_one_agents_contradictions_of_one_thought_hold_one_pending_suggestion(ag
     dashboard lists the 20 newest pending suggestions of the space and the thought page 50: mallory's notes
     push every teammate's pending suggestion off the dashboard.
 
-    Measured: 20 pending suggestions on T from one agent; the dashboard's 20 are all mallory's.
+    Without the rule: 20 pending suggestions on T from one agent; the dashboard's 20 are all mallory's.
 
     Rule (SPEC 4.5; SPEC 6 "no one agent can bury", "every number is bounded"): one agent holds at most one
     pending suggestion per thought, whichever loop raised it (a later contradiction of the same agent
@@ -309,7 +306,7 @@ def test_the_corrections_list_pages_past_its_limit(agent_factory, space):
     ones are out of every agent's reach (and of the MCP tool ``corrections_pending``), so one agent's 200
     fresh suggestions hide every other pending one from the API for good.
 
-    Measured: 205 pending suggestions; the page holds 200, ``count`` 200, no ``next_cursor``; the 5 oldest
+    Without the rule: 205 pending suggestions; the page holds 200, ``count`` 200, no ``next_cursor``; the 5 oldest
     are never listed.
 
     Rule (docs/api.md "Paging": every list answers one page, ``count`` says how many rows match,

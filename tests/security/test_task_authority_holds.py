@@ -37,7 +37,7 @@ def test_the_boards_move_panel_shows_the_dna_a_human_gate_is_given_on(client, ad
     a human to open the card's "Move…" panel on the board (GET /tasks/<slug>/moves/). The panel offers
     "Confirm review → complete" (or "Move to approved") with the digest of the DNA as it is now, but the
     card and the panel show none of that DNA: no abstract_ref, no test counts. One click records a
-    confirmation bound to DNA the human never saw (measured: the panel's HTML holds the confirm form and
+    confirmation bound to DNA the human never saw (without the rule: the panel's HTML holds the confirm form and
     the digest, and neither "docs/abstract-ZX81-unreviewed.md" nor "7"). task_confirm_human's own rule is
     "a human never confirms DNA they have not seen"; the task page keeps it, the board does not.
 
@@ -60,7 +60,7 @@ def test_one_contribution_is_the_hand_off_evidence_of_one_task_only(space):
     """Attack: a dev holds three active tasks, contributes one thought (about the first, or about
     nothing in particular) and puts the same id into memory_contribution_id of all three. The gate
     (tasks.services.gates.memory_contribution_check) checks only author, time and category, so all
-    three go to review on that one thought (measured: 3 of 3 handed off). The seed's protocol is "contribute
+    three go to review on that one thought (without the rule: 3 of 3 handed off). The seed's protocol is "contribute
     the key learning of this task, then hand off": two tasks leave no trace of what was learned in them.
 
     Rule: a thought opens the hand-off gate of one task: naming one that already served another task's
@@ -97,7 +97,7 @@ def test_a_required_dna_reference_that_is_blank_or_not_text_does_not_open_the_ga
     """Attack: a rule requires a DNA reference (``pdsa_ref`` for a dev's claim: the design it builds;
     ``blocked_reason`` for a block: what the others wait for). The agent sends ``"   "``, ``false`` or
     ``0``: evaluation's ``_present`` counts anything but None, "", [] and {} as present, so the claim is
-    made with no design and the block with no reason (measured: 200 for all six; the board then shows
+    made with no design and the block with no reason (without the rule: 200 for all six; the board then shows
     "Blocked: " followed by spaces, and the in-flight list a blocked task nobody can explain).
 
     Rule: a required reference is a string with visible characters; anything else is refused as
@@ -123,7 +123,7 @@ def test_a_task_cannot_be_created_depending_on_a_cancelled_task(space, agent_fac
     """Attack: an agent creates a task whose ``depends_on`` names a cancelled task. A cancelled task never
     completes (cancelled is terminal), so pending->ready (all depends_on complete) can never pass, and
     links are set only at creation (depends_on is a protected DNA key): the task is wedged for good and
-    only an admin can free it (measured: 201, depends_on shows {"slug": "dropped", "status": "cancelled"}).
+    only an admin can free it (without the rule: 201, depends_on shows {"slug": "dropped", "status": "cancelled"}).
 
     Rule: creating a task that depends on a cancelled task is refused (409, naming it) and nothing is
     stored."""
