@@ -34,6 +34,17 @@ def run_concurrently(jobs: list, *, timeout: float = 60) -> list:
     return results
 
 
+def never_500(results) -> None:
+    """Every concurrent call (``(status, body)`` from :func:`run_concurrently`) got an answer: no exception,
+    no 500, an error only in the envelope (a deadlock's victim as 409, or 503 DATABASE_CONFLICT)."""
+    for result in results:
+        assert not isinstance(result, BaseException), repr(result)
+        status, body = result
+        assert status < 500 or (status == 503 and body["error"]["code"] == "DATABASE_CONFLICT"), (status, body)
+        if status >= 400:
+            assert set(body) == {"error"} and body["error"]["code"], body
+
+
 @contextlib.contextmanager
 def row_locked(queryset, *, hold_at_most: float = 60):
     """Hold ``SELECT ... FOR UPDATE`` on ``queryset``'s rows in another connection (a long transaction

@@ -108,7 +108,8 @@ def thought_correct(
         )
     if corrected_fact.strip() and _same_fact(corrected_fact, correct_fact):
         problem = (
-            "correct_fact says what corrected_fact says (case and spacing aside): a correction states another fact."
+            "correct_fact says what corrected_fact says (case, spacing and look-alike letters aside): a "
+            "correction states another fact."
         )
         raise ValidationFailed(f"{problem} Nothing was stored.", extra={"fields": {"correct_fact": [problem]}})
     supersede_ids = parse_thought_ids(supersedes, field="supersedes")
@@ -287,7 +288,11 @@ REPEATS_NAMED = 10
 
 
 def _same_fact(a: str, b: str) -> bool:
-    return " ".join(a.casefold().split()) == " ".join(b.casefold().split())
+    """Whether ``a`` and ``b`` are one fact as one-row-per-fact reads it (``brain.models.content_key``: case,
+    NFKC forms, whitespace and look-alike letters aside)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT brain_content_key(%s) = brain_content_key(%s)", [a, b])
+        return cursor.fetchone()[0]
 
 
 @transaction.atomic

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
-from django.db.models import F, Func, JSONField, Q, QuerySet, TextField, Value
-from django.db.models.functions import Cast
+from django.db.models import F, Func, JSONField, OuterRef, Q, QuerySet, Subquery, TextField, UUIDField, Value
+from django.db.models.functions import Cast, Concat, Left
 from django.utils import timezone
 
 from api.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -239,11 +239,14 @@ def thought_is_erased(thought: Thought) -> bool:
 
 
 def _admin_history_rename(thought_ids: Iterable[uuid.UUID]) -> None:
-    """The admin's log names a thought by ``str(thought)`` (its id and the start of its content): each entry
-    about one of ``thought_ids`` is renamed after the thought's text as it is now."""
-    kind = ContentType.objects.get_for_model(Thought)
-    for thought in Thought.objects.filter(pk__in=list(thought_ids)).only("id", "content"):
-        LogEntry.objects.filter(content_type=kind, object_id=str(thought.pk)).update(object_repr=str(thought)[:200])
+    """The admin's log names a thought by ``str(thought)`` (its id and the first 60 characters of its content):
+    each entry about one of ``thought_ids`` is renamed after the thought's text as it is now, in one UPDATE."""
+    named = Thought.objects.filter(pk=Cast(OuterRef("object_id"), UUIDField())).values(
+        repr=Concat(Cast("id", TextField()), Value(" "), Left("content", 60), output_field=TextField())
+    )
+    LogEntry.objects.filter(
+        content_type=ContentType.objects.get_for_model(Thought), object_id__in=[str(pk) for pk in thought_ids]
+    ).update(object_repr=Subquery(named[:1]))
 
 
 def text_pattern(text: str, *, in_json: bool = False) -> str:
@@ -471,7 +474,7 @@ def _starts(text: str) -> tuple[str, ...]:
 
 def retraction_guidance(thought: Thought) -> str:
     """What the answer to a retraction says (API; the thought page says the same)."""
-    said = "Retracted: kept for audit, marked superseded without a replacement; memory calls no longer return it."
+    said = "Retracted: kept for audit, marked superseded without a replacement; memory calls don't return it."
     if (thought.context_metadata or {}).get("retraction", {}).get("redacted"):
         said = (
             "Retracted and redacted: its text was erased (the thought with its topic, tags and source, its "

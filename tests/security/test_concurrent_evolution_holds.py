@@ -15,7 +15,7 @@ import pytest
 
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.suggestions import suggestion_create
-from tests.concurrency_support import offline, run_concurrently  # noqa: F401 - offline: a fixture
+from tests.concurrency_support import never_500, offline, run_concurrently  # noqa: F401 - offline: a fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("offline")]
 
@@ -51,17 +51,6 @@ def post(client, path: str, body: dict):
 
 def retract(client, thought_id: str):
     return post(client, f"/api/v1/thoughts/{thought_id}/retract", {"reason": "withdrawn"})
-
-
-def never_500(results) -> None:
-    """Every concurrent call got an answer: no exception, no 500, an error only in the envelope (a
-    deadlock's victim as 409 or 503 DATABASE_CONFLICT)."""
-    for result in results:
-        assert not isinstance(result, BaseException), repr(result)
-        status, body = result
-        assert status < 500 or (status == 503 and body["error"]["code"] == "DATABASE_CONFLICT"), (status, body)
-        if status >= 400:
-            assert set(body) == {"error"} and body["error"]["code"], body
 
 
 def is_retracted(thought: Thought) -> bool:

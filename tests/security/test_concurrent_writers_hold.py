@@ -25,7 +25,7 @@ from brain.models import Thought
 from brain.services import corrections, flags
 from quality.models import TurnItem
 from quality.services import turns
-from tests.concurrency_support import offline, run_concurrently  # noqa: F401 - offline: a fixture
+from tests.concurrency_support import never_500, offline, run_concurrently  # noqa: F401 - offline: a fixture
 from tests.security.support import remember, rows_holding
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("offline")]
@@ -46,17 +46,6 @@ def call(client, method: str, path: str, body: dict | None = None, **headers):
         return response.status_code, response.json()
 
     return send
-
-
-def never_500(results) -> None:
-    """Every concurrent call got an answer: no exception, no 500, an error only in the envelope (a
-    deadlock's victim as 503 DATABASE_CONFLICT)."""
-    for result in results:
-        assert not isinstance(result, BaseException), repr(result)
-        status, body = result
-        assert status < 500 or (status == 503 and body["error"]["code"] == "DATABASE_CONFLICT"), (status, body)
-        if status >= 400:
-            assert set(body) == {"error"} and body["error"]["code"], body
 
 
 class Meeting:
