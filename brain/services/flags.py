@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import Exists, F, Func, Value
+from django.db.models import Exists, F, Func, Q, Value
 from django.utils import timezone
 
 from brain.choices import QualityFlag, ThoughtCategory
@@ -443,11 +443,11 @@ def thought_unflag_unverified(*, thought_id: uuid.UUID) -> int:
     )
 
 
-def thoughts_flag_unverified(*, unresolved_contradiction: Exists) -> int:
+def thoughts_flag_unverified(*, unresolved_contradiction: Exists | Q) -> int:
     """Add ``unverified`` to every live (not superseded) thought for which ``unresolved_contradiction``
-    (a subquery over ``OuterRef("pk")``, raised before :func:`unverified_cutoff`) holds; returns how
-    many were newly flagged. One UPDATE, idempotent, never removes a flag (a dismissed suggestion
-    does: :func:`thought_unflag_unverified`)."""
+    (a subquery over ``OuterRef("pk")``, raised before :func:`unverified_cutoff`, or the ids found so)
+    holds; returns how many were newly flagged. One UPDATE, idempotent, never removes a flag (a dismissed
+    suggestion does: :func:`thought_unflag_unverified`)."""
     return (
         Thought.objects.filter(unresolved_contradiction, superseded=False)
         .exclude(quality_flags__contains=[QualityFlag.UNVERIFIED.value])

@@ -14,6 +14,7 @@ import json
 import uuid
 from collections.abc import Iterable
 
+from django.db import connection
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Now
 
@@ -188,7 +189,7 @@ def lineage_lock_sources(*, space: Space, source_ids: list[uuid.UUID]) -> list[T
         for t in Thought.objects.select_for_update()
         .filter(space=space, id__in=source_ids)
         .order_by("id")
-        .only("id", "pheromone_weight", "thought_category", "agent_id", *QUALITY_FIELDS)
+        .only("id", "pheromone_weight", "thought_category", "agent_id", "quality_flags", *QUALITY_FIELDS)
     }
     missing = [str(i) for i in source_ids if i not in rows]
     if missing:
@@ -216,6 +217,51 @@ def lineage_supersede(*, thought: Thought, source_ids: list[uuid.UUID]) -> int:
     return count
 
 
+#: How many versions a thought's own lineage is walked, back for its reports or forward to its latest
+#: version (a bound on a walk an agent's refinements lengthen, not a design limit).
+OWN_VERSIONS_DEPTH = 50
+
+_OWN_EARLIER_VERSIONS_SQL = """
+WITH RECURSIVE earlier(latest, id, agent_id, depth) AS (
+    SELECT t.id, t.id, t.agent_id, 0 FROM brain_thought t WHERE t.id = ANY(%(ids)s::uuid[]) AND t.agent_id IS NOT NULL
+    UNION ALL
+    SELECT e.latest, s.id, e.agent_id, e.depth + 1
+    FROM earlier e JOIN brain_thought s ON s.refined_by_id = e.id
+    WHERE s.agent_id = e.agent_id AND e.depth < %(depth)s
+)
+SELECT id, latest FROM earlier WHERE depth > 0
+"""
+
+
+def own_earlier_versions(thought_ids: list) -> dict:
+    """``{earlier version: thought}`` for each of ``thought_ids``: the thoughts its author's refinements
+    and consolidations replaced with it, down its own lineage (``refined_by``, the same agent)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_OWN_EARLIER_VERSIONS_SQL, {"ids": [str(pk) for pk in thought_ids], "depth": OWN_VERSIONS_DEPTH})
+        return dict(cursor.fetchall())
+
+
+_OWN_LATEST_VERSIONS_SQL = """
+WITH RECURSIVE later(earliest, id, agent_id, depth) AS (
+    SELECT t.id, t.id, t.agent_id, 0 FROM brain_thought t WHERE t.id = ANY(%(ids)s::uuid[]) AND t.agent_id IS NOT NULL
+    UNION ALL
+    SELECT l.earliest, r.id, l.agent_id, l.depth + 1
+    FROM later l JOIN brain_thought t ON t.id = l.id JOIN brain_thought r ON r.id = t.refined_by_id
+    WHERE r.agent_id = l.agent_id AND l.depth < %(depth)s
+)
+SELECT l.earliest, l.id FROM later l JOIN brain_thought h ON h.id = l.id WHERE l.depth > 0 AND NOT h.superseded
+"""
+
+
+def own_latest_versions(thought_ids: list) -> dict:
+    """``{thought: its latest version}`` for each of ``thought_ids`` its author replaced with a refinement or
+    consolidation of its own, followed up ``refined_by`` while the author stays the same, to a live thought;
+    a thought whose own lineage ends in a superseded one (a correction, another agent's refinement) is left out."""
+    with connection.cursor() as cursor:
+        cursor.execute(_OWN_LATEST_VERSIONS_SQL, {"ids": [str(pk) for pk in thought_ids], "depth": OWN_VERSIONS_DEPTH})
+        return dict(cursor.fetchall())
+
+
 #: What the quality loop has said about a thought (its EMAs and the confidence ranking multiplies by).
 QUALITY_FIELDS = ("usage_score", "contradiction_score", "effective_confidence")
 
@@ -227,9 +273,10 @@ def quality_inherited(*, space: Space, agent: Agent | None, sources: list[Though
     text (retracted, then sent again: ``brain.models.content_key``) pass on the EMAs and effective
     confidence of the one that stands lowest; the reports made about its own sources count for the new
     one's floor and ceiling too (``quality.services.scoring``: its own lineage; a re-sent copy has no
-    lineage and passes on its scores only). Another agent's thoughts pass on
-    nothing: improving a teammate's statement starts afresh, and only a correction starts a fact afresh
-    for its author. ``{}`` when nothing is passed on."""
+    lineage and passes on its scores only). An ``unverified`` flag on any of them passes on as
+    ``"unverified": True`` (the caller adds the flag). Another agent's thoughts pass on nothing: improving
+    a teammate's statement starts afresh, and only a correction starts a fact afresh for its author. ``{}``
+    when nothing is passed on."""
     if agent is None:
         return {}
     own = [source for source in sources if source.agent_id == agent.id]
@@ -237,13 +284,16 @@ def quality_inherited(*, space: Space, agent: Agent | None, sources: list[Though
         Thought.objects.filter(space=space, agent=agent, superseded=True, superseded_by=None, refined_by=None)
         .alias(key=content_key(F("content")))
         .filter(key=content_key(Value(content)))
-        .only("id", *QUALITY_FIELDS)
+        .only("id", "quality_flags", *QUALITY_FIELDS)
     )
     reported = [t for t in [*own, *withdrawn] if t.usage_score is not None or t.contradiction_score is not None]
     if not reported:
         return {}
     lowest = min(reported, key=lambda t: t.effective_confidence)
-    return {name: getattr(lowest, name) for name in QUALITY_FIELDS}
+    inherited = {name: getattr(lowest, name) for name in QUALITY_FIELDS}
+    if any(QualityFlag.UNVERIFIED.value in t.quality_flags for t in reported):
+        inherited["unverified"] = True
+    return inherited
 
 
 #: Retracted links a release follows down at most (a chain of withdrawn replacements); deeper rows stay as

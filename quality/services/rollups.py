@@ -37,13 +37,13 @@ from collections import Counter, defaultdict
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, Min, OuterRef, Q, TextField, Value
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, TextField, Value
 from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
 from brain.choices import SuggestionStatus
 from brain.models import CorrectionSuggestion, QueryLog, Thought
-from brain.services import flags
+from brain.services import flags, lineage
 from core.db import ROLLUP_LOCK_NAMESPACE
 from core.models import Agent
 from quality import formulas
@@ -286,10 +286,45 @@ def thoughts_flag_unverified(*, now: dt.datetime | None = None) -> int:
         resolved_at__gte=OuterRef("turn__created_at"),
     )
     unresolved = TurnItem.objects.filter(
-        thought_id=OuterRef("pk"),
         contradicted=True,
         fed_ema=True,
         turn__created_at__lte=cutoff,
         turn__agent__active=True,
     ).exclude(Exists(dismissed_since))
-    return flags.thoughts_flag_unverified(unresolved_contradiction=Exists(unresolved))
+    flagged = flags.thoughts_flag_unverified(
+        unresolved_contradiction=Exists(unresolved.filter(thought_id=OuterRef("pk")))
+    )
+    return flagged + _restatements_flag_unverified(unresolved)
+
+
+def _restatements_flag_unverified(unresolved) -> int:
+    """Flag the author's live restatement of a claim whose contradictions are ``unresolved`` (a
+    refinement or consolidation of its own thought, down ``refined_by``: the claim its teammates reported,
+    which carries their pending suggestions). A reviewer's dismissal of a suggestion on the restatement,
+    or the raiser withdrawing its own, resolves the contradictions raised before it. Returns how many
+    thoughts were newly flagged."""
+    raised = list(
+        unresolved.filter(thought__superseded=True, thought__refined_by__agent_id=F("thought__agent_id")).values_list(
+            "thought_id", "turn__created_at", "turn__agent_id"
+        )
+    )
+    if not raised:
+        return 0
+    latest = lineage.own_latest_versions(list({row[0] for row in raised}))
+    answered = defaultdict(list)
+    for thought_id, status, agent_id, resolved_at in CorrectionSuggestion.objects.filter(
+        thought_id__in=set(latest.values()),
+        status__in=[SuggestionStatus.DISMISSED, SuggestionStatus.WITHDRAWN],
+        resolved_at__isnull=False,
+    ).values_list("thought_id", "status", "agent_id", "resolved_at"):
+        answered[thought_id].append((status, agent_id, resolved_at))
+    flag = {
+        latest[thought_id]
+        for thought_id, raised_at, raiser in raised
+        if thought_id in latest
+        and not any(
+            resolved_at >= raised_at and (status == SuggestionStatus.DISMISSED or agent_id == raiser)
+            for status, agent_id, resolved_at in answered[latest[thought_id]]
+        )
+    }
+    return flags.thoughts_flag_unverified(unresolved_contradiction=Q(id__in=flag)) if flag else 0

@@ -76,6 +76,7 @@ from api.text import quoted
 from brain.choices import SuggestionOrigin, SuggestionStatus, ThoughtCategory
 from brain.judging import JudgeAnswerInvalid, JudgeUnavailable, get_judge
 from brain.models import CorrectionSuggestion, QueryLog, Thought
+from brain.services import lineage
 from brain.services.thoughts import thoughts_lock
 from core.models import Agent
 from quality import formulas
@@ -318,30 +319,6 @@ def _agent_acting(*, agent_id, lock: bool = False) -> bool:
     return bool(row and row[0])
 
 
-#: How many versions back a thought's own lineage is read for its reports (a bound on a walk an agent's
-#: refinements lengthen, not a design limit).
-OWN_VERSIONS_DEPTH = 50
-
-_OWN_EARLIER_VERSIONS_SQL = """
-WITH RECURSIVE earlier(latest, id, agent_id, depth) AS (
-    SELECT t.id, t.id, t.agent_id, 0 FROM brain_thought t WHERE t.id = ANY(%(ids)s::uuid[]) AND t.agent_id IS NOT NULL
-    UNION ALL
-    SELECT e.latest, s.id, e.agent_id, e.depth + 1
-    FROM earlier e JOIN brain_thought s ON s.refined_by_id = e.id
-    WHERE s.agent_id = e.agent_id AND e.depth < %(depth)s
-)
-SELECT id, latest FROM earlier WHERE depth > 0
-"""
-
-
-def _own_earlier_versions(thought_ids: list) -> dict:
-    """``{earlier version: thought}`` for each of ``thought_ids``: the thoughts its author's refinements
-    and consolidations replaced with it, down its own lineage (``refined_by``, the same agent)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_OWN_EARLIER_VERSIONS_SQL, {"ids": [str(pk) for pk in thought_ids], "depth": OWN_VERSIONS_DEPTH})
-        return dict(cursor.fetchall())
-
-
 def _once_per_showing(*, turn: TurnLog, items: list[TurnItem]) -> None:
     """Clear ``fed_ema`` on the items whose thought already moved once for each time a memory call of
     this agent's session (its newest SESSION_CALLS_READ) returned it: one showing, one EMA step, however
@@ -396,7 +373,7 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
     # lineage: brain.services.lineage.quality_inherited), so restating one's contradicted claim as a
     # refinement doesn't clear who contradicted it.
     version_of = {thought_id: thought_id for thought_id in by_thought}
-    version_of.update(_own_earlier_versions(list(by_thought)))
+    version_of.update(lineage.own_earlier_versions(list(by_thought)))
     contradictors: dict = {thought_id: set() for thought_id in by_thought}
     users: dict = {thought_id: set() for thought_id in by_thought}
     for thought_id, agent_id, used, contradicted in (

@@ -128,6 +128,42 @@ def test_the_author_cannot_close_the_contradictions_of_its_thought_by_refining_i
     )
 
 
+@pytest.mark.usefixtures("fake_embedder")
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_the_author_cannot_escape_the_unverified_flag_by_restating_its_claim(agent_factory, space, when):
+    """Attack: qa reports mallory's claim L contradicted and nobody answers qa's suggestion. Mallory
+    refines L with one word changed, either before the 14 days are up (``before``) or after L was flagged
+    ``unverified`` (``after``).
+
+    Without the rule: the new version carries the suggestion but not the flag. The daily job looks for
+    unresolved contradictions on the thought itself, and qa's contradiction names L, now superseded:
+    15 days on, the new version is never flagged (``before``), or sheds the flag L had (``after``).
+
+    Rule (SPEC 4.5, "unresolved after 14 days, the original gets the unverified flag"): the author's own
+    restatement is the claim qa contradicted. It keeps L's flag, and the contradictions raised on L count
+    for it until a reviewer dismisses the suggestion that moved to it.
+    """
+    mallory, qa = agent_factory("dev", name="mallory"), agent_factory("qa", name="qa-1")
+    claim = remember(mallory, FACT)
+    reported(qa, Thought.objects.get(pk=claim))
+    if when == "after":
+        assert thoughts_flag_unverified(now=timezone.now() + LATER) == 1
+    again = remember(mallory, FACT.replace("restart", "come back"), refines=claim)
+    if when == "before":
+        assert "unverified" not in Thought.objects.get(pk=again).quality_flags  # the 14 days aren't up yet
+        thoughts_flag_unverified(now=timezone.now() + LATER)
+    assert "unverified" in Thought.objects.get(pk=again).quality_flags, (
+        "the author's restatement of a claim contradicted for 15 days is not flagged unverified"
+    )
+
+    (suggestion,) = pending_of(again)
+    Thought.objects.filter(pk=again).update(quality_flags=[])
+    reviewer = agent_factory("pdsa", name="reviewer")
+    response = reviewer.post(f"/api/v1/corrections/{suggestion.id}/dismiss", {"reason": "checked"}, format="json")
+    assert response.status_code == 200, response.content
+    assert thoughts_flag_unverified(now=timezone.now() + LATER + LATER) == 0  # the reviewer's answer resolves it
+
+
 # --- what a correction may say ---------------------------------------------------------------------------
 @pytest.mark.usefixtures("fake_embedder")
 @pytest.mark.parametrize("how", ["correct", "memory", "accept"])

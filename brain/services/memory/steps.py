@@ -300,6 +300,8 @@ def step_contribute(call: MemoryCall) -> None:
             thought_type=call.thought_type, source_weights=[s.pheromone_weight for s in sources]
         )
         reported = lineage.quality_inherited(space=call.space, agent=call.agent, sources=sources, content=call.prompt)
+        if reported.pop("unverified", False):
+            _flag_added(call, QualityFlag.UNVERIFIED)
         call.thought = thought_create(
             space=call.space,
             content=call.prompt,
@@ -334,10 +336,15 @@ def _guard_under_the_correction_lock(call: MemoryCall) -> None:
     found = flags.correction_guard_under_lock(space=call.space, vector=call.vector, text=call.prompt)
     if found is not None:
         call.contradicted_by = found
-        call.flags.append(QualityFlag.CONTRADICTS_CORRECTION.value)
+        _flag_added(call, QualityFlag.CONTRADICTS_CORRECTION)
         call.guidance.append(correction_guidance(call.contradicted_by))
-        # The trace's one line of flags says it too (step_flags wrote it before the guard could run).
-        call.operations = [f"flags:{','.join(call.flags)}" if op.startswith("flags:") else op for op in call.operations]
+
+
+def _flag_added(call: MemoryCall, flag: QualityFlag) -> None:
+    """Add ``flag``, decided where the contribution is stored; the trace's one line of flags says it too
+    (``step_flags`` wrote that line before)."""
+    call.flags.append(flag.value)
+    call.operations = [f"flags:{','.join(call.flags)}" if op.startswith("flags:") else op for op in call.operations]
 
 
 def _one_row_per_fact(call: MemoryCall) -> bool:
