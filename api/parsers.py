@@ -29,8 +29,8 @@ NOT_FINITE_MESSAGE = (
 )
 
 #: The deepest nesting of arrays and objects Colony reads. Its own fields nest a few levels (DNA,
-#: metadata, tool calls); a body nested ~900 levels deep ran Python's json, or the walks of the value after
-#: it, into the interpreter's recursion limit: a 500 on every JSON endpoint, the web forms and the admin.
+#: metadata, tool calls); a body nested ~900 levels deep would run Python's json, or the walks of the value
+#: after it, into the interpreter's recursion limit: a 500 on every JSON endpoint, the web forms and the admin.
 MAX_JSON_DEPTH = 100
 TOO_DEEP_MESSAGE = f"Nested more than {MAX_JSON_DEPTH} levels of arrays and objects deep."
 
@@ -109,7 +109,7 @@ def json_lines(text: str) -> list[str]:
     """The lines of JSON Lines text. Not ``str.splitlines()``: that also breaks at U+2028, U+2029 and U+0085,
     which JSON strings may hold as they are (Colony's own export writes them so, as do JavaScript's
     JSON.stringify and most encoders asked for readable UTF-8), and a thought pasted from a PDF or a web
-    page then arrived as two lines that were not JSON."""
+    page would arrive as two lines that are not JSON."""
     return re.split(r"\r\n?|\n", text)
 
 
@@ -174,14 +174,15 @@ class StrictJSONParser(JSONParser):
         context = dict(parser_context or {})
         if is_utf8(context.get("encoding")):
             # A leading byte-order mark (PowerShell 5, some Windows clients) is not part of the JSON
-            # (RFC 8259 8.1 lets a parser ignore it); json refused it: "Unexpected UTF-8 BOM".
+            # (RFC 8259 8.1 lets a parser ignore it); json refuses it: "Unexpected UTF-8 BOM".
             context["encoding"] = "utf-8-sig"
         try:
             data = super().parse(stream, media_type, context)
         except RecursionError:
             raise ParseError(f"JSON parse error - {JSONTooDeep().msg}.") from None
         except ParseError as exc:
-            # DRF's message was "'utf-8' codec can't decode byte 0xe9 in position 14: invalid continuation byte".
+            # DRF's own message reads "'utf-8' codec can't decode byte 0xe9 in position 14: invalid
+            # continuation byte"; replaced by one naming the byte and the charset.
             if isinstance(exc.__context__, UnicodeDecodeError):
                 raise ParseError(not_decodable_message(exc.__context__, context.get("encoding"))) from None
             raise

@@ -3,9 +3,10 @@ the one line where Colony shows it.
 
 Every text the API takes in loses its invisible controls and its feedback markers (:func:`storable`,
 applied by ``api.fields``' string fields and to a task's DNA; ``brain.choices.topic_normal`` drops the
-controls): a right-to-left override at the end of a task title made the browser draw the slug after it
-backwards, a zero-width space made a topic look like another while filtering by it missed it, and a
-``colony:contradicted <id>`` in a task title became the feedback of every agent that quoted it.
+controls). Without this, a right-to-left override at the end of a task title would make the browser
+draw the slug after it backwards, a zero-width space would make a topic look like another while
+filtering by the other would miss it, and a ``colony:contradicted <id>`` in a task title would
+count as feedback from every agent that quoted it.
 
 A line break, an ANSI escape, a carriage return or a bidi override in a summary or a thought would
 otherwise start a line of its own in a transition marker or a terminal, passing for Colony's words

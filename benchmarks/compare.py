@@ -336,7 +336,7 @@ def run_colony(
 
         # Every worker loads its model and opens its connection before anything is timed: the import
         # rate is the import's, not a first model load's (or, on a new machine, the one-time ONNX
-        # export into the data folder: ~6 s, which made the first run's rate ~30% lower). Mem0's side
+        # export into the data folder: ~6 s, which would lower a first run's rate by ~30%). Mem0's side
         # loads its model before its add() is timed as well.
         def warm(text: str) -> None:  # concurrent, so that every worker gets some (httpx's pool)
             client.get("/api/v1/memory", params={"prompt": text, "contribute": "false"}).raise_for_status()
@@ -368,7 +368,7 @@ def run_colony(
         # BM25's statistics deltas folded, as Colony's periodic job does every 15 s where a worker runs
         # (config/celery.py TEXT_STATS_COMPACT_SECONDS; none runs here): a reused database otherwise
         # keeps every earlier run's contributions' delta rows, which each search sums (the terms
-        # statement took 1.4 ms instead of 0.75 after ~20 runs).
+        # statement takes 1.4 ms instead of 0.75 after ~20 reuses).
         fold = "from brain.services.text_stats import text_stats_compact; text_stats_compact()"
         _manage(server.env, "shell", "--no-imports", "-c", fold)
         seconds = settle([server_url(database)] + ([peer.url] if peer is not None else []))

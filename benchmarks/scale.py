@@ -59,7 +59,6 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DATABASE = "bench_scale"
 BATCH = 10_000
 NOISE = 0.35
-DIMENSIONS = 384
 OTHER_SPACE = "scale-other"
 #: Where the definitions of the dropped indexes wait for their rebuild.
 INDEX_TABLE = "bench_scale_indexes"

@@ -54,7 +54,7 @@ SUPERSEDED_MULTIPLIER = 0.7
 SUPERSEDED_BY_CORRECTION_MULTIPLIER = 0.5
 #: A correction (seeds/000 7b: "correction_boost", +30%). Kept for one's own corrections too: without
 #: it for them, the retrieval benchmark's correction questions (dev; 62 of its 63 corrections are the
-#: speaker's own) found the correction first for 80.0% instead of 86.2%.
+#: speaker's own) find the correction first for 80.0% of questions instead of 86.2%.
 CORRECTION_MULTIPLIER = 1.3
 #: A refinement or consolidation of a thought that is superseded and present in the same candidate
 #: set (seeds/001: +20%), so the newer version outranks the one it replaces: when one of those is
@@ -137,7 +137,7 @@ PHEROMONE_MAX = 10.0  # cap of reinforcement (SPEC 2.3)
 #: The boost at the maximum weight: ×(1 + PHEROMONE_BOOST_MAX). Linear in the weight between 1 and
 #: 10, none at or below 1: ``1 + PHEROMONE_BOOST_MAX · clamp((w − 1) / 9, 0, 1)``. A tie-break, not a
 #: vote: 200 searches about one subject can't move an unrelated question's answer unless the two
-#: thoughts were within 2% of each other anyway (tests/test_brain_reinforcement.py).
+#: thoughts are within 2% of each other anyway (tests/test_brain_reinforcement.py).
 PHEROMONE_BOOST_MAX = 0.02
 
 # --- full-text candidates whose embedding is still pending ----------------------------------------
@@ -208,8 +208,8 @@ DIVERSITY_WINDOW = 30
 #: knowledge): while candidates of several contributors can still be placed (a one-author space is
 #: ranked as it would be without this), a candidate waits when its contributor has
 #: :data:`SAME_CONTRIBUTOR_PLACES` thoughts placed already and one of them is at least this close to it
-#: (cosine) (12 paraphrases of one wrong claim took the whole top 5 and pushed three other agents'
-#: statements out of it). Two places, so a statement and its update (which is newer?) both
+#: (cosine) (without this, 12 paraphrases of one wrong claim would take the whole top 5 and push three
+#: other agents' statements out of it). Two places, so a statement and its update (which is newer?) both
 #: stay. Other contributors' close statements are not held back: agreement between agents is what the
 #: page should show.
 SAME_CONTRIBUTOR_COSINE = 0.8

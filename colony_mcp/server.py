@@ -120,9 +120,9 @@ ARGUMENT_HINTS = {
 
 class ColonyMCPServer(MCPServer):
     """The SDK's server, with a tool's arguments held to its schema as REST holds a body to its serializer:
-    an argument the tool does not have is refused (the SDK dropped it: ``limt: 3`` answered ten sources,
-    and ``prompt`` for ``query`` got pydantic's "Field required" with a link), naming the argument
-    meant. The refusal is REST's envelope, as every other refused call (status 400)."""
+    an argument the tool does not have is refused (the SDK alone drops it: ``limt: 3`` would answer ten
+    sources, and ``prompt`` for ``query`` would get pydantic's "Field required" with a link), naming the
+    argument meant. The refusal is REST's envelope, as every other refused call (status 400)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
         tool = self._tool_manager.get_tool(name)
@@ -737,8 +737,8 @@ async def turn_log(
 
 class _TextStaysText(FuncMetadata):
     """The SDK reads a string argument as JSON unless its type is exactly ``str``, so for an optional
-    text ("str | None") "null" became None (an Idempotency-Key spelt "null" was dropped) and '["a"]' a
-    list (refused as "not a string"): a text argument keeps the text sent, as REST does."""
+    text ("str | None") it would read "null" as None (dropping an Idempotency-Key spelt "null") and
+    '["a"]' as a list (refused as "not a string"): a text argument keeps the text sent, as REST does."""
 
     def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
         fields = self.arg_model.model_fields

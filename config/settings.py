@@ -155,7 +155,7 @@ def database_from_url(url: str) -> dict:
         "HOST": host,
         "PORT": str(port or ""),
         "OPTIONS": query,
-        # Persistent connections (a new one per request cost a few ms); checked before reuse, so a
+        # Persistent connections (a new one per request costs a few ms); checked before reuse, so a
         # restarted database costs one failed check, not a failed request.
         "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 300),
         "CONN_HEALTH_CHECKS": True,
@@ -163,8 +163,7 @@ def database_from_url(url: str) -> dict:
 
 
 DATABASE_URL = env("DATABASE_URL", "")
-EMBEDDED_DATABASE = not DATABASE_URL
-if EMBEDDED_DATABASE:
+if not DATABASE_URL:
     from runtime import embedded_db
 
     os.environ.setdefault("COLONY_DATA_DIR", str(COLONY_DATA_DIR))
@@ -180,7 +179,7 @@ DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", DATABASE_CONNECT_T
 # transaction mode. Prepared statements are planned with their values on every execution
 # (plan_cache_mode=force_custom_plan), as unprepared ones are: a generic plan can't see the space
 # (PostgreSQL plans an exact scan for a small space and HNSW for a big one) nor a query's lexemes,
-# and the query log's generic plan was seen taking 2.7 ms instead of 0.8. The one exception, a big
+# and a generic plan reads the query log in 2.7 ms instead of 0.8. The one exception, a big
 # space's unfiltered search, says so in its own transaction (brain.selectors.search
 # GENERIC_PLAN_MIN_THOUGHTS).
 DATABASE_PREPARED_STATEMENTS = env("DATABASE_PREPARED_STATEMENTS", True)
@@ -313,7 +312,7 @@ COLONY_BROKER = env("COLONY_BROKER", "auto")
 CELERY_TASK_ALWAYS_EAGER = env("CELERY_TASK_ALWAYS_EAGER", False)
 
 # --- throttling (core/throttling.py) -------------------------------------------------------------
-# Requests per agent token: N/s, N/min or N/hour; "off" disables. 3000/min = 50/s for ONE token,
+# Requests per agent token: N/s, N/min, N/hour or N/day; "off" disables. 3000/min = 50/s for ONE token,
 # far above the soak's mix (>= 50 req/s spread over >= 8 agents, about 6/s per token).
 API_THROTTLE_RATE = check_rate("API_THROTTLE_RATE", env("API_THROTTLE_RATE", "3000/min"))
 # Where the counts live, seen by every web process: auto = Redis when it is the broker, else the

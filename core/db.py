@@ -57,7 +57,7 @@ CORRECTION_LOCK_NAMESPACE = 4_200_004
 
 def is_deadlock(exc: BaseException) -> bool:
     """Whether Django's ``exc`` is PostgreSQL failing this transaction as a deadlock's victim: nothing of
-    it happened, and running it again is safe (outside a caller's transaction, which it spoilt)."""
+    it happened, and running it again is safe (outside a caller's transaction, which it spoils)."""
     return isinstance(exc.__cause__, psycopg.errors.DeadlockDetected)
 
 
@@ -93,7 +93,7 @@ class BinaryVector(bytes):
 def binary_vector(values) -> BinaryVector:
     """A vector (a list of floats or a numpy array) as a bound parameter of a ``%s::vector`` placeholder,
     or of one inserted into a vector column: 1.5 KB packed in ~2 µs, where its text (384 floats as
-    decimals, ~7.4 KB) took ~150 µs to format and the server parsed it back. Each value is rounded to
+    decimals, ~7.4 KB) takes ~150 µs to format and the server parses it back. Each value is rounded to
     float4 as the server's text input would (Colony's vectors are float32 already: nothing changes)."""
     return BinaryVector(struct.pack(f">HH{len(values)}f", len(values), 0, *values))
 

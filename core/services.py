@@ -86,7 +86,7 @@ def _columns(model, alias: str) -> tuple[list[str], str]:
 
 def _token_sql() -> tuple[str, tuple[list[str], list[str], list[str]]]:
     """Every request looks its token up: one hand-written join, built once per process (the ORM
-    compiling the same select_related query cost ~1.5 ms of CPU a request)."""
+    compiling the same select_related query costs ~1.5 ms of CPU a request)."""
     token, token_sql = _columns(AgentToken, "t")
     agent, agent_sql = _columns(Agent, "a")
     space, space_sql = _columns(Space, "s")

@@ -3,7 +3,7 @@
 One DRF throttle, :class:`TokenRateThrottle`, limits the requests of each token, agent token or
 read-only URL token, in a bucket of its own (:func:`throttle_key`: the token's kind and id). Requests
 without a token are not throttled here: they are refused by authentication, or are the health check.
-``API_THROTTLE_RATE`` (``N/s``, ``N/min``, ``N/hour``; ``off`` disables) is read on each request. Over
+``API_THROTTLE_RATE`` (``N/s``, ``N/min``, ``N/hour``, ``N/day``; ``off`` disables) is read on each request. Over
 the rate: 429 ``THROTTLED`` in the envelope with ``Retry-After`` (seconds).
 
 The algorithm is GCRA (the generic cell rate algorithm, "leaky bucket as a meter"): each token has

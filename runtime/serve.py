@@ -7,8 +7,9 @@ Settings: ``HOST`` (127.0.0.1), ``PORT`` (8000), ``WEB_WORKERS`` (2 x cores, at 
 
 The keep-alive timeout is longer than the idle expiry of common HTTP clients (httpx 5 s, aiohttp
 15 s, Go 90 s), so an idle connection is closed by the client, never by the server under a request
-the client is just sending: with uvicorn's default 5 s the soak saw "connection reset by peer" on 3
-of 29,640 requests (httpx clients, same 5 s). An idle connection costs the server a socket only.
+the client is just sending: with uvicorn's default 5 s, a client reusing a connection (httpx: also
+5 s) just as the server closes it gets "connection reset by peer". An idle connection costs the
+server a socket only.
 
 The access log goes through Python logging (logger ``uvicorn.access``, propagating to the root
 handler Django's ``LOGGING`` configures in each worker), so the same filters apply to it as to

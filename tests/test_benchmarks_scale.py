@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from benchmarks import scale
-from brain.models import LexemeStats, Thought
+from brain.models import EMBEDDING_DIMENSIONS, LexemeStats, Thought
 from brain.services.text_stats import text_stats_compact, text_stats_verify
 
 INDEXES_SQL = "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'brain_thought' ORDER BY indexname"
@@ -16,7 +16,7 @@ INDEXES_SQL = "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'bra
 
 @pytest.mark.django_db
 def test_copy_load_keeps_text_stats_exact_and_rebuilds_the_indexes(space, other_space):
-    vectors = np.random.default_rng(1).normal(size=(300, scale.DIMENSIONS))
+    vectors = np.random.default_rng(1).normal(size=(300, EMBEDDING_DIMENSIONS))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with connection.cursor() as django_cursor:
         cursor = django_cursor.cursor

@@ -27,8 +27,8 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 SEED = 69
 SESSIONS = 16
 TURNS_PER_SESSION = (26, 30)
+#: The dev split's conversations; the others (m02, m04, m06) are the test split.
 DEV = ("m01", "m03", "m05")
-TEST = ("m02", "m04", "m06")
 NOANSWER_PER_CONVERSATION = 26
 
 # --- the worlds -------------------------------------------------------------------------------------

@@ -119,11 +119,11 @@ class SearchResult:
 
 #: The filtered-scan settings (brain.selectors.hnsw) for this transaction, and no sequential scan of
 #: brain_thought: every part of the search reads it through an index (a space filter, HNSW, GIN),
-#: and the planner, seeing a frequent lexeme, sometimes preferred scanning a 10 000-thought space.
+#: and the planner, seeing a frequent lexeme, may prefer scanning a 10 000-thought space.
 #: The joins are planned in the order written (``join_collapse_limit`` / ``from_collapse_limit`` 1):
 #: below GENERIC_PLAN_MIN_THOUGHTS the statement is planned on every execution, and searching every
-#: order of its seven-way final join was 2.7 of its ~10 ms in PostgreSQL at 10,000 thoughts; in written order
-#: planning took 1.7 ms and execution 0.3 ms more (EXPLAIN ANALYZE over 40 of bench-compare's
+#: order of its seven-way final join is 2.7 of its ~10 ms in PostgreSQL at 10,000 thoughts; in written order
+#: planning takes 1.7 ms and execution 0.3 ms more (EXPLAIN ANALYZE over 40 of bench-compare's
 #: questions, medians; the rows are the same whatever the join order).
 _SCAN_SETTINGS = ", ".join(
     [
@@ -142,7 +142,7 @@ _SETTINGS_SQL = f"""SELECT {_SCAN_SETTINGS},
 
 #: A space of at least this many thoughts is searched with the search statement's generic plan:
 #: made once per connection and statement shape (the prepared statement's, ``plan_cache_mode``)
-#: instead of on every call; planning was ~1.2 of the statement's ~6 ms at 10,000 thoughts. A smaller
+#: instead of on every call; planning is ~1.2 of the statement's ~6 ms at 10,000 thoughts. A smaller
 #: space keeps a plan made for its values (the connection's ``force_custom_plan``, config/settings),
 #: where PostgreSQL may scan the space exactly rather than through HNSW (a few thousand thoughts and
 #: below), which only a plan that knows the space can choose.
@@ -160,10 +160,10 @@ GENERIC_PLAN_MIN_THOUGHTS = 5000
 
 #: The spaces this process last found to be searched with the generic plan (statement 2's ``plan``,
 #: an unfiltered search of at least GENERIC_PLAN_MIN_THOUGHTS thoughts): their next unfiltered search
-#: runs statement 2 with its generic plan too. Planning it for its values cost 0.4-0.8 of its 2.1-3.9
+#: runs statement 2 with its generic plan too. Planning it for its values costs 0.4-0.8 of its 2.1-3.9
 #: ms at 10,000 thoughts (two runs), for the same plan: the lexical side's rows come from the GIN
 #: index whatever the values, since what it matches on is statement 2's own result, which no plan
-#: sees (docs/performance.md, "PostgreSQL"). That mattered once statement 2 took as long as
+#: sees (docs/performance.md, "PostgreSQL"). That matters because statement 2 can take as long as
 #: the embedding it runs beside (5.4 against 5.1 ms on a slow machine). Its lexical scan names the
 #: space as ``space_id + 0`` in that plan, as the dense side does: with statistics of many small
 #: spaces a generic plan would otherwise read the whole space through its btree index and test every
@@ -322,7 +322,7 @@ def _read_terms_and_lexical(cursor, params: dict) -> tuple[QueryTerms, list, lis
 
 #: Everything else, given the vector and the lexical side's rows (``lexical_ids`` / ``lexical_bm25``,
 #: best first). Its arrays are bound in binary (``%(name)b``): psycopg dumps a list as text value by
-#: value (a regular expression per string for its quoting, every float printed), which cost ~0.1 ms
+#: value (a regular expression per string for its quoting, every float printed), which costs ~0.1 ms
 #: of CPU a call for the ~70 values of a 10k space (docs/performance.md, "PostgreSQL").
 _SEARCH_SQL = """
 WITH RECURSIVE
@@ -401,7 +401,7 @@ _AVGDL = "(SELECT avgdl FROM size)"
 
 def thought_from_row(attnames: list[str], values: list, *, db: str | None = None) -> Thought:
     """What ``Thought.from_db`` builds (a saved instance whose unread columns load on access), without
-    ``Model.__init__``'s per-field loop: ~45 candidates per query made that ~2 ms of CPU. Thought has no
+    ``Model.__init__``'s per-field loop: ~45 candidates per query make that ~2 ms of CPU. Thought has no
     ``pre_init``/``post_init`` receivers, which are all ``__init__`` would add. ``db``: the connection's
     alias, when the caller has it (``connection.alias`` goes through a thread-local lookup per row)."""
     thought = Thought.__new__(Thought)

@@ -78,7 +78,7 @@ _RESULT_IDS_SQL = r"""
 #:
 #: Each part reads the one before once, by hash or by the primary key: no join between two CTEs'
 #: rows, whose sizes the planner can't estimate (a join of the accesses with themselves for the
-#: partners took 66 of 990 ms for 70 calls, and the partners' join with the tally the rest).
+#: partners takes 66 of 990 ms for 70 calls, and the partners' join with the tally the rest).
 _FOLD_SQL = f"""
 WITH claimed AS MATERIALIZED (
     SELECT q.id, q.space_id, q.agent_id, q.agent_ref, q.results, q.created_at
@@ -143,7 +143,7 @@ SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM reinforced)
 # plan (a prepared statement after five runs, or the search transaction's force_generic_plan when it
 # runs as the search's companion) expects the agent's rows to be everywhere and reads the log in
 # table or space order until it meets one: with a few agents, every call of an agent whose rows are
-# recent read all the older rows of the others first (1.8 ms for 3,370 rows at 7,000, linear in the
+# recent reads all the older rows of the others first (1.8 ms for 3,370 rows at 7,000, linear in the
 # log, which keeps 90 days). docs/performance.md, "PostgreSQL".
 _LOG_SQL = """
 WITH logged AS (

@@ -36,7 +36,7 @@ def thought_schedule_followups(
 
     With ``defer`` (the memory endpoint's after-response list), the contradiction check of a thought
     that has its vector is handed to ``defer`` at commit instead of sent then: publishing the Celery
-    message (kombu) was ~9% of a contribution's time in process, and the check runs off the request
+    message (kombu) is ~9% of a contribution's time in process, and the check runs off the request
     path anyway (over HTTP, side by side: p50 -0.9..-1.5 ms; docs/performance.md)."""
     if thought.embedding is None:
         thought_enqueue_embedding(thought_id=str(thought.id), then_detect_contradictions=detect_contradictions)

@@ -564,10 +564,10 @@ def thoughts_gin_flush() -> int:
 
     A GIN index with ``fastupdate`` (PostgreSQL's default) puts new entries in a pending list, and
     every search through the index reads that whole list until it is merged: by an insert that
-    finds it over ``gin_pending_list_limit`` (4 MB), or by (auto)vacuum. After an import it held
-    ~10,000 thoughts' lexemes (315 pages at 10,000 notes), which every full-text side of a memory
-    search scanned: bench-compare's retrieve-only calls ran p50 14.8 ms until autovacuum came, 9.7 ms
-    once merged (docs/performance.md, "PostgreSQL"). An import merges what it added, in bulk, as
+    finds it over ``gin_pending_list_limit`` (4 MB), or by (auto)vacuum. After a 10,000-note import
+    the pending list holds ~10,000 thoughts' lexemes (315 pages), which every full-text side of a
+    memory search scans: bench-compare's retrieve-only p50 is 14.8 ms until the list is merged, 9.7 ms
+    after (docs/performance.md, "PostgreSQL"). An import merges what it added, in bulk, as
     the list is meant to be; a refused call (not the index's owner) is logged and changes nothing."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:  # a savepoint inside a caller's transaction
@@ -602,8 +602,8 @@ def vector_text(item: Any) -> str:
 def _copy_thoughts(rows: list[Thought]) -> None:
     """Write new thoughts with one ``COPY ... FROM STDIN`` (the import's bulk insert).
 
-    ``bulk_create`` spent about as long in Python as the database spent inserting: every value went
-    through its field's conversion and the rows were pasted into one huge client-side-bound INSERT
+    ``bulk_create`` spends about as long in Python as the database spends inserting: every value goes
+    through its field's conversion and the rows are pasted into one huge client-side-bound INSERT
     text. COPY streams the values instead; the insert triggers (BM25 statistics) fire as for an
     INSERT. Database errors come out as Django's (DataError, IntegrityError), as from bulk_create.
     """
