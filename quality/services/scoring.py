@@ -281,10 +281,17 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
             ["judge_details", *TURN_ITEM_VERDICT_FIELDS],
         )
         feeding = [item for item in items if item.fed_ema]
-        thought_outcomes_apply(turn=locked, items=feeding, at=now)
+        # A thought its author restated since it was shown (a refinement or consolidation of its own) is
+        # the claim this turn reports on: its live version takes the step and the suggestion, as it would
+        # have, carried by the restatement, had the turn been scored first.
+        latest = lineage.own_latest_versions([item.thought_id for item in items])
+        thought_outcomes_apply(turn=locked, items=feeding, at=now, latest=latest)
         suggestions = 0
         for item in items:
-            if acting and item.contradicted and _raise_suggestion(turn=locked, item=item, response_text=response_text):
+            if not (acting and item.contradicted):
+                continue
+            target = latest.get(item.thought_id, item.thought_id)
+            if _raise_suggestion(turn=locked, item=item, thought_id=target, response_text=response_text):
                 suggestions += 1
         TurnLog.objects.filter(pk=turn.pk).update(
             status=TurnStatus.SCORED, scored_at=now, judge_name=judge_name, judge_trusted=trusted
@@ -350,15 +357,20 @@ def _once_per_showing(*, turn: TurnLog, items: list[TurnItem]) -> None:
             stepped[item.thought_id] += 1
 
 
-def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[ConfidenceChange]:
+def thought_outcomes_apply(
+    *, turn: TurnLog, items: list[TurnItem], at, latest: dict | None = None
+) -> list[ConfidenceChange]:
     """One EMA step per item on its thought, under row locks; records each confidence change.
 
-    Must run inside a transaction. Rows are locked in id order so concurrent scorers of turns that
-    share thoughts wait for each other instead of deadlocking or overwriting each other's step.
+    ``latest`` maps a shown thought to its author's live restatement (``lineage.own_latest_versions``),
+    which takes the step instead. Must run inside a transaction. Rows are locked in id order so
+    concurrent scorers of turns that share thoughts wait for each other instead of deadlocking or
+    overwriting each other's step.
     """
     if not items:
         return []
-    by_thought = {item.thought_id: item for item in items}
+    latest = latest or {}
+    by_thought = {latest.get(item.thought_id, item.thought_id): item for item in items}
     rows = (
         Thought.objects.select_for_update()
         .filter(pk__in=list(by_thought))
@@ -429,18 +441,20 @@ def thought_outcomes_apply(*, turn: TurnLog, items: list[TurnItem], at) -> list[
     return ConfidenceChange.objects.bulk_create(changes)
 
 
-def _raise_suggestion(*, turn: TurnLog, item: TurnItem, response_text: str) -> bool:
+def _raise_suggestion(*, turn: TurnLog, item: TurnItem, thought_id, response_text: str) -> bool:
+    """Raise the suggestion ``item``'s contradiction stands for, on ``thought_id`` (the item's thought, or
+    its author's live restatement of it); whether one was created."""
     from brain.services.suggestions import suggestion_create
 
     already = CorrectionSuggestion.objects.filter(
-        thought_id=item.thought_id,
+        thought_id=thought_id,
         origin=SuggestionOrigin.QUALITY_JUDGE,
         status=SuggestionStatus.PENDING,
         agent_id=turn.agent_id,
     ).exists()
     if already:
         return False
-    thought = Thought.objects.get(pk=item.thought_id)
+    thought = Thought.objects.get(pk=thought_id)
     if thought.superseded or thought.thought_category == ThoughtCategory.TRANSITION_MARKER:
         return False  # already replaced, or a marker (an event, not a fact: it can't be corrected)
     if item.verdict_source == VerdictSource.EXPLICIT:
