@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,6 +78,11 @@ def _read(kind: type, text: str) -> Any:
         if text not in ("true", "false"):
             raise ValueError("a cursor's flag is true or false")
         return text == "true"
+    if kind is int:
+        # ASCII digits only, as an int column compares them (Python's int() also reads "1_000" and "١٢").
+        if not re.fullmatch(r"-?[0-9]{1,18}", text):
+            raise ValueError("a cursor's number is a whole number")
+        return int(text)
     problem = text_problem(text)
     if problem:
         raise ValueError(problem)
