@@ -145,10 +145,23 @@ class ThoughtAdmin(ColonyModelAdmin):
             ),
         )
 
+    #: The fields a thought's vectors are computed from: ``embedding`` from ``content``, a correction's
+    #: ``corrected_fact_embedding`` (the re-contamination guard's, SPEC 2.5) from ``corrected_fact``.
+    EMBEDDED_FIELDS = ("content", "corrected_fact", "thought_category")
+
     def save_model(self, request, obj, form, change):
+        """Save, and when a text a vector describes was edited, drop the vectors and queue the re-embedding
+        (``thought_content_changed``; the job, ``thoughts_embed_batch``, recomputes both). A vector always
+        describes the text stored beside it: the guard never compares contributions with a wrong fact the
+        correction no longer states, and ``embed_missing`` re-embeds it if the job is lost (``embedding``
+        is null until then)."""
         super().save_model(request, obj, form, change)
-        if not change or "content" in form.changed_data:
-            thought_content_changed(thought_id=str(obj.pk))
+        changed = set(form.changed_data)
+        if change and changed.isdisjoint(self.EMBEDDED_FIELDS):
+            return
+        if changed & {"corrected_fact", "thought_category"}:
+            Thought.objects.filter(pk=obj.pk).update(corrected_fact_embedding=None)
+        thought_content_changed(thought_id=str(obj.pk))
 
 
 @admin.register(QueryLog)

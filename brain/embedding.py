@@ -18,12 +18,14 @@ vectors come from another embedder and ``manage.py reembed --missing`` is needed
 warning when a process loads the model).
 
 One short text (a request's prompt) is answered from a bounded per-process LRU cache of query
-vectors (``EMBEDDING_CACHE_SIZE`` entries) when it was embedded before.
+vectors (``EMBEDDING_CACHE_SIZE`` entries) when it was embedded before. Only queries go there: the
+jobs that embed stored thoughts run ``embed_many`` inside :func:`stored_texts`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import functools
 import hashlib
@@ -35,6 +37,7 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
@@ -430,10 +433,28 @@ def _onnx_model() -> OnnxEmbedder:
 
 
 # --- the one entry point --------------------------------------------------------------------------
+_stored_texts: contextvars.ContextVar[bool] = contextvars.ContextVar("colony_embedding_stored_texts", default=False)
+
+
+@contextlib.contextmanager
+def stored_texts() -> Iterator[None]:
+    """The :func:`embed_many` calls inside embed stored thoughts' texts (the embedding jobs, re-embedding),
+    not queries: they neither read nor fill the query cache. A stored text put there would outlive a
+    redaction that lands while the model runs (the redaction's ``query_cache.discard`` comes before the
+    ``put``), for the life of the process. A context, not an argument, so that every ``embed_many``
+    (a test's stand-in too) keeps one signature."""
+    token = _stored_texts.set(True)
+    try:
+        yield
+    finally:
+        _stored_texts.reset(token)
+
+
 def embed_many(texts: list[str], *, batch_size: int = BATCH_SIZE) -> list[list[float]]:
     """Normalised embeddings, one per text (cosine similarity = dot product).
 
-    A single text is looked up in (and added to) the query cache first.
+    A single text is looked up in (and added to) the query cache first, but for the stored texts of
+    :func:`stored_texts`: the cache holds queries only.
     """
     if not texts:
         return []
@@ -442,7 +463,8 @@ def embed_many(texts: list[str], *, batch_size: int = BATCH_SIZE) -> list[list[f
     # guard would miss a corrected fact so written). ASCII text is read as it is.
     texts = [embedding_text(unicodedata.normalize("NFKC", text)) for text in texts]
     single = len(texts) == 1
-    if single:
+    cache = not _stored_texts.get()
+    if single and cache:
         cached = query_cache.get(texts[0])
         if cached is not None:
             return [cached]
@@ -459,7 +481,7 @@ def embed_many(texts: list[str], *, batch_size: int = BATCH_SIZE) -> list[list[f
     from core.metrics import observe_embedding
 
     observe_embedding("query" if single else "batch", time.perf_counter() - started)
-    if single:
+    if single and cache:
         query_cache.put(texts[0], vectors[0])
     return vectors
 

@@ -55,7 +55,8 @@ def embed_missing(batch_size: int = 64) -> int:
 )
 def pheromone_decay() -> int:
     """Hourly (config/celery.py): weights of thoughts idle for an hour decay toward 0.1, space by space
-    (a space that fails is logged, the others decay)."""
+    (a space that fails is logged, the others decay). Safe to run twice: a retry (a lost connection) or
+    a redelivery within the hour steps only the thoughts not stepped for that hour yet (``decayed_at``)."""
     return pheromones.thoughts_decay()
 
 

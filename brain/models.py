@@ -15,9 +15,12 @@ from brain.choices import TOPIC_MAX_CHARS, SuggestionOrigin, SuggestionStatus, T
 from core.db import vector_from_binary
 
 EMBEDDING_DIMENSIONS = 384
-#: The columns no page or response shows: two 384-float vectors (parsed from text, ~1 ms per row) and
-#: the tsvector. Reads that only show a thought defer them (``thought_defer_bulky``).
-THOUGHT_BULKY_FIELDS = ("embedding", "corrected_fact_embedding", "search_vector")
+#: A thought's columns that are a job's bookkeeping, not knowledge: no response shows them and no
+#: export or import carries them (``brain.transfer.serializers``).
+THOUGHT_BOOKKEEPING_FIELDS = ("decayed_at",)
+#: The columns no page or response shows: two 384-float vectors (parsed from text, ~1 ms per row), the
+#: tsvector and the bookkeeping columns. Reads that only show a thought defer them (``thought_defer_bulky``).
+THOUGHT_BULKY_FIELDS = ("embedding", "corrected_fact_embedding", "search_vector", *THOUGHT_BOOKKEEPING_FIELDS)
 
 
 def vector_from_send(data) -> list[float] | None:
@@ -127,6 +130,16 @@ class Thought(models.Model):
     # import or migration 0020 mapped names to ids (history with no agent behind it). Shown by name.
     accessed_by = ArrayField(models.CharField(max_length=100), default=list, blank=True)
     co_retrieved_with = models.JSONField(default=dict, blank=True)
+    # The hourly decay's bookkeeping (brain.services.pheromones.thoughts_decay): the start (UTC) of the
+    # clock hour whose decay step this thought took, written by the same UPDATE as the step. A run skips
+    # the thoughts already stepped for its hour, so a retried or redelivered run steps each thought at
+    # most once per clock hour. Not shown, edited, exported or imported.
+    decayed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Start of the clock hour whose decay step this thought took (one step per hour at most).",
+    )
 
     # Quality loop (SPEC 4.4): EMAs over per-injection outcomes; null = no history.
     usage_score = models.FloatField(null=True, blank=True)

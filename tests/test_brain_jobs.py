@@ -53,11 +53,13 @@ def test_decay(thought_factory, created, accessed, weight, expected):
     assert thought.pheromone_weight == pytest.approx(expected)
 
 
-def test_decay_counts_changed_rows_and_repeats(thought_factory):
+def test_decay_counts_changed_rows_and_steps_once_per_hour(thought_factory):
     thought = thought_factory("A thought that ages.")
     _aged(thought, created_hours_ago=10, accessed_hours_ago=None, weight=1.0)
-    assert thoughts_decay() == 1
-    assert thoughts_decay() == 1
+    now = timezone.now()
+    assert thoughts_decay(now=now) == 1
+    assert thoughts_decay(now=now) == 0  # a retry or a second delivery within the hour
+    assert thoughts_decay(now=now + timedelta(hours=1)) == 1
     thought.refresh_from_db()
     assert thought.pheromone_weight == pytest.approx(0.995**2)
 

@@ -20,11 +20,11 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -538,12 +538,22 @@ def session_feedback(
 DECAY_BATCH = 2000
 
 
+def decay_hour(now: datetime) -> datetime:
+    """The clock hour a decay run at ``now`` steps: its start, in UTC (``Thought.decayed_at``)."""
+    return now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
 def thoughts_decay(*, now: datetime | None = None, batch_size: int = DECAY_BATCH) -> int:
-    """Hourly: ``max(0.1, w·0.995)`` for every thought not accessed in the last hour.
+    """Hourly: ``max(0.1, w·0.995)`` for every thought not accessed in the last hour, once per clock hour.
 
     Never-accessed thoughts count from ``created_at``. Accesses not counted yet are folded first, so a
     thought asked for a moment ago is seen as accessed. Returns how many weights changed. Space by
     space (:func:`_space_isolated`): a space whose update fails is logged and the others decay.
+
+    Safe to run again within the hour: each step records its hour in ``decayed_at`` and a run skips
+    the thoughts already stepped for its hour (:func:`_decay_space`). The job's retry after a lost
+    connection (which ``_space_isolated`` lets up) or a redelivered message resumes where the run
+    stopped; the spaces it had committed don't decay twice.
     """
     reinforcement_fold_all()
     cutoff = (now or timezone.now()) - DECAY_IDLE
@@ -557,11 +567,18 @@ def thoughts_decay(*, now: datetime | None = None, batch_size: int = DECAY_BATCH
 def _decay_space(*, space: Space, cutoff: datetime, batch_size: int) -> int:
     """One space's decay in batches of ``batch_size`` thoughts in id order, each its own transaction, so
     it holds few rows at a time; a row another transaction holds is skipped (``SKIP LOCKED``: it decays
-    next hour) instead of waited for."""
+    at the next run, a retry's or the next hour's) instead of waited for.
+
+    The run's hour is the clock hour of ``cutoff + DECAY_IDLE`` (the run's now, :func:`decay_hour`). Each
+    step sets ``decayed_at`` to that hour's start in the same UPDATE, and a thought whose ``decayed_at``
+    is at or after it is not selected: at most one step per thought per clock hour, however often the
+    job runs for that hour."""
+    hour = decay_hour(cutoff + DECAY_IDLE)
     idle = (
         Thought.objects.filter(space=space)
         .alias(seen=Coalesce("last_accessed", "created_at"))
         .filter(seen__lt=cutoff, pheromone_weight__gt=DECAY_FLOOR)
+        .filter(Q(decayed_at__isnull=True) | Q(decayed_at__lt=hour))
         .order_by("pk")
     )
     changed, after = 0, None
@@ -572,7 +589,8 @@ def _decay_space(*, space: Space, cutoff: datetime, batch_size: int) -> int:
             ids = list(locked.values_list("pk", flat=True)[:batch_size])
             if ids:
                 changed += Thought.objects.filter(pk__in=ids).update(
-                    pheromone_weight=Greatest(Value(DECAY_FLOOR), F("pheromone_weight") * DECAY_FACTOR)
+                    pheromone_weight=Greatest(Value(DECAY_FLOOR), F("pheromone_weight") * DECAY_FACTOR),
+                    decayed_at=hour,
                 )
         if len(ids) < batch_size:
             return changed

@@ -255,7 +255,10 @@ def thoughts_embed_batch(*, thought_ids: list[str]) -> int:
     if not thoughts:
         return 0
     with_fact = [t for t in thoughts if t.thought_category == ThoughtCategory.CORRECTION and t.corrected_fact.strip()]
-    vectors = embedder.embed_many([t.content for t in thoughts] + [t.corrected_fact for t in with_fact])
+    # Stored texts, not queries: kept out of the query cache, where the job's put would keep a text a
+    # redaction erased (and discarded from the cache) while the model ran.
+    with embedder.stored_texts():
+        vectors = embedder.embed_many([t.content for t in thoughts] + [t.corrected_fact for t in with_fact])
     label = embedder.current_model_label()
     for thought, vector in zip(thoughts, vectors[: len(thoughts)], strict=True):
         thought.embedding = vector

@@ -45,7 +45,7 @@ from brain.inputs import (
     SourceRefSerializer,
     temporal_scope_checked,
 )
-from brain.models import EMBEDDING_DIMENSIONS, Thought
+from brain.models import EMBEDDING_DIMENSIONS, THOUGHT_BOOKKEEPING_FIELDS, Thought
 from brain.ranking import PHEROMONE_MAX
 from brain.services import pheromones
 from brain.services.retraction import RETRACTION_KEY
@@ -56,11 +56,14 @@ ARRAY_REFS = ("source_ids", "supersedes")
 FK_REFS = ("refined_by", "superseded_by", "contradicted_by")
 VECTOR_FIELDS = ("embedding", "corrected_fact_embedding")
 #: Plain (non-reference) thought fields an import item carries under the model's names (SPEC 2.1):
-#: every stored column of Thought but its id, space, agent, references, vectors and generated text.
+#: every stored column of Thought but its id, space, agent, references, vectors, generated text and the
+#: jobs' bookkeeping (``THOUGHT_BOOKKEEPING_FIELDS``: it describes this database's runs, not the thought).
 VALUE_FIELDS = tuple(
     f.name
     for f in Thought._meta.concrete_fields
-    if not f.is_relation and not f.generated and f.name not in ("id", *ARRAY_REFS, *VECTOR_FIELDS)
+    if not f.is_relation
+    and not f.generated
+    and f.name not in ("id", *ARRAY_REFS, *VECTOR_FIELDS, *THOUGHT_BOOKKEEPING_FIELDS)
 )
 ITEM_FIELDS = frozenset(("id", "agent", "related_thoughts", *VALUE_FIELDS, *ARRAY_REFS, *FK_REFS, *VECTOR_FIELDS))
 #: Vectors are stored as float32: a value beyond this would not stay finite (a little below float32's largest).
