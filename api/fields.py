@@ -139,8 +139,15 @@ class DateTimeField(_StringOnly, serializers.DateTimeField):
         return super().to_internal_value(data)
 
 
+#: An integer in a query string, as the schema's ``type: integer`` reads it: ASCII digits with an optional
+#: sign. Python's ``int()`` also reads ``1_000``, ``5.0`` (after DRF strips the ``.0``) and non-ASCII
+#: digits (``٣٠``, ``５``), which a proxy, a log reader or a rate rule would not read as that number.
+_QUERY_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 class IntegerField(serializers.IntegerField):
-    """A JSON integer (a whole float such as 5.0 too); a string only from a query string."""
+    """A JSON integer (a whole float such as 5.0 too); a string only from a query string, and only ASCII
+    digits with an optional sign there."""
 
     default_error_messages = {"not_an_integer": "Expected an integer, got {type}."}
 
@@ -148,6 +155,8 @@ class IntegerField(serializers.IntegerField):
         if isinstance(data, bool) or (isinstance(data, str) and not _from_query_string(self)):
             self.fail("not_an_integer", type=type(data).__name__)
         if isinstance(data, float) and not data.is_integer():
+            self.fail("invalid")
+        if isinstance(data, str) and not _QUERY_INTEGER.fullmatch(data):
             self.fail("invalid")
         return super().to_internal_value(data)
 

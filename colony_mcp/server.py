@@ -308,10 +308,17 @@ async def memory_search(
         Field(description="Only thoughts of this topic (e.g. 'billing-pipeline').", max_length=TOPIC_MAX_CHARS),
     ] = None,
     filter_category: Annotated[AnyCategory | None, Field(description="Only thoughts of this category.")] = None,
-    limit: Annotated[int | None, Field(description="How many sources (1-50, default 10).", ge=1, le=50)] = None,
+    limit: Annotated[
+        int | None, Field(strict=True, description="How many sources (1-50, default 10).", ge=1, le=50)
+    ] = None,
     min_relevance: Annotated[
         float | None,
-        Field(description="Drop sources whose relevance (0-1, on every source) is below this.", ge=0.0, le=1.0),
+        Field(
+            strict=True,
+            description="Drop sources whose relevance (0-1, on every source) is below this.",
+            ge=0.0,
+            le=1.0,
+        ),
     ] = None,
     inject: Annotated[
         bool | None,
@@ -488,7 +495,9 @@ async def thought_get(ctx: Context, thought_id: Uuid) -> CallToolResult:
 async def thought_lineage(
     ctx: Context,
     thought_id: Uuid,
-    max_depth: Annotated[int | None, Field(description="How far to walk (default 10).", ge=0, le=50)] = None,
+    max_depth: Annotated[
+        int | None, Field(strict=True, description="How far to walk (default 10).", ge=0, le=50)
+    ] = None,
 ) -> CallToolResult:
     """The lineage chain of a thought: what it refines or consolidates (negative depth) and what
     refined or consolidated it (positive depth), with truncated when max_depth cut it. Use it to
@@ -506,10 +515,10 @@ async def thought_list(
     superseded: Annotated[
         bool | None, Field(description="true: only superseded (incl. retracted); false: only live.")
     ] = None,
-    limit: Annotated[int | None, Field(description="Page size (1-200, default 50).", ge=1, le=200)] = None,
+    limit: Annotated[int | None, Field(strict=True, description="Page size (1-200, default 50).", ge=1, le=200)] = None,
     cursor: Annotated[str | None, Field(description=CURSOR_DESCRIPTION, max_length=1000)] = None,
     offset: Annotated[
-        int | None, Field(description="Skip this many (paging; prefer cursor).", ge=0, le=OFFSET_MAX)
+        int | None, Field(strict=True, description="Skip this many (paging; prefer cursor).", ge=0, le=OFFSET_MAX)
     ] = None,
 ) -> CallToolResult:
     """List thoughts of your space, newest first, with filters and paging ({count, next_cursor,
@@ -558,7 +567,9 @@ async def thought_retract(
 async def corrections_pending(
     ctx: Context,
     mine: Annotated[bool, Field(description="Only suggestions addressed to you.")] = False,
-    limit: Annotated[int | None, Field(description="At most this many (1-200, default 50).", ge=1, le=200)] = None,
+    limit: Annotated[
+        int | None, Field(strict=True, description="At most this many (1-200, default 50).", ge=1, le=200)
+    ] = None,
     cursor: Annotated[str | None, Field(description=CURSOR_DESCRIPTION, max_length=1000)] = None,
 ) -> CallToolResult:
     """Pending correction suggestions of your space (yours first): a thought that something
@@ -611,9 +622,13 @@ async def task_list(
     role: Annotated[Role | None, Field(description="Only tasks whose current role is this.")] = None,
     project: Annotated[str | None, Field(description="Only this project (slug).", max_length=100)] = None,
     type: Annotated[Literal["task", "bug"] | None, Field(description="task or bug.")] = None,
-    limit: Annotated[int | None, Field(description="Page size (1-500, default 100).", ge=1, le=500)] = None,
+    limit: Annotated[
+        int | None, Field(strict=True, description="Page size (1-500, default 100).", ge=1, le=500)
+    ] = None,
     cursor: Annotated[str | None, Field(description=CURSOR_DESCRIPTION, max_length=1000)] = None,
-    offset: Annotated[int | None, Field(description="Skip this many (prefer cursor).", ge=0, le=OFFSET_MAX)] = None,
+    offset: Annotated[
+        int | None, Field(strict=True, description="Skip this many (prefer cursor).", ge=0, le=OFFSET_MAX)
+    ] = None,
 ) -> CallToolResult:
     """List tasks of your space, the latest change first ({count, next_cursor, results}; pass
     next_cursor back as cursor for the next page), e.g. status=ready and role=<your role> to find
@@ -682,8 +697,12 @@ async def task_update_dna(
 async def in_flight(
     ctx: Context,
     role: Annotated[Role | None, Field(description="Default: your own role.")] = None,
-    markers: Annotated[int | None, Field(description="Markers per task (1-20, default 3).", ge=1, le=20)] = None,
-    limit: Annotated[int | None, Field(description="Tasks per page (1-500, default 100).", ge=1, le=500)] = None,
+    markers: Annotated[
+        int | None, Field(strict=True, description="Markers per task (1-20, default 3).", ge=1, le=20)
+    ] = None,
+    limit: Annotated[
+        int | None, Field(strict=True, description="Tasks per page (1-500, default 100).", ge=1, le=500)
+    ] = None,
     cursor: Annotated[str | None, Field(description=CURSOR_DESCRIPTION, max_length=1000)] = None,
 ) -> CallToolResult:
     """Recovery after a crash, a compaction or a new session: the active and blocked tasks of your

@@ -32,15 +32,50 @@ class ImproperSetting(ImproperlyConfigured, ValueError):
     """
 
 
-def env(name: str, default: T) -> T:
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _range(low: float | None, high: float | None, above: float | None) -> str:
+    """The range the bounds allow, as a message says it: ``from 1 to 36500``, ``more than 0 and at most 10240``."""
+    if low is not None and high is not None and above is None:
+        return f"from {low} to {high}"
+    lower = f"more than {above}" if above is not None else f"at least {low}" if low is not None else None
+    return " and ".join(part for part in (lower, f"at most {high}" if high is not None else None) if part)
+
+
+def env(
+    name: str,
+    default: T,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    above: float | None = None,
+) -> T:
     """Read ``name`` from the environment, cast to the type of ``default``.
 
-    Lists are comma-separated; booleans accept 1/0, true/false, yes/no, on/off.
+    Lists are comma-separated; booleans accept 1/0, true/false, yes/no, on/off. An int is ASCII digits
+    with an optional sign (``1_000`` or ``٣٠`` is not one: they are not what an operator reads), a float
+    is ASCII without ``_``, finite. A number read from the environment must lie within ``min``..``max``
+    (inclusive) and be more than ``above``: a value the code can't use (a negative retention, days past
+    the calendar, a body size whose bytes overflow) stops the start, naming the variable and its range.
     """
     raw = os.environ.get(name)
     if raw is None:
         return default
     raw = raw.strip()
+    value = _read(name, raw, default)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        below = (min is not None and value < min) or (above is not None and value <= above)
+        if below or (max is not None and value > max):
+            raise ImproperSetting(
+                f"Environment variable {name}={raw!r} is out of range: it must be {_range(min, max, above)}; "
+                f"unset it to use the default ({default!r}) or give a value in that range."
+            )
+    return value
+
+
+def _read(name: str, raw: str, default: T) -> T:
+    """``raw`` cast to the type of ``default``, or one sentence naming ``name`` and what to give."""
     try:
         if isinstance(default, bool):
             lowered = raw.lower()
@@ -50,8 +85,12 @@ def env(name: str, default: T) -> T:
                 return False  # type: ignore[return-value]
             raise ValueError(raw)
         if isinstance(default, int):
+            if not _INTEGER.fullmatch(raw):  # int() also reads "1_000" and non-ASCII digits
+                raise ValueError(raw)
             return int(raw)  # type: ignore[return-value]
         if isinstance(default, float):
+            if not raw.isascii() or "_" in raw:  # float() also reads "1_0.5" and non-ASCII digits
+                raise ValueError(raw)
             value = float(raw)
             if not math.isfinite(value):  # "nan", "inf": every later comparison or int() of it breaks
                 raise ValueError(raw)
@@ -61,9 +100,10 @@ def env(name: str, default: T) -> T:
         return raw  # type: ignore[return-value]
     except ValueError:
         kind = type(default).__name__
+        article = "an" if kind[0] in "aeiou" else "a"
         raise ImproperSetting(
             f"Environment variable {name}={raw!r} is not a valid {kind}; "
-            f"unset it to use the default ({default!r}) or give a {kind}."
+            f"unset it to use the default ({default!r}) or give {article} {kind}."
         ) from None
 
 

@@ -12,6 +12,14 @@ from csp.constants import NONCE, NONE, SELF
 from config.env import ImproperSetting, check_rate, check_redis_url, ensure_writable_dir, env, secret_key_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The longest duration a numeric setting may give, a century: every ``now - timedelta(...)`` Colony
+# computes from one stays inside the calendar (a billion days overflows it), and every timeout stays
+# within what sockets and locks accept.
+_DAYS_MAX = 36_500
+_HOURS_MAX = _DAYS_MAX * 24
+_SECONDS_MAX = _DAYS_MAX * 86_400
+# The largest request body a setting may allow, in MB: 10 GB, far past what one process should read.
+_BODY_MB_MAX = 10_240
 
 # --- core -----------------------------------------------------------------------------------------
 COLONY_DATA_DIR = Path(env("COLONY_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -37,7 +45,7 @@ CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [])
 SECURE_SSL_REDIRECT = env("SECURE_SSL_REDIRECT", False)
 SESSION_COOKIE_SECURE = env("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env("CSRF_COOKIE_SECURE", False)
-SECURE_HSTS_SECONDS = env("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_SECONDS = env("SECURE_HSTS_SECONDS", 0, min=0, max=_SECONDS_MAX)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env("SECURE_HSTS_PRELOAD", False)
 # Behind a reverse proxy that terminates TLS: trust its X-Forwarded-Proto (set only when the proxy
@@ -157,7 +165,7 @@ def database_from_url(url: str) -> dict:
         "OPTIONS": query,
         # Persistent connections (a new one per request costs a few ms); checked before reuse, so a
         # restarted database costs one failed check, not a failed request.
-        "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 300),
+        "CONN_MAX_AGE": env("DATABASE_CONN_MAX_AGE", 300, min=0, max=_SECONDS_MAX),
         "CONN_HEALTH_CHECKS": True,
     }
 
@@ -170,7 +178,7 @@ if not DATABASE_URL:
     DATABASE_URL = embedded_db.ensure_running()
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 # A request never waits long for an unreachable database: it gets 503 DATABASE_UNAVAILABLE instead.
-DATABASE_CONNECT_TIMEOUT = env("DATABASE_CONNECT_TIMEOUT", 3)
+DATABASE_CONNECT_TIMEOUT = env("DATABASE_CONNECT_TIMEOUT", 3, min=1, max=_SECONDS_MAX)
 DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", DATABASE_CONNECT_TIMEOUT)
 # Prepared statements for the hot paths' own statements (core.db.prepared_cursor: parsed once per
 # connection, not per call), never for the ORM's (psycopg prepares a statement after
@@ -209,7 +217,7 @@ if env("DATABASE_POOL", False):
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": 1,
-        "max_size": env("DATABASE_POOL_SIZE", 8),
+        "max_size": env("DATABASE_POOL_SIZE", 8, min=1),
         "timeout": float(DATABASE_CONNECT_TIMEOUT),
         "max_idle": 300,
     }
@@ -234,16 +242,15 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 # accounts) every login from that address is refused: 429, templates/registration/lockout.html, the
 # right password too, until AXES_COOLOFF_TIME hours after the last failure counted. A successful login
 # clears its own username's count from that address. A refused attempt checks no password and is not counted.
-AXES_FAILURE_LIMIT = env("AXES_FAILURE_LIMIT", 5)
-AXES_ADDRESS_FAILURE_LIMIT = env("AXES_ADDRESS_FAILURE_LIMIT", 20)
-if not 1 <= AXES_FAILURE_LIMIT <= AXES_ADDRESS_FAILURE_LIMIT:
+AXES_FAILURE_LIMIT = env("AXES_FAILURE_LIMIT", 5, min=1)
+AXES_ADDRESS_FAILURE_LIMIT = env("AXES_ADDRESS_FAILURE_LIMIT", 20, min=1)
+if AXES_FAILURE_LIMIT > AXES_ADDRESS_FAILURE_LIMIT:
     raise ImproperSetting(
         f"AXES_ADDRESS_FAILURE_LIMIT ({AXES_ADDRESS_FAILURE_LIMIT}) must be at least AXES_FAILURE_LIMIT "
-        f"({AXES_FAILURE_LIMIT}), which must be at least 1; unset them for 20 and 5."
+        f"({AXES_FAILURE_LIMIT}); unset them for 20 and 5."
     )
-AXES_COOLOFF_TIME = env("AXES_COOLOFF_TIME", 0.25)
-if AXES_COOLOFF_TIME <= 0:  # 0 or less: no login would ever stay locked
-    raise ImproperSetting(f"AXES_COOLOFF_TIME must be a positive number of hours (got {AXES_COOLOFF_TIME}).")
+# More than 0: at 0 or less no login would ever stay locked.
+AXES_COOLOFF_TIME = env("AXES_COOLOFF_TIME", 0.25, above=0, max=_HOURS_MAX)
 AXES_HANDLER = "core.login_lock.LoginLockHandler"
 AXES_LOCKOUT_PARAMETERS = [["ip_address"]]  # the rows LoginLockHandler counts; it splits them by username
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
@@ -270,7 +277,7 @@ WHITENOISE_AUTOREFRESH = False
 # --- API ------------------------------------------------------------------------------------------
 # Seconds a process trusts an agent token it looked up (core.services.TokenRows): a revoked token or a
 # deactivated agent is refused at once by the process that revoked it, by the others within this. 0: off.
-TOKEN_CACHE_SECONDS = env("TOKEN_CACHE_SECONDS", 10)
+TOKEN_CACHE_SECONDS = env("TOKEN_CACHE_SECONDS", 10, min=0, max=_SECONDS_MAX)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["core.auth.AgentTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["core.auth.IsAgent"],
@@ -358,13 +365,10 @@ CACHES = {
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", "")
 EMBEDDING_DIMENSIONS = 384
 # Threads for embedding one request's prompt (batches: EMBEDDING_BATCH_THREADS); 0 = all cores.
-EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1)
+EMBEDDING_THREADS = env("EMBEDDING_THREADS", 1, min=0, max=1024)
 #: Threads for one batch (imports, re-embedding); 0 = all cores. The production server (runtime.serve) sets
 #: cores // WEB_WORKERS for its workers, so concurrent imports in two workers don't oversubscribe the cores.
-EMBEDDING_BATCH_THREADS = env("EMBEDDING_BATCH_THREADS", 0)
-for _name, _threads in (("EMBEDDING_THREADS", EMBEDDING_THREADS), ("EMBEDDING_BATCH_THREADS", EMBEDDING_BATCH_THREADS)):
-    if _threads < 0:
-        raise ImproperSetting(f"{_name}={_threads} must be 0 (all cores) or more; unset it for the default.")
+EMBEDDING_BATCH_THREADS = env("EMBEDDING_BATCH_THREADS", 0, min=0, max=1024)
 # onnx (ONNX Runtime, the model exported once into $COLONY_DATA_DIR/models) or torch.
 EMBEDDING_BACKEND = env("EMBEDDING_BACKEND", "onnx").lower()
 if EMBEDDING_BACKEND not in {"onnx", "torch"}:
@@ -375,21 +379,17 @@ EMBEDDING_QUANTIZE = env("EMBEDDING_QUANTIZE", "int8").lower()
 if EMBEDDING_QUANTIZE not in {"none", "int8"}:
     raise ImproperSetting(f"EMBEDDING_QUANTIZE must be none or int8 (got {EMBEDDING_QUANTIZE!r}); unset it for int8.")
 # Query vectors kept per process (LRU); 0 turns the cache off.
-EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024)
-STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14)
+EMBEDDING_CACHE_SIZE = env("EMBEDDING_CACHE_SIZE", 1024, min=0)
+STALE_SNAPSHOT_DAYS = env("STALE_SNAPSHOT_DAYS", 14, min=0, max=_DAYS_MAX)
 # Items per POST /api/v1/thoughts/import request (one batch, all or nothing).
-IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000)
+IMPORT_BATCH_MAX_ITEMS = env("IMPORT_BATCH_MAX_ITEMS", 1000, min=1, max=100_000)
 # Largest request body the web server reads (api.body_limit), checked before the body is read; larger:
 # 413 REQUEST_TOO_LARGE. The import's, in MB (default: 64 KB per item of a full batch, 62.5 MB for 1,000),
 # and every other path's (/mcp included), in KB: api/body_limit.py says how each default is sized.
-MAX_REQUEST_BODY_MB = env("MAX_REQUEST_BODY_MB", IMPORT_BATCH_MAX_ITEMS * 64 / 1024)
-if MAX_REQUEST_BODY_MB <= 0:
-    raise ImproperSetting(f"MAX_REQUEST_BODY_MB must be a positive number of megabytes (got {MAX_REQUEST_BODY_MB}).")
-MAX_REQUEST_BODY_KB = env("MAX_REQUEST_BODY_KB", 256)
-if MAX_REQUEST_BODY_KB <= 0:
-    raise ImproperSetting(f"MAX_REQUEST_BODY_KB must be a positive number of kilobytes (got {MAX_REQUEST_BODY_KB}).")
+MAX_REQUEST_BODY_MB = env("MAX_REQUEST_BODY_MB", IMPORT_BATCH_MAX_ITEMS * 64 / 1024, above=0, max=_BODY_MB_MAX)
+MAX_REQUEST_BODY_KB = env("MAX_REQUEST_BODY_KB", 256, min=1, max=_BODY_MB_MAX * 1024)
 # Hours an import's Idempotency-Key receipt is kept: a batch sent again within them is answered from it.
-IMPORT_RECEIPT_HOURS = env("IMPORT_RECEIPT_HOURS", 24)
+IMPORT_RECEIPT_HOURS = env("IMPORT_RECEIPT_HOURS", 24, min=0, max=_HOURS_MAX)
 
 # --- quality loop ---------------------------------------------------------------------------------
 QUALITY_RANKING_ENABLED = env("QUALITY_RANKING_ENABLED", True)
@@ -401,17 +401,18 @@ QUALITY_LLM_PROVIDER = env("QUALITY_LLM_PROVIDER", "openai")  # openai (compatib
 QUALITY_LLM_BASE_URL = env("QUALITY_LLM_BASE_URL", "")
 QUALITY_LLM_API_KEY = env("QUALITY_LLM_API_KEY", "")
 QUALITY_LLM_MODEL = env("QUALITY_LLM_MODEL", "")
-QUALITY_LLM_TIMEOUT = env("QUALITY_LLM_TIMEOUT", 20.0)
-TURN_LOG_RETENTION_DAYS = env("TURN_LOG_RETENTION_DAYS", 90)
+QUALITY_LLM_TIMEOUT = env("QUALITY_LLM_TIMEOUT", 20.0, above=0, max=_SECONDS_MAX)
+# At least a day: at 0 the nightly expiry would delete the turns logged a second ago.
+TURN_LOG_RETENTION_DAYS = env("TURN_LOG_RETENTION_DAYS", 90, min=1, max=_DAYS_MAX)
 #: Query-log rows (one per memory call) older than this are deleted nightly, except those of a session an
 #: open task's DNA names as its memory_query_session made since the task entered its current state (what its
 #: memory gate can accept; brain.services.pheromones.query_logs_expire); 0 keeps them forever.
-QUERY_LOG_RETENTION_DAYS = env("QUERY_LOG_RETENTION_DAYS", 90)
+QUERY_LOG_RETENTION_DAYS = env("QUERY_LOG_RETENTION_DAYS", 90, min=0, max=_DAYS_MAX)
 #: A memory call's accesses are counted from its query-log row (brain.services.pheromones.reinforcement_fold):
 #: after a response, a web process folds the rows logged since if it has not in this many seconds (0:
 #: after every call); the worker folds every minute what idle processes left.
-REINFORCEMENT_FOLD_SECONDS = env("REINFORCEMENT_FOLD_SECONDS", 1.0)
-TURN_TEXT_MAX_CHARS = env("TURN_TEXT_MAX_CHARS", 8000)
+REINFORCEMENT_FOLD_SECONDS = env("REINFORCEMENT_FOLD_SECONDS", 1.0, min=0, max=_SECONDS_MAX)
+TURN_TEXT_MAX_CHARS = env("TURN_TEXT_MAX_CHARS", 8000, min=1)
 
 LOGGING = {
     "version": 1,

@@ -45,8 +45,8 @@ def dna_schema(*, min_properties: int = 0) -> dict:
     }
     properties |= {
         "rework_target_role": {"type": ["string", "null"], "enum": [*workflow.AGENT_ROLES, None]},
-        "test_pass_count": {"type": ["integer", "null"], "minimum": 0},
-        "test_total_count": {"type": ["integer", "null"], "minimum": 0},
+        "test_pass_count": {"type": ["integer", "null"], "minimum": 0, "maximum": task_services.DNA_TEST_COUNT_MAX},
+        "test_total_count": {"type": ["integer", "null"], "minimum": 0, "maximum": task_services.DNA_TEST_COUNT_MAX},
         workflow.MQS: {"type": ["string", "null"], "maxLength": 100, "pattern": NO_NUL_PATTERN},
         workflow.MCI: {"type": ["string", "null"], "maxLength": 100, "pattern": NO_NUL_PATTERN},
         task_services.WRAPPED_DNA_KEY: {

@@ -19,6 +19,9 @@ from tasks.choices import ROLE_ACTORS, ApprovalMode, TaskStatus, TaskType
 from tasks.models import DESCRIPTION_MAX_CHARS, LINKS_MAX, Project, Task, task_id_of
 
 DNA_MAX_CHARS = 100_000
+#: The most a DNA test count may say: more tests than any suite runs, and an integer every JSON reader
+#: (64-bit, JavaScript's doubles) reads as the number Colony compares at the review gate.
+DNA_TEST_COUNT_MAX = 1_000_000
 CREATE_STATUSES = (TaskStatus.BACKLOG, TaskStatus.PENDING)
 # A complete task is closed to DNA changes except the one field that reopens it (complete->rework).
 DNA_KEYS_OPEN_WHEN_COMPLETE = frozenset({"rework_target_role"})
@@ -97,8 +100,10 @@ def dna_validate(*, patch: dict) -> dict:
         value = patch.get(name)
         if isinstance(value, float) and value.is_integer():
             value = patch[name] = int(value)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            problems.append(f"{name} must be a non-negative integer")
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= DNA_TEST_COUNT_MAX
+        ):
+            problems.append(f"{name} must be a whole number from 0 to {DNA_TEST_COUNT_MAX:,}")
     for name in (workflow.MQS, workflow.MCI):
         value = patch.get(name)
         if value is not None and (not isinstance(value, str) or len(value) > 100):

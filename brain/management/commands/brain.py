@@ -22,7 +22,7 @@ from api.text import one_line
 from brain.choices import ThoughtCategory
 from brain.inputs import MemoryInputSerializer, SourceRefSerializer
 from brain.selectors.activity import thought_highways
-from brain.selectors.lineage import DEFAULT_MAX_DEPTH, thought_lineage
+from brain.selectors.lineage import DEFAULT_MAX_DEPTH, MAX_MAX_DEPTH, thought_lineage
 from brain.services.corrections import correction_supersede_guidance, thought_correct_by_id
 from brain.services.memory import memory_run
 from brain.transfer.cli import Export, Import
@@ -239,11 +239,13 @@ class History(Subcommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("thought_id")
         super().add_arguments(parser)
-        parser.add_argument("--max-depth", type=int, default=DEFAULT_MAX_DEPTH)
+        parser.add_argument(
+            "--max-depth", type=int, default=DEFAULT_MAX_DEPTH, help=f"how far to walk, 0 to {MAX_MAX_DEPTH}"
+        )
 
     def run(self, command, options):
-        if options["max_depth"] < 0:
-            raise CommandError("--max-depth must be 0 or more.")
+        if not 0 <= options["max_depth"] <= MAX_MAX_DEPTH:  # the API's bound: a walk around a cycle stays short
+            raise CommandError(f"--max-depth must be from 0 to {MAX_MAX_DEPTH}.")
         space = services.space_get(slug=options["space"])
         lineage = thought_lineage(space=space, thought_id=options["thought_id"], max_depth=options["max_depth"])
         out = command.stdout.write
