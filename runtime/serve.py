@@ -52,15 +52,11 @@ def server_options() -> dict:
     """uvicorn.run keyword arguments from the environment (read with Colony's typed reader)."""
     from config.env import env
 
-    workers = env("WEB_WORKERS", default_workers())
+    workers = env("WEB_WORKERS", default_workers(), min=1, max=256)
     forwarded = env("FORWARDED_ALLOW_IPS", "")
-    if workers < 1:
-        from config.env import ImproperSetting
-
-        raise ImproperSetting(f"WEB_WORKERS={workers} must be at least 1; unset it for the default.")
     return {
         "host": env("HOST", "127.0.0.1"),
-        "port": env("PORT", 8000),
+        "port": env("PORT", 8000, min=0, max=65535),
         "workers": workers,
         "loop": "uvloop",
         "http": HTTP_PROTOCOL,
@@ -71,7 +67,7 @@ def server_options() -> dict:
         # LOGGING sets up in every worker, filters included.
         "log_config": None,
         "access_log": True,
-        "timeout_keep_alive": env("WEB_TIMEOUT_KEEP_ALIVE", 100),
+        "timeout_keep_alive": env("WEB_TIMEOUT_KEEP_ALIVE", 100, min=1, max=3600),
         "timeout_graceful_shutdown": 10,
         # X-Forwarded-For and -Proto are read only from the proxies the operator names: trusted from
         # 127.0.0.1 by default, any process on this host (every agent under make run) could pick the
