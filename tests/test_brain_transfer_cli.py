@@ -119,6 +119,27 @@ def test_colony_export_round_trip_loses_nothing(rich_space, tmp_path):
     assert len(original["embedding"]) == 384
 
 
+def test_a_backup_naming_a_thought_deleted_since_restores_without_that_id(rich_space, tmp_path, capsys):
+    """The admin can delete a thought a refinement names in ``source_ids``; the id stays in the array. The
+    backup of that space restores: the id is left out of the array and reported, not refused (a backup an
+    operator would have to edit by hand to restore is no backup). An id of no thought in a seed dump is
+    refused (tests/security/test_backup_round_trip.py)."""
+    refinement = Thought.objects.get(space=rich_space, thought_type="refinement")
+    (source,) = refinement.source_ids
+    Thought.objects.filter(pk=source).delete()
+    path = tmp_path / "backup.jsonl"
+    call_command("brain", "export", str(path), "--no-progress")
+    Thought.objects.filter(space=rich_space).delete()
+    CorrectionSuggestion.objects.filter(space=rich_space).delete()
+    QueryLog.objects.filter(space=rich_space).delete()
+
+    call_command("brain", "import", str(path), "--no-progress")
+
+    assert Thought.objects.filter(space=rich_space).count() == 4
+    assert Thought.objects.get(pk=refinement.pk).source_ids == []
+    assert f"Reference left out: {refinement.pk} source_ids -> {source}: no such thought" in capsys.readouterr().err
+
+
 def test_export_without_embeddings_reimports_by_embedding(rich_space, tmp_path, fake_embedder):
     path = tmp_path / "bare.jsonl"
     call_command("brain", "export", str(path), "--no-progress", "--no-embeddings")

@@ -111,6 +111,7 @@ class Import:
                 suggestions=dump.suggestions,
                 skip_existing=options["skip_existing"],
                 new_ids=options["new_ids"],
+                leave_out_unknown_refs=dump.format == "colony",
             )
         except DumpInvalid as exc:
             listed = "\n".join(f"  {problem}" for problem in exc.problems[:50])
@@ -164,7 +165,7 @@ class Import:
                 f"Already in the space, left out: {plan.skipped['thoughts']} thoughts, {plan.skipped['query_logs']} "
                 f"query-log rows, {plan.skipped['correction_suggestions']} correction suggestions."
             )
-        for link in dangling:
+        for link in [*plan.refs_left_out, *dangling]:
             command.stderr.write(f"Reference left out: {link}")
         return {
             "thoughts": imported,

@@ -21,16 +21,24 @@ from core.models import Space
 IMPORT_ID_NAMESPACE = uuid.UUID("6f6c6f6e-792d-4269-8d70-6f7274000001")
 
 
-def querylog_key(*, session_id: str, query_text: str, created_at: dt.datetime) -> tuple[str, str, str]:
-    """What tells a query-log row from another (rows have no id of their own in an export)."""
-    return (session_id, query_text, created_at.isoformat())
+def querylog_key(*, session_id: str, agent_ref: str, created_at: dt.datetime) -> tuple[str, str, dt.datetime]:
+    """What tells a query-log row from another: its session, who asked and when. Not its text, which a
+    redaction erases from the stored row (a backup's copy of it would read as missing and bring the text
+    back), and not its database id, which a copy into another space can't keep."""
+    return (session_id, agent_ref, created_at)
 
 
-def querylog_keys(*, space: Space) -> set[tuple[str, str, str]]:
-    return {
-        querylog_key(session_id=s, query_text=q, created_at=c)
-        for s, q, c in QueryLog.objects.filter(space=space).values_list("session_id", "query_text", "created_at")
-    }
+def querylog_keys(*, space: Space, rows: list[dict[str, Any]], chunk: int = 10_000) -> set[tuple]:
+    """The keys (:func:`querylog_key`) of ``space``'s stored query-log rows that some of ``rows`` have,
+    asked in chunks by time."""
+    times, found = sorted({row["created_at"] for row in rows}), set()
+    for start in range(0, len(times), chunk):
+        stored = QueryLog.objects.filter(space=space, created_at__in=times[start : start + chunk])
+        found.update(
+            querylog_key(session_id=s, agent_ref=a, created_at=c)
+            for s, a, c in stored.values_list("session_id", "agent_ref", "created_at")
+        )
+    return found
 
 
 @dataclass
@@ -45,6 +53,9 @@ class DumpPlan:
     #: The links of thoughts left out as already stored that the space lacks (an import stopped before its
     #: final link pass): (thought, field, target), for ``thoughts_import_links``.
     skipped_links: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Lineage ids left out of the thoughts' arrays, as "thought field -> id: why" (a Colony export's
+    #: ``source_ids`` or ``supersedes`` naming a thought deleted since, or of no thought of the space).
+    refs_left_out: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -129,8 +140,11 @@ def _stable_json(value: Any) -> Any:
     return value.tolist() if isinstance(value, np.ndarray) else str(value)
 
 
-def _plan_thoughts(space: Space, thoughts: list[Any], skip_existing: bool, problems: list[DumpProblem]):
-    """(rows to store, their item numbers, item number of every id in the file, how many left out)."""
+def _plan_thoughts(
+    space: Space, thoughts: list[Any], skip_existing: bool, problems: list[DumpProblem], *, leave_out_unknown_refs: bool
+):
+    """(rows to store, their item numbers, item number of every id in the file, how many left out, the
+    links of those left out, the lineage ids left out)."""
     first_seen: dict[uuid.UUID, int] = {}
     cleaned = _clean_each(thoughts, item_clean, "item", problems)
     for number, item, row in cleaned:
@@ -167,6 +181,7 @@ def _plan_thoughts(space: Space, thoughts: list[Any], skip_existing: bool, probl
                 "Run the import again with --skip-existing to store only what is missing.",
             )
         )
+    refs_left_out = _check_array_refs(space, cleaned, set(first_seen), problems, leave_out=leave_out_unknown_refs)
     kept = [(number, row) for number, _, row in cleaned if not (skip_existing and row["id"] in here)]
     skipped = [row for _, _, row in cleaned if skip_existing and row["id"] in here]
     return (
@@ -175,7 +190,35 @@ def _plan_thoughts(space: Space, thoughts: list[Any], skip_existing: bool, probl
         first_seen,
         len(cleaned) - len(kept),
         _links_missing(skipped),
+        refs_left_out,
     )
+
+
+def _check_array_refs(
+    space: Space, cleaned: list[tuple[int, Any, dict]], in_file: set, problems: list[DumpProblem], *, leave_out: bool
+) -> list[str]:
+    """Every id of an item's ``source_ids`` and ``supersedes`` names a thought of the file or of ``space``,
+    as the API's import requires: the batches store these arrays as they are, and a seed dump's lineage
+    supersedes what they name, so an id of another space (or of no thought) would make a thought of this
+    space name, or close the suggestions of, another space's thought. An id of another space is reported
+    as one of no thought. Such an id is a problem, or with ``leave_out`` is taken out of its array;
+    returns what was left out."""
+    outside = {ref for _, _, row in cleaned for name in ARRAY_REFS for ref in row[name] if ref not in in_file}
+    present = {pk for pk, owner in _in_chunks(Thought, outside).items() if owner == space.pk} if outside else set()
+    left_out = []
+    for number, _, row in cleaned:
+        for name in ARRAY_REFS:
+            missing = [ref for ref in row[name] if ref not in in_file and ref not in present]
+            if not missing:
+                continue
+            if leave_out:
+                row[name] = [ref for ref in row[name] if ref in in_file or ref in present]
+                left_out += [f"{row['id']} {name} -> {ref}: no such thought in the space." for ref in missing]
+                continue
+            more = f" ({len(missing)} such ids)" if len(missing) > 1 else ""
+            message = f"no thought {missing[0]} in the file or in space {space.slug}{more}."
+            problems.append(DumpProblem("item", number, name, message))
+    return left_out
 
 
 def _links_missing(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
@@ -207,22 +250,31 @@ def _links_missing(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     return links
 
 
-def _plan_query_logs(space: Space, rows: list[Any], skip_existing: bool, problems: list[DumpProblem]):
-    """(rows to store, how many left out: already in the space by session, text and time)."""
-    known = querylog_keys(space=space) if skip_existing and rows else set()
-    kept, skipped = [], 0
-    for _, _, log in _clean_each(rows, querylog_clean, "query-log row", problems):
-        key = querylog_key(session_id=log["session_id"], query_text=log["query_text"], created_at=log["created_at"])
-        if key in known:
-            skipped += 1
-        else:
-            kept.append(log)
-    return kept, skipped
+def _plan_query_logs(space: Space, rows: list[Any], problems: list[DumpProblem]):
+    """(rows to store, how many left out: already in the space by :func:`querylog_key`). A row already
+    there is left out with or without --skip-existing: it is the same search, and a second copy would be
+    counted again by the memory gates and the quality metrics (a dump without thoughts has nothing else
+    that tells it was restored before)."""
+    cleaned = [log for _, _, log in _clean_each(rows, querylog_clean, "query-log row", problems)]
+    known = querylog_keys(space=space, rows=cleaned) if cleaned else set()
+    kept = [
+        log
+        for log in cleaned
+        if querylog_key(session_id=log["session_id"], agent_ref=log["agent_ref"], created_at=log["created_at"])
+        not in known
+    ]
+    return kept, len(cleaned) - len(kept)
 
 
 def _plan_suggestions(space: Space, rows: list[Any], in_file: dict, skip_existing: bool, problems: list[DumpProblem]):
     """(rows to store, how many left out); each must be about a thought of the file or the space."""
     cleaned = _clean_each(rows, suggestion_clean, "correction suggestion", problems)
+    first_seen: dict[uuid.UUID, int] = {}
+    for number, _, suggestion in cleaned:
+        if suggestion["id"] in first_seen:
+            message = f"{suggestion['id']} is also the id of correction suggestion {first_seen[suggestion['id']]}."
+            problems.append(DumpProblem("correction suggestion", number, "id", message))
+        first_seen.setdefault(suggestion["id"], number)
     taken = _in_chunks(CorrectionSuggestion, {s["id"] for _, _, s in cleaned})
     outside = {s["thought"] for _, _, s in cleaned} - set(in_file)
     present = {pk for pk, owner in _in_chunks(Thought, outside).items() if owner == space.pk}
@@ -255,13 +307,17 @@ def dump_plan(
     suggestions: list[Any],
     skip_existing: bool = False,
     new_ids: bool = False,
+    leave_out_unknown_refs: bool = False,
 ) -> DumpPlan:
     """Check a whole dump before anything of it is stored; raises :class:`DumpInvalid` listing every
     problem (fields, ids repeated in the file, ids taken by other spaces' thoughts or already in this
-    one, suggestions about thoughts that are nowhere), so a file import fails before its first batch
-    rather than half-way. Items without an id get a stable one (:data:`IMPORT_ID_NAMESPACE`); with
-    ``skip_existing`` what is already in the space (thoughts and suggestions by id, query-log rows
-    by session, text and time) is left out, so a stopped import can be finished by running it again."""
+    one, lineage arrays and suggestions naming thoughts that are in neither the file nor the space), so
+    a file import fails before its first batch rather than half-way. Items without an id get a stable one
+    (:data:`IMPORT_ID_NAMESPACE`); with ``skip_existing`` the thoughts and suggestions already in the
+    space (by id) are left out, so a stopped import can be finished by running it again. Query-log rows
+    already in the space (by session, agent and time) are left out always. With
+    ``leave_out_unknown_refs`` (a Colony export: the admin may have deleted a thought its arrays name) a
+    lineage id of no thought of the file or the space is left out and reported instead of refused."""
     if new_ids:
         _remap_ids(
             thoughts,
@@ -270,8 +326,10 @@ def dump_plan(
             lambda old: uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {str(old).lower()}"),
         )
     problems: list[DumpProblem] = []
-    rows, numbers, in_file, thoughts_skipped, skipped_links = _plan_thoughts(space, thoughts, skip_existing, problems)
-    logs, logs_skipped = _plan_query_logs(space, query_logs, skip_existing, problems)
+    rows, numbers, in_file, thoughts_skipped, skipped_links, refs_left_out = _plan_thoughts(
+        space, thoughts, skip_existing, problems, leave_out_unknown_refs=leave_out_unknown_refs
+    )
+    logs, logs_skipped = _plan_query_logs(space, query_logs, problems)
     kept_suggestions, suggestions_skipped = _plan_suggestions(space, suggestions, in_file, skip_existing, problems)
     if problems:
         raise DumpInvalid(f"{len(problems)} problem(s) in the file; nothing was imported.", problems)
@@ -286,4 +344,5 @@ def dump_plan(
             "correction_suggestions": suggestions_skipped,
         },
         skipped_links=skipped_links,
+        refs_left_out=refs_left_out,
     )

@@ -75,6 +75,10 @@ CLOCK_SKEW = dt.timedelta(minutes=5)
 #: ceiling (quality.formulas.SINGLE_AGENT_CEILING, 1 + ALPHA/2). One agent's uses lift a thought no
 #: higher, so one agent's import doesn't either; the operator's restore keeps any value of the formula.
 AGENT_IMPORT_CONFIDENCE_MAX = 1.25
+#: The largest effective confidence the operator's restore takes: the formula's largest value
+#: (quality.formulas.confidence_formula: 1 + ALPHA with a usage of 1 and no contradiction). Written here, as
+#: the ceiling above is, because brain does not import quality (tests/test_import_graph.py).
+RESTORE_CONFIDENCE_MAX = 1.5
 COUNTER_MAX = pheromones.COUNTER_MAX
 #: What a PostgreSQL integer column holds.
 INT_MAX = 2**31 - 1
@@ -88,6 +92,9 @@ CONTEXT_METADATA_MAX_CHARS = 20_000
 #: holds of one text (a tsvector of at most 1 MB: at worst about 6 bytes a character, single CJK characters
 #: between spaces), past which storing the content fails.
 RESTORE_TEXT_MAX_CHARS = 100_000
+#: The most results one query-log row of a dump names: a memory call names at most 51 (its limit's 50
+#: sources and the thought it repeats).
+QUERY_RESULTS_MAX = MAX_ID_LIST
 
 #: Other dumps' names for an import item's fields: a Mem0 get_all() item's "memory", a hand-written "text".
 #: The API takes Colony's own fields; ``manage.py brain import FILE`` reads Mem0 and seed-brain dumps as they are.
@@ -268,6 +275,12 @@ class _Number(strict.FloatField):
         "min_value": "must be at least {min_value}.",
         "max_value": "must be at most {max_value}; an import over the API refuses more.",
     }
+
+
+class _Bounded(_Number):
+    """A restored number within what Colony's own formulas give (the operator's restore)."""
+
+    default_error_messages = {"max_value": "must be at most {max_value}, the most Colony's formulas give."}
 
 
 class _Integer(strict.IntegerField):
@@ -582,8 +595,10 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
 
 class RestoreItemSerializer(ImportItemSerializer):
     """The operator's restore (``manage.py brain import``): other agents' thoughts, any past date,
-    transition markers, texts up to RESTORE_TEXT_MAX_CHARS, id lists of any length and any value the
-    columns hold."""
+    transition markers, texts up to RESTORE_TEXT_MAX_CHARS and id lists of any length. Numbers are
+    those Colony's formulas give (a pheromone weight up to PHEROMONE_MAX, an effective confidence up to
+    RESTORE_CONFIDENCE_MAX, usage and contradiction scores between 0 and 1) and a thought has at most
+    MAX_TAGS tags, as every door takes: a hand-edited dump stores nothing no door of Colony could have."""
 
     content = strict.CharField(
         max_length=RESTORE_TEXT_MAX_CHARS,
@@ -598,7 +613,9 @@ class RestoreItemSerializer(ImportItemSerializer):
     thought_category = _Category(
         choices=ThoughtCategory.choices, allow_blank=True, default=ThoughtCategory.UNCATEGORIZED
     )
-    tags = _texts(100)
+    tags = _texts(
+        100, max_length=MAX_TAGS, error_messages={"max_length": "at most {max_length} tags, as a memory call takes."}
+    )
     source_ref = serializers.DictField(default=None)
     alternatives_considered = _text(RESTORE_TEXT_MAX_CHARS)
     corrected_fact = _text(RESTORE_TEXT_MAX_CHARS)
@@ -609,13 +626,13 @@ class RestoreItemSerializer(ImportItemSerializer):
     superseded_by = _OptionalUuid(default=None)
     refined_by = _OptionalUuid(default=None)
     accessed_by = _texts(100)
-    pheromone_weight = _Number(min_value=0, default=1.0)
+    pheromone_weight = _Bounded(min_value=0, max_value=PHEROMONE_MAX, default=1.0)
     access_count = _Integer(min_value=0, max_value=INT_MAX, default=0)
     context_metadata = _Metadata(max_chars=None)
     co_retrieved_with = _CoRetrieved(max_partners=None, max_count=INT_MAX, ids_only=False)
-    usage_score = _Number(default=None)
-    contradiction_score = _Number(default=None)
-    effective_confidence = _Number(min_value=0, default=1.0)
+    usage_score = _Bounded(min_value=0, max_value=1, default=None)
+    contradiction_score = _Bounded(min_value=0, max_value=1, default=None)
+    effective_confidence = _Bounded(min_value=0, max_value=RESTORE_CONFIDENCE_MAX, default=1.0)
 
     checks_identity = False
 
@@ -692,8 +709,8 @@ def _choice_value(value: Any, name: str, choices: list[str], default: str) -> st
 
 
 def _confidence(value: Any) -> float:
-    if not _finite_number(value) or value < 0:
-        raise _Bad("confidence", "must be a finite number, at least 0.")
+    if not _finite_number(value) or not 0 <= value <= 1:
+        raise _Bad("confidence", "must be a finite number between 0 and 1.")
     return value
 
 
@@ -709,12 +726,15 @@ def _finite_number(value: Any) -> bool:
 
 def querylog_clean(row: Any) -> dict[str, Any]:
     """One query-log row of a dump ({agent, agent_ref, session_id, query_text, results,
-    stored_thought, created_at}) as model values; raises ``_Bad`` naming the first wrong field."""
+    stored_thought, created_at}) as model values; raises ``_Bad`` naming the first wrong field. Its text
+    is at most RESTORE_TEXT_MAX_CHARS and its results at most QUERY_RESULTS_MAX, as a thought's are."""
     if not isinstance(row, dict):
         raise _Bad("", "each query-log row must be a JSON object.")
     _require_storable(row)
     results = row.get("results")
     results = [] if results is None else results
+    if isinstance(results, list) and len(results) > QUERY_RESULTS_MAX:
+        raise _Bad("results", f"at most {QUERY_RESULTS_MAX} results (got {len(results)}); a memory call names fewer.")
     if not isinstance(results, list) or not all(
         isinstance(r, dict) and (r.get("score") is None or _finite_number(r.get("score"))) for r in results
     ):
@@ -723,7 +743,7 @@ def querylog_clean(row: Any) -> dict[str, Any]:
         "agent": _short_text(row.get("agent"), "agent", 100),
         "agent_ref": _short_text(row.get("agent_ref"), "agent_ref", 100),
         "session_id": _short_text(row.get("session_id"), "session_id", 100),
-        "query_text": _text_value(row.get("query_text"), "query_text"),
+        "query_text": _text_value(row.get("query_text"), "query_text", RESTORE_TEXT_MAX_CHARS),
         "results": results,
         "stored_thought": _optional_uuid(row.get("stored_thought"), "stored_thought"),
         "created_at": _past(_datetime(row.get("created_at"), "created_at")) or timezone.now(),
@@ -741,16 +761,17 @@ def not_after_now(value: dt.datetime | None, *, now: dt.datetime) -> dt.datetime
     return min(value, now)
 
 
-def _past(value: dt.datetime | None) -> dt.datetime | None:
-    """A query-log row's time, by :func:`not_after_now`."""
+def _past(value: dt.datetime | None, name: str = "created_at") -> dt.datetime | None:
+    """A query-log row's or a suggestion's time, by :func:`not_after_now`."""
     try:
         return not_after_now(value, now=timezone.now())
     except ValueError as exc:
-        raise _Bad("created_at", str(exc)) from None
+        raise _Bad(name, str(exc)) from None
 
 
 def suggestion_clean(row: Any) -> dict[str, Any]:
-    """One correction suggestion of a Colony export as model values; raises ``_Bad``."""
+    """One correction suggestion of a Colony export as model values; raises ``_Bad``. Its texts are at
+    most RESTORE_TEXT_MAX_CHARS, its confidence between 0 and 1, its times no later than now."""
     if not isinstance(row, dict):
         raise _Bad("", "each correction suggestion must be a JSON object.")
     _require_storable(row)
@@ -764,19 +785,19 @@ def suggestion_clean(row: Any) -> dict[str, Any]:
     return {
         "id": _optional_uuid(row.get("id"), "id") or uuid.uuid4(),
         "thought": _uuid(row["thought"], "thought"),
-        "statement": _text_value(row.get("statement"), "statement"),
+        "statement": _text_value(row.get("statement"), "statement", RESTORE_TEXT_MAX_CHARS),
         "contradicting_thought": _optional_uuid(row.get("contradicting_thought"), "contradicting_thought"),
         "draft": draft,
         "origin": _choice_value(
             row.get("origin"), "origin", SuggestionOrigin.values, SuggestionOrigin.CONTRADICTION_DETECTOR
         ),
         "confidence": _confidence(row.get("confidence", 0.0)),
-        "reason": _text_value(row.get("reason"), "reason"),
+        "reason": _text_value(row.get("reason"), "reason", RESTORE_TEXT_MAX_CHARS),
         "agent": _text_value(row.get("agent"), "agent", 100),
         "session_id": _text_value(row.get("session_id"), "session_id", 100),
         "status": _choice_value(row.get("status"), "status", SuggestionStatus.values, SuggestionStatus.PENDING),
-        "created_at": _datetime(row.get("created_at"), "created_at") or timezone.now(),
-        "resolved_at": _datetime(row.get("resolved_at"), "resolved_at"),
+        "created_at": _past(_datetime(row.get("created_at"), "created_at")) or timezone.now(),
+        "resolved_at": _past(_datetime(row.get("resolved_at"), "resolved_at"), "resolved_at"),
         "resolved_by": _text_value(row.get("resolved_by"), "resolved_by", 200),
         "correction": _optional_uuid(row.get("correction"), "correction"),
     }

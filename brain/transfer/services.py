@@ -385,7 +385,7 @@ def thoughts_import(
                     deferred.append((str(row["id"]), name, str(ref)))
                     continue
                 if defer_links and name in ARRAY_REFS:
-                    continue  # plain arrays of ids: kept as given, checked by the final link pass
+                    continue  # a later batch of the file: dump_plan checked them against the file and the space
                 errors.append(LineError(line, f"no thought {ref} in this import or in this space.", name))
     if agent_mode:
         errors += _pointer_errors(cleaned, known=set(batch_ids) | in_space)
@@ -427,7 +427,8 @@ def thoughts_import(
     label = embedder.current_model_label()
     if to_embed:
         try:
-            vectors = embedder.embed_many([text for _, _, text in to_embed])
+            with embedder.stored_texts():  # thoughts' texts, not queries: kept out of the query cache
+                vectors = embedder.embed_many([text for _, _, text in to_embed])
         except embedder.EmbeddingError as exc:
             raise ServiceFailure(f"Could not embed the imported thoughts: {exc}", code="EMBEDDING_FAILED")
         for (row, name, _), vector in zip(to_embed, vectors, strict=True):
