@@ -31,8 +31,8 @@ def manage(*args, **env):
         ("REDIS_URL", "redis://:6379/0", "REDIS_URL 'redis://:6379/0' names no host"),
         ("COLONY_DATA_DIR", "/proc/colony-cannot-write-here", "COLONY_DATA_DIR='/proc/colony-cannot-write-here'"),
         ("DEBUG", "perhaps", "DEBUG='perhaps' is not a valid bool"),
-        ("EMBEDDING_BATCH_THREADS", "-1", "EMBEDDING_BATCH_THREADS=-1 must be 0 (all cores) or more"),
-        ("EMBEDDING_THREADS", "-2", "EMBEDDING_THREADS=-2 must be 0 (all cores) or more"),
+        ("EMBEDDING_BATCH_THREADS", "-1", "EMBEDDING_BATCH_THREADS='-1' is out of range: it must be from 0 to 1024"),
+        ("EMBEDDING_THREADS", "-2", "EMBEDDING_THREADS='-2' is out of range: it must be from 0 to 1024"),
     ],
 )
 def test_bad_setting_is_one_clear_sentence(variable, value, says):

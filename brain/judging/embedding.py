@@ -25,9 +25,15 @@ and limits: :mod:`brain.judging`):
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
+import secrets
+import threading
 from dataclasses import dataclass
 
 import numpy as np
+from django.db import transaction
 
 from brain import embedding
 from brain.judging.base import JudgeUnavailable, Verdict
@@ -77,34 +83,110 @@ VECTOR_CACHE_SIZE = 4096
 """Texts whose vectors a process keeps: a turn's prompt, response and sentences are asked about once
 per item, and the brain's detector compares one new thought with several old ones."""
 
+# A text forgotten (a redaction erased it) is not cached again from a copy read before the forget: a job
+# that read the text, then judges for seconds while the redaction commits, would otherwise embed it again
+# and put it back for the life of the process. Each forget takes the next generation; the forgotten texts
+# are kept as keyed digests (never as text) with the generation that forgot them, and a store of vectors
+# of texts read at generation ``g`` skips each text forgotten after ``g``.
+_LOCK = threading.Lock()
+_DIGEST_KEY = secrets.token_bytes(16)
+_FORGOTTEN: dict[bytes, int] = {}
+FORGOTTEN_SIZE = 4096
+"""Forgotten texts' digests a process keeps; past that the oldest go, and a store of texts read before
+the newest one that went caches nothing (it can no longer tell which of its texts were forgotten)."""
+_generation = 0
+_floor = 0  # the generation of the newest digest that went
+_READ_AT: contextvars.ContextVar[int | None] = contextvars.ContextVar("judge_vectors_read_at", default=None)
 
-def vectors_remember(pairs) -> None:
-    """Vectors already known for some texts (``(text, vector)`` pairs: stored thoughts' embeddings
-    from the current embedder), so the judge doesn't embed those texts again. Same cache, same bound."""
-    fresh = {text: tuple(float(x) for x in vector) for text, vector in pairs if text not in _VECTOR_CACHE}
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), key=_DIGEST_KEY, digest_size=16).digest()
+
+
+def vectors_generation() -> int:
+    """The current forget generation: take it before reading the texts to judge, for :func:`texts_read_at`."""
+    return _generation
+
+
+@contextlib.contextmanager
+def texts_read_at(generation: int):
+    """The texts judged inside were read (from the database) at ``generation`` (:func:`vectors_generation`
+    taken before the read): the cache keeps no vector of one forgotten since, whenever it is embedded."""
+    token = _READ_AT.set(generation)
+    try:
+        yield
+    finally:
+        _READ_AT.reset(token)
+
+
+def _read_at() -> int:
+    """The generation the texts being judged were read at: the caller's (:func:`texts_read_at`), else now."""
+    read_at = _READ_AT.get()
+    return _generation if read_at is None else read_at
+
+
+def _keep(vectors: dict[str, tuple[float, ...]], *, read_at: int) -> None:
+    """Cache ``vectors`` of texts read at ``read_at``, but none of a text forgotten since (hold ``_LOCK``)."""
+    if read_at < _floor:
+        return
+    fresh = {
+        text: vector
+        for text, vector in vectors.items()
+        if text not in _VECTOR_CACHE and (not _FORGOTTEN or _FORGOTTEN.get(_digest(text), -1) <= read_at)
+    }
     if len(_VECTOR_CACHE) + len(fresh) > VECTOR_CACHE_SIZE:
         _VECTOR_CACHE.clear()
     _VECTOR_CACHE.update(fresh)
 
 
+def vectors_remember(pairs) -> None:
+    """Vectors already known for some texts (``(text, vector)`` pairs: stored thoughts' embeddings
+    from the current embedder), so the judge doesn't embed those texts again. Same cache, same bound."""
+    read_at = _read_at()
+    vectors = {text: tuple(float(x) for x in vector) for text, vector in pairs}
+    with _LOCK:
+        _keep(vectors, read_at=read_at)
+
+
 def vectors_forget(texts) -> None:
-    """Drop the vectors of ``texts`` (a redacted thought's): an erased text is no key here either."""
-    for text in texts:
-        _VECTOR_CACHE.pop(text, None)
+    """Drop the vectors of ``texts`` (a redacted thought's): an erased text is no key here either, and
+    no copy of it read before is cached again. Inside a transaction, once more when it commits: a job
+    may read the text until then."""
+    texts = list(texts)
+    _forget(texts)
+    if transaction.get_connection().in_atomic_block:
+        transaction.on_commit(lambda: _forget(texts))
+
+
+def _forget(texts: list[str]) -> None:
+    global _generation, _floor
+    digests = [_digest(text) for text in texts]
+    with _LOCK:
+        _generation += 1
+        for text, digest in zip(texts, digests, strict=True):
+            _VECTOR_CACHE.pop(text, None)
+            _FORGOTTEN.pop(digest, None)  # re-inserted last: the newest forget of it counts
+            _FORGOTTEN[digest] = _generation
+        while len(_FORGOTTEN) > FORGOTTEN_SIZE:
+            _floor = _FORGOTTEN.pop(next(iter(_FORGOTTEN)))
 
 
 def _vectors(texts: list[str]) -> list[tuple[float, ...]]:
     """Normalised vectors of ``texts``; the ones not cached are embedded in one batch."""
-    missing = list(dict.fromkeys(t for t in texts if t not in _VECTOR_CACHE))
+    read_at = _read_at()
+    with _LOCK:
+        known = {text: _VECTOR_CACHE[text] for text in texts if text in _VECTOR_CACHE}
+    missing = list(dict.fromkeys(t for t in texts if t not in known))
     if missing:
         try:
             computed = embedding.embed_many(missing)
         except embedding.EmbeddingError as exc:
             raise JudgeUnavailable(f"Embedding model failed: {exc}") from exc
-        if len(_VECTOR_CACHE) + len(missing) > VECTOR_CACHE_SIZE:
-            _VECTOR_CACHE.clear()
-        _VECTOR_CACHE.update((text, tuple(vector)) for text, vector in zip(missing, computed, strict=True))
-    return [_VECTOR_CACHE[t] for t in texts]
+        fresh = {text: tuple(vector) for text, vector in zip(missing, computed, strict=True)}
+        known.update(fresh)
+        with _LOCK:
+            _keep(fresh, read_at=read_at)
+    return [known[t] for t in texts]
 
 
 def _similarities(a: str, others: list[str]) -> list[float]:

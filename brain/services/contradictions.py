@@ -20,12 +20,13 @@ from api.text import quoted
 from brain import embedding
 from brain.choices import SuggestionOrigin, ThoughtCategory
 from brain.judging import Judge, JudgeAnswerInvalid, get_judge
-from brain.judging.embedding import vectors_remember
+from brain.judging.embedding import texts_read_at, vectors_generation, vectors_remember
 from brain.models import CorrectionSuggestion, Thought, vector_from_send
 from brain.selectors.hnsw import hnsw_filtered_scan_select_sql
 from brain.selectors.search import thought_from_row
 from brain.services.suggestions import suggestion_create
 from core.db import binary_vector, prepared_cursor
+from core.models import Agent
 
 logger = logging.getLogger("colony.brain")
 
@@ -144,12 +145,19 @@ def _judged(thought_id) -> tuple[Thought | None, str]:
 def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None) -> list[CorrectionSuggestion]:
     """Judge a stored thought against existing facts; return the suggestions raised (new or already pending).
 
-    Safe to run twice (a retry after a judge failure half-way): ``suggestion_create`` reuses the
-    pending suggestion for the same old thought and statement. Raises :class:`EmbeddingPending` while
-    the thought has no vector, and lets ``JudgeUnavailable`` through: both are retried by the job. A
-    pair the judge answered without a verdict (``JudgeAnswerInvalid``) is skipped: one thought whose
-    text steers an LLM judge can't stop the check of the others.
+    Safe to run twice (a retry after a judge failure half-way, a redelivery, ``embed_missing`` running
+    it again): ``suggestion_create`` reuses the pending suggestion for the same old thought and
+    statement, and raises no contradiction between the same two thoughts that a reviewer dismissed or
+    its raiser withdrew. A thought whose agent was deactivated or deleted raises nothing in its name (a
+    revoked identity acts no more); a thought contributed without an agent (an import) is judged as
+    ever. Raises :class:`EmbeddingPending` while the thought has no vector, and lets
+    ``JudgeUnavailable`` through: both are retried by the job. A pair the judge answered without a
+    verdict (``JudgeAnswerInvalid``) is skipped: one thought whose text steers an LLM judge can't stop
+    the check of the others.
     """
+    # Taken before the texts are read: a redaction landing while they are judged keeps them out of the
+    # judge's vector cache (brain.judging.embedding), whatever the judge embeds after it.
+    read_at = vectors_generation()
     thought, session_id = _judged(thought_id)
     if thought is None:
         logger.warning("detect_contradictions: thought %s does not exist", thought_id)
@@ -158,7 +166,20 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
         return []
     if thought.embedding is None:
         raise EmbeddingPending(f"Thought {thought_id} has no embedding yet.")
+    agent = None
+    if thought.agent_id is not None:
+        # Checked again under a share lock where each suggestion is created (suggestion_create); here so
+        # a revoked agent's check costs no judge call.
+        agent = Agent.objects.filter(pk=thought.agent_id, active=True).first()
+        if agent is None:
+            logger.info("detect_contradictions: %s's agent is inactive or deleted; nothing raised", thought_id)
+            return []
     judge = judge or get_judge()
+    with texts_read_at(read_at):
+        return _judge_candidates(thought=thought, agent=agent, session_id=session_id, judge=judge)
+
+
+def _judge_candidates(*, thought: Thought, agent: Agent | None, session_id: str, judge: Judge):
     raised: list[CorrectionSuggestion] = []
     candidates = _candidates(thought)
     # The embedding judge compares texts by their vectors: hand it the stored ones (same embedder),
@@ -170,7 +191,7 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
         try:
             verdict = judge.contradicts(candidate.content, thought.content)
         except JudgeAnswerInvalid as exc:  # this pair's words got no verdict; the other pairs still count
-            logger.warning("detect_contradictions: no verdict on %s vs %s: %s", candidate.pk, thought_id, exc)
+            logger.warning("detect_contradictions: no verdict on %s vs %s: %s", candidate.pk, thought.pk, exc)
             continue
         if not verdict.verdict or verdict.confidence < CONTRADICTION_MIN_CONFIDENCE:
             continue
@@ -180,11 +201,11 @@ def thought_detect_contradictions(*, thought_id: str, judge: Judge | None = None
             origin=SuggestionOrigin.CONTRADICTION_DETECTOR,
             confidence=verdict.confidence,
             reason=f"{judge.name} judge: {quoted(verdict.reason)}",  # the model's words, which may be steered
-            agent=thought.agent,
+            agent=agent,
             session_id=session_id,
             contradicting_thought=thought,
         )
-        if suggestion is None:  # either thought moved while the judge ran
+        if suggestion is None:  # a thought moved while the judge ran, a reviewer settled it, or the agent went
             continue
         raised.append(suggestion)
     return raised

@@ -25,6 +25,7 @@ from brain.services.flags import thought_unflag_unverified
 from brain.services.thoughts import thoughts_lock
 from core.db import prepared_cursor
 from core.models import Agent, Space
+from core.selectors import agent_acting
 
 
 def suggestion_draft(*, thought: Thought, statement: str | None) -> dict:
@@ -69,6 +70,14 @@ SELECT id FROM brain_correctionsuggestion
 WHERE thought_id = %(thought)s AND statement = %(statement)s AND status = %(pending)s LIMIT 1
 """
 
+#: The suggestion already raised between ``thought`` and its contradicting thought, the pending one first:
+#: pending, accepted, dismissed or withdrawn (one Colony closed as superseded settled nothing).
+_RAISED_PAIR_SQL = """
+SELECT id, status FROM brain_correctionsuggestion
+WHERE thought_id = %(thought)s AND contradicting_thought_id = %(contradicting)s AND status <> %(superseded)s
+ORDER BY status = %(pending)s DESC LIMIT 1
+"""
+
 
 @transaction.atomic
 def suggestion_create(
@@ -84,14 +93,19 @@ def suggestion_create(
     stated: bool = True,
 ) -> tuple[CorrectionSuggestion | None, bool]:
     """Raise a pending suggestion; returns (suggestion, created). An identical pending one is reused, and so
-    is ``agent``'s pending one on ``thought``.
+    is ``agent``'s pending one on ``thought``, and the pending one between ``thought`` and
+    ``contradicting_thought``.
     ``stated`` False: ``statement`` is Colony's note of a report that said nothing (not a fact to take as
     the correct one: the draft offers none).
 
     Producers judge off any transaction (an LLM judge takes seconds), so under the locks the thoughts
     are read again: when ``thought`` or ``contradicting_thought`` was superseded, retracted or edited
     meanwhile (a redaction erased its text), nothing is raised and this returns (None, False), so no
-    suggestion quotes a text that is gone or drafts a correction of a thought already replaced."""
+    suggestion quotes a text that is gone or drafts a correction of a thought already replaced. Nor
+    when ``agent`` was deactivated or deleted (a revoked identity acts no more), or when the
+    contradiction between ``thought`` and ``contradicting_thought`` was already settled (accepted,
+    dismissed by a reviewer, withdrawn by its raiser): the detector's retry, a redelivered job or
+    ``embed_missing`` running the check again doesn't bring back what someone decided."""
     # Lock the thought row so two workers raising the same contradiction don't both insert. The
     # contradicting thought is locked with it, in id order: the insert's foreign-key check would
     # otherwise take its KEY SHARE lock afterwards, out of order, and deadlock with a memory call
@@ -105,11 +119,25 @@ def suggestion_create(
     for pk, superseded, content in Thought.objects.filter(pk__in=list(read)).values_list("pk", "superseded", "content"):
         if superseded or content != read[pk]:
             return None, False
+    if agent is not None and not agent_acting(agent_id=agent.pk, lock=True):
+        return None, False
+    existing = None
     with prepared_cursor() as cursor:
-        cursor.execute(
-            _PENDING_SQL, {"thought": thought.pk, "statement": statement, "pending": SuggestionStatus.PENDING}
-        )
-        existing = cursor.fetchone()
+        if contradicting_thought is not None:
+            params = {
+                "thought": thought.pk,
+                "contradicting": contradicting_thought.pk,
+                "superseded": SuggestionStatus.SUPERSEDED,
+                "pending": SuggestionStatus.PENDING,
+            }
+            cursor.execute(_RAISED_PAIR_SQL, params)
+            existing = cursor.fetchone()
+            if existing is not None and existing[1] != SuggestionStatus.PENDING:
+                return None, False
+        if existing is None:
+            params = {"thought": thought.pk, "statement": statement, "pending": SuggestionStatus.PENDING}
+            cursor.execute(_PENDING_SQL, params)
+            existing = cursor.fetchone()
     if existing is not None:
         return CorrectionSuggestion.objects.get(pk=existing[0]), False
     # One agent holds at most one pending suggestion per thought, whichever loop raises it: twenty notes of

@@ -67,7 +67,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -78,7 +78,7 @@ from brain.judging import JudgeAnswerInvalid, JudgeUnavailable, get_judge
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.services import lineage
 from brain.services.thoughts import thoughts_lock
-from core.models import Agent
+from core.selectors import agent_acting
 from quality import formulas
 from quality.choices import TurnStatus, VerdictSource
 from quality.models import TURN_ITEM_VERDICT_FIELDS, ConfidenceChange, TurnItem, TurnLog
@@ -211,7 +211,7 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
     trusted = judge_trust(judge_name=judge_name).trusted
     response_text = turn_response_text(assistant_response=turn.assistant_response, tool_calls=turn.tool_calls)
     # Read again under the turn's lock below; read here too so a revoked agent's words cost no judge call.
-    acting = _agent_acting(agent_id=turn.agent_id)
+    acting = agent_acting(agent_id=turn.agent_id)
 
     for item in items:
         explicit = item.explicit_used is not None or item.explicit_contradicted is not None
@@ -264,7 +264,7 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
         locked = TurnLog.objects.select_for_update().filter(pk=turn.pk, status=TurnStatus.PENDING).first()
         if locked is None:
             return TurnScored(turn_log_id=str(turn.pk), already_scored=True)
-        acting = _agent_acting(agent_id=locked.agent_id, lock=True)
+        acting = agent_acting(agent_id=locked.agent_id, lock=True)
         if not acting:
             for item in items:
                 item.fed_ema = False
@@ -305,25 +305,6 @@ def turn_score(*, turn_log_id: str, judge: JudgeLike | None = None) -> TurnScore
         suggestions=suggestions,
         judge_trusted=trusted,
     )
-
-
-#: Whether an agent exists and is active, its row share-locked: an operator's deactivation or deletion
-#: committed first is seen, and one made meanwhile waits for this transaction (which then acted while the
-#: agent was still active). Share locks don't wait for each other: turns of one agent score side by side.
-_AGENT_ACTIVE_SQL = "SELECT active FROM core_agent WHERE id = %s FOR SHARE"
-
-
-def _agent_acting(*, agent_id, lock: bool = False) -> bool:
-    """Whether a turn's agent may still act: it exists (``TurnLog.agent`` is nulled when it is deleted)
-    and is active. With ``lock`` (inside the scoring transaction), see ``_AGENT_ACTIVE_SQL``."""
-    if agent_id is None:
-        return False
-    if not lock:
-        return Agent.objects.filter(pk=agent_id, active=True).exists()
-    with connection.cursor() as cursor:
-        cursor.execute(_AGENT_ACTIVE_SQL, [agent_id])
-        row = cursor.fetchone()
-    return bool(row and row[0])
 
 
 def _once_per_showing(*, turn: TurnLog, items: list[TurnItem]) -> None:
