@@ -187,7 +187,7 @@ def thought_correct(
             superseded_by=correction,
             superseded_at=Coalesce(F("superseded_at"), Now()),
         )
-        suggestions_close_superseded(thought_ids=ids, by=correction)
+        suggestions_close_superseded(space_id=space.pk, thought_ids=ids, by=correction)
         correction.repeats_flagged = thoughts_flag_repeating(correction=correction, fact_vector=fact_vector)
         return correction, count
 

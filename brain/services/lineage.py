@@ -213,7 +213,9 @@ def lineage_supersede(*, thought: Thought, source_ids: list[uuid.UUID]) -> int:
     if thought.agent_id is not None:
         own = Thought.objects.filter(id__in=source_ids, agent_id=thought.agent_id).exclude(id=thought.id)
         CorrectionSuggestion.objects.filter(thought__in=own, status=SuggestionStatus.PENDING).update(thought=thought)
-    suggestions_close_superseded(thought_ids=[pk for pk in source_ids if pk != thought.id], by=thought)
+    suggestions_close_superseded(
+        space_id=thought.space_id, thought_ids=[pk for pk in source_ids if pk != thought.id], by=thought
+    )
     return count
 
 

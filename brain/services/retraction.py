@@ -185,7 +185,9 @@ def thought_retract(
     thought.save(update_fields=["superseded", "superseded_at", "quality_flags", "context_metadata"])
     if redact:
         _redact(thought, record, broad=broad)
-    suggestions_close_superseded(thought_ids=[thought.pk], by=None)  # its own and those it raised
+    suggestions_close_superseded(
+        space_id=thought.space_id, thought_ids=[thought.pk], by=None
+    )  # its own and those it raised
     superseded = [row for row in rows if row.pk != key and key in (row.refined_by_id, row.superseded_by_id)]
     thought.live_again = [] if replaced else lineage_release(withdrawn=thought, locked=superseded)
     if thought.thought_category == ThoughtCategory.CORRECTION:

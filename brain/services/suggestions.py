@@ -216,9 +216,9 @@ def suggestion_dismiss(
     return locked
 
 
-def suggestions_close_superseded(*, thought_ids: list[uuid.UUID], by: Thought | None) -> int:
-    """Close the pending suggestions on thoughts that were just superseded, and those they raised;
-    returns how many.
+def suggestions_close_superseded(*, space_id, thought_ids: list[uuid.UUID], by: Thought | None) -> int:
+    """Close the pending suggestions on thoughts of space ``space_id`` that were just superseded, and those
+    they raised; returns how many. Only that space's suggestions: an id of another space closes nothing.
 
     A suggestion says "this thought is contradicted; correct it". Once a correction, refinement or
     consolidation replaced the thought (or it was retracted: ``by`` None), accepting one would
@@ -232,8 +232,9 @@ def suggestions_close_superseded(*, thought_ids: list[uuid.UUID], by: Thought | 
     if not thought_ids:
         return 0
     correction = by if by is not None and by.thought_category == ThoughtCategory.CORRECTION else None
-    closed = _close_pending(CorrectionSuggestion.objects.filter(thought_id__in=thought_ids), correction=correction)
-    return closed + _close_pending(CorrectionSuggestion.objects.filter(contradicting_thought_id__in=thought_ids))
+    here = CorrectionSuggestion.objects.filter(space_id=space_id)
+    closed = _close_pending(here.filter(thought_id__in=thought_ids), correction=correction)
+    return closed + _close_pending(here.filter(contradicting_thought_id__in=thought_ids))
 
 
 def _close_pending(suggestions: QuerySet[CorrectionSuggestion], *, correction: Thought | None = None) -> int:

@@ -683,7 +683,7 @@ def _derive_lineage(*, space: Space, rows: list[Thought], server_clock: bool) ->
         if row.thought_type in (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION) and row.source_ids:
             ids = [pk for pk in row.source_ids if pk != row.pk]
             Thought.objects.filter(space=space, pk__in=ids).update(superseded=True, refined_by=row.pk, superseded_at=at)
-            suggestions_close_superseded(thought_ids=[pk for pk in ids if pk not in batch], by=row)
+            suggestions_close_superseded(space_id=space.pk, thought_ids=[pk for pk in ids if pk not in batch], by=row)
         if row.thought_category == ThoughtCategory.CORRECTION and row.supersedes:
             ids = [pk for pk in row.supersedes if pk != row.pk]
             earlier = Thought.objects.filter(space=space, pk__in=ids, superseded_by__isnull=False)
@@ -701,7 +701,7 @@ def _derive_lineage(*, space: Space, rows: list[Thought], server_clock: bool) ->
             Thought.objects.filter(space=space, pk__in=ids).update(
                 superseded=True, superseded_by=row.pk, superseded_at=at
             )
-            suggestions_close_superseded(thought_ids=[pk for pk in ids if pk not in batch], by=row)
+            suggestions_close_superseded(space_id=space.pk, thought_ids=[pk for pk in ids if pk not in batch], by=row)
 
 
 def _space_has_corrections(space: Space) -> bool:
@@ -822,5 +822,5 @@ def suggestions_import(*, space: Space, rows: list[Any], precleaned: bool = Fals
     # A pending suggestion about a thought that is superseded here was settled by what superseded it (as
     # a live supersede closes it): accepting it would correct a thought nobody is served, over that.
     stale = Thought.objects.filter(space=space, superseded=True, pk__in={o.thought_id for o in objs})
-    suggestions_close_superseded(thought_ids=list(stale.values_list("pk", flat=True)), by=None)
+    suggestions_close_superseded(space_id=space.pk, thought_ids=list(stale.values_list("pk", flat=True)), by=None)
     return len(objs)
