@@ -13,6 +13,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from brain.services.thoughts import thought_create
+from tests.conftest import fake_vector
+
 MEMORY_URL = "/api/v1/memory"
 IMPORT_URL = "/api/v1/thoughts/import"
 
@@ -37,6 +40,21 @@ def remember(client, prompt: str, **fields) -> str:
     stored = response.json()["trace"]["thought_id"]
     assert stored, response.json()
     return stored
+
+
+# --- a thought stored as a service would -------------------------------------------------------------
+def store(space, content, *, agent=None, vector="fake", **fields):
+    """A thought of ``agent`` (or of "someone") stored by ``thought_create``, embedded with ``fake_vector``
+    unless ``vector`` gives its vector (None: not embedded yet)."""
+    return thought_create(
+        space=space,
+        content=content,
+        contributor_id=agent.name if agent else "someone",
+        contributor_name=agent.name if agent else "someone",
+        agent=agent,
+        embedding=fake_vector(content) if vector == "fake" else vector,
+        **fields,
+    )
 
 
 # --- a leaked secret and its redaction -----------------------------------------------------------------

@@ -24,15 +24,14 @@ from brain.choices import SuggestionStatus
 from brain.judging.llm import LLMJudge
 from brain.models import CorrectionSuggestion, QueryLog
 from brain.services import contradictions
-from brain.services.thoughts import thought_create
 from config.celery import app as celery_app
 from quality import jobs as quality_jobs
 from quality.models import TurnItem, TurnLog
 from quality.selectors import SESSION_CALLS_READ
 from quality.services.scoring import turn_score
 from quality.services.turns import turn_log_create
-from tests.conftest import fake_vector
 from tests.quality_support import ScriptedJudge, make_query_log, new_session, trust
+from tests.security.support import store
 
 pytestmark = pytest.mark.django_db
 
@@ -94,18 +93,6 @@ def _run(job, *args) -> None:
         job.apply(args=list(args))
 
 
-def _store(space, content, *, agent=None, **fields):
-    return thought_create(
-        space=space,
-        content=content,
-        contributor_id=agent.name if agent else "someone",
-        contributor_name=agent.name if agent else "someone",
-        agent=agent,
-        embedding=fake_vector(content),
-        **fields,
-    )
-
-
 # --- turn scoring -----------------------------------------------------------------------------------
 
 
@@ -128,8 +115,8 @@ def test_a_thought_the_judge_refuses_to_read_does_not_stop_other_agents_turns_be
     asked each question once per item (at most 3 requests an item), not again on every retry or rollup.
     """
     victim, mallory = agent_factory("dev").agent, agent_factory("dev").agent
-    honest = _store(space, "Staging deploys run the database migrations before the web workers restart.")
-    refused = _store(space, f"Deploy notes for staging. {REFUSED}", agent=mallory)
+    honest = store(space, "Staging deploys run the database migrations before the web workers restart.")
+    refused = store(space, f"Deploy notes for staging. {REFUSED}", agent=mallory)
     session = new_session()
     make_query_log(space, session, [honest, refused], agent=victim)
     turn = turn_log_create(
@@ -171,9 +158,9 @@ def test_a_thought_the_judge_refuses_to_read_does_not_blind_contradiction_detect
     verdict does; the other candidates are judged once each and the real contradiction becomes a
     pending suggestion."""
     writer, mallory = agent_factory("dev").agent, agent_factory("dev").agent
-    real = _store(space, "The staging API listens on port 8080 behind the proxy.", topic="staging-api")
-    _store(space, f"Staging API notes. {REFUSED}", agent=mallory, topic="staging-api")  # newer: judged first
-    new = _store(
+    real = store(space, "The staging API listens on port 8080 behind the proxy.", topic="staging-api")
+    store(space, f"Staging API notes. {REFUSED}", agent=mallory, topic="staging-api")  # newer: judged first
+    new = store(
         space,
         "The staging API listens on port 9090, not 8080, since the proxy move.",
         agent=writer,
@@ -298,7 +285,7 @@ def test_scoring_a_turn_does_not_read_every_memory_call_of_its_session(space, ag
     what the session was shown is what its newest SESSION_CALLS_READ memory calls returned."""
     agent = agent_factory("dev").agent
     trust("trusted")
-    shown = _store(space, "Staging deploys run the database migrations before the web workers restart.")
+    shown = store(space, "Staging deploys run the database migrations before the web workers restart.")
 
     short = _scoring_reads(space, agent, shown, earlier_calls=5)
     long = _scoring_reads(space, agent, shown, earlier_calls=2000)

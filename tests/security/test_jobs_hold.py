@@ -19,24 +19,12 @@ from brain.judging import Verdict
 from brain.models import CorrectionSuggestion, Thought
 from brain.services.contradictions import thought_detect_contradictions
 from brain.services.retraction import REDACTED_CONTENT, thought_retract
-from brain.services.thoughts import thought_create
 from tests.conftest import fake_vector
+from tests.security.support import store
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "The production deploy key is hunter2-ZX81-secret and lives on the bastion host."
-
-
-def _store(space, content, *, agent=None, vector="fake", **fields):
-    return thought_create(
-        space=space,
-        content=content,
-        contributor_id=agent.name if agent else "someone",
-        contributor_name=agent.name if agent else "someone",
-        agent=agent,
-        embedding=fake_vector(content) if vector == "fake" else vector,
-        **fields,
-    )
 
 
 def _redact(space, thought) -> None:
@@ -61,7 +49,7 @@ def test_an_embedding_job_racing_a_redaction_keeps_the_erased_texts_vector(space
     vector only if the content it embedded is still the row's content (or the follow-up re-embeds),
     so the stored vector ends as the vector of REDACTED_CONTENT.
     """
-    thought = _store(space, SECRET, vector=None)
+    thought = store(space, SECRET, vector=None)
     redacted = []
 
     def embed_many(texts, *, batch_size=64):
@@ -120,8 +108,8 @@ def test_a_contradiction_job_racing_a_redaction_quotes_the_erased_statement(spac
     its lock that the contradicting thought is still live (not retracted) before raising.
     """
     dev = agent_factory("dev").agent
-    _store(space, "The production deploy key is rotated weekly by the ops bot.", topic="deploy-keys")
-    new = _store(space, SECRET, agent=dev, topic="deploy-keys")
+    store(space, "The production deploy key is rotated weekly by the ops bot.", topic="deploy-keys")
+    new = store(space, SECRET, agent=dev, topic="deploy-keys")
 
     thought_detect_contradictions(thought_id=str(new.pk), judge=RedactingJudge(space, new))
 
@@ -141,10 +129,8 @@ def test_a_contradiction_job_racing_a_redaction_of_the_old_thought_copies_it_int
     Should: no pending suggestion on a retracted thought, and no erased text in a draft (SPEC 4.5, 6).
     """
     dev = agent_factory("dev").agent
-    old = _store(space, SECRET, topic="deploy-keys")
-    new = _store(
-        space, "The production deploy key is not on the bastion host any more.", agent=dev, topic="deploy-keys"
-    )
+    old = store(space, SECRET, topic="deploy-keys")
+    new = store(space, "The production deploy key is not on the bastion host any more.", agent=dev, topic="deploy-keys")
 
     thought_detect_contradictions(thought_id=str(new.pk), judge=RedactingJudge(space, old))
 
@@ -198,7 +184,7 @@ def test_a_scoring_job_racing_a_redaction_writes_the_erased_excerpt_back_in_judg
     from quality.services.scoring import turn_score
     from tests.quality_support import make_turn
 
-    thought = _store(space, SECRET)
+    thought = store(space, SECRET)
     turn = make_turn(dev.agent, at=thought.created_at, outcomes=[(thought, None, None, None)], status="pending")
 
     turn_score(turn_log_id=str(turn.pk), judge=QuotingJudge(space, thought))
@@ -255,9 +241,9 @@ def test_one_agents_injected_thought_stops_contradiction_detection_for_its_whole
     the real contradiction becomes a pending suggestion (SPEC 2.5, 4.5).
     """
     writer, attacker = agent_factory("dev").agent, agent_factory("dev").agent
-    real = _store(space, "The staging API listens on port 8080 behind the proxy.", topic="staging-api")
-    _store(space, f"Staging API notes. {INJECTION}", agent=attacker, topic="staging-api")  # newer: judged first
-    new = _store(
+    real = store(space, "The staging API listens on port 8080 behind the proxy.", topic="staging-api")
+    store(space, f"Staging API notes. {INJECTION}", agent=attacker, topic="staging-api")  # newer: judged first
+    new = store(
         space,
         "The staging API listens on port 9090, not 8080, since the proxy move.",
         agent=writer,

@@ -27,7 +27,6 @@ from brain.models import CorrectionSuggestion, Thought
 from brain.services import contradictions, pheromones
 from brain.services.retraction import REDACTED_CONTENT, thought_retract
 from brain.services.suggestions import suggestion_dismiss
-from brain.services.thoughts import thought_create
 from config.celery import app as celery_app
 from core.models import Agent
 from quality import jobs as quality_jobs
@@ -35,7 +34,7 @@ from quality.models import TurnLog
 from tests import web_support
 from tests.conftest import fake_vector
 from tests.security import support
-from tests.security.support import remember
+from tests.security.support import remember, store
 
 pytestmark = pytest.mark.django_db
 boss = support.boss
@@ -45,18 +44,6 @@ TOPIC = "deploy-keys"
 HONEST_FACT = "The production deploy key is rotated every Monday by the ops bot and kept in the vault."
 OTHER_FACT = "The staging deploy key is rotated every Friday by the ops bot and kept in the vault."
 CLAIM = "The production deploy key is never rotated and is kept in a text file on the bastion host."
-
-
-def _store(space, content, *, agent=None, vector="fake", **fields) -> Thought:
-    return thought_create(
-        space=space,
-        content=content,
-        contributor_id=agent.name if agent else "someone",
-        contributor_name=agent.name if agent else "someone",
-        agent=agent,
-        embedding=fake_vector(content) if vector == "fake" else vector,
-        **fields,
-    )
 
 
 def _human_redacts(space, thought) -> None:
@@ -108,9 +95,9 @@ def test_a_contradiction_a_reviewer_dismissed_is_not_raised_again_by_the_jobs_re
     thought that was dismissed is not raised again.
     """
     mallory = agent_factory("dev", name="mallory").agent
-    honest = _store(space, HONEST_FACT, topic=TOPIC)
-    other = _store(space, OTHER_FACT, topic=TOPIC)
-    claim = _store(space, CLAIM, agent=mallory, topic=TOPIC)
+    honest = store(space, HONEST_FACT, topic=TOPIC)
+    other = store(space, OTHER_FACT, topic=TOPIC)
+    claim = store(space, CLAIM, agent=mallory, topic=TOPIC)
 
     class TimesOutOnce(Contradicts):
         calls = 0
@@ -157,8 +144,8 @@ def test_a_contradiction_check_queued_before_its_agent_was_deactivated_raises_no
     thought's agent is deactivated (or deleted) by the time it runs raises no suggestion.
     """
     mallory = agent_factory("dev", name="mallory").agent
-    _store(space, HONEST_FACT, topic=TOPIC)
-    claim = _store(space, CLAIM, agent=mallory, topic=TOPIC)
+    store(space, HONEST_FACT, topic=TOPIC)
+    claim = store(space, CLAIM, agent=mallory, topic=TOPIC)
     Agent.objects.filter(pk=mallory.pk).update(active=False)  # the operator shuts the door
 
     monkeypatch.setattr(contradictions, "get_judge", lambda name=None: Contradicts())
@@ -285,7 +272,7 @@ def test_an_embedding_job_across_a_redaction_leaves_the_secret_in_the_query_cach
     job and the redaction land in (the job caches nothing it did not store, or the cache re-checks)."""
     embedding.query_cache.clear()
     try:
-        thought = _store(space, SECRET, vector=None)
+        thought = store(space, SECRET, vector=None)
         landed = []
 
         def redaction_lands(texts):
@@ -323,8 +310,8 @@ def test_a_contradiction_job_across_a_redaction_puts_the_secret_back_in_the_judg
     try:
         _fake_model(monkeypatch)
         for n in range(3):
-            _store(space, f"The production database password is rotated by the deploy script, note {n}.", topic=TOPIC)
-        note = _store(space, SECRET, topic=TOPIC)
+            store(space, f"The production database password is rotated by the deploy script, note {n}.", topic=TOPIC)
+        note = store(space, SECRET, topic=TOPIC)
 
         class RedactedMeanwhile(EmbeddingJudge):
             landed = False
@@ -412,8 +399,8 @@ def test_an_hourly_decay_retried_after_a_lost_connection_decays_each_thought_onc
     from django.utils import timezone
 
     first, second = sorted([space, other_space], key=lambda s: s.pk)
-    a = _store(first, "The first space's runbook lists the restart order of the queue workers.")
-    b = _store(second, "The second space's runbook lists the restart order of the web workers.")
+    a = store(first, "The first space's runbook lists the restart order of the queue workers.")
+    b = store(second, "The second space's runbook lists the restart order of the web workers.")
     idle = timezone.now() - dt.timedelta(hours=3)
     Thought.objects.filter(pk__in=[a.pk, b.pk]).update(created_at=idle, last_accessed=idle, pheromone_weight=1.0)
 
@@ -448,7 +435,7 @@ def test_jobs_whose_rows_were_deleted_before_they_ran_end_cleanly(space, agent_f
     Rule (SPEC 6: one bad row never stops a job): each job finds nothing, ends with a result and no
     exception, and writes nothing back."""
     agent = agent_factory("dev", name="gone-dev").agent
-    thought = _store(space, "A note about the deploy order that staff deleted.", agent=agent, vector=None)
+    thought = store(space, "A note about the deploy order that staff deleted.", agent=agent, vector=None)
     turn = TurnLog.objects.create(
         space=space, agent=agent, agent_name=agent.name, session_id="s1", turn_id="t1", injected_from="none"
     )
