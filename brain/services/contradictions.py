@@ -188,6 +188,16 @@ def _judge_candidates(*, thought: Thought, agent: Agent | None, session_id: str,
     known = [t for t in [thought, *candidates] if t.embedding is not None and t.embedding_model == label]
     vectors_remember((t.content, t.embedding) for t in known)
     for candidate in candidates:
+        # Read both texts again before handing them to the judge (an LLM judge sends them out): a
+        # redaction that committed while earlier pairs were judged erased one, and no judge gets it.
+        # The thought itself changed: the job is over; a candidate changed: it is left out.
+        now = dict(
+            Thought.objects.filter(pk__in=[thought.pk, candidate.pk], superseded=False).values_list("pk", "content")
+        )
+        if now.get(thought.pk) != thought.content:
+            break
+        if now.get(candidate.pk) != candidate.content:
+            continue
         try:
             verdict = judge.contradicts(candidate.content, thought.content)
         except JudgeAnswerInvalid as exc:  # this pair's words got no verdict; the other pairs still count

@@ -332,6 +332,50 @@ def test_a_contradiction_job_across_a_redaction_puts_the_secret_back_in_the_judg
         judge_embedding._VECTOR_CACHE.clear()
 
 
+@pytest.mark.parametrize("erased", ["the note", "a candidate"])
+def test_a_contradiction_job_sends_no_judge_a_text_redacted_while_it_ran(space, monkeypatch, erased):
+    """Attack: the same job as above, with a judge that reads texts (an LLM judge sends each pair to its
+    endpoint). Staff redact the note (or one of the candidates it is judged against) while the first
+    pair is judged. The job goes on with the texts it read before the redaction.
+
+    Without the rule: every later pair still hands the judge the erased text: the password leaves the
+    server after staff erased it.
+
+    Rule (SPEC 5 retract ``redact``): once a redaction commits, no judge is given the erased text; the job
+    reads each pair again before judging it and leaves out a thought that changed."""
+    _fake_model(monkeypatch)
+    candidates = [
+        store(space, f"The production database password is rotated by the deploy script, note {n}.", topic=TOPIC)
+        for n in range(3)
+    ]
+    if erased == "the note":
+        note = store(space, SECRET, topic=TOPIC)
+        targets = [note]
+    else:  # every candidate holds the secret: whichever comes first, the others are judged after
+        note = store(space, "The production database password is never rotated by the deploy script.", topic=TOPIC)
+        targets = candidates
+        for n, candidate in enumerate(candidates):
+            Thought.objects.filter(pk=candidate.pk).update(content=f"{SECRET} Copy {n}.")
+
+    class Reader(EmbeddingJudge):
+        pairs: list = []
+
+        def contradicts(self, a, b):
+            if not Reader.pairs:
+                for target in targets:
+                    _human_redacts(space, target)
+            Reader.pairs.append((a, b))
+            return super().contradicts(a, b)
+
+    monkeypatch.setattr(contradictions, "get_judge", lambda name=None: Reader())
+    jobs.detect_contradictions(str(note.pk))
+
+    assert {t.content for t in Thought.objects.filter(pk__in=[t.pk for t in targets])} == {REDACTED_CONTENT}
+    assert Reader.pairs, "the job judged nothing"
+    late = [pair for pair in Reader.pairs[1:] if any(TOKEN in text for text in pair)]
+    assert late == [], f"{len(late)} pairs judged after the redaction still carry the erased text"
+
+
 # --- staff edit a correction's wrong fact: its vector follows -----------------------------------------
 
 
