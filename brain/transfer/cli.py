@@ -53,6 +53,12 @@ class Import:
             action="store_true",
             help="give the file's thoughts new ids, references following (to copy an export into another space)",
         )
+        parser.add_argument(
+            "--into-other-space",
+            action="store_true",
+            help="restore an export into --space although its header names another space, keeping its ids "
+            "(a renamed space, a backup taken on another server)",
+        )
         parser.add_argument("--no-progress", action="store_true")
 
     @staticmethod
@@ -111,6 +117,8 @@ class Import:
                 suggestions=dump.suggestions,
                 skip_existing=options["skip_existing"],
                 new_ids=options["new_ids"],
+                exported_from=(dump.header or {}).get("space"),
+                into_other_space=options["into_other_space"],
                 leave_out_unknown_refs=dump.format == "colony",
             )
         except DumpInvalid as exc:

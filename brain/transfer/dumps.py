@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from brain.choices import ThoughtCategory
 from brain.models import CorrectionSuggestion, QueryLog, Thought
 from brain.transfer.serializers import ARRAY_REFS, FK_REFS, clean_each, item_clean, querylog_clean, suggestion_clean
 from core.models import Space
@@ -60,13 +62,13 @@ class DumpPlan:
 
 @dataclass
 class DumpProblem:
-    what: str  # "item", "query-log row", "correction suggestion"
-    number: int  # from 1, among the file's rows of that kind
+    what: str  # "item", "query-log row", "correction suggestion", "header"
+    number: int | None  # from 1, among the file's rows of that kind (None: the file's one header)
     field: str
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.what} {self.number}"
+        where = self.what if self.number is None else f"{self.what} {self.number}"
         return f"{where} {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
@@ -79,12 +81,26 @@ class DumpInvalid(Exception):
         self.problems = problems
 
 
+#: The key of a correction's ``context_metadata`` naming the suggestion it was accepted from
+#: (``brain.services.corrections.suggestion_accept``).
+ACCEPTED_SUGGESTION_KEY = "accepted_suggestion"
+
+
 def _remap_ids(items: list[Any], logs: list[Any], suggestions: list[Any], new_id) -> None:
-    """Give every thought of the file a new id, the file's references following (--new-ids)."""
+    """Give every thought and suggestion of the file a new id, the file's references following (--new-ids),
+    those Colony writes into a thought's ``context_metadata`` included: every thought id a transition
+    marker's record names (the contribution a hand-off was given on, which the memory gate finds it by)
+    and the suggestion a correction was accepted from. A marker's ``task_id`` names a task, which an export
+    does not carry, and stays as it is."""
     mapping = {
         str(item["id"]).lower(): str(new_id(item["id"]))
         for item in items
         if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"]
+    }
+    suggestion_mapping = {
+        str(suggestion["id"]).lower(): str(new_id(f"suggestion {suggestion['id']}"))
+        for suggestion in suggestions
+        if isinstance(suggestion, dict) and suggestion.get("id")
     }
 
     def ref(value: Any) -> Any:
@@ -93,6 +109,14 @@ def _remap_ids(items: list[Any], logs: list[Any], suggestions: list[Any], new_id
     for item in items:
         if not isinstance(item, dict):
             continue
+        metadata = item.get("context_metadata")
+        if isinstance(metadata, dict):
+            if item.get("thought_category") == ThoughtCategory.TRANSITION_MARKER:
+                metadata = {key: ref(value) for key, value in metadata.items()}
+            accepted = metadata.get(ACCEPTED_SUGGESTION_KEY)
+            if isinstance(accepted, str):
+                metadata = {**metadata, ACCEPTED_SUGGESTION_KEY: suggestion_mapping.get(accepted.lower(), accepted)}
+            item["context_metadata"] = metadata
         for name in ("id", *FK_REFS):
             if name in item:
                 item[name] = ref(item[name])
@@ -115,7 +139,7 @@ def _remap_ids(items: list[Any], logs: list[Any], suggestions: list[Any], new_id
     for suggestion in suggestions:
         if isinstance(suggestion, dict):
             if suggestion.get("id"):
-                suggestion["id"] = str(new_id(f"suggestion {suggestion['id']}"))
+                suggestion["id"] = suggestion_mapping[str(suggestion["id"]).lower()]
             for name in ("thought", "contradicting_thought", "correction"):
                 suggestion[name] = ref(suggestion.get(name))
 
@@ -299,6 +323,25 @@ def _plan_suggestions(space: Space, rows: list[Any], in_file: dict, skip_existin
     return kept, skipped
 
 
+def _space_problem(space: Space, exported_from: Any) -> DumpProblem | None:
+    """The header's space when it is not ``space``: restored there as it is, another team's thoughts,
+    markers, query log and suggestions would become this space's own (their agents' names mapped onto its
+    agents) with nothing else to tell the mistake when no id of the file is taken (the source space
+    emptied, a backup from another server)."""
+    if not isinstance(exported_from, str) or exported_from in ("", space.slug):
+        return None
+    shown = exported_from if re.fullmatch(r"[-\w]{1,64}", exported_from, re.ASCII) else repr(exported_from[:64])
+    return DumpProblem(
+        "header",
+        None,
+        "space",
+        f"the file is an export of space {shown}, not of space {space.slug}. To copy it into space "
+        f"{space.slug} under new ids, run the import again with --new-ids; to restore it there with its own ids "
+        "(the space was renamed, or the backup was taken on another server), add --into-other-space; to "
+        f"restore it where it came from, give --space {shown}.",
+    )
+
+
 def dump_plan(
     *,
     space: Space,
@@ -308,6 +351,8 @@ def dump_plan(
     skip_existing: bool = False,
     new_ids: bool = False,
     leave_out_unknown_refs: bool = False,
+    exported_from: Any = None,
+    into_other_space: bool = False,
 ) -> DumpPlan:
     """Check a whole dump before anything of it is stored; raises :class:`DumpInvalid` listing every
     problem (fields, ids repeated in the file, ids taken by other spaces' thoughts or already in this
@@ -317,7 +362,10 @@ def dump_plan(
     space (by id) are left out, so a stopped import can be finished by running it again. Query-log rows
     already in the space (by session, agent and time) are left out always. With
     ``leave_out_unknown_refs`` (a Colony export: the admin may have deleted a thought its arrays name) a
-    lineage id of no thought of the file or the space is left out and reported instead of refused."""
+    lineage id of no thought of the file or the space is left out and reported instead of refused.
+    ``exported_from`` (the space a Colony export's header names; a seed or Mem0 dump names none) other than
+    ``space`` is a problem unless ``new_ids`` makes the import a copy or ``into_other_space`` says the same
+    brain goes into another space on purpose."""
     if new_ids:
         _remap_ids(
             thoughts,
@@ -326,6 +374,8 @@ def dump_plan(
             lambda old: uuid.uuid5(IMPORT_ID_NAMESPACE, f"{space.pk} {str(old).lower()}"),
         )
     problems: list[DumpProblem] = []
+    if not (new_ids or into_other_space) and (problem := _space_problem(space, exported_from)) is not None:
+        problems.append(problem)
     rows, numbers, in_file, thoughts_skipped, skipped_links, refs_left_out = _plan_thoughts(
         space, thoughts, skip_existing, problems, leave_out_unknown_refs=leave_out_unknown_refs
     )

@@ -86,6 +86,11 @@ INT_MAX = 2**31 - 1
 #: is bounded by the API's parser, api.parsers.MAX_JSON_DEPTH). What Colony writes there itself is a few
 #: thousand: a memory call's session, context (2,000) and names, a retraction's reasons (2 x 2,000).
 CONTEXT_METADATA_MAX_CHARS = 20_000
+#: The most ``context_metadata`` the operator's restore takes, in the same measure: five times what an import
+#: over the API takes, so what the API took plus what Colony writes beside it (the import's record, a
+#: retraction's and a redaction's reasons of at most 2,000 characters each) comes back from a backup, as does
+#: a seed dump's payload kept under ``seed``; a hand-edited object of megabytes is refused.
+RESTORE_CONTEXT_METADATA_MAX_CHARS = 100_000
 #: The longest text of a thought the operator's restore takes (its content and its facts): ten times what
 #: every other door takes (PROMPT_MAX_CHARS), so a dump holding longer texts (a Mem0 or seed-brain dump, an
 #: export of a brain edited in the admin) is restored as it is, and within what PostgreSQL's full-text index
@@ -321,12 +326,12 @@ def _not_blank(value: str) -> None:
     }
 )
 class _Metadata(serializers.JSONField):
-    """An object; ``max_chars`` bounds its compact JSON (None: only what the column holds). Its keys and
+    """An object; ``max_chars`` bounds its compact JSON, a larger one refused as ``door``'s bound. Its keys and
     strings are stored as the API stores text (``api.text.json_storable``, as a task's DNA is): other agents
     read it (``GET /api/v1/thoughts/{id}``)."""
 
-    def __init__(self, *, max_chars: int | None = CONTEXT_METADATA_MAX_CHARS):
-        self.max_chars = max_chars
+    def __init__(self, *, max_chars: int = CONTEXT_METADATA_MAX_CHARS, door: str = "an import over the API"):
+        self.max_chars, self.door = max_chars, door
         super().__init__(default=dict)
 
     def to_internal_value(self, data):
@@ -334,12 +339,11 @@ class _Metadata(serializers.JSONField):
             data = {"text": data}
         if not isinstance(data, dict):
             raise serializers.ValidationError("must be an object (a string is kept as {'text': ...}).")
-        if self.max_chars is not None:  # as sent, as api.fields.CharField's max_length
-            size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
-            if size > self.max_chars:
-                raise serializers.ValidationError(
-                    f"at most {self.max_chars} characters of JSON (got {size}); an import over the API refuses more."
-                )
+        size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")))  # as sent, as CharField's max_length
+        if size > self.max_chars:
+            raise serializers.ValidationError(
+                f"at most {self.max_chars} characters of JSON (got {size}); {self.door} refuses more."
+            )
         return json_storable(data)
 
 
@@ -595,7 +599,8 @@ class ImportItemSerializer(FieldsReusedPerThread, strict.Serializer):
 
 class RestoreItemSerializer(ImportItemSerializer):
     """The operator's restore (``manage.py brain import``): other agents' thoughts, any past date,
-    transition markers, texts up to RESTORE_TEXT_MAX_CHARS and id lists of any length. Numbers are
+    transition markers, texts up to RESTORE_TEXT_MAX_CHARS, a context_metadata up to
+    RESTORE_CONTEXT_METADATA_MAX_CHARS of JSON and id lists of any length. Numbers are
     those Colony's formulas give (a pheromone weight up to PHEROMONE_MAX, an effective confidence up to
     RESTORE_CONFIDENCE_MAX, usage and contradiction scores between 0 and 1) and a thought has at most
     MAX_TAGS tags, as every door takes: a hand-edited dump stores nothing no door of Colony could have."""
@@ -628,7 +633,7 @@ class RestoreItemSerializer(ImportItemSerializer):
     accessed_by = _texts(100)
     pheromone_weight = _Bounded(min_value=0, max_value=PHEROMONE_MAX, default=1.0)
     access_count = _Integer(min_value=0, max_value=INT_MAX, default=0)
-    context_metadata = _Metadata(max_chars=None)
+    context_metadata = _Metadata(max_chars=RESTORE_CONTEXT_METADATA_MAX_CHARS, door="a restore")
     co_retrieved_with = _CoRetrieved(max_partners=None, max_count=INT_MAX, ids_only=False)
     usage_score = _Bounded(min_value=0, max_value=1, default=None)
     contradiction_score = _Bounded(min_value=0, max_value=1, default=None)
