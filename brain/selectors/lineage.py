@@ -1,9 +1,9 @@
 """Lineage walks (seeds/001 4.4): ancestors through ``source_ids``, descendants through the GIN index.
 
-Each direction is one recursive query that stops one level below ``max_depth``. It collects
-(thought, depth) pairs with UNION, so a cycle (normal operations can't create one, an admin edit
-could) only repeats thoughts at growing depths until the cap: the walk always ends, and each thought
-is kept at its smallest depth. Nothing crosses the thought's space. A lineage holds at most
+Each direction is walked level by level (one query per level), down to one level below ``max_depth``.
+A thought already reached is not walked again, so a cycle or a dense lattice of consolidations costs
+one visit per thought, and the walk stops once it holds more than a lineage shows: each thought is
+kept at its smallest depth. Nothing crosses the thought's space. A lineage holds at most
 ``LINEAGE_NODES_MAX`` thoughts besides the root, the nearest first (``truncated`` says when more were
 left out): agents can build a lattice of consolidations of any width, and a memory call summarises its
 best source's lineage every time.
@@ -109,37 +109,31 @@ def _node(thought: Thought, depth: int) -> dict:
     }
 
 
-_ANCESTORS_SQL = """
-WITH RECURSIVE walk(id, depth) AS (
-    SELECT unnest(source_ids), 1 FROM brain_thought WHERE id = %(root)s
-  UNION
-    SELECT unnest(t.source_ids), walk.depth + 1
-    FROM walk JOIN brain_thought t ON t.id = walk.id AND t.space_id = %(space)s
-    WHERE walk.depth <= %(max_depth)s
-)
-SELECT walk.id, MIN(walk.depth) FROM walk JOIN brain_thought t ON t.id = walk.id AND t.space_id = %(space)s
-GROUP BY walk.id ORDER BY 2, 1 LIMIT %(limit)s
+_PARENTS_SQL = """
+SELECT DISTINCT unnest(source_ids) AS id FROM brain_thought WHERE space_id = %(space)s AND id = ANY(%(level)s::uuid[])
 """
-
-_DESCENDANTS_SQL = """
-WITH RECURSIVE walk(id, depth) AS (
-    SELECT t.id, 1 FROM brain_thought t WHERE t.space_id = %(space)s AND t.source_ids @> ARRAY[%(root)s]::uuid[]
-  UNION
-    SELECT t.id, walk.depth + 1
-    FROM walk JOIN brain_thought t ON t.space_id = %(space)s AND t.source_ids @> ARRAY[walk.id]
-    WHERE walk.depth <= %(max_depth)s
-)
-SELECT id, MIN(depth) FROM walk GROUP BY id ORDER BY 2, 1 LIMIT %(limit)s
+_CHILDREN_SQL = """
+SELECT id FROM brain_thought WHERE space_id = %(space)s AND source_ids && %(level)s::uuid[]
 """
 
 
 def _depths(sql: str, *, space: Space, root: uuid.UUID, max_depth: int) -> dict[uuid.UUID, int]:
-    """{thought id: smallest distance from the root}, including the level just below the cap; the nearest
-    LINEAGE_NODES_MAX + 2 (one more than a lineage holds, and the root a cycle may lead back to)."""
+    """{thought id: smallest distance from the root}, the root left out, including the level just below
+    the cap; the nearest LINEAGE_NODES_MAX + 1 (one more than a lineage holds: enough to know it was
+    cut), ties broken by id. ``sql`` gives the next level's ids from one level's (``level``)."""
+    found: dict[uuid.UUID, int] = {}
+    level, depth = [root], 0
     with connection.cursor() as cursor:
-        params = {"root": root, "space": space.pk, "max_depth": max_depth, "limit": LINEAGE_NODES_MAX + 2}
-        cursor.execute(sql, params)
-        return {row[0]: row[1] for row in cursor.fetchall()}
+        while level and depth <= max_depth and len(found) <= LINEAGE_NODES_MAX:
+            depth += 1
+            cursor.execute(sql, {"space": space.pk, "level": [str(pk) for pk in level]})
+            fresh = sorted({row[0] for row in cursor.fetchall()} - found.keys() - {root}, key=str)
+            fresh = fresh[: LINEAGE_NODES_MAX + 1 - len(found)]
+            found.update((pk, depth) for pk in fresh)
+            level = fresh
+    # source_ids may name a thought deleted since, or of no thought: only thoughts of the space count.
+    present = set(Thought.objects.filter(space=space, id__in=list(found)).values_list("id", flat=True))
+    return {pk: d for pk, d in found.items() if pk in present}
 
 
 def thought_lineage(*, space: Space, thought_id: str | uuid.UUID, max_depth: int = DEFAULT_MAX_DEPTH) -> dict:
@@ -153,9 +147,9 @@ def thought_lineage(*, space: Space, thought_id: str | uuid.UUID, max_depth: int
 
 def thought_lineage_of(*, space: Space, root: Thought, max_depth: int = DEFAULT_MAX_DEPTH) -> dict:
     """:func:`thought_lineage` for a thought of ``space`` the caller already holds, so the row isn't read twice."""
-    up = _depths(_ANCESTORS_SQL, space=space, root=root.id, max_depth=max_depth)
+    up = _depths(_PARENTS_SQL, space=space, root=root.id, max_depth=max_depth)
     up.pop(root.id, None)
-    down = _depths(_DESCENDANTS_SQL, space=space, root=root.id, max_depth=max_depth)
+    down = _depths(_CHILDREN_SQL, space=space, root=root.id, max_depth=max_depth)
     for seen in (root.id, *up):  # a cycle can lead back to the root or to an ancestor
         down.pop(seen, None)
     truncated = any(depth > max_depth for depth in (*up.values(), *down.values()))

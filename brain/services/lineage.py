@@ -331,6 +331,10 @@ def lineage_release(*, withdrawn: Thought, locked: list[Thought]) -> list[uuid.U
     return live_again
 
 
+#: The thought types that replace what their ``source_ids`` name.
+REFINING_TYPES = (ThoughtType.REFINEMENT, ThoughtType.CONSOLIDATION)
+
+
 def _release_step(
     *, space_id, gone: set[uuid.UUID], locked: list[Thought], live_again: list[uuid.UUID]
 ) -> list[Thought]:
@@ -339,20 +343,29 @@ def _release_step(
     ids = [t.pk for t in locked]
     others = (
         Thought.objects.filter(space_id=space_id)
-        .filter(Q(source_ids__overlap=ids) | Q(thought_category=ThoughtCategory.CORRECTION, supersedes__overlap=ids))
+        .filter(
+            Q(thought_type__in=REFINING_TYPES, source_ids__overlap=ids)
+            | Q(thought_category=ThoughtCategory.CORRECTION, supersedes__overlap=ids)
+        )
         .exclude(pk__in=gone)
         .exclude(quality_flags__contains=[QualityFlag.RETRACTED])
         .order_by("-created_at")
-        .only("id", "source_ids", "supersedes", "thought_category")
+        .only("id", "thought_type", "source_ids", "supersedes", "thought_category")
     )
     refiners: dict[uuid.UUID, uuid.UUID] = {}
     correctors: dict[uuid.UUID, uuid.UUID] = {}
-    for other in others:  # newest first: the first one seen for a row is its newest
-        for pk in other.source_ids:
-            refiners.setdefault(pk, other.pk)
+    # Newest first: the first one seen for a row is its newest. Only a refinement or consolidation
+    # replaces what its source_ids name (an original imported with source_ids merely cites them), and no
+    # thought replaces itself.
+    for other in others:
+        if other.thought_type in REFINING_TYPES:
+            for pk in other.source_ids:
+                if pk != other.pk:
+                    refiners.setdefault(pk, other.pk)
         if other.thought_category == ThoughtCategory.CORRECTION:
             for pk in other.supersedes:
-                correctors.setdefault(pk, other.pk)
+                if pk != other.pk:
+                    correctors.setdefault(pk, other.pk)
     dead_ends = []
     for row in locked:
         if row.refined_by_id in gone:

@@ -31,6 +31,7 @@ import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 import numpy as np
@@ -201,6 +202,27 @@ def _pointer_errors(cleaned: list[tuple[int, dict[str, Any]]], known: set[uuid.U
         for pointer in ("refined_by", "superseded_by")
         if row[pointer] in known and (row["id"], pointer, row[pointer]) not in derivable
     ]
+
+
+def _cycle_errors(cleaned: list[tuple[int, dict[str, Any]]]) -> list[LineError]:
+    """Items whose ``source_ids`` / ``supersedes`` lead back to themselves within the batch (an item naming
+    itself, or a ring of items naming each other): no door of Colony makes such a lineage, every item of
+    it would be superseded with no live version, and walks over it only end at their caps. One cycle is
+    reported, on each of its items (``graphlib`` finds it)."""
+    line_of = {row["id"]: line for line, row in cleaned}
+    graph = {row["id"]: {ref for name in ARRAY_REFS for ref in row[name] if ref in line_of} for _, row in cleaned}
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as exc:
+        cycle = exc.args[1]  # [a, b, ..., a]: each names the one before it
+        rows = {row["id"]: row for _, row in cleaned}
+        errors = []
+        for named, pk in zip(cycle, cycle[1:], strict=False):
+            name = next(n for n in ARRAY_REFS if named in rows[pk][n])
+            said = "names itself" if named == pk else f"forms a cycle ({' -> '.join(str(i) for i in cycle)})"
+            errors.append(LineError(line_of[pk], f"{named} {said}: a lineage leads back to no thought.", name))
+        return errors
+    return []
 
 
 def _not_a_correction(ref: Any) -> str:
@@ -390,6 +412,7 @@ def thoughts_import(
     if agent_mode:
         errors += _pointer_errors(cleaned, known=set(batch_ids) | in_space)
     errors += _contradicted_by_errors(cleaned, known=set(batch_ids) | in_space)
+    errors += _cycle_errors(cleaned)
     if errors or conflicts:
         # Only taken ids: a conflict with what is stored (409); anything else wrong: 400, every line listed.
         error_class = ImportInvalid if errors else ImportConflict
