@@ -108,6 +108,7 @@ class SourceOutputSerializer(serializers.Serializer):
 class HighwayOutputSerializer(serializers.Serializer):
     thought_id = serializers.UUIDField()
     content_preview = serializers.CharField()
+    contributor = serializers.CharField(help_text="Who contributed it (its agent's name now).")
     access_count = serializers.IntegerField()
     agents = serializers.IntegerField(help_text="Distinct agents that accessed it.")
     traffic = serializers.IntegerField(help_text="access_count × agents.")

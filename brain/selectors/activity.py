@@ -65,8 +65,10 @@ def highways_among(
     retracted would send agents back to it. Nor is a live repeat of a corrected fact (flagged
     ``contradicts_correction``): its traffic would advertise the wrong fact as the team's most used.
     Agents are counted by identity (``accessed_by`` holds their ids: a renamed agent is one agent). The
-    agent asking (``agent_id``, as text) is not counted towards HIGHWAY_MIN_AGENTS: a highway shown to
-    it is one at least that many other agents used.
+    agent asking (``agent_id``, as text) and the thought's author are not counted towards
+    HIGHWAY_MIN_AGENTS: a highway shown to it is one at least that many agents other than the reader and
+    the author used (an author's own traffic, or teammates' session starts it steered its text to, is no
+    vote for itself). Each carries its ``contributor``, as sources do.
 
     The candidates were read before this call's own reinforcement: those in ``accessed_ids`` (the
     results it returned, and so reinforced) count one more access, by ``agent_id``.
@@ -84,12 +86,14 @@ def highways_among(
             agents.add(agent_id)
         # The agent being answered doesn't vouch for its own answer: other agents must have used it
         # (one agent's traffic plus the reader's first look would otherwise make a highway).
-        if access_count < HIGHWAY_MIN_ACCESS or len(agents - {agent_id}) < HIGHWAY_MIN_AGENTS:
+        voters = agents - {agent_id, str(thought.agent_id)}
+        if access_count < HIGHWAY_MIN_ACCESS or len(voters) < HIGHWAY_MIN_AGENTS:
             continue
         highways.append(
             {
                 "thought_id": candidate.id,
                 "content_preview": thought.content[:80],
+                "contributor": thought.contributor,
                 "access_count": access_count,
                 "agents": len(agents),
                 "traffic": access_count * len(agents),
