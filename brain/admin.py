@@ -153,7 +153,7 @@ class ThoughtAdmin(ColonyModelAdmin):
         """Save, and when a text a vector describes was edited, drop the vectors and queue the re-embedding
         (``thought_content_changed``; the job, ``thoughts_embed_batch``, recomputes both). A vector always
         describes the text stored beside it: the guard never compares contributions with a wrong fact the
-        correction no longer states, and ``embed_missing`` re-embeds it if the job is lost (``embedding``
+        correction does not state, and ``embed_missing`` re-embeds it if the job is lost (``embedding``
         is null until then)."""
         super().save_model(request, obj, form, change)
         changed = set(form.changed_data)

@@ -93,7 +93,7 @@ _DIGEST_KEY = secrets.token_bytes(16)
 _FORGOTTEN: dict[bytes, int] = {}
 FORGOTTEN_SIZE = 4096
 """Forgotten texts' digests a process keeps; past that the oldest go, and a store of texts read before
-the newest one that went caches nothing (it can no longer tell which of its texts were forgotten)."""
+the newest one that went caches nothing (which of its texts were forgotten is unknown past that point)."""
 _generation = 0
 _floor = 0  # the generation of the newest digest that went
 _READ_AT: contextvars.ContextVar[int | None] = contextvars.ContextVar("judge_vectors_read_at", default=None)
